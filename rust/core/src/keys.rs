@@ -1,0 +1,1 @@
+//! Occurrence keys, content hashing and protected-path globs (filled in by the keys work).

@@ -1,0 +1,14 @@
+//! Thin PyO3 bindings: convert Python values to core views and back. No logic lives here.
+
+use pyo3::prelude::*;
+
+mod json;
+mod keys;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    json::register(m)?;
+    keys::register(m)?;
+    Ok(())
+}
