@@ -1,5 +1,6 @@
 //! Pure-Rust core of pi-condense. Nothing in this crate knows about Python:
 //! it takes light views of messages and values and returns decisions.
 
+pub mod jsnum;
 pub mod json;
 pub mod keys;

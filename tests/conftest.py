@@ -1,0 +1,36 @@
+"""Shared fixtures: where the read-only project material (../shared) lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_root() -> Path:
+    """The shared/ folder: $PI_CONDENSE_SHARED, else the sibling of the repository."""
+    env = os.environ.get("PI_CONDENSE_SHARED")
+    root = Path(env) if env else REPO_ROOT.parent / "shared"
+    if not root.is_dir():
+        raise RuntimeError(
+            f"shared material not found at {root}; set PI_CONDENSE_SHARED to the shared/ folder"
+        )
+    return root
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return shared_root()
+
+
+@pytest.fixture(scope="session")
+def conformance_dir(shared_dir: Path) -> Path:
+    return shared_dir / "conformance"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir(shared_dir: Path) -> Path:
+    return shared_dir / "fixtures" / "pi-sessions"
