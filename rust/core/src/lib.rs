@@ -4,3 +4,5 @@
 pub mod jsnum;
 pub mod json;
 pub mod keys;
+pub mod index;
+pub mod render;

@@ -2,13 +2,17 @@
 
 use pyo3::prelude::*;
 
+mod index;
 mod json;
 mod keys;
+mod render;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     json::register(m)?;
     keys::register(m)?;
+    index::register(m)?;
+    render::register(m)?;
     Ok(())
 }

@@ -1,0 +1,604 @@
+//! Protected tool calls: by exact tool name, or by a glob on the call's
+//! `args.path` (with every `\` read as `/`).
+//!
+//! A glob is translated as the reference does, into an anchored JavaScript
+//! regex (no flags), scanning left to right:
+//!
+//! | glob | regex | meaning |
+//! |---|---|---|
+//! | `**/` | `(?:[^/]*/)*` | zero or more whole directories |
+//! | `**` (not before `/`) | `.*` | anything except JS line terminators |
+//! | `*` | `[^/]*` | within one segment |
+//! | `?` | `[^/]` | one UTF-16 code unit that is not `/` |
+//! | other | itself, regex-escaped | literal, case-sensitive |
+//!
+//! Instead of a regex engine we run that regex's automaton directly over
+//! UTF-16 code units, which is what a JS regex without the `u` flag sees:
+//! `?` never matches an astral character (two units), and `.` excludes
+//! `\n`, `\r`, U+2028 and U+2029 while `[^/]` does not.
+
+/// One element of a translated glob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    /// A literal code unit.
+    Lit(u16),
+    /// `[^/]`
+    One,
+    /// `[^/]*`
+    SegStar,
+    /// `.*`
+    AnyStar,
+    /// `(?:[^/]*/)*`
+    DirStar,
+}
+
+impl Token {
+    fn can_be_empty(self) -> bool {
+        matches!(self, Token::SegStar | Token::AnyStar | Token::DirStar)
+    }
+}
+
+const SLASH: u16 = b'/' as u16;
+const BACKSLASH: u16 = b'\\' as u16;
+const STAR: u16 = b'*' as u16;
+const QUESTION: u16 = b'?' as u16;
+
+fn is_line_terminator(unit: u16) -> bool {
+    matches!(unit, 0x000A | 0x000D | 0x2028 | 0x2029)
+}
+
+fn is_regex_special(unit: u16) -> bool {
+    u8::try_from(unit).is_ok_and(|b| b".*+?^${}()|[]\\".contains(&b))
+}
+
+/// A compiled protected-path glob (full-path, anchored, case-sensitive match).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Glob {
+    pattern: Vec<u16>,
+    tokens: Vec<Token>,
+    /// Bit `i` set when token `i` (< 64) may match the empty string.
+    empty: u64,
+}
+
+impl Glob {
+    /// Compiles a glob. Every pattern compiles; there is no error case.
+    pub fn new(pattern: &str) -> Self {
+        Self::from_utf16(&pattern.encode_utf16().collect::<Vec<_>>())
+    }
+
+    /// Compiles a glob given as UTF-16 code units.
+    pub fn from_utf16(pattern: &[u16]) -> Self {
+        let mut tokens = Vec::with_capacity(pattern.len());
+        let mut i = 0;
+        while let Some(&unit) = pattern.get(i) {
+            if unit == STAR {
+                if pattern.get(i + 1) == Some(&STAR) {
+                    if pattern.get(i + 2) == Some(&SLASH) {
+                        tokens.push(Token::DirStar);
+                        i += 3;
+                    } else {
+                        tokens.push(Token::AnyStar);
+                        i += 2;
+                    }
+                } else {
+                    tokens.push(Token::SegStar);
+                    i += 1;
+                }
+            } else if unit == QUESTION {
+                tokens.push(Token::One);
+                i += 1;
+            } else {
+                tokens.push(Token::Lit(unit));
+                i += 1;
+            }
+        }
+        let empty = tokens
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, token)| token.can_be_empty())
+            .fold(0u64, |mask, (i, _)| mask | (1 << i));
+        Glob {
+            pattern: pattern.to_vec(),
+            tokens,
+            empty,
+        }
+    }
+
+    /// The pattern as given, in UTF-16 code units.
+    pub fn pattern_utf16(&self) -> &[u16] {
+        &self.pattern
+    }
+
+    /// The source of the equivalent JavaScript regex, e.g.
+    /// `**/skills/**/*.md` -> `^(?:[^/]*/)*skills/(?:[^/]*/)*[^/]*\.md$`
+    /// (lone surrogates shown as U+FFFD).
+    pub fn regex_source(&self) -> String {
+        let mut units: Vec<u16> = Vec::with_capacity(self.pattern.len() * 2 + 2);
+        units.push(u16::from(b'^'));
+        for token in &self.tokens {
+            match *token {
+                Token::Lit(unit) => {
+                    if is_regex_special(unit) {
+                        units.push(BACKSLASH);
+                    }
+                    units.push(unit);
+                }
+                Token::One => units.extend("[^/]".encode_utf16()),
+                Token::SegStar => units.extend("[^/]*".encode_utf16()),
+                Token::AnyStar => units.extend(".*".encode_utf16()),
+                Token::DirStar => units.extend("(?:[^/]*/)*".encode_utf16()),
+            }
+        }
+        units.push(u16::from(b'$'));
+        String::from_utf16_lossy(&units)
+    }
+
+    /// Whether the whole of `text` matches (no path normalization).
+    pub fn is_match(&self, text: &str) -> bool {
+        self.matches_units(text.encode_utf16())
+    }
+
+    /// [`Glob::is_match`] over UTF-16 code units.
+    pub fn is_match_utf16(&self, text: &[u16]) -> bool {
+        self.matches_units(text.iter().copied())
+    }
+
+    /// Whether the whole unit sequence matches.
+    fn matches_units<I: IntoIterator<Item = u16>>(&self, text: I) -> bool {
+        if self.tokens.len() < 64 {
+            self.matches_small(text)
+        } else {
+            self.matches_large(text)
+        }
+    }
+
+    /// The automaton over one 64-bit word: bit `i` of `at` means "about to
+    /// match token i" (bit `n` is the accepting state), bit `i` of `inside`
+    /// means "in the middle of a directory name of the `**/` at token i".
+    /// Requires fewer than 64 tokens.
+    fn matches_small<I: IntoIterator<Item = u16>>(&self, text: I) -> bool {
+        let n = self.tokens.len();
+        let mut at = self.close_word(1);
+        let mut inside: u64 = 0;
+        for unit in text {
+            let mut next_at: u64 = 0;
+            let mut next_inside: u64 = 0;
+            let mut pending = at & !(1u64 << n);
+            while pending != 0 {
+                let i = pending.trailing_zeros() as usize;
+                pending &= pending - 1;
+                if let Some(&token) = self.tokens.get(i) {
+                    let step = step(token, unit);
+                    if step.stay {
+                        next_at |= 1 << i;
+                    }
+                    if step.advance {
+                        next_at |= 1 << (i + 1);
+                    }
+                    if step.enter {
+                        next_inside |= 1 << i;
+                    }
+                }
+            }
+            if unit == SLASH {
+                next_at |= inside;
+            } else {
+                next_inside |= inside;
+            }
+            if next_at == 0 && next_inside == 0 {
+                return false;
+            }
+            at = self.close_word(next_at);
+            inside = next_inside;
+        }
+        at & (1u64 << n) != 0
+    }
+
+    /// Skips tokens that may match the empty string (`empty` has bit `i` set
+    /// when token `i` may), until nothing changes.
+    fn close_word(&self, mut at: u64) -> u64 {
+        loop {
+            let next = at | ((at & self.empty) << 1);
+            if next == at {
+                return at;
+            }
+            at = next;
+        }
+    }
+
+    /// The same automaton with one flag per state, for long patterns.
+    fn matches_large<I: IntoIterator<Item = u16>>(&self, text: I) -> bool {
+        let n = self.tokens.len();
+        let mut at = vec![false; n + 1];
+        let mut inside = vec![false; n];
+        let mut next_at = vec![false; n + 1];
+        let mut next_inside = vec![false; n];
+        at[0] = true;
+        self.close_flags(&mut at);
+        for unit in text {
+            next_at.fill(false);
+            next_inside.fill(false);
+            let mut alive = false;
+            for (i, &token) in self.tokens.iter().enumerate() {
+                if at[i] {
+                    let step = step(token, unit);
+                    next_at[i] |= step.stay;
+                    next_at[i + 1] |= step.advance;
+                    next_inside[i] |= step.enter;
+                    alive |= step.stay || step.advance || step.enter;
+                }
+                if inside[i] {
+                    if unit == SLASH {
+                        next_at[i] = true;
+                    } else {
+                        next_inside[i] = true;
+                    }
+                    alive = true;
+                }
+            }
+            if !alive {
+                return false;
+            }
+            std::mem::swap(&mut at, &mut next_at);
+            std::mem::swap(&mut inside, &mut next_inside);
+            self.close_flags(&mut at);
+        }
+        at[n]
+    }
+
+    /// Skips tokens that may match the empty string.
+    fn close_flags(&self, at: &mut [bool]) {
+        for (i, token) in self.tokens.iter().enumerate() {
+            if at[i] && token.can_be_empty() {
+                at[i + 1] = true;
+            }
+        }
+    }
+}
+
+/// Where one code unit takes the automaton from "about to match a token".
+struct Step {
+    /// Stay before the same token (a repetition).
+    stay: bool,
+    /// Move past the token.
+    advance: bool,
+    /// Enter the directory name of a `**/`.
+    enter: bool,
+}
+
+fn step(token: Token, unit: u16) -> Step {
+    let (stay, advance, enter) = match token {
+        Token::Lit(lit) => (false, unit == lit, false),
+        Token::One => (false, unit != SLASH, false),
+        Token::SegStar => (unit != SLASH, false, false),
+        Token::AnyStar => (!is_line_terminator(unit), false, false),
+        // An empty directory name followed by `/`, or the first unit of a
+        // non-empty one.
+        Token::DirStar => (unit == SLASH, false, unit != SLASH),
+    };
+    Step {
+        stay,
+        advance,
+        enter,
+    }
+}
+
+/// `isProtected` with the config's lists compiled once.
+#[derive(Debug, Clone, Default)]
+pub struct ProtectedMatcher {
+    /// Every protected tool name, as UTF-16.
+    tools_utf16: Vec<Vec<u16>>,
+    /// The protected tool names that are valid Unicode (fast `&str` path).
+    tools: Vec<String>,
+    globs: Vec<Glob>,
+}
+
+fn normalize_slash(unit: u16) -> u16 {
+    if unit == BACKSLASH {
+        SLASH
+    } else {
+        unit
+    }
+}
+
+impl ProtectedMatcher {
+    /// From `protectedTools` (exact names) and `protectedPaths` (globs).
+    pub fn new<T: AsRef<str>, G: AsRef<str>>(tools: &[T], globs: &[G]) -> Self {
+        ProtectedMatcher {
+            tools_utf16: tools
+                .iter()
+                .map(|t| t.as_ref().encode_utf16().collect())
+                .collect(),
+            tools: tools.iter().map(|t| t.as_ref().to_owned()).collect(),
+            globs: globs.iter().map(|g| Glob::new(g.as_ref())).collect(),
+        }
+    }
+
+    /// As [`ProtectedMatcher::new`], from UTF-16 code units.
+    pub fn from_utf16(tools: Vec<Vec<u16>>, globs: &[Vec<u16>]) -> Self {
+        ProtectedMatcher {
+            tools: tools
+                .iter()
+                .filter_map(|t| String::from_utf16(t).ok())
+                .collect(),
+            tools_utf16: tools,
+            globs: globs.iter().map(|g| Glob::from_utf16(g)).collect(),
+        }
+    }
+
+    /// The compiled globs, in config order.
+    pub fn globs(&self) -> &[Glob] {
+        &self.globs
+    }
+
+    /// True when no tool name and no glob is configured.
+    pub fn is_empty(&self) -> bool {
+        self.tools_utf16.is_empty() && self.globs.is_empty()
+    }
+
+    /// `protectedTools.includes(name)`.
+    pub fn is_protected_tool(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t == name)
+    }
+
+    /// [`ProtectedMatcher::is_protected_tool`] over UTF-16 code units.
+    pub fn is_protected_tool_utf16(&self, name: &[u16]) -> bool {
+        self.tools_utf16.iter().any(|t| t.as_slice() == name)
+    }
+
+    /// Whether `path`, with every `\` replaced by `/`, fully matches any glob.
+    pub fn matches_path(&self, path: &str) -> bool {
+        self.globs
+            .iter()
+            .any(|g| g.matches_units(path.encode_utf16().map(normalize_slash)))
+    }
+
+    /// [`ProtectedMatcher::matches_path`] over UTF-16 code units.
+    pub fn matches_path_utf16(&self, path: &[u16]) -> bool {
+        self.globs
+            .iter()
+            .any(|g| g.matches_units(path.iter().copied().map(normalize_slash)))
+    }
+
+    /// `isProtected(toolName, args)`, given the tool name and `args.path` when
+    /// it is a string (`None` for a missing or non-string path, or no args).
+    pub fn is_protected(&self, tool_name: Option<&str>, path: Option<&str>) -> bool {
+        tool_name.is_some_and(|n| self.is_protected_tool(n))
+            || path.is_some_and(|p| self.matches_path(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(glob: &str, text: &str) -> bool {
+        Glob::new(glob).is_match(text)
+    }
+
+    fn utf16(s: &str) -> Vec<u16> {
+        s.encode_utf16().collect()
+    }
+
+    #[test]
+    fn translation_matches_the_reference_regex() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "**/skills/**/*.md",
+                r"^(?:[^/]*/)*skills/(?:[^/]*/)*[^/]*\.md$",
+            ),
+            ("**/SKILL.md", r"^(?:[^/]*/)*SKILL\.md$"),
+            ("a/**", r"^a/.*$"),
+            ("**", r"^.*$"),
+            ("*", r"^[^/]*$"),
+            ("?", r"^[^/]$"),
+            ("***", r"^.*[^/]*$"),
+            ("***/x", r"^.*[^/]*/x$"),
+            ("a+b/(c).md", r"^a\+b/\(c\)\.md$"),
+            ("[ab]{1,2}$^|\\", r"^\[ab\]\{1,2\}\$\^\|\\$"),
+            ("", "^$"),
+        ];
+        for (glob, want) in cases {
+            assert_eq!(Glob::new(glob).regex_source(), *want, "glob {glob:?}");
+        }
+    }
+
+    #[test]
+    fn double_star_crosses_segments() {
+        assert!(m(
+            "**/skills/**/*.md",
+            "/Users/x/.agents/skills/release/SKILL.md"
+        ));
+        assert!(m("**/skills/**/*.md", "a/skills/b/c/notes.md"));
+        assert!(m("a/**", "a/x/y/z"));
+        assert!(m("a/**", "a/"));
+        assert!(!m("a/**", "a"));
+        assert!(m("**", ""));
+        assert!(m("**", "any/thing/at/all"));
+    }
+
+    #[test]
+    fn double_star_slash_matches_zero_directories() {
+        assert!(m("**/SKILL.md", "SKILL.md"));
+        assert!(m("**/skills/**/*.md", "skills/foo.md"));
+        assert!(m("a/**/b", "a/b"));
+        assert!(m("a/**/b", "a/x/y/b"));
+        // An empty directory name is a directory name too.
+        assert!(m("a/**/b", "a//b"));
+        assert!(m("**/x", "/x"));
+        assert!(!m("**/x", "ax"));
+    }
+
+    #[test]
+    fn star_and_question_are_segment_local() {
+        assert!(!m("skills/*.md", "skills/a/b.md"));
+        assert!(m("skills/*.md", "skills/.md"));
+        assert!(m("skills/?.md", "skills/a.md"));
+        assert!(!m("skills/?.md", "skills//x.md"));
+        assert!(!m("skills/?.md", "skills/ab.md"));
+        assert!(!m("skills/?.md", "skills/.md"));
+    }
+
+    #[test]
+    fn three_stars_are_a_double_star_then_a_star() {
+        assert!(m("a***b", "a/x/yb"));
+        assert!(!m("***/x", "x"));
+        assert!(m("***/x", "d/x"));
+    }
+
+    #[test]
+    fn regex_metacharacters_are_literals() {
+        assert!(m("a+b/(c).md", "a+b/(c).md"));
+        assert!(!m("a.md", "aXmd"));
+        assert!(m("[ab].md", "[ab].md"));
+        assert!(!m("[ab].md", "a.md"));
+        assert!(m("{a,b}.md", "{a,b}.md"));
+        assert!(!m("{a,b}.md", "a.md"));
+        assert!(m("^$|", "^$|"));
+        assert!(m("a\\b", "a\\b"));
+    }
+
+    #[test]
+    fn full_path_anchored_and_case_sensitive() {
+        assert!(!m("skills/a.md", "xskills/a.md"));
+        assert!(!m("skills/a.md", "skills/a.md.bak"));
+        assert!(!m("skills/a.md", "skills/a.md\n"));
+        assert!(!m("**/SKILL.md", "a/skill.md"));
+        assert!(m("", ""));
+        assert!(!m("", "a"));
+    }
+
+    #[test]
+    fn js_dot_excludes_line_terminators_but_classes_do_not() {
+        assert!(!m("a/**", "a/x\ny"));
+        assert!(!m("a/**", "a/x\ry"));
+        assert!(!m("a/**", "a/x\u{2028}y"));
+        assert!(!m("a/**", "a/x\u{2029}y"));
+        assert!(m("a/**", "a/x\u{85}y"));
+        assert!(m("a/*", "a/x\ny"));
+        assert!(m("a/?", "a/\n"));
+        assert!(m("**/b", "x\ny/b"));
+    }
+
+    #[test]
+    fn question_mark_is_one_utf16_unit() {
+        assert!(!m("?", "😀"));
+        assert!(m("??", "😀"));
+        assert!(m("?", "ż"));
+        assert!(m("*.md", "😀.md"));
+        let lone = [0xD800u16];
+        assert!(Glob::new("?").is_match_utf16(&lone));
+        assert!(Glob::from_utf16(&lone).is_match_utf16(&lone));
+        assert!(!Glob::from_utf16(&lone).is_match("a"));
+    }
+
+    #[test]
+    fn long_patterns_use_the_general_automaton() {
+        let long = format!("{}/**/x?", "a".repeat(70));
+        let glob = Glob::new(&long);
+        assert!(glob.tokens.len() >= 64);
+        assert!(glob.is_match(&format!("{}/b/c/xy", "a".repeat(70))));
+        assert!(glob.is_match(&format!("{}/xy", "a".repeat(70))));
+        assert!(!glob.is_match(&format!("{}/x/", "a".repeat(70))));
+        assert!(!glob.is_match(&format!("{}/xy", "a".repeat(69))));
+    }
+
+    #[test]
+    fn both_automata_agree() {
+        // Every glob and path over a small alphabet, up to a few units long.
+        fn all(alphabet: &[u16], max_len: usize) -> Vec<Vec<u16>> {
+            let mut out = vec![Vec::new()];
+            let mut layer = vec![Vec::new()];
+            for _ in 0..max_len {
+                let mut next = Vec::new();
+                for prefix in &layer {
+                    for &u in alphabet {
+                        let mut s: Vec<u16> = prefix.clone();
+                        s.push(u);
+                        next.push(s);
+                    }
+                }
+                out.extend(next.iter().cloned());
+                layer = next;
+            }
+            out
+        }
+        let globs = all(&utf16("a*?/"), 5);
+        let paths = all(&utf16("a/\n"), 5);
+        let mut matched = 0;
+        for g in &globs {
+            let glob = Glob::from_utf16(g);
+            for p in &paths {
+                let small = glob.matches_small(p.iter().copied());
+                assert_eq!(small, glob.matches_large(p.iter().copied()), "{g:?} {p:?}");
+                matched += usize::from(small);
+            }
+        }
+        assert!(matched > 1000);
+    }
+
+    fn cfg() -> ProtectedMatcher {
+        ProtectedMatcher::new(&["todowrite"], &["**/skills/**/*.md"])
+    }
+
+    #[test]
+    fn protected_by_tool_name_regardless_of_args() {
+        assert!(cfg().is_protected(Some("todowrite"), None));
+        assert!(cfg().is_protected(Some("todowrite"), Some("src/app.ts")));
+        assert!(!cfg().is_protected(Some("TodoWrite"), None));
+        assert!(!cfg().is_protected(Some("todo"), None));
+        assert!(!cfg().is_protected(None, None));
+    }
+
+    #[test]
+    fn protected_by_path_glob() {
+        assert!(cfg().is_protected(Some("read"), Some("/h/skills/x/SKILL.md")));
+        assert!(!cfg().is_protected(Some("read"), Some("/h/src/app.ts")));
+        assert!(cfg().is_protected(None, Some("skills/a.md")));
+    }
+
+    #[test]
+    fn backslashes_are_normalized() {
+        assert!(cfg().is_protected(Some("read"), Some("h\\skills\\x\\SKILL.md")));
+        assert!(cfg().matches_path("C:\\Users\\me\\skills\\a.md"));
+        // A backslash in a pattern can never match a normalized path.
+        let m = ProtectedMatcher::new::<&str, &str>(&[], &["a\\b"]);
+        assert!(!m.matches_path("a\\b"));
+        assert!(!m.matches_path("a/b"));
+    }
+
+    #[test]
+    fn empty_config_protects_nothing() {
+        let empty = ProtectedMatcher::new::<&str, &str>(&[], &[]);
+        assert!(empty.is_empty());
+        assert!(!empty.is_protected(Some("read"), Some("skills/a/SKILL.md")));
+        assert!(!ProtectedMatcher::default().is_protected(Some(""), Some("")));
+    }
+
+    #[test]
+    fn any_glob_may_match() {
+        let m = ProtectedMatcher::new(&[""; 0], &["*.txt", "docs/**"]);
+        assert!(m.matches_path("a.txt"));
+        assert!(m.matches_path("docs/x/y.md"));
+        assert!(!m.matches_path("src/a.md"));
+        assert_eq!(m.globs().len(), 2);
+    }
+
+    #[test]
+    fn utf16_forms_agree() {
+        let m = ProtectedMatcher::from_utf16(
+            vec![utf16("todowrite"), vec![0xD800]],
+            &[utf16("**/skills/**/*.md")],
+        );
+        assert!(m.is_protected_tool("todowrite"));
+        assert!(m.is_protected_tool_utf16(&utf16("todowrite")));
+        assert!(m.is_protected_tool_utf16(&[0xD800]));
+        assert!(!m.is_protected_tool("\u{FFFD}"));
+        let mut path = utf16("h\\skills\\");
+        path.push(0xDC00);
+        path.extend(utf16(".md"));
+        assert!(m.matches_path_utf16(&path));
+        assert!(!m.matches_path_utf16(&utf16("h/src/a.md")));
+    }
+}

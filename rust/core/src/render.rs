@@ -1,0 +1,1 @@
+//! Render phases 1-4 over light message views (in progress).

@@ -1,0 +1,976 @@
+//! `pi_condense._core.Index`: the pruner index as a Python class.
+//!
+//! Reconstruction reads the branch's entry dicts directly (only the fields the index needs) and
+//! feeds them to `pi_condense_core::index::Replay`. Records and chain entries stay the caller's
+//! Python objects (a record's result text can be large and may hold lone surrogates): the core
+//! keeps light views with a `slot`, and this class maps slots back to the original objects.
+//!
+//! Rust callers (the render binding) borrow the class and use [`PyIndex::core`] for decisions
+//! and [`PyIndex::record_object`] / [`PyIndex::chain_object`] for the original objects.
+
+use pi_condense_core::index::reconstruct::{AliasData, ReplayRecord};
+use pi_condense_core::index::{
+    ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, ShortRef,
+};
+use pi_condense_core::keys::hash_tool_result;
+use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::{intern, IntoPyObjectExt};
+
+/// Deepest nesting `String(array)` follows when summarizing an array field.
+const MAX_JS_STRING_DEPTH: usize = 64;
+
+/// The pruner index (records, short refs, dedup aliases, summary bodies, chain registry) plus
+/// the frontier / stats data picked during reconstruction.
+#[pyclass(name = "Index", module = "pi_condense._core")]
+pub struct PyIndex {
+    core: Index,
+    /// Record objects by `Record::slot`.
+    records: Vec<PyObject>,
+    /// Chain entry objects by `ChainEntry::slot`.
+    chains: Vec<PyObject>,
+    /// Summary body texts (original `str` objects) by body position.
+    bodies: Vec<PyObject>,
+    /// `(String(toolName), resultText)` of deferred hash seeds, by handle.
+    deferred: Vec<(String, Py<PyString>)>,
+    frontier: Option<PyObject>,
+    stats: Option<PyObject>,
+}
+
+impl PyIndex {
+    fn empty() -> Self {
+        PyIndex {
+            core: Index::new(),
+            records: Vec::new(),
+            chains: Vec::new(),
+            bodies: Vec::new(),
+            deferred: Vec::new(),
+            frontier: None,
+            stats: None,
+        }
+    }
+
+    /// The core index: every lookup of `pi_condense_core::index::Index` (`&self`).
+    pub(crate) fn core(&self) -> &Index {
+        &self.core
+    }
+
+    /// The original record object (a dict) of a core record.
+    pub(crate) fn record_object<'py>(&self, py: Python<'py>, record: &Record) -> Bound<'py, PyAny> {
+        match self.records.get(record.slot) {
+            Some(obj) => obj.bind(py).clone(),
+            None => py.None().into_bound(py),
+        }
+    }
+
+    /// The original entry object (`data` of the chain entry, a dict) of a core chain entry.
+    pub(crate) fn chain_object<'py>(
+        &self,
+        py: Python<'py>,
+        entry: &ChainEntry,
+    ) -> Bound<'py, PyAny> {
+        match self.chains.get(entry.slot) {
+            Some(obj) => obj.bind(py).clone(),
+            None => py.None().into_bound(py),
+        }
+    }
+
+    /// The original text object of summary body `position` (see
+    /// `Index::per_batch_summary_indices`); exact even when the text holds lone surrogates.
+    pub(crate) fn summary_text_object<'py>(
+        &self,
+        py: Python<'py>,
+        position: usize,
+    ) -> Bound<'py, PyAny> {
+        match self.bodies.get(position) {
+            Some(obj) => obj.bind(py).clone(),
+            None => py.None().into_bound(py),
+        }
+    }
+
+    /// Applies the queued dedup-hash seeds (hashing deferred result texts now).
+    fn resolve_seeds(&mut self, py: Python<'_>) {
+        if self.core.pending_hash_seeds() == 0 {
+            return;
+        }
+        let deferred = std::mem::take(&mut self.deferred);
+        self.core.resolve_hash_seeds(|handle| {
+            let (tool_name, text) = deferred.get(handle)?;
+            let text = text_of(text.bind(py));
+            Some(hash_tool_result(tool_name, &text))
+        });
+    }
+
+    /// Reads a record dict: the core view plus its hash seed (`contentHash ?? hash(toolName,
+    /// resultText)`, deferred). `None` for a non-dict or a record without a string id.
+    fn read_record(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<Option<ReplayRecord>> {
+        let Ok(dict) = obj.downcast::<PyDict>() else {
+            return Ok(None);
+        };
+        let py = obj.py();
+        let Some(id) = dict.get_item(intern!(py, "toolCallId"))? else {
+            return Ok(None);
+        };
+        let Ok(id) = id.downcast::<PyString>() else {
+            return Ok(None);
+        };
+        let args_path = match dict.get_item(intern!(py, "args"))? {
+            Some(args) => match args.downcast::<PyDict>() {
+                Ok(args) => match args.get_item(intern!(py, "path"))? {
+                    Some(p) => p.downcast::<PyString>().ok().map(text_of),
+                    None => None,
+                },
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let record = Record {
+            tool_call_id: text_of(id),
+            tool_name: field(dict, intern!(py, "toolName"))?,
+            args_path,
+            result_timestamp: field(dict, intern!(py, "resultTimestamp"))?,
+            timestamp: field(dict, intern!(py, "timestamp"))?,
+            turn_index: field(dict, intern!(py, "turnIndex"))?,
+            is_error: field(dict, intern!(py, "isError"))?,
+            spill_path: field(dict, intern!(py, "spillPath"))?,
+            spill_bytes: field(dict, intern!(py, "spillBytes"))?,
+            result_preview: field(dict, intern!(py, "resultPreview"))?,
+            key: String::new(),
+            slot: 0,
+        };
+        let seed = match dict.get_item(intern!(py, "contentHash"))? {
+            Some(h) if !h.is_none() => h
+                .downcast::<PyString>()
+                .ok()
+                .map(|h| HashSeed::Known(text_of(h))),
+            _ => match dict.get_item(intern!(py, "resultText"))? {
+                Some(text) => match text.downcast_into::<PyString>() {
+                    Ok(text) => {
+                        self.deferred
+                            .push((record.tool_name.js_string(), text.unbind()));
+                        Some(HashSeed::Deferred(self.deferred.len() - 1))
+                    }
+                    Err(_) => None,
+                },
+                None => None,
+            },
+        };
+        self.records.push(obj.clone().unbind());
+        Ok(Some((record, seed)))
+    }
+
+    /// Reads the records of a list, pushing their objects in slot order.
+    fn read_records(&mut self, list: &Bound<'_, PyAny>) -> PyResult<Vec<ReplayRecord>> {
+        let mut out = Vec::new();
+        for item in list.try_iter()? {
+            if let Some(r) = self.read_record(&item?)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    fn replay_entry(
+        &mut self,
+        replay: &mut Replay,
+        position: usize,
+        entry: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let Ok(entry) = entry.downcast::<PyDict>() else {
+            return Ok(());
+        };
+        let py = entry.py();
+        let kind = {
+            let entry_type = entry.get_item(intern!(py, "type"))?;
+            let custom_type = entry.get_item(intern!(py, "customType"))?;
+            let entry_type = entry_type
+                .as_ref()
+                .and_then(|t| t.downcast::<PyString>().ok());
+            let custom_type = custom_type
+                .as_ref()
+                .and_then(|t| t.downcast::<PyString>().ok());
+            let entry_type = entry_type.map(text_of);
+            let custom_type = custom_type.map(text_of);
+            pi_condense_core::index::classify(entry_type.as_deref(), custom_type.as_deref())
+        };
+        if kind == EntryKind::Other {
+            return Ok(());
+        }
+        if kind == EntryKind::Summary {
+            let refs = normalized_summary_refs(entry.get_item(intern!(py, "details"))?)?;
+            let (text, text_obj) = summary_text(py, entry.get_item(intern!(py, "content"))?)?;
+            if replay.summary_entry(&refs, text) {
+                self.bodies.push(text_obj);
+            }
+            return Ok(());
+        }
+        let data = entry.get_item(intern!(py, "data"))?;
+        match kind {
+            EntryKind::Index => {
+                // The reference reads `data.backfilled` before checking `data` (it throws on a
+                // data-less entry); such an entry is skipped here.
+                let Some(data) = data else { return Ok(()) };
+                let Ok(data) = data.downcast::<PyDict>() else {
+                    return Ok(());
+                };
+                let backfilled = data
+                    .get_item(intern!(py, "backfilled"))?
+                    .is_some_and(|b| b.downcast::<PyBool>().is_ok_and(|b| b.is_true()));
+                let records = match data.get_item(intern!(py, "toolCalls"))? {
+                    Some(list) if list.is_instance_of::<PyList>() => self.read_records(&list)?,
+                    _ => Vec::new(),
+                };
+                let refs = match data.get_item(intern!(py, "refs"))? {
+                    Some(list) if backfilled && list.is_instance_of::<PyList>() => {
+                        Some(raw_refs(&list)?)
+                    }
+                    _ => None,
+                };
+                replay.index_entry(records, backfilled, refs.as_deref());
+            }
+            EntryKind::Chain => {
+                let Some(data) = data else { return Ok(()) };
+                let Ok(dict) = data.downcast::<PyDict>() else {
+                    return Ok(());
+                };
+                if let Some(chain) = read_chain(dict)? {
+                    if replay.chain_entry(chain) {
+                        self.chains.push(data.clone().unbind());
+                    }
+                }
+            }
+            EntryKind::DedupAlias => {
+                let Some(data) = data else { return Ok(()) };
+                let Ok(dict) = data.downcast::<PyDict>() else {
+                    return Ok(());
+                };
+                replay.alias_entry(&AliasData {
+                    new_tool_call_id: field(dict, intern!(py, "newToolCallId"))?,
+                    new_result_timestamp: field(dict, intern!(py, "newResultTimestamp"))?,
+                    original_tool_call_id: field(dict, intern!(py, "originalToolCallId"))?,
+                    original_result_timestamp: field(dict, intern!(py, "originalResultTimestamp"))?,
+                });
+            }
+            EntryKind::Frontier => {
+                let Some(data) = data else { return Ok(()) };
+                let last = match data.downcast::<PyDict>() {
+                    Ok(dict) => field(dict, intern!(py, "lastAttemptedToolCallId"))?,
+                    Err(_) => JsField::Absent,
+                };
+                if replay.frontier_entry(position, js_truthy(&data)?, &last) {
+                    self.frontier = Some(data.unbind());
+                }
+            }
+            EntryKind::Stats => {
+                let Some(data) = data else { return Ok(()) };
+                if replay.stats_entry(position, js_truthy(&data)?) {
+                    self.stats = Some(data.unbind());
+                }
+            }
+            EntryKind::Summary | EntryKind::Other => {}
+        }
+        Ok(())
+    }
+}
+
+// ----- value extraction -----
+
+/// A Python `str` as Rust text; each lone surrogate becomes one U+FFFD (as Node's UTF-8
+/// encoder does), so hashes of such texts match the reference.
+fn text_of(s: &Bound<'_, PyString>) -> String {
+    match s.to_cow() {
+        Ok(text) => text.into_owned(),
+        Err(_) => lossy_text(s).unwrap_or_default(),
+    }
+}
+
+fn lossy_text(s: &Bound<'_, PyString>) -> PyResult<String> {
+    let py = s.py();
+    let encoded = s.call_method1(
+        intern!(py, "encode"),
+        (intern!(py, "utf-16-le"), intern!(py, "surrogatepass")),
+    )?;
+    let bytes = encoded.downcast::<PyBytes>()?.as_bytes();
+    let units: Vec<u16> = bytes
+        .chunks_exact(2)
+        .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+        .collect();
+    Ok(String::from_utf16_lossy(&units))
+}
+
+/// `typeof v === "number"` as a double (ints rounded; out-of-range ints are +-Infinity, as
+/// `JSON.parse` reads them; bools are not numbers).
+fn number_of(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if value.is_instance_of::<PyBool>() {
+        return Ok(None);
+    }
+    if let Ok(f) = value.downcast::<PyFloat>() {
+        return Ok(Some(f.value()));
+    }
+    if value.is_instance_of::<PyInt>() {
+        return match value.extract::<f64>() {
+            Ok(x) => Ok(Some(x)),
+            Err(err) if err.is_instance_of::<PyOverflowError>(value.py()) => {
+                Ok(Some(if value.lt(0)? {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }))
+            }
+            Err(err) => Err(err),
+        };
+    }
+    Ok(None)
+}
+
+/// JS truthiness of a JSON-shaped value (an empty dict or list is truthy).
+fn js_truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(field_of(value)?.is_truthy())
+}
+
+/// The `JsField` view of a present value.
+fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
+    if value.is_none() {
+        return Ok(JsField::Null);
+    }
+    if let Ok(b) = value.downcast::<PyBool>() {
+        return Ok(JsField::Bool(b.is_true()));
+    }
+    if let Some(n) = number_of(value)? {
+        return Ok(JsField::Number(n));
+    }
+    if let Ok(s) = value.downcast::<PyString>() {
+        return Ok(JsField::Str(text_of(s)));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        return Ok(JsField::Array(js_string_of(value, 0)?));
+    }
+    if !value.is_instance_of::<PyDict>() && value.get_type().name()?.to_cow()? == "_Absent" {
+        // `pi_condense.session.ABSENT`: an omitted optional value (JS `undefined`).
+        return Ok(JsField::Absent);
+    }
+    Ok(JsField::Object)
+}
+
+/// `String(value)` for a JSON-shaped value (arrays join their elements with `,`).
+fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        if depth >= MAX_JS_STRING_DEPTH {
+            return Ok(String::new());
+        }
+        let mut parts = Vec::new();
+        for item in value.try_iter()? {
+            let item = item?;
+            parts.push(if item.is_none() {
+                String::new()
+            } else {
+                js_string_of(&item, depth + 1)?
+            });
+        }
+        return Ok(parts.join(","));
+    }
+    Ok(field_of(value)?.js_string())
+}
+
+/// The `JsField` view of `dict[key]` (absent when the key is missing).
+fn field(dict: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<JsField> {
+    match dict.get_item(key)? {
+        Some(v) => field_of(&v),
+        None => Ok(JsField::Absent),
+    }
+}
+
+/// `dict[key]` as a list of fields when it is a list.
+fn field_list(
+    dict: &Bound<'_, PyDict>,
+    key: &Bound<'_, PyString>,
+) -> PyResult<Option<Vec<JsField>>> {
+    match dict.get_item(key)? {
+        Some(v) if v.is_instance_of::<PyList>() => {
+            let mut out = Vec::new();
+            for item in v.try_iter()? {
+                out.push(field_of(&item?)?);
+            }
+            Ok(Some(out))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A JS number as Python: an int when integral and exactly representable, else a float.
+fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
+    const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+    if x.is_finite() && x.fract() == 0.0 && x.abs() <= MAX_SAFE {
+        // Integral and within +-2^53: the cast is exact.
+        return (x as i64).into_py_any(py);
+    }
+    x.into_py_any(py)
+}
+
+/// `normalizeSummaryToolCallRefs(details)`.
+fn normalized_summary_refs(details: Option<Bound<'_, PyAny>>) -> PyResult<Vec<ShortRef>> {
+    let Some(details) = details else {
+        return Ok(Vec::new());
+    };
+    let Ok(details) = details.downcast::<PyDict>() else {
+        return Ok(Vec::new());
+    };
+    let py = details.py();
+    if let Some(refs) = details.get_item(intern!(py, "toolCallRefs"))? {
+        if refs.is_instance_of::<PyList>() {
+            let mut out = Vec::new();
+            for item in refs.try_iter()? {
+                let item = item?;
+                let Ok(r) = item.downcast::<PyDict>() else {
+                    continue;
+                };
+                let short = r.get_item(intern!(py, "shortId"))?;
+                let id = r.get_item(intern!(py, "toolCallId"))?;
+                let (Some(short), Some(id)) = (short, id) else {
+                    continue;
+                };
+                let (Ok(short), Ok(id)) = (short.downcast::<PyString>(), id.downcast::<PyString>())
+                else {
+                    continue;
+                };
+                let ts = match r.get_item(intern!(py, "resultTimestamp"))? {
+                    Some(ts) => number_of(&ts)?,
+                    None => None,
+                };
+                out.push(ShortRef::new(text_of(short), text_of(id), ts));
+            }
+            return Ok(out);
+        }
+    }
+    if let Some(ids) = details.get_item(intern!(py, "toolCallIds"))? {
+        if ids.is_instance_of::<PyList>() {
+            let mut out = Vec::new();
+            for item in ids.try_iter()? {
+                let item = item?;
+                if let Ok(id) = item.downcast::<PyString>() {
+                    let id = text_of(id);
+                    out.push(ShortRef::new(id.clone(), id, None));
+                }
+            }
+            return Ok(out);
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// Refs read raw (backfilled index entries, flush registration): `shortId` and `toolCallId`
+/// must be strings (refs with other values are skipped), `resultTimestamp` is taken as is.
+fn raw_refs(list: &Bound<'_, PyAny>) -> PyResult<Vec<ShortRef>> {
+    let mut out = Vec::new();
+    for item in list.try_iter()? {
+        let item = item?;
+        let Ok(r) = item.downcast::<PyDict>() else {
+            continue;
+        };
+        let py = r.py();
+        let (JsField::Str(short_id), JsField::Str(tool_call_id)) = (
+            field(r, intern!(py, "shortId"))?,
+            field(r, intern!(py, "toolCallId"))?,
+        ) else {
+            continue;
+        };
+        out.push(ShortRef {
+            short_id,
+            tool_call_id,
+            result_timestamp: field(r, intern!(py, "resultTimestamp"))?,
+        });
+    }
+    Ok(out)
+}
+
+/// A summary message's body: `content` if a string; the `text` of its `type: "text"` blocks
+/// joined with `"\n"` if a list; otherwise `""`. Returns the text and a Python object of it.
+fn summary_text(py: Python<'_>, content: Option<Bound<'_, PyAny>>) -> PyResult<(String, PyObject)> {
+    let Some(content) = content else {
+        return Ok((String::new(), PyString::new(py, "").into_any().unbind()));
+    };
+    if let Ok(s) = content.downcast::<PyString>() {
+        return Ok((text_of(s), content.clone().unbind()));
+    }
+    if !content.is_instance_of::<PyList>() {
+        return Ok((String::new(), PyString::new(py, "").into_any().unbind()));
+    }
+    let mut parts = Vec::new();
+    for block in content.try_iter()? {
+        let block = block?;
+        let Ok(block) = block.downcast::<PyDict>() else {
+            continue;
+        };
+        let is_text = block
+            .get_item(intern!(py, "type"))?
+            .is_some_and(|t| t.downcast::<PyString>().is_ok_and(|t| text_of(t) == "text"));
+        if is_text {
+            parts.push(field(block, intern!(py, "text"))?.join_piece());
+        }
+    }
+    let text = parts.join("\n");
+    let obj = PyString::new(py, &text).into_any().unbind();
+    Ok((text, obj))
+}
+
+/// A chain entry dict as a core view; `None` unless `blockId` is truthy and
+/// `startUserTimestamp` is a number.
+fn read_chain(dict: &Bound<'_, PyDict>) -> PyResult<Option<ChainEntry>> {
+    let py = dict.py();
+    let block_id = field(dict, intern!(py, "blockId"))?;
+    let start = field(dict, intern!(py, "startUserTimestamp"))?;
+    let Some(start) = ChainEntry::accepted_start(&block_id, &start) else {
+        return Ok(None);
+    };
+    Ok(Some(ChainEntry {
+        block_id,
+        start_user_timestamp: start,
+        final_assistant_timestamp: field(dict, intern!(py, "finalAssistantTimestamp"))?,
+        dropped_tool_call_ids: field_list(dict, intern!(py, "droppedToolCallIds"))?,
+        dropped_occurrence_keys: field_list(dict, intern!(py, "droppedOccurrenceKeys"))?,
+        protected_tool_call_ids: field_list(dict, intern!(py, "protectedToolCallIds"))?,
+        tool_refs: field_list(dict, intern!(py, "toolRefs"))?,
+        compressed_at: field(dict, intern!(py, "compressedAt"))?,
+        range_summary_text: field(dict, intern!(py, "rangeSummaryText"))?,
+        body_source: field(dict, intern!(py, "bodySource"))?,
+        slot: 0,
+    }))
+}
+
+fn strings_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let mut out = Vec::new();
+    for item in seq.try_iter()? {
+        let item = item?;
+        let s = item.downcast::<PyString>()?;
+        out.push(text_of(s));
+    }
+    Ok(out)
+}
+
+// ----- Python API -----
+
+#[pymethods]
+impl PyIndex {
+    /// An empty index.
+    #[new]
+    fn py_new() -> Self {
+        PyIndex::empty()
+    }
+
+    /// Rebuilds the index from a branch (root-first entry dicts) as the reference's
+    /// reconstruction does; also picks the frontier and stats data in effect.
+    #[staticmethod]
+    fn from_entries(entries: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mut this = PyIndex::empty();
+        let mut replay = Replay::new();
+        for (position, entry) in entries.try_iter()?.enumerate() {
+            this.replay_entry(&mut replay, position, &entry?)?;
+        }
+        this.core = replay.finish().index;
+        Ok(this)
+    }
+
+    // ----- lookups -----
+
+    /// `isSummarized(key)`: strict occurrence-key lookup (index or dedup alias).
+    fn is_summarized(&self, key: &str) -> bool {
+        self.core.is_summarized(key)
+    }
+
+    /// `hasLegacyBareRecord(id)`: a pure-legacy bare id.
+    fn has_legacy_bare_record(&self, tool_call_id: &str) -> bool {
+        self.core.has_legacy_bare_record(tool_call_id)
+    }
+
+    /// `resolveToolCallId(x)`: the key a key / dedup alias / short ref / unambiguous bare id
+    /// denotes.
+    fn resolve(&self, id_or_ref: &str) -> Option<String> {
+        self.core.resolve(id_or_ref).map(str::to_owned)
+    }
+
+    /// `getRecord(x)`: the record object (not a copy).
+    fn get_record<'py>(&self, py: Python<'py>, id_or_ref: &str) -> Option<Bound<'py, PyAny>> {
+        self.core
+            .get_record(id_or_ref)
+            .map(|r| self.record_object(py, r))
+    }
+
+    /// `lookupToolCalls(ids)`.
+    fn lookup_records<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let ids = strings_of(ids)?;
+        Ok(self
+            .core
+            .lookup_records(&ids)
+            .into_iter()
+            .map(|r| self.record_object(py, r))
+            .collect())
+    }
+
+    /// `getRecordsForId(x)`: dedup-alias occurrences are shallow copies carrying the alias's
+    /// own `resultTimestamp` (removed for a legacy alias).
+    fn records_for_id<'py>(
+        &self,
+        py: Python<'py>,
+        id_or_ref: &str,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut out = Vec::new();
+        for occ in self.core.records_for_id(id_or_ref) {
+            let obj = self.record_object(py, occ.record());
+            match occ {
+                Occurrence::Record(_) => out.push(obj),
+                Occurrence::Alias {
+                    result_timestamp, ..
+                } => {
+                    let copy = obj.downcast::<PyDict>()?.copy()?;
+                    let key = intern!(py, "resultTimestamp");
+                    match result_timestamp {
+                        Some(ts) => copy.set_item(key, number_to_py(py, ts)?)?,
+                        None => {
+                            if copy.contains(key)? {
+                                copy.del_item(key)?;
+                            }
+                        }
+                    }
+                    out.push(copy.into_any());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `getShortRefForToolCallId(key)`.
+    fn short_ref(&self, key: &str) -> Option<String> {
+        self.core.short_ref(key).map(str::to_owned)
+    }
+
+    /// The key a short ref denotes.
+    fn key_for_short_ref(&self, short_id: &str) -> Option<String> {
+        self.core.key_for_short_ref(short_id).map(str::to_owned)
+    }
+
+    /// `getToolRefsForToolCallIds(keys)` (may repeat a ref: dedup aliases share it).
+    fn tool_refs_for(&self, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let keys = strings_of(keys)?;
+        Ok(self
+            .core
+            .tool_refs_for(&keys)
+            .into_iter()
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// `hasPerBatchSummaryCoveringAny(keys)`.
+    fn has_summary_covering_any(&self, keys: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.core.has_summary_covering_any(&strings_of(keys)?))
+    }
+
+    /// `getPerBatchSummariesForToolCallIds(keys)` (the original text objects).
+    fn per_batch_summaries<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let keys = strings_of(keys)?;
+        Ok(self
+            .core
+            .per_batch_summary_indices(&keys)
+            .into_iter()
+            .map(|i| self.summary_text_object(py, i))
+            .collect())
+    }
+
+    /// `getPerBatchSummaryTextForToolCallIds(keys)`.
+    fn per_batch_summary_text<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let texts = self.per_batch_summaries(py, keys)?;
+        PyString::new(py, "\n\n").call_method1(intern!(py, "join"), (texts,))
+    }
+
+    /// `getChainEntries()`: chain entry objects sorted by `startUserTimestamp`.
+    fn chain_entries<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyAny>> {
+        self.core
+            .chain_entries()
+            .into_iter()
+            .map(|e| self.chain_object(py, e))
+            .collect()
+    }
+
+    /// `findChainEntryByBlockId(b)`.
+    fn find_chain_by_block_id<'py>(
+        &self,
+        py: Python<'py>,
+        block_id: &str,
+    ) -> Option<Bound<'py, PyAny>> {
+        self.core
+            .find_chain_by_block_id(block_id)
+            .map(|e| self.chain_object(py, e))
+    }
+
+    /// `lookupByContent(toolName, resultText)`: the canonical key with the same content hash.
+    fn lookup_by_content(
+        &mut self,
+        py: Python<'_>,
+        tool_name: &Bound<'_, PyString>,
+        result_text: &Bound<'_, PyString>,
+    ) -> Option<String> {
+        self.resolve_seeds(py);
+        let hash = hash_tool_result(&text_of(tool_name), &text_of(result_text));
+        self.core.lookup_by_content(&hash).map(str::to_owned)
+    }
+
+    /// The original key of a dedup alias key.
+    fn original_of(&self, alias_key: &str) -> Option<String> {
+        self.core.original_of(alias_key).map(str::to_owned)
+    }
+
+    /// The current record objects in key insertion order (`getIndex().values()`).
+    fn records<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyAny>> {
+        self.core
+            .records()
+            .map(|r| self.record_object(py, r))
+            .collect()
+    }
+
+    /// The indexed occurrence keys in insertion order.
+    fn keys(&self) -> Vec<String> {
+        self.core.records().map(|r| r.key.clone()).collect()
+    }
+
+    /// The keys indexed under a bare id.
+    fn keys_for_bare_id(&self, tool_call_id: &str) -> Vec<String> {
+        self.core.keys_for_bare_id(tool_call_id).to_vec()
+    }
+
+    /// Dedup aliases `(aliasKey, originalKey)` in insertion order.
+    fn aliases(&self) -> Vec<(String, String)> {
+        self.core
+            .aliases()
+            .map(|(a, o)| (a.to_owned(), o.to_owned()))
+            .collect()
+    }
+
+    /// Registered short refs `(shortId, key)` in first-registration order.
+    fn short_refs(&self) -> Vec<(String, String)> {
+        self.core
+            .short_refs()
+            .map(|(s, k)| (s.to_owned(), k.to_owned()))
+            .collect()
+    }
+
+    /// Summary bodies `(keys, text)` in append order.
+    fn summary_bodies<'py>(&self, py: Python<'py>) -> Vec<(Vec<String>, Bound<'py, PyAny>)> {
+        self.core
+            .summary_bodies()
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.keys.clone(), self.summary_text_object(py, i)))
+            .collect()
+    }
+
+    /// Number of indexed keys.
+    #[getter]
+    fn record_count(&self) -> usize {
+        self.core.record_count()
+    }
+
+    /// Number of dedup aliases.
+    #[getter]
+    fn alias_count(&self) -> usize {
+        self.core.alias_count()
+    }
+
+    /// Number of summary bodies.
+    #[getter]
+    fn summary_count(&self) -> usize {
+        self.core.summary_count()
+    }
+
+    /// Number of registered chains.
+    #[getter]
+    fn chain_count(&self) -> usize {
+        self.core.chain_count()
+    }
+
+    /// The next short-ref number `N` of `tN`.
+    #[getter]
+    fn next_short_ref_number(&self, py: Python<'_>) -> PyResult<PyObject> {
+        number_to_py(py, self.core.next_short_ref_number())
+    }
+
+    /// The next block number `N` of `bN`.
+    #[getter]
+    fn next_block_number(&self, py: Python<'_>) -> PyResult<PyObject> {
+        number_to_py(py, self.core.next_block_number())
+    }
+
+    /// `data` of the frontier entry in effect (last one with a truthy
+    /// `lastAttemptedToolCallId`), raw; None if none.
+    #[getter]
+    fn frontier_data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.frontier.as_ref().map(|d| d.bind(py).clone())
+    }
+
+    /// `data` of the stats entry in effect (last one with truthy data), raw; None if none.
+    #[getter]
+    fn stats_data<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.stats.as_ref().map(|d| d.bind(py).clone())
+    }
+
+    // ----- mutations (flush) -----
+
+    /// `addBatch` in memory: indexes each record dict and seeds its dedup hash. Returns the
+    /// keys. Records without a string `toolCallId` are rejected.
+    fn add_batch(&mut self, records: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let mut keys = Vec::new();
+        for item in records.try_iter()? {
+            let (record, seed) = self.read_required(&item?)?;
+            let key = self.core.index_record(record).key.clone();
+            if let Some(seed) = seed {
+                self.core.queue_hash_seed(&key, seed);
+            }
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+
+    /// Backfill step 4: indexes the record dicts without seeding dedup hashes, then registers
+    /// the refs (dicts `{shortId, toolCallId, resultTimestamp?}`). Returns the keys.
+    fn add_backfilled(
+        &mut self,
+        records: &Bound<'_, PyAny>,
+        refs: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<String>> {
+        // Read everything before indexing anything; on a bad record drop the objects read so
+        // far, so record slots stay aligned with the core.
+        let before = self.records.len();
+        let read = (|| {
+            let mut views = Vec::new();
+            for item in records.try_iter()? {
+                views.push(self.read_required(&item?)?.0);
+            }
+            Ok::<_, PyErr>((views, raw_refs(refs)?))
+        })();
+        match read {
+            Ok((views, refs)) => Ok(self.core.add_backfilled(views, &refs)),
+            Err(err) => {
+                self.records.truncate(before);
+                Err(err)
+            }
+        }
+    }
+
+    /// `allocateSummaryRefs`: `[{shortId, toolCallId, resultTimestamp?}]` for `(toolCallId,
+    /// resultTimestamp or None)` pairs; advances the counter without registering.
+    fn allocate_refs<'py>(
+        &mut self,
+        py: Python<'py>,
+        calls: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let mut pairs: Vec<(String, Option<f64>)> = Vec::new();
+        let mut stamps: Vec<Option<Bound<'py, PyAny>>> = Vec::new();
+        for item in calls.try_iter()? {
+            let item = item?;
+            let (id, ts): (Bound<'py, PyString>, Bound<'py, PyAny>) = item.extract()?;
+            let n = number_of(&ts)?;
+            if n.is_none() && !ts.is_none() {
+                return Err(PyValueError::new_err(
+                    "allocate_refs: resultTimestamp must be a number or None",
+                ));
+            }
+            pairs.push((text_of(&id), n));
+            stamps.push(n.map(|_| ts));
+        }
+        let refs = self.core.allocate_refs(&pairs);
+        let mut out = Vec::with_capacity(refs.len());
+        for (r, ts) in refs.iter().zip(stamps) {
+            let d = PyDict::new(py);
+            d.set_item(intern!(py, "shortId"), &r.short_id)?;
+            d.set_item(intern!(py, "toolCallId"), &r.tool_call_id)?;
+            if let Some(ts) = ts {
+                d.set_item(intern!(py, "resultTimestamp"), ts)?;
+            }
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    /// `registerSummaryRefs(refs)` for ref dicts.
+    fn register_refs(&mut self, refs: &Bound<'_, PyAny>) -> PyResult<()> {
+        let refs = raw_refs(refs)?;
+        self.core.register_refs(&refs);
+        Ok(())
+    }
+
+    /// `registerDuplicate` in memory: False (no-op) when the keys are equal.
+    fn register_duplicate(&mut self, new_key: &str, original_key: &str) -> bool {
+        self.core.register_duplicate(new_key, original_key)
+    }
+
+    /// `registerSummaryBody(keys, text)`: pushed iff both are non-empty.
+    fn register_summary_body(
+        &mut self,
+        keys: &Bound<'_, PyAny>,
+        text: &Bound<'_, PyString>,
+    ) -> PyResult<bool> {
+        let pushed = self
+            .core
+            .register_summary_body(strings_of(keys)?, text_of(text));
+        if pushed {
+            self.bodies.push(text.clone().into_any().unbind());
+        }
+        Ok(pushed)
+    }
+
+    /// `registerChain(entry)` for a chain entry dict (needs a truthy `blockId` and a numeric
+    /// `startUserTimestamp`).
+    fn register_chain(&mut self, entry: &Bound<'_, PyDict>) -> PyResult<()> {
+        let Some(view) = read_chain(entry)? else {
+            return Err(PyValueError::new_err(
+                "register_chain: entry needs a truthy blockId and a numeric startUserTimestamp",
+            ));
+        };
+        self.core.register_chain(view);
+        self.chains.push(entry.clone().into_any().unbind());
+        Ok(())
+    }
+
+    /// Block-ref issuer `issue()`: the next `bN`.
+    fn issue_block_id(&mut self) -> String {
+        self.core.issue_block_id()
+    }
+
+    fn __repr__(&self) -> String {
+        let core = self.core();
+        format!(
+            "Index(records={}, aliases={}, summaries={}, chains={})",
+            core.record_count(),
+            core.alias_count(),
+            core.summary_count(),
+            core.chain_count()
+        )
+    }
+}
+
+impl PyIndex {
+    fn read_required(&mut self, item: &Bound<'_, PyAny>) -> PyResult<ReplayRecord> {
+        match self.read_record(item)? {
+            Some(r) => Ok(r),
+            None => Err(PyValueError::new_err(
+                "record must be a dict with a string toolCallId",
+            )),
+        }
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyIndex>()?;
+    Ok(())
+}

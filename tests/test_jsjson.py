@@ -1,0 +1,419 @@
+"""JS-exact JSON: conformance vectors from Node, real Pi session lines, properties, errors."""
+
+from __future__ import annotations
+
+import collections
+import enum
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pi_condense import jsjson
+from pi_condense.errors import JsonError
+
+CONFORMANCE_LINES = 2035
+MAX_DEPTH = 1024
+_INDEX_KEY = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
+def _load_vectors(conformance_dir: Path) -> list[tuple[int, dict[str, Any]]]:
+    path = conformance_dir / "json" / "json-stringify.jsonl"
+    with path.open(encoding="utf-8") as f:
+        return [(n, json.loads(line)) for n, line in enumerate(f, 1) if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def vectors(conformance_dir: Path) -> list[tuple[int, dict[str, Any]]]:
+    loaded = _load_vectors(conformance_dir)
+    assert len(loaded) == CONFORMANCE_LINES
+    return loaded
+
+
+def _js_utf16_len(s: str) -> int:
+    """JS `.length` computed independently: UTF-16 code units."""
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _js_utf8_len(s: str) -> int:
+    """`Buffer.byteLength` computed independently: lone surrogate units -> U+FFFD."""
+    units = s.encode("utf-16-le", "surrogatepass")
+    return len(units.decode("utf-16-le", "replace").encode("utf-8"))
+
+
+def _is_index_key(key: str) -> bool:
+    return _INDEX_KEY.fullmatch(key) is not None and int(key) <= 4294967294
+
+
+def _js_ordered(value: Any) -> Any:
+    """A copy with every dict in JS own-property order (index keys first, ascending)."""
+    if isinstance(value, dict):
+        index_keys = sorted((k for k in value if _is_index_key(k)), key=int)
+        other_keys = [k for k in value if not _is_index_key(k)]
+        return {k: _js_ordered(value[k]) for k in index_keys + other_keys}
+    if isinstance(value, (list, tuple)):
+        return [_js_ordered(v) for v in value]
+    return value
+
+
+# --- conformance: every line of json-stringify.jsonl (Node output) ---------------------
+
+
+def _check_all(
+    vectors: list[tuple[int, dict[str, Any]]],
+    compute: Callable[[dict[str, Any]], object],
+    field: str,
+) -> None:
+    failures = []
+    for n, case in vectors:
+        got = compute(case)
+        if got != case[field]:
+            failures.append(f"line {n}: input {case['input']!r}: got {got!r}, want {case[field]!r}")
+    assert not failures, f"{len(failures)} lines differ:\n" + "\n".join(failures[:20])
+
+
+def test_conformance_stringify(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(vectors, lambda c: jsjson.dumps(jsjson.loads(c["input"])), "stringify")
+
+
+def test_conformance_pretty(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(vectors, lambda c: jsjson.dumps(jsjson.loads(c["input"]), 2), "pretty")
+
+
+def test_conformance_bytes_output(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(
+        vectors,
+        lambda c: jsjson.dumps_bytes(jsjson.loads(c["input"])).decode("utf-8"),
+        "stringify",
+    )
+    _check_all(vectors, lambda c: len(jsjson.dumps_bytes(jsjson.loads(c["input"]))), "utf8Bytes")
+
+
+def test_conformance_length(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(vectors, lambda c: jsjson.length(jsjson.loads(c["input"])), "length")
+
+
+def test_conformance_pretty_length(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(vectors, lambda c: jsjson.utf16_len(c["pretty"]), "prettyLength")
+
+
+def test_conformance_utf8_bytes(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(vectors, lambda c: jsjson.utf8_len(c["stringify"]), "utf8Bytes")
+
+
+def test_conformance_bytes_input(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(
+        vectors, lambda c: jsjson.dumps(jsjson.loads(c["input"].encode("utf-8"))), "stringify"
+    )
+
+
+def test_conformance_reformat(vectors: list[tuple[int, dict[str, Any]]]) -> None:
+    _check_all(vectors, lambda c: jsjson.reformat(c["input"]), "stringify")
+    _check_all(vectors, lambda c: jsjson.reformat(c["input"], 2), "pretty")
+
+
+@pytest.mark.parametrize("name", ["large-session.jsonl", "before-compaction.jsonl"])
+def test_real_session_lines_round_trip(fixtures_dir: Path, name: str) -> None:
+    # Every line of a Pi session file is JSON.stringify(entry) written by Node.
+    failures = []
+    with (fixtures_dir / name).open(encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f if line.strip()]
+    for n, line in enumerate(lines, 1):
+        entry = jsjson.loads(line)
+        same = (
+            jsjson.dumps(entry) == line
+            and jsjson.length(entry) == _js_utf16_len(line)
+            and jsjson.reformat(line) == line
+        )
+        if not same:
+            failures.append(n)
+    assert len(lines) > 1000
+    assert not failures, f"{name}: lines {failures[:20]} differ"
+
+
+# --- examples from spec 11 -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ('{"b":1,"2":0,"a":3,"01":4}', '{"2":0,"b":1,"a":3,"01":4}'),
+        ('{"a":1,"b":2,"a":3}', '{"a":3,"b":2}'),
+        ('{"a":1,"b":2,"a":3,"s":"\\ud800"}', '{"a":3,"b":2,"s":"\\ud800"}'),
+        ("12345678901234567890", "12345678901234567000"),
+        ("9007199254740993", "9007199254740992"),
+        ("123456789012345678901", "123456789012345680000"),
+        ("1.0", "1"),
+        ("1e400", "null"),
+        ("-0", "0"),
+        ("1e16", "10000000000000000"),
+        ("1e21", "1e+21"),
+        ("1e-7", "1e-7"),
+        ("0.000001", "0.000001"),
+        ('"\\u2028\\u2029\\u007f\\/"', '"\u2028\u2029\x7f/"'),
+        ('"\\u0000\\u001f\\b\\f\\n\\r\\t"', '"\\u0000\\u001f\\b\\f\\n\\r\\t"'),
+        ('"\\udfff\\ud83d\\ude00\\ud83d"', '"\\udfff\U0001f600\\ud83d"'),
+        (" [ 1 , { } ] ", "[1,{}]"),
+    ],
+)
+def test_examples(text: str, want: str) -> None:
+    assert jsjson.dumps(jsjson.loads(text)) == want
+    assert jsjson.reformat(text) == want
+    assert jsjson.length(jsjson.loads(text)) == _js_utf16_len(want)
+
+
+def test_loads_values() -> None:
+    assert jsjson.loads("1e400") == math.inf
+    assert jsjson.loads("-1e400") == -math.inf
+    assert jsjson.loads('"\\ud800x"') == "\ud800x"
+    assert jsjson.loads(b'"\\ud83d\\ude00"') == "\U0001f600"
+    assert jsjson.loads(b'{"a":"\xff"}') == {"a": "\ufffd"}
+    big = jsjson.loads("123456789012345678901234567890")
+    assert isinstance(big, float)
+    assert big == 1.2345678901234568e29
+    assert jsjson.loads("[" + "9" * 5000 + "]") == [math.inf]
+    assert jsjson.loads(b'["\\ud800", ' + b"9" * 30 + b"]") == ["\ud800", 1e30]
+    parsed = jsjson.loads('{"b":1,"\\ud800":2,"b":3}')
+    assert list(parsed.items()) == [("b", 3), ("\ud800", 2)]
+
+
+def test_python_numbers() -> None:
+    assert jsjson.dumps(2**53) == "9007199254740992"
+    assert jsjson.dumps(2**53 + 1) == "9007199254740992"
+    assert jsjson.dumps(-(2**53) - 1) == "-9007199254740992"
+    assert jsjson.dumps(2**64) == "18446744073709552000"
+    assert jsjson.dumps(-(2**63)) == "-9223372036854776000"
+    assert jsjson.dumps(10**400) == "null"
+    assert jsjson.dumps(-(10**400)) == "null"
+    assert jsjson.dumps([math.nan, math.inf, -math.inf, -0.0]) == "[null,null,null,0]"
+    assert (
+        jsjson.dumps([1.0, 1.5, 1e21, 1e-7, 0.1 + 0.2]) == "[1,1.5,1e+21,1e-7,0.30000000000000004]"
+    )
+    assert jsjson.dumps([True, False, None]) == "[true,false,null]"
+    assert jsjson.length([True, False, None, 10**400, 2**64]) == len(
+        "[true,false,null,null,18446744073709552000]"
+    )
+
+
+def test_subclasses_and_tuples() -> None:
+    class Color(str, enum.Enum):
+        RED = "red"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Ratio(float):
+        pass
+
+    value = collections.OrderedDict(
+        [("c", Color.RED), ("l", Level.HIGH), ("r", Ratio(0.5)), ("t", (1, (2,)))]
+    )
+    want = '{"c":"red","l":3,"r":0.5,"t":[1,[2]]}'
+    assert jsjson.dumps(value) == want
+    assert jsjson.length(value) == len(want)
+
+
+def test_indent() -> None:
+    value = {"a": [1, {}, []], "b": {"c": None}}
+    pretty = '{\n  "a": [\n    1,\n    {},\n    []\n  ],\n  "b": {\n    "c": null\n  }\n}'
+    assert jsjson.dumps(value, 2) == pretty
+    assert jsjson.dumps(value, 0) == jsjson.dumps(value)
+    assert jsjson.dumps(value, -3) == jsjson.dumps(value)
+    # JSON.stringify clamps the indentation to 10.
+    assert jsjson.dumps([1], 20) == "[\n          1\n]"
+    assert jsjson.reformat("[1]", 20) == "[\n          1\n]"
+
+
+def test_string_lengths() -> None:
+    assert jsjson.utf16_len("") == 0
+    assert jsjson.utf16_len("a\U0001f600\u00e9") == 4
+    assert jsjson.utf16_len("\ud800") == 1
+    assert jsjson.utf8_len("a\U0001f600\u00e9") == 7
+    assert jsjson.utf8_len("\ud800") == 3
+    assert jsjson.utf8_len("x\udfffy") == 5
+    # Two surrogate code points forming a pair are one astral character in JS.
+    assert jsjson.utf16_len("\ud83d\ude00") == 2
+    assert jsjson.utf8_len("\ud83d\ude00") == 4
+    assert jsjson.dumps("\ud83d\ude00") == '"\U0001f600"'
+    assert jsjson.dumps({"\ud800": "\udc00x"}) == '{"\\ud800":"\\udc00x"}'
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "[1,]", "{'a':1}", "01", "1.", "+1", "[1 2]", '"\t"', "\ufeff1", "\u00a01", "nul"],
+)
+def test_loads_rejects_invalid_json(text: str) -> None:
+    with pytest.raises(JsonError, match=r"line \d+ column \d+ \(char \d+\)"):
+        jsjson.loads(text)
+
+
+def test_loads_error_position() -> None:
+    with pytest.raises(JsonError, match=r"line 1 column 9 \(char 8\)"):
+        jsjson.loads('{"a": 1 "b": 2}')
+    with pytest.raises(JsonError, match=r"line 2 column 4 \(char 14\)"):
+        jsjson.loads('["\\ud800",\n 1 2]')
+    with pytest.raises(JsonError, match=r"line 2 column 4 \(char 14\)"):
+        jsjson.reformat('["\\ud800",\n 1 2]')
+    assert issubclass(JsonError, ValueError)
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', '["\\ud800", NaN]'])
+def test_nan_and_infinity_literals_rejected(text: str) -> None:
+    with pytest.raises(JsonError, match=r"\(char \d+\)"):
+        jsjson.loads(text)
+    with pytest.raises(JsonError):
+        jsjson.reformat(text)
+
+
+def test_nan_literal_position() -> None:
+    with pytest.raises(JsonError, match=r"line 1 column 12 \(char 11\)"):
+        jsjson.loads('["\\ud800", NaN]')
+
+
+def test_non_str_keys_rejected() -> None:
+    for key in (1, 1.5, None, ("a",)):
+        with pytest.raises(TypeError, match=type(key).__name__):
+            jsjson.dumps({key: 1})
+        with pytest.raises(TypeError, match=type(key).__name__):
+            jsjson.length({"ok": {key: 1}})
+
+
+def test_unsupported_types_rejected() -> None:
+    for value in ({1, 2}, b"x", object(), 1j):
+        with pytest.raises(TypeError, match=type(value).__name__):
+            jsjson.dumps([value])
+        with pytest.raises(TypeError, match=type(value).__name__):
+            jsjson.length({"a": value})
+
+
+def test_depth_limit_and_cycles() -> None:
+    deep: list[Any] = []
+    for _ in range(MAX_DEPTH - 1):
+        deep = [deep]
+    assert jsjson.dumps(deep) == "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert jsjson.length(deep) == 2 * MAX_DEPTH
+    with pytest.raises(ValueError, match="nesting"):
+        jsjson.dumps([deep])
+    cycle: dict[str, Any] = {}
+    cycle["self"] = cycle
+    with pytest.raises(ValueError, match="circular"):
+        jsjson.dumps(cycle)
+    with pytest.raises(ValueError, match="circular"):
+        jsjson.length([cycle])
+    with pytest.raises(JsonError):
+        jsjson.reformat("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+
+
+def test_reformat_raw_lone_surrogates() -> None:
+    assert jsjson.reformat('["\ud800", "\\\\\udc00"]') == '["\\ud800","\\\\\\udc00"]'
+    with pytest.raises(JsonError):
+        jsjson.reformat('["\\\ud800"]')
+    assert jsjson.loads('["\ud800"]') == ["\ud800"]
+
+
+# --- properties -----------------------------------------------------------------------
+
+_all_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
+_keys = st.one_of(
+    _all_text,
+    st.integers(0, 2**32 + 1).map(str),
+    st.sampled_from(["01", "-1", "1.5", "4294967294", "4294967295", "__proto__"]),
+)
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    _all_text,
+)
+_values = st.recursive(
+    _scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=5), st.dictionaries(_keys, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+_plain_text = st.text(st.characters(codec="utf-8"), max_size=12)
+_plain_keys = st.one_of(_plain_text, st.integers(0, 2**32 + 1).map(str), st.just("01"))
+_plain_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), _plain_text),
+    lambda children: st.one_of(
+        st.lists(children, max_size=5), st.dictionaries(_plain_keys, children, max_size=5)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300)
+@given(_values)
+def test_length_is_utf16_length_of_dumps(value: Any) -> None:
+    assert jsjson.length(value) == _js_utf16_len(jsjson.dumps(value))
+
+
+@settings(max_examples=300)
+@given(_values)
+def test_dumps_loads_round_trip(value: Any) -> None:
+    text = jsjson.dumps(value)
+    assert jsjson.dumps(jsjson.loads(text)) == text
+    assert jsjson.reformat(text) == text
+    assert jsjson.reformat(text, 2) == jsjson.dumps(value, 2)
+    assert jsjson.loads(jsjson.dumps(value, 2)) == jsjson.loads(text)
+
+
+@settings(max_examples=300)
+@given(_plain_values)
+def test_dumps_matches_stdlib_in_js_key_order(value: Any) -> None:
+    ordered = _js_ordered(value)
+    assert jsjson.dumps(value) == json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
+    assert jsjson.dumps(value, 2) == json.dumps(ordered, ensure_ascii=False, indent=2)
+
+
+@given(_all_text)
+def test_string_length_properties(s: str) -> None:
+    assert jsjson.utf16_len(s) == _js_utf16_len(s)
+    assert jsjson.utf8_len(s) == _js_utf8_len(s)
+    quoted = jsjson.dumps(s)
+    assert jsjson.length(s) == _js_utf16_len(quoted)
+    assert jsjson.loads(quoted) == s.encode("utf-16-le", "surrogatepass").decode(
+        "utf-16-le", "surrogatepass"
+    )
+
+
+# JSON fragments, valid and invalid.
+_TOKENS = [
+    *["{", "}", "[", "]", ",", ":", "-", "+", ".", "\\", "'"],
+    *[" ", "\t", "\n", "\f", "\u00a0", "\ufeff"],
+    *["0", "1", "01", "1.", ".5", "-0", "1e400", "1E+2", "2e-9"],
+    *["true", "null", "nul", "NaN", "Infinity"],
+    *['"a"', '"\\ud800"', '"\ud800"', '"\\u00zz"', '"\\/"', '"\t"', '"x\\"'],
+    *['{"a":1,"a":2}', '{"2":0,"b":1}'],
+]
+_json_ish = st.one_of(
+    st.lists(st.sampled_from(_TOKENS), max_size=8).map("".join),
+    st.text(st.sampled_from(list('{}[],:" \t\n\\/-+.019eEtrufalsnu\ud800')), max_size=10),
+)
+
+
+@settings(max_examples=1000)
+@given(st.one_of(_json_ish, _values.map(jsjson.dumps)))
+def test_loads_and_rust_parser_agree(text: str) -> None:
+    # Two parsers (orjson + stdlib fallback, and the Rust core) must accept exactly the
+    # same texts and print them identically.
+    try:
+        via_python = jsjson.dumps(jsjson.loads(text))
+    except JsonError:
+        via_python = None
+    try:
+        via_rust = jsjson.reformat(text)
+    except JsonError:
+        via_rust = None
+    assert via_python == via_rust
