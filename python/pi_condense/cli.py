@@ -151,6 +151,7 @@ def _print_info_tables(info: dict[str, Any]) -> None:
     overview.add_column("field", style="bold")
     overview.add_column("value", overflow="fold")
     model = info["model"]
+    chars, tokens = info["contextChars"], info["contextTokensEstimate"]
     rows = [
         ("file", info["file"]),
         ("version", str(info["version"])),
@@ -161,7 +162,7 @@ def _print_info_tables(info: dict[str, Any]) -> None:
         ("leaf", str(info["leaf"])),
         ("branch length", str(info["branchLength"])),
         ("context messages", str(info["messages"])),
-        ("context size", f"{info['contextChars']:,} chars (~{info['contextTokensEstimate']:,} tokens)"),
+        ("context size", f"{chars:,} chars (~{tokens:,} tokens)"),
         ("thinking level", str(info["thinkingLevel"])),
         ("model", f"{model['provider']}/{model['modelId']}" if model else "-"),
         ("load warnings", str(len(info["warnings"]))),
