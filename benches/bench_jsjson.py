@@ -5,6 +5,12 @@ Run: pytest benches/bench_jsjson.py --benchmark-only (after `maturin develop --r
 The messages of large-session.jsonl were written by Node: each line is
 `JSON.stringify(entry)`, so `"[" + ",".join(message texts) + "]"` is the exact expected
 output of `dumps(messages)`, and every benchmark checks its result against it.
+
+The output holds astral characters, so CPython stores the resulting `str` with 4 bytes per
+character (3.6 MB here). Whether glibc serves that from fresh mmap'd pages (page faults on
+every call) or from the heap depends on its dynamic mmap threshold, i.e. on what ran
+before: `orjson.dumps(...).decode()` swings between 0.75 and 2.8 ms the same way. Run with
+MALLOC_MMAP_THRESHOLD_=67108864 for stable numbers.
 """
 
 from __future__ import annotations

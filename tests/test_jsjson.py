@@ -7,6 +7,7 @@ import enum
 import json
 import math
 import re
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -310,6 +311,27 @@ def test_depth_limit_and_cycles() -> None:
         jsjson.length([cycle])
     with pytest.raises(JsonError):
         jsjson.reformat("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+
+
+def test_deep_values_on_a_small_thread_stack() -> None:
+    # The walks are iterative: 1024 levels fit a 256 KiB thread stack.
+    text = '{"a":' * (MAX_DEPTH - 1) + "{}" + "}" * (MAX_DEPTH - 1)
+    deep: dict[str, Any] = {}
+    for _ in range(MAX_DEPTH - 1):
+        deep = {"a": deep}
+    results: list[object] = []
+
+    def work() -> None:
+        results.extend([jsjson.dumps(deep), jsjson.length(deep), jsjson.reformat(text)])
+
+    previous = threading.stack_size(256 * 1024)
+    try:
+        worker = threading.Thread(target=work)
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    worker.join()
+    assert results == [text, len(text), text]
 
 
 def test_reformat_raw_lone_surrogates() -> None:

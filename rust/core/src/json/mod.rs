@@ -80,6 +80,12 @@ impl JsString {
     }
 }
 
+impl Default for JsString {
+    fn default() -> Self {
+        JsString::Text(String::new())
+    }
+}
+
 impl From<&str> for JsString {
     fn from(s: &str) -> Self {
         JsString::Text(s.to_owned())

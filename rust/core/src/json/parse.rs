@@ -48,7 +48,6 @@ pub fn parse(text: &str) -> Result<JsValue, ParseError> {
         text,
         bytes: text.as_bytes(),
         pos: 0,
-        depth: 0,
     };
     parser.skip_ws();
     let value = parser.value()?;
@@ -101,11 +100,21 @@ impl StrBuf {
     }
 }
 
+/// An array or object being parsed.
+enum Open {
+    Array(Vec<JsValue>),
+    Object {
+        members: Vec<(JsString, JsValue)>,
+        lookup: Option<HashMap<JsString, usize>>,
+        /// The key whose value is being parsed.
+        key: JsString,
+    },
+}
+
 struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
-    depth: usize,
 }
 
 impl Parser<'_> {
@@ -137,17 +146,117 @@ impl Parser<'_> {
         }
     }
 
+    /// Parses one value. Containers are kept on a heap stack, not the call stack, so deep
+    /// nesting cannot overflow a (thread's) stack.
     fn value(&mut self) -> Result<JsValue, ParseError> {
-        match self.peek() {
-            Some(b'{') => self.object(),
-            Some(b'[') => self.array(),
-            Some(b'"') => Ok(JsValue::String(self.string()?)),
-            Some(b't') => self.literal("true", JsValue::Bool(true)),
-            Some(b'f') => self.literal("false", JsValue::Bool(false)),
-            Some(b'n') => self.literal("null", JsValue::Null),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => Err(self.unexpected("Expected a JSON value")),
+        let mut stack: Vec<Open> = Vec::new();
+        loop {
+            // A value starts here (after optional whitespace).
+            self.skip_ws();
+            let mut value = match self.peek() {
+                Some(open @ (b'{' | b'[')) => {
+                    if stack.len() >= MAX_DEPTH {
+                        return Err(self
+                            .error(self.pos, &format!("Nesting deeper than {MAX_DEPTH} levels")));
+                    }
+                    self.pos += 1;
+                    self.skip_ws();
+                    if open == b'[' {
+                        if self.peek() == Some(b']') {
+                            self.pos += 1;
+                            JsValue::Array(Vec::new())
+                        } else {
+                            stack.push(Open::Array(Vec::new()));
+                            continue;
+                        }
+                    } else if self.peek() == Some(b'}') {
+                        self.pos += 1;
+                        JsValue::Object(Vec::new())
+                    } else {
+                        let key = self.member_key()?;
+                        stack.push(Open::Object {
+                            members: Vec::new(),
+                            lookup: None,
+                            key,
+                        });
+                        continue;
+                    }
+                }
+                Some(b'"') => JsValue::String(self.string()?),
+                Some(b't') => self.literal("true", JsValue::Bool(true))?,
+                Some(b'f') => self.literal("false", JsValue::Bool(false))?,
+                Some(b'n') => self.literal("null", JsValue::Null)?,
+                Some(b'-' | b'0'..=b'9') => self.number()?,
+                _ => return Err(self.unexpected("Expected a JSON value")),
+            };
+            // Hand the value to the innermost open container, closing containers that end.
+            loop {
+                let Some(top) = stack.last_mut() else {
+                    return Ok(value);
+                };
+                self.skip_ws();
+                let next = self.peek();
+                match top {
+                    Open::Array(items) => {
+                        items.push(value);
+                        match next {
+                            Some(b',') => {
+                                self.pos += 1;
+                                break;
+                            }
+                            Some(b']') => self.pos += 1,
+                            _ => {
+                                return Err(
+                                    self.unexpected("Expected ',' or ']' after array element")
+                                )
+                            }
+                        }
+                    }
+                    Open::Object {
+                        members,
+                        lookup,
+                        key,
+                    } => {
+                        insert_member(members, lookup, std::mem::take(key), value);
+                        match next {
+                            Some(b',') => {
+                                self.pos += 1;
+                                self.skip_ws();
+                                *key = self.member_key()?;
+                                break;
+                            }
+                            Some(b'}') => self.pos += 1,
+                            _ => {
+                                return Err(
+                                    self.unexpected("Expected ',' or '}' after property value")
+                                )
+                            }
+                        }
+                    }
+                }
+                // The container just closed: it is the value to hand upwards.
+                value = match stack.pop() {
+                    Some(Open::Array(items)) => JsValue::Array(items),
+                    Some(Open::Object { members, .. }) => JsValue::Object(in_js_order(members)),
+                    // Unreachable: `top` was on the stack.
+                    None => return Err(self.error(self.pos, "Unbalanced JSON")),
+                };
+            }
         }
+    }
+
+    /// A property name and its `:`, the position at the opening quote.
+    fn member_key(&mut self) -> Result<JsString, ParseError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.unexpected("Expected a double-quoted property name"));
+        }
+        let key = self.string()?;
+        self.skip_ws();
+        if self.peek() != Some(b':') {
+            return Err(self.unexpected("Expected ':' after property name"));
+        }
+        self.pos += 1;
+        Ok(key)
     }
 
     fn literal(&mut self, word: &str, value: JsValue) -> Result<JsValue, ParseError> {
@@ -157,78 +266,6 @@ impl Parser<'_> {
             Ok(value)
         } else {
             Err(self.unexpected("Expected a JSON value"))
-        }
-    }
-
-    fn enter(&mut self) -> Result<(), ParseError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(self.error(self.pos, &format!("Nesting deeper than {MAX_DEPTH} levels")));
-        }
-        Ok(())
-    }
-
-    fn array(&mut self) -> Result<JsValue, ParseError> {
-        self.enter()?;
-        self.pos += 1;
-        let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(JsValue::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value()?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(JsValue::Array(items));
-                }
-                _ => return Err(self.unexpected("Expected ',' or ']' after array element")),
-            }
-        }
-    }
-
-    fn object(&mut self) -> Result<JsValue, ParseError> {
-        self.enter()?;
-        self.pos += 1;
-        let mut members: Vec<(JsString, JsValue)> = Vec::new();
-        let mut lookup: Option<HashMap<JsString, usize>> = None;
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            self.depth -= 1;
-            return Ok(JsValue::Object(members));
-        }
-        loop {
-            self.skip_ws();
-            if self.peek() != Some(b'"') {
-                return Err(self.unexpected("Expected a double-quoted property name"));
-            }
-            let key = self.string()?;
-            self.skip_ws();
-            if self.peek() != Some(b':') {
-                return Err(self.unexpected("Expected ':' after property name"));
-            }
-            self.pos += 1;
-            self.skip_ws();
-            let value = self.value()?;
-            insert_member(&mut members, &mut lookup, key, value);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    self.depth -= 1;
-                    return Ok(JsValue::Object(in_js_order(members)));
-                }
-                _ => return Err(self.unexpected("Expected ',' or '}' after property value")),
-            }
         }
     }
 
@@ -526,5 +563,28 @@ mod tests {
         assert!(parse(&deep).is_err());
         let ok_depth = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(parse(&ok_depth).is_ok());
+    }
+
+    #[test]
+    fn deep_values_need_little_stack() {
+        // Parsing, writing and measuring are iterative: a small thread stack suffices.
+        let text = "{\"a\":[".repeat(MAX_DEPTH / 2) + &"]}".repeat(MAX_DEPTH / 2);
+        let worker = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let value = parse(&text).map_err(|e| e.to_string())?;
+                let same = value.to_json() == text && value.json_len() == text.len();
+                let pretty = value.to_json_pretty(1);
+                // Dropping is recursive: hand the value back to drop it on the test thread.
+                Ok::<_, String>((same, pretty.len(), value))
+            });
+        let result = worker.map(|handle| handle.join());
+        match result {
+            Ok(Ok(Ok((same, pretty_len, _value)))) => {
+                assert!(same);
+                assert!(pretty_len > 2 * MAX_DEPTH);
+            }
+            _ => panic!("deep value failed on a small stack"),
+        }
     }
 }

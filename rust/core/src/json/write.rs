@@ -251,41 +251,71 @@ impl JsonWriter {
         self.end(b']', empty);
     }
 
-    /// Writes a whole [`JsValue`]; object members go out in JS key order.
+    /// Writes a whole [`JsValue`]; object members go out in JS key order. Iterative: deep
+    /// values cannot overflow the stack.
     pub fn value(&mut self, value: &JsValue) {
-        match value {
-            JsValue::Null => self.null(),
-            JsValue::Bool(b) => self.bool(*b),
-            JsValue::Number(x) => self.number(*x),
-            JsValue::String(s) => self.js_string(s),
-            JsValue::Array(items) => {
-                self.begin_array();
-                for (i, item) in items.iter().enumerate() {
-                    self.element(i == 0);
-                    self.value(item);
-                }
-                self.end_array(items.is_empty());
-            }
-            JsValue::Object(members) => {
-                self.begin_object();
-                let indices: Vec<Option<u32>> =
-                    members.iter().map(|(k, _)| k.array_index()).collect();
-                if is_js_ordered(&indices) {
-                    for (i, (key, item)) in members.iter().enumerate() {
-                        self.element(i == 0);
-                        self.key_js(key);
-                        self.value(item);
+        /// Items of an open container still to write.
+        enum Rest<'a> {
+            Items(std::slice::Iter<'a, JsValue>, bool),
+            Members(&'a [(JsString, JsValue)], std::vec::IntoIter<usize>, bool),
+        }
+        let mut stack: Vec<Rest<'_>> = Vec::new();
+        let mut pending = Some(value);
+        loop {
+            if let Some(v) = pending.take() {
+                match v {
+                    JsValue::Null => self.null(),
+                    JsValue::Bool(b) => self.bool(*b),
+                    JsValue::Number(x) => self.number(*x),
+                    JsValue::String(s) => self.js_string(s),
+                    JsValue::Array(items) => {
+                        self.begin_array();
+                        stack.push(Rest::Items(items.iter(), true));
                     }
-                } else {
-                    for (n, i) in js_key_order(&indices).into_iter().enumerate() {
-                        if let Some((key, item)) = members.get(i) {
-                            self.element(n == 0);
+                    JsValue::Object(members) => {
+                        self.begin_object();
+                        let indices: Vec<Option<u32>> =
+                            members.iter().map(|(k, _)| k.array_index()).collect();
+                        let order = if is_js_ordered(&indices) {
+                            (0..members.len()).collect()
+                        } else {
+                            js_key_order(&indices)
+                        };
+                        stack.push(Rest::Members(members, order.into_iter(), true));
+                    }
+                }
+            }
+            let Some(top) = stack.last_mut() else {
+                return;
+            };
+            match top {
+                Rest::Items(items, first) => match items.next() {
+                    Some(item) => {
+                        self.element(*first);
+                        *first = false;
+                        pending = Some(item);
+                    }
+                    None => {
+                        let empty = *first;
+                        stack.pop();
+                        self.end_array(empty);
+                    }
+                },
+                Rest::Members(members, order, first) => {
+                    match order.next().and_then(|i| members.get(i)) {
+                        Some((key, item)) => {
+                            self.element(*first);
+                            *first = false;
                             self.key_js(key);
-                            self.value(item);
+                            pending = Some(item);
+                        }
+                        None => {
+                            let empty = *first;
+                            stack.pop();
+                            self.end_object(empty);
                         }
                     }
                 }
-                self.end_object(members.is_empty());
             }
         }
     }
@@ -313,23 +343,31 @@ pub fn js_string_len(s: &JsString) -> usize {
 
 /// `JSON.stringify(value).length` (UTF-16 code units), without building the text.
 pub fn stringify_len(value: &JsValue) -> usize {
-    match value {
-        JsValue::Null => 4,
-        JsValue::Bool(true) => 4,
-        JsValue::Bool(false) => 5,
-        JsValue::Number(x) => number_len(*x),
-        JsValue::String(s) => js_string_len(s),
-        JsValue::Array(items) => {
-            2 + items.len().saturating_sub(1) + items.iter().map(stringify_len).sum::<usize>()
-        }
-        JsValue::Object(members) => {
-            2 + members.len().saturating_sub(1)
-                + members
-                    .iter()
-                    .map(|(k, v)| js_string_len(k) + 1 + stringify_len(v))
-                    .sum::<usize>()
-        }
+    // Member order does not change the length: a plain worklist will do.
+    let mut total = 0;
+    let mut work = vec![value];
+    while let Some(v) = work.pop() {
+        total += match v {
+            JsValue::Null => 4,
+            JsValue::Bool(true) => 4,
+            JsValue::Bool(false) => 5,
+            JsValue::Number(x) => number_len(*x),
+            JsValue::String(s) => js_string_len(s),
+            JsValue::Array(items) => {
+                work.extend(items);
+                2 + items.len().saturating_sub(1)
+            }
+            JsValue::Object(members) => {
+                work.extend(members.iter().map(|(_, v)| v));
+                2 + members.len().saturating_sub(1)
+                    + members
+                        .iter()
+                        .map(|(k, _)| js_string_len(k) + 1)
+                        .sum::<usize>()
+            }
+        };
     }
+    total
 }
 
 #[cfg(test)]

@@ -1,91 +1,27 @@
-"""The `pi-condense` command line.
-
-Exit codes scripts can rely on: 0 success, 1 warnings with --strict, 2 unreadable input.
-"""
+"""`pi-condense session ...`: inspect Pi session files without pruning."""
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from . import __version__, jsjson
-from .errors import CondenseError
-from .session import SessionFile
-
-EXIT_OK = 0
-EXIT_WARNINGS = 1
-EXIT_UNREADABLE = 2
-
-EXAMPLE_SESSION = Path(__file__).parent / "examples" / "example-session.jsonl"
-
-app = typer.Typer(
-    name="pi-condense",
-    help="Keep long LLM-agent sessions cheap: inspect, render and condense Pi sessions.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+from .. import jsjson
+from ..session import SessionFile
+from ._common import (
+    check_leaf,
+    exit_for_warnings,
+    open_session,
+    out,
+    print_warnings,
+    resolve_file,
 )
+
 session_app = typer.Typer(help="Inspect Pi session files (no pruning).", no_args_is_help=True)
-app.add_typer(session_app, name="session")
-
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _version(value: bool) -> None:
-    if value:
-        out.print(f"pi-condense {__version__}")
-        raise typer.Exit(EXIT_OK)
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """pi-condense: a Rust-backed drop-in for the pi-condense Pi extension."""
-
-
-def _fail(message: str) -> NoReturn:
-    err.print(f"pi-condense: {message}", markup=False)
-    raise typer.Exit(EXIT_UNREADABLE)
-
-
-def _resolve_file(file: Optional[Path], example: bool) -> Path:
-    if example:
-        return EXAMPLE_SESSION
-    if file is None:
-        _fail("no session file given (pass FILE or --example)")
-    return file
-
-
-def _open(path: Path) -> SessionFile:
-    try:
-        return SessionFile.load(path)
-    except (CondenseError, OSError) as exc:
-        _fail(f"{path}: {exc}")
-
-
-def _check_leaf(session: SessionFile, path: Path, leaf: Optional[str]) -> None:
-    if leaf is not None and session.get_entry(leaf) is None:
-        _fail(f"{path}: no entry with id {leaf!r}")
-
-
-def _print_warnings(session: SessionFile, path: Path) -> None:
-    for warning in session.warnings:
-        err.print(f"{path}:{warning.line}: warning: {warning.reason}", markup=False)
-
-
-def _exit_for_warnings(session: SessionFile, strict: bool) -> None:
-    if strict and session.warnings:
-        raise typer.Exit(EXIT_WARNINGS)
 
 
 def _human_bytes(n: int) -> str:
@@ -134,16 +70,16 @@ def session_info(
     example: bool = typer.Option(False, "--example", help="Use the bundled example session."),
 ) -> None:
     """Header, entry counts, branch, messages by role, size and load warnings."""
-    path = _resolve_file(file, example)
-    session = _open(path)
-    _check_leaf(session, path, leaf)
+    path = resolve_file(file, example)
+    session = open_session(path)
+    check_leaf(session, path, leaf)
     info = session_summary(session, path, leaf)
     if as_json:
         sys.stdout.write(jsjson.dumps(info, indent=2) + "\n")
     else:
         _print_info_tables(info)
-        _print_warnings(session, path)
-    _exit_for_warnings(session, strict)
+        print_warnings(session, path)
+    exit_for_warnings(session, strict)
 
 
 def _print_info_tables(info: dict[str, Any]) -> None:
@@ -191,17 +127,12 @@ def session_context(
     example: bool = typer.Option(False, "--example", help="Use the bundled example session."),
 ) -> None:
     """Print JSON.stringify of the context messages Pi would build (no pruning)."""
-    path = _resolve_file(file, example)
-    session = _open(path)
-    _check_leaf(session, path, leaf)
+    path = resolve_file(file, example)
+    session = open_session(path)
+    check_leaf(session, path, leaf)
     data = jsjson.dumps(session.build_context(leaf).messages)
     stdout = sys.stdout.buffer
     stdout.write(data.encode("utf-8"))
     stdout.flush()
-    _print_warnings(session, path)
-    _exit_for_warnings(session, strict)
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app()
+    print_warnings(session, path)
+    exit_for_warnings(session, strict)

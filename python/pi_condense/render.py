@@ -1,0 +1,126 @@
+"""Render: the per-call rewrite of the model context (the reference's ``pruneMessages``).
+
+Before every model call the message list is rewritten, in four phases (spec 04):
+
+1. summarized tool results become short stubs pointing at their ``tN`` ref (spilled ones point
+   at their sidecar file), except protected ones and recent ``context_tree_query`` outputs
+   (the recovery grace window);
+2. the arguments of errored tool calls are replaced by a size marker after a cooldown;
+3. compressed chains collapse into one synthetic ``<compressed-chain>`` user message;
+4. tool results left without an open call are swept.
+
+The output serializes to the same bytes as the TypeScript reference's for the same messages,
+state and config, so the model's prompt cache survives a switch of implementation. Messages
+that do not change are the caller's own objects; changed ones are new dicts. When nothing
+changes, :attr:`RenderResult.messages` is the very list that was passed in.
+
+The work runs in Rust (``pi_condense._core.render``); this module maps the configuration and
+wraps the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Optional, cast
+
+from . import _core
+from .config import Config
+from .state import PrunerState
+
+__all__ = ["DiagnosticKind", "RenderDiagnostic", "RenderResult", "render"]
+
+DiagnosticKind = Literal["unresolved-range", "range-id-mismatch", "orphan-sweep"]
+"""The ``context-prune-diagnostic`` kinds a render reports."""
+
+
+@dataclass(frozen=True)
+class RenderDiagnostic:
+    """A render-time degradation to persist as a ``context-prune-diagnostic`` entry.
+
+    A session writes each ``(kind, dedup_key)`` at most once (spec 08 section 6); the entry's
+    ``data`` is :meth:`entry_data`.
+    """
+
+    kind: DiagnosticKind
+    dedup_key: str
+    detail: str
+
+    @property
+    def sink_key(self) -> str:
+        """The session-wide dedup key: ``kind + ":" + dedup_key``."""
+        return f"{self.kind}:{self.dedup_key}"
+
+    def entry_data(self) -> dict[str, str]:
+        """The entry's ``data``: ``{"kind", "detail"}``."""
+        return {"kind": self.kind, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    """What :func:`render` returns.
+
+    ``pruned`` is False when nothing changed: ``messages`` is then the input list itself and
+    both char counts are 0. Otherwise ``messages`` is a new list and the counts are the UTF-16
+    lengths of ``JSON.stringify`` of the input and of the output (hidden fields included).
+
+    ``diagnostics`` are in report order, one per ``(kind, dedup_key)``; the caller persists
+    them (deduplicated per session). ``threw`` marks inputs on which the reference throws (a
+    malformed message): the list is then returned unchanged, with the diagnostics reported
+    before the failure.
+    """
+
+    messages: list[Any]
+    pruned: bool
+    before_chars: int
+    after_chars: int
+    diagnostics: tuple[RenderDiagnostic, ...] = ()
+    threw: bool = False
+
+
+def _count(value: Optional[int]) -> Optional[float]:
+    return None if value is None else float(value)
+
+
+def _tool_predicate(config: Config) -> Optional[Callable[[str], bool]]:
+    """Reference mode keeps a string ``protectedTools``, matched by substring; the typed
+    field is then empty and ``is_protected_tool`` holds the rule (``"".includes`` is true
+    exactly for a string)."""
+    if config.is_reference and not config.protected_tools and config.is_protected_tool(""):
+        return config.is_protected_tool
+    return None
+
+
+def render(messages: list[Any], state: PrunerState, config: Config) -> RenderResult:
+    """Rewrite ``messages`` (Pi ``AgentMessage`` dicts, in context order) for the model.
+
+    ``state`` is the pruner state of the session's branch; ``config`` the effective
+    configuration. ``config.enabled`` is not consulted: skipping render when the extension is
+    off is the caller's decision, as in the reference's ``context`` handler. No input object is
+    mutated.
+    """
+    purge = config.purge_errors
+    chain = config.chain_compression
+    out, pruned, before, after, diagnostics, threw = _core.render(
+        messages,
+        state.index,
+        recovery_grace_turns=float(config.recovery_grace_turns),
+        purge_errors=bool(purge.enabled),
+        cooldown_turns=_count(purge.cooldown_turns),
+        min_arg_chars=_count(purge.min_arg_chars),
+        chain_compression=bool(chain.enabled),
+        strip_final_assistant_thinking=bool(chain.strip_final_assistant_thinking),
+        protected_tools=list(config.protected_tools),
+        protected_paths=list(config.protected_paths),
+        protected_tool_predicate=_tool_predicate(config),
+    )
+    return RenderResult(
+        messages=out,
+        pruned=pruned,
+        before_chars=before,
+        after_chars=after,
+        diagnostics=tuple(
+            RenderDiagnostic(cast(DiagnosticKind, kind), key, detail)
+            for kind, key, detail in diagnostics
+        ),
+        threw=threw,
+    )

@@ -1,1 +1,0 @@
-//! Render phases 1-4 over light message views (in progress).

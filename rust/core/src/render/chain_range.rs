@@ -1,0 +1,932 @@
+//! Phase 3: chain-range prune (04 section 5).
+//!
+//! Every registry entry whose range resolves (fail-closed, by timestamps)
+//! drops the assistant / toolResult / summary messages strictly inside its
+//! range and gets one synthetic `<compressed-chain>` user message right after
+//! its start user message.
+
+use std::collections::{HashMap, HashSet};
+
+use super::placeholders::substitute_block_refs;
+use super::plan::{Diagnostic, DiagnosticKind, Item, Piece, Text};
+use super::state::RenderState;
+use super::view::{Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
+use super::Throw;
+use crate::index::{ChainEntry, JsField};
+use crate::jsnum::format_number;
+use crate::keys::{bare_tool_call_id, format_occ_key};
+
+/// A resolved range: the start user message and the final assistant message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    /// index of the unique user message at `startUserTimestamp`
+    pub start: usize,
+    /// index of the unique assistant message at `finalAssistantTimestamp`
+    pub end: usize,
+}
+
+/// `msg.timestamp === field` for a persisted timestamp field. A string or
+/// other non-number field never matches (messages carry numbers).
+fn ts_strict_eq(ts: Ts, field: &JsField) -> bool {
+    match field {
+        JsField::Number(x) => ts.strict_eq(*x),
+        JsField::Absent => ts == Ts::Absent,
+        _ => false,
+    }
+}
+
+/// `resolveRange(entry, messages)`: exactly one user message at the start
+/// timestamp, exactly one assistant at the final timestamp, start before end;
+/// otherwise `None` (no fallback of any kind).
+pub fn resolve_range(entry: &ChainEntry, msgs: &[MsgView]) -> Option<Range> {
+    let final_ts = &entry.final_assistant_timestamp;
+    if *final_ts == JsField::Null {
+        return None;
+    }
+    let (mut start, mut start_matches) = (None, 0usize);
+    let (mut end, mut end_matches) = (None, 0usize);
+    for (i, msg) in msgs.iter().enumerate() {
+        match msg.role {
+            Role::User if msg.timestamp.strict_eq(entry.start_user_timestamp) => {
+                start_matches += 1;
+                start.get_or_insert(i);
+            }
+            Role::Assistant if ts_strict_eq(msg.timestamp, final_ts) => {
+                end_matches += 1;
+                end.get_or_insert(i);
+            }
+            _ => {}
+        }
+    }
+    match (start, end) {
+        (Some(start), Some(end)) if start_matches == 1 && end_matches == 1 && start < end => {
+            Some(Range { start, end })
+        }
+        _ => None,
+    }
+}
+
+fn report(out: &mut Vec<Diagnostic>, kind: DiagnosticKind, dedup_key: String, detail: String) {
+    out.push(Diagnostic {
+        kind,
+        dedup_key,
+        detail,
+    });
+}
+
+/// `Set.prototype.has` between a persisted id and a message id (SameValueZero).
+fn field_is_id(field: &JsField, id: &JsId) -> bool {
+    match (field, id) {
+        (JsField::Str(a), JsId::Str(b)) => a == b,
+        (JsField::Number(a), JsId::Num(_)) => JsId::num(*a) == *id,
+        (JsField::Bool(a), JsId::Bool(b)) => a == b,
+        (JsField::Null, JsId::Null) | (JsField::Absent, JsId::Undefined) => true,
+        _ => false,
+    }
+}
+
+/// The slot at `i` of the previous phase's output.
+fn slot(slots: Option<&[Item]>, i: usize) -> Item {
+    slots
+        .and_then(|s| s.get(i))
+        .cloned()
+        .unwrap_or(Item::Keep(i))
+}
+
+/// Tool-result text of the message now standing at `i`.
+fn result_text(msgs: &[MsgView], slots: Option<&[Item]>, i: usize) -> Result<Text, Throw> {
+    if let Some(Item::Stub { text, .. }) = slots.and_then(|s| s.get(i)) {
+        return Ok(text.clone());
+    }
+    if msgs.get(i).is_some_and(|m| m.text_throws) {
+        return Err(Throw);
+    }
+    Ok(Text(vec![Piece::ToolResultText(i)]))
+}
+
+/// `for (const block of msg.content ?? [])` collecting toolCall ids.
+fn iterated_tool_call_ids(msg: &MsgView) -> Result<Vec<&JsId>, Throw> {
+    match &msg.content {
+        Content::Array(_) => msg.tool_call_ids(),
+        // A string iterates its characters: none is a toolCall.
+        Content::Nullish | Content::Str => Ok(Vec::new()),
+        Content::Other => Err(Throw),
+    }
+}
+
+/// Whether a per-batch summary covers a dropped call (04 section 5.5).
+fn overlaps_dropped(
+    refs: &SummaryRefs,
+    dropped_occ_keys: &HashSet<String>,
+    dropped_bare_ids: &HashSet<JsId>,
+) -> Result<bool, Throw> {
+    let SummaryRefs::List(items) = refs else {
+        return Err(Throw);
+    };
+    for item in items {
+        let SummaryRef::Ref {
+            tool_call_id,
+            result_timestamp,
+        } = item
+        else {
+            return Err(Throw);
+        };
+        let hit = match result_timestamp {
+            Some(ts) => {
+                dropped_occ_keys.contains(&format!("{}@{}", tool_call_id.to_js_string(), ts))
+            }
+            None => {
+                let JsId::Str(id) = tool_call_id else {
+                    return Err(Throw);
+                };
+                dropped_bare_ids.contains(&JsId::str(bare_tool_call_id(id)))
+            }
+        };
+        if hit {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// `<compressed-chain id="..." tools="...">\n<body><protected>\n</compressed-chain>`
+/// (04 section 5.4); `Err` where the reference throws building it.
+pub fn synthetic_text<S: RenderState + ?Sized>(
+    state: &S,
+    entry: &ChainEntry,
+    protected: &[(Piece, Text)],
+) -> Result<Text, Throw> {
+    let summary = state.chain_summary_text(entry).ok_or(Throw)?;
+    let mut lookup_threw = false;
+    let lookup = |block_id: &str| {
+        let other = state.chain_entry_by_block_id(block_id)?;
+        match state.chain_summary_text(other) {
+            Some(text) if !text.is_empty() => Some(text),
+            Some(_) => None,
+            None => {
+                lookup_threw = true;
+                None
+            }
+        }
+    };
+    let body = substitute_block_refs(&summary, lookup, entry.block_id.as_str());
+    if lookup_threw {
+        return Err(Throw);
+    }
+    let tools = entry.tool_refs_joined().ok_or(Throw)?;
+    let mut text = Text::default();
+    text.lit("<compressed-chain id=\"");
+    text.lit(&entry.block_id.js_string());
+    text.lit("\" tools=\"");
+    text.lit(&tools);
+    text.lit("\">\n");
+    text.lit(&body);
+    for (tool, output) in protected {
+        text.lit("\n\n<protected-output tool=\"");
+        text.push(tool.clone());
+        text.lit("\">\n");
+        text.extend(output);
+        text.lit("\n</protected-output>");
+    }
+    text.lit("\n</compressed-chain>");
+    Ok(text)
+}
+
+/// Phase 3 over the phase-2 output (`slots`, `None` = the input unchanged;
+/// phases 1-2 keep positions, roles and timestamps). `None`: no entry was
+/// accepted and the list is unchanged; else the new slots (a new list even if
+/// the content is identical).
+pub fn apply_chain_compressions<S: RenderState + ?Sized>(
+    msgs: &[MsgView],
+    slots: Option<&[Item]>,
+    entries: &[&ChainEntry],
+    state: &S,
+    strip_final_thinking: bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Vec<Item>>, Throw> {
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let existing: HashSet<&str> = msgs
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .filter_map(|m| m.synthetic_block_id.as_deref())
+        .collect();
+
+    // 1. resolve
+    let mut resolved: Vec<(&ChainEntry, Range)> = Vec::new();
+    for &entry in entries {
+        match resolve_range(entry, msgs) {
+            Some(range) => resolved.push((entry, range)),
+            None => {
+                let block = entry.block_id.js_string();
+                let detail = format!(
+                    "blockId={block} start={} final={}",
+                    format_number(entry.start_user_timestamp),
+                    entry.final_assistant_timestamp.js_string()
+                );
+                report(diagnostics, DiagnosticKind::UnresolvedRange, block, detail);
+            }
+        }
+    }
+
+    // 2. accept: no start strictly inside another resolved range, one entry per start
+    let mut accepted: Vec<(&ChainEntry, Range)> = Vec::new();
+    let mut claimed: HashSet<usize> = HashSet::new();
+    for (k, &(entry, range)) in resolved.iter().enumerate() {
+        let container = resolved
+            .iter()
+            .enumerate()
+            .find(|(j, (_, other))| *j != k && range.start > other.start && range.start < other.end)
+            .map(|(_, (other, _))| other.block_id.js_string());
+        if container.is_some() || claimed.contains(&range.start) {
+            let block = entry.block_id.js_string();
+            let detail = match container {
+                Some(c) => format!("blockId={block} skipped: range nests inside blockId={c}"),
+                None => format!(
+                    "blockId={block} skipped: range duplicates startIndex={} already claimed",
+                    range.start
+                ),
+            };
+            report(
+                diagnostics,
+                DiagnosticKind::UnresolvedRange,
+                format!("overlap:{block}"),
+                detail,
+            );
+            continue;
+        }
+        claimed.insert(range.start);
+        accepted.push((entry, range));
+    }
+    if accepted.is_empty() {
+        return Ok(None);
+    }
+
+    // 3. drop sets and per-entry facts
+    let n = msgs.len();
+    let mut drop = vec![false; n];
+    let mut strip = vec![false; n];
+    let mut insert_after: HashMap<usize, (Text, &ChainEntry)> = HashMap::new();
+    let mut dropped_bare_ids: HashSet<JsId> = HashSet::new();
+    let mut dropped_occ_keys: HashSet<String> = HashSet::new();
+    // Keyed by the block id's string form, as the reference's Map is by value.
+    let mut protected_by_block: HashMap<String, Vec<(Piece, Text)>> = HashMap::new();
+
+    for &(entry, range) in &accepted {
+        let protected_ids: &[JsField] =
+            entry.protected_tool_call_ids.as_deref().unwrap_or_default();
+        let block_key = entry.block_id.js_string();
+        let mut actual: HashSet<&JsId> = HashSet::new();
+        for i in range.start + 1..range.end {
+            let Some(msg) = msgs.get(i) else { continue };
+            if let Some(flag) = drop.get_mut(i) {
+                *flag = true;
+            }
+            match msg.role {
+                Role::ToolResult => {
+                    let id = &msg.tool_call_id;
+                    actual.insert(id);
+                    dropped_bare_ids.insert(id.clone());
+                    match (msg.timestamp.num(), id) {
+                        (Some(ts), _) => {
+                            dropped_occ_keys.insert(format_occ_key(&id.to_js_string(), ts));
+                        }
+                        (None, JsId::Str(s)) => {
+                            dropped_occ_keys.insert(s.clone());
+                        }
+                        // A non-string key can never equal a ref's string key.
+                        (None, _) => {}
+                    }
+                    if protected_ids.iter().any(|p| field_is_id(p, id)) {
+                        let text = result_text(msgs, slots, i)?;
+                        protected_by_block
+                            .entry(block_key.clone())
+                            .or_default()
+                            .push((Piece::ToolName(i), text));
+                    }
+                }
+                Role::Assistant => {
+                    for id in iterated_tool_call_ids(msg)? {
+                        actual.insert(id);
+                        dropped_bare_ids.insert(id.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        // `(droppedToolCallIds ?? []).map(bareToolCallId)`: a non-string throws.
+        let mut recorded: HashSet<&str> = HashSet::new();
+        for id in entry.dropped_tool_call_ids.as_deref().unwrap_or_default() {
+            recorded.insert(bare_tool_call_id(id.as_str().ok_or(Throw)?));
+        }
+        let mismatch = recorded.len() != actual.len()
+            || recorded.iter().any(|id| !actual.contains(&JsId::str(id)));
+        if mismatch {
+            let detail = format!(
+                "blockId={block_key} recorded={} actual={}",
+                recorded.len(),
+                actual.len()
+            );
+            report(
+                diagnostics,
+                DiagnosticKind::RangeIdMismatch,
+                block_key.clone(),
+                detail,
+            );
+        }
+        if strip_final_thinking {
+            if let Some(flag) = strip.get_mut(range.end) {
+                *flag = true;
+            }
+        }
+        let protected = protected_by_block
+            .get(&block_key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let text = synthetic_text(state, entry, protected)?;
+        insert_after.insert(range.start, (text, entry));
+    }
+
+    // 4. emit
+    let mut out: Vec<Item> = Vec::with_capacity(n + accepted.len());
+    for (i, msg) in msgs.iter().enumerate() {
+        let droppable =
+            matches!(msg.role, Role::Assistant | Role::ToolResult) || msg.summary.is_some();
+        if drop.get(i).copied().unwrap_or(false) && droppable {
+            continue;
+        }
+        if let Some(refs) = &msg.summary {
+            if overlaps_dropped(refs, &dropped_occ_keys, &dropped_bare_ids)? {
+                continue;
+            }
+        }
+        let current = slot(slots, i);
+        if msg.role == Role::Assistant && strip.get(i).copied().unwrap_or(false) {
+            // `msg.content.filter(c => c.type !== "thinking")`
+            msg.tool_call_ids()?;
+            out.push(match current {
+                Item::Assistant { src, purged, .. } => Item::Assistant {
+                    src,
+                    purged,
+                    strip_thinking: true,
+                },
+                _ => Item::Assistant {
+                    src: i,
+                    purged: Vec::new(),
+                    strip_thinking: true,
+                },
+            });
+        } else {
+            out.push(current);
+        }
+        if let Some((text, entry)) = insert_after.remove(&i) {
+            if !entry
+                .block_id
+                .as_str()
+                .is_some_and(|b| existing.contains(b))
+            {
+                out.push(Item::Synthetic {
+                    text,
+                    timestamp: entry.compressed_at.clone(),
+                    chain_slot: entry.slot,
+                });
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::testing::{
+        assistant, custom, ok, summary, synthetic_user, tc, tool_result, user, Chain, TestState,
+    };
+    use crate::render::view::{Block, Ts};
+
+    fn lit(text: &Text) -> String {
+        text.0
+            .iter()
+            .map(|p| match p {
+                Piece::Lit(s) => s.clone(),
+                Piece::ToolCallId(i) => format!("<id {i}>"),
+                Piece::ToolName(i) => format!("<name {i}>"),
+                Piece::ToolResultText(i) => format!("<text {i}>"),
+            })
+            .collect()
+    }
+
+    fn apply(
+        msgs: &[MsgView],
+        state: &TestState,
+        strip: bool,
+    ) -> (Option<Vec<Item>>, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let entries = state.chain_entries();
+        let out = ok(apply_chain_compressions(
+            msgs, None, &entries, state, strip, &mut diags,
+        ));
+        (out, diags)
+    }
+
+    fn synthetic(items: &[Item]) -> Vec<String> {
+        items
+            .iter()
+            .filter_map(|it| match it {
+                Item::Synthetic { text, .. } => Some(lit(text)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// user 100, assistant 200 (tc1), toolResult 300, final assistant 400.
+    fn chain_msgs() -> Vec<MsgView> {
+        vec![
+            user(100.0),
+            assistant(200.0, vec![tc("tc1")]),
+            tool_result("tc1", 300.0),
+            assistant(400.0, vec![Block::Thinking, Block::Other]),
+        ]
+    }
+
+    fn example_state() -> TestState {
+        TestState::default().body(&["tc1@300"], "S").chain(
+            Chain::new("b1", 100.0, 400.0, 9000.0)
+                .dropped(&["tc1"])
+                .keys(&["tc1@300"])
+                .refs(&["t1"]),
+        )
+    }
+
+    #[test]
+    fn worked_example_chain() {
+        let (out, diags) = apply(&chain_msgs(), &example_state(), true);
+        let items = out.unwrap_or_default();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0], Item::Keep(0));
+        assert_eq!(
+            items[1],
+            Item::Synthetic {
+                text: Text(vec![Piece::Lit(
+                    "<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>".into()
+                )]),
+                timestamp: JsField::Number(9000.0),
+                chain_slot: 0
+            }
+        );
+        assert_eq!(
+            items[2],
+            Item::Assistant {
+                src: 3,
+                purged: vec![],
+                strip_thinking: true
+            }
+        );
+        assert!(diags.is_empty());
+    }
+
+    #[test]
+    fn final_thinking_kept_when_strip_is_off() {
+        let (out, _) = apply(&chain_msgs(), &example_state(), false);
+        assert_eq!(out.unwrap_or_default()[2], Item::Keep(3));
+    }
+
+    #[test]
+    fn range_summary_text_is_preferred_even_when_empty() {
+        let state = TestState::default().body(&["tc1@300"], "S").chain(
+            Chain::new("b1", 100.0, 400.0, 9000.0)
+                .keys(&["tc1@300"])
+                .dropped(&["tc1"])
+                .range_summary(""),
+        );
+        let (out, _) = apply(&chain_msgs(), &state, true);
+        assert_eq!(
+            synthetic(&out.unwrap_or_default()),
+            ["<compressed-chain id=\"b1\" tools=\"\">\n\n</compressed-chain>"]
+        );
+    }
+
+    #[test]
+    fn legacy_entry_uses_dropped_ids_as_body_keys() {
+        let state = TestState::default()
+            .body(&["tc1"], "LEGACY")
+            .chain(Chain::new("b1", 100.0, 400.0, 9000.0).dropped(&["tc1"]));
+        let (out, _) = apply(&chain_msgs(), &state, true);
+        assert!(synthetic(&out.unwrap_or_default())[0].contains("\nLEGACY\n"));
+    }
+
+    #[test]
+    fn resolve_range_is_fail_closed() {
+        let entry_state = example_state();
+        let entries = entry_state.chain_entries();
+        let e = &entries[0];
+        assert_eq!(
+            resolve_range(e, &chain_msgs()),
+            Some(Range { start: 0, end: 3 })
+        );
+        // Duplicate start user timestamp.
+        let mut two_starts = chain_msgs();
+        two_starts.push(user(100.0));
+        assert_eq!(resolve_range(e, &two_starts), None);
+        // Duplicate final assistant timestamp.
+        let mut two_ends = chain_msgs();
+        two_ends.push(assistant(400.0, vec![]));
+        assert_eq!(resolve_range(e, &two_ends), None);
+        // Missing final.
+        assert_eq!(resolve_range(e, &chain_msgs()[..3]), None);
+        // End before start.
+        let reversed = vec![assistant(400.0, vec![]), user(100.0)];
+        assert_eq!(resolve_range(e, &reversed), None);
+        // A toolResult or custom message sharing a timestamp does not count.
+        let mut shared = chain_msgs();
+        shared.push(tool_result("z", 100.0));
+        shared.push(custom(400.0));
+        assert_eq!(resolve_range(e, &shared), Some(Range { start: 0, end: 3 }));
+        // Null final timestamp.
+        let mut null_final = (*e).clone();
+        null_final.final_assistant_timestamp = JsField::Null;
+        assert_eq!(resolve_range(&null_final, &chain_msgs()), None);
+        // Strict equality: no string/number coercion.
+        let mut odd = chain_msgs();
+        odd[0].timestamp = Ts::Other;
+        assert_eq!(resolve_range(e, &odd), None);
+    }
+
+    #[test]
+    fn unresolved_entry_reports_and_changes_nothing() {
+        let state = TestState::default().chain(Chain::new("b4", 100.0, 777.0, 1.0));
+        let (out, diags) = apply(&chain_msgs(), &state, true);
+        assert!(out.is_none());
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].kind, DiagnosticKind::UnresolvedRange);
+        assert_eq!(diags[0].dedup_key, "b4");
+        assert_eq!(diags[0].detail, "blockId=b4 start=100 final=777");
+        let null_final = Chain::new("b5", 100.0, 0.0, 1.0).final_ts(JsField::Null);
+        let (_, diags) = apply(&chain_msgs(), &TestState::default().chain(null_final), true);
+        assert_eq!(diags[0].detail, "blockId=b5 start=100 final=null");
+    }
+
+    #[test]
+    fn nested_and_duplicate_ranges_are_skipped_with_diagnostics() {
+        let msgs = vec![
+            user(100.0),
+            assistant(150.0, vec![tc("a")]),
+            tool_result("a", 160.0),
+            user(200.0),
+            assistant(250.0, vec![tc("b")]),
+            tool_result("b", 260.0),
+            assistant(300.0, vec![]),
+            assistant(400.0, vec![]),
+        ];
+        let state = TestState::default()
+            .chain(Chain::new("b1", 100.0, 400.0, 1.0).dropped(&["a", "b"]))
+            .chain(Chain::new("b2", 200.0, 300.0, 2.0).dropped(&["b"]));
+        let (out, diags) = apply(&msgs, &state, false);
+        let items = out.unwrap_or_default();
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].dedup_key, "overlap:b2");
+        assert_eq!(
+            diags[0].detail,
+            "blockId=b2 skipped: range nests inside blockId=b1"
+        );
+        // The nested user message survives inside the outer range.
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[0], Item::Keep(0));
+        assert!(matches!(items[1], Item::Synthetic { .. }));
+        assert_eq!(items[2], Item::Keep(3));
+        assert_eq!(items[3], Item::Keep(7));
+
+        // Two entries with the same start resolve to the same slot.
+        let mut dup_state =
+            TestState::default().chain(Chain::new("b1", 100.0, 400.0, 1.0).dropped(&["a", "b"]));
+        dup_state.chains.push(Chain::new("b3", 100.0, 300.0, 3.0).0);
+        let (_, diags) = apply(&msgs, &dup_state, false);
+        assert!(diags.iter().any(|d| d.dedup_key == "overlap:b3"
+            && d.detail == "blockId=b3 skipped: range duplicates startIndex=0 already claimed"));
+    }
+
+    #[test]
+    fn id_mismatch_is_diagnostic_only() {
+        let state = TestState::default()
+            .chain(Chain::new("b1", 100.0, 400.0, 9.0).dropped(&["zz@5", "tc1"]));
+        let (out, diags) = apply(&chain_msgs(), &state, false);
+        assert!(out.is_some());
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].kind, DiagnosticKind::RangeIdMismatch);
+        assert_eq!(diags[0].detail, "blockId=b1 recorded=2 actual=1");
+        // Recorded occurrence keys compare by bare id.
+        let state =
+            TestState::default().chain(Chain::new("b1", 100.0, 400.0, 9.0).dropped(&["tc1@300"]));
+        assert!(apply(&chain_msgs(), &state, false).1.is_empty());
+    }
+
+    #[test]
+    fn role_restricted_drops_keep_user_and_foreign_custom_messages() {
+        let mut msgs = chain_msgs();
+        msgs.insert(2, custom(250.0));
+        msgs.insert(2, user(240.0));
+        msgs.insert(2, MsgView::new(Role::Other, Ts::Num(230.0)));
+        let state =
+            TestState::default().chain(Chain::new("b1", 100.0, 400.0, 9.0).dropped(&["tc1"]));
+        let (out, _) = apply(&msgs, &state, false);
+        let items = out.unwrap_or_default();
+        let kept: Vec<Option<usize>> = items.iter().map(Item::src).collect();
+        assert_eq!(kept, [Some(0), None, Some(2), Some(3), Some(4), Some(6)]);
+    }
+
+    #[test]
+    fn per_batch_summaries_are_suppressed_by_coverage() {
+        let mut msgs = chain_msgs();
+        // agent-message batching: the summary sits after the final assistant.
+        msgs.push(summary(500.0, &[("tc1", Some(300.0))]));
+        // A live turn reusing the bare id keeps its own summary.
+        msgs.push(summary(600.0, &[("tc1", Some(9999.0))]));
+        // A summary covering calls in and out of the range is removed entirely.
+        msgs.push(summary(
+            700.0,
+            &[("other", Some(1.0)), ("tc1", Some(300.0))],
+        ));
+        // Legacy ref without a timestamp: bare-id membership.
+        msgs.push(summary(800.0, &[("tc1", None)]));
+        // Legacy details.toolCallIds only: never suppressed.
+        msgs.push(summary(900.0, &[]));
+        let (out, _) = apply(&msgs, &example_state(), false);
+        let kept: Vec<Option<usize>> = out.unwrap_or_default().iter().map(Item::src).collect();
+        assert_eq!(kept, [Some(0), None, Some(3), Some(5), Some(8)]);
+    }
+
+    #[test]
+    fn summary_inside_the_range_is_dropped_by_index() {
+        let mut msgs = chain_msgs();
+        msgs.insert(3, summary(350.0, &[("unrelated", Some(1.0))]));
+        let (out, _) = apply(&msgs, &example_state(), false);
+        let kept: Vec<Option<usize>> = out.unwrap_or_default().iter().map(Item::src).collect();
+        assert_eq!(kept, [Some(0), None, Some(4)]);
+    }
+
+    #[test]
+    fn existing_synthetic_is_not_inserted_twice() {
+        // The rendered output of the worked example, rendered again.
+        let msgs = vec![
+            user(100.0),
+            synthetic_user(9000.0, "b1"),
+            assistant(400.0, vec![Block::Other]),
+        ];
+        let (out, diags) = apply(&msgs, &example_state(), true);
+        let items = out.unwrap_or_default();
+        assert_eq!(
+            items,
+            vec![
+                Item::Keep(0),
+                Item::Keep(1),
+                Item::Assistant {
+                    src: 2,
+                    purged: vec![],
+                    strip_thinking: true
+                }
+            ]
+        );
+        // The synthetic survives inside the range; recorded tc1 is no longer there.
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].kind, DiagnosticKind::RangeIdMismatch);
+    }
+
+    #[test]
+    fn protected_outputs_are_relocated_into_the_synthetic() {
+        let msgs = vec![
+            user(100.0),
+            assistant(200.0, vec![tc("p1"), tc("x")]),
+            tool_result("p1", 210.0),
+            tool_result("x", 220.0),
+            assistant(400.0, vec![]),
+        ];
+        let state = TestState::default().body(&["x@220"], "S").chain(
+            Chain::new("b2", 100.0, 400.0, 5.0)
+                .dropped(&["p1", "x"])
+                .keys(&["x@220"])
+                .refs(&["t7"])
+                .protect(&["p1"]),
+        );
+        let (out, _) = apply(&msgs, &state, false);
+        assert_eq!(
+            synthetic(&out.unwrap_or_default()),
+            ["<compressed-chain id=\"b2\" tools=\"t7\">\nS\n\n<protected-output tool=\"<name 2>\">\n<text 2>\n</protected-output>\n</compressed-chain>"]
+        );
+    }
+
+    #[test]
+    fn stubbed_protected_output_relocates_the_stub_text() {
+        let msgs = chain_msgs();
+        let mut slots: Vec<Item> = (0..msgs.len()).map(Item::Keep).collect();
+        slots[2] = Item::Stub {
+            src: 2,
+            text: Text(vec![Piece::Lit("STUB".into())]),
+        };
+        let state = TestState::default().chain(
+            Chain::new("b1", 100.0, 400.0, 1.0)
+                .dropped(&["tc1"])
+                .protect(&["tc1"]),
+        );
+        let entries = state.chain_entries();
+        let mut diags = Vec::new();
+        let out = ok(apply_chain_compressions(
+            &msgs,
+            Some(&slots),
+            &entries,
+            &state,
+            false,
+            &mut diags,
+        ));
+        assert_eq!(
+            synthetic(&out.unwrap_or_default()),
+            ["<compressed-chain id=\"b1\" tools=\"\">\n\n\n<protected-output tool=\"<name 2>\">\nSTUB\n</protected-output>\n</compressed-chain>"]
+        );
+    }
+
+    #[test]
+    fn nested_placeholders_resolve_one_level_and_skip_self() {
+        let msgs = vec![
+            user(10.0),
+            assistant(20.0, vec![]),
+            user(100.0),
+            assistant(200.0, vec![tc("tc1")]),
+            tool_result("tc1", 300.0),
+            assistant(400.0, vec![]),
+        ];
+        let state = TestState::default()
+            .chain(Chain::new("b1", 1.0, 2.0, 1.0).range_summary("FIRST {b2}"))
+            .chain(
+                Chain::new("b2", 100.0, 400.0, 9.0)
+                    .dropped(&["tc1"])
+                    .range_summary("see {b1} and {b2} and {b3}"),
+            );
+        let (out, _) = apply(&msgs, &state, false);
+        assert_eq!(
+            synthetic(&out.unwrap_or_default()),
+            ["<compressed-chain id=\"b2\" tools=\"\">\nsee FIRST {b2} and {b2} and {b3}\n</compressed-chain>"]
+        );
+    }
+
+    #[test]
+    fn accepted_entry_always_yields_a_new_list() {
+        // A range with nothing inside still counts as a change.
+        let msgs = vec![user(100.0), assistant(400.0, vec![])];
+        let state = TestState::default().chain(Chain::new("b1", 100.0, 400.0, 9.0));
+        let (out, _) = apply(&msgs, &state, false);
+        assert_eq!(out.map(|v| v.len()), Some(3));
+    }
+
+    #[test]
+    fn two_disjoint_chains() {
+        let msgs = vec![
+            user(100.0),
+            assistant(110.0, vec![tc("bash_23")]),
+            tool_result("bash_23", 120.0),
+            assistant(130.0, vec![]),
+            user(200.0),
+            assistant(210.0, vec![tc("bash_23")]),
+            tool_result("bash_23", 220.0),
+            assistant(230.0, vec![]),
+            user(300.0),
+            assistant(310.0, vec![tc("bash_23")]),
+            tool_result("bash_23", 320.0),
+        ];
+        let state = TestState::default()
+            .body(&["bash_23@120"], "FIRST")
+            .body(&["bash_23@220"], "SECOND")
+            .chain(
+                Chain::new("b1", 100.0, 130.0, 1.0)
+                    .dropped(&["bash_23"])
+                    .keys(&["bash_23@120"]),
+            )
+            .chain(
+                Chain::new("b2", 200.0, 230.0, 2.0)
+                    .dropped(&["bash_23"])
+                    .keys(&["bash_23@220"]),
+            );
+        let (out, diags) = apply(&msgs, &state, false);
+        let items = out.unwrap_or_default();
+        assert!(diags.is_empty());
+        assert_eq!(
+            synthetic(&items),
+            [
+                "<compressed-chain id=\"b1\" tools=\"\">\nFIRST\n</compressed-chain>",
+                "<compressed-chain id=\"b2\" tools=\"\">\nSECOND\n</compressed-chain>"
+            ]
+        );
+        let kept: Vec<Option<usize>> = items.iter().map(Item::src).collect();
+        assert_eq!(
+            kept,
+            [
+                Some(0),
+                None,
+                Some(3),
+                Some(4),
+                None,
+                Some(7),
+                Some(8),
+                Some(9),
+                Some(10)
+            ]
+        );
+    }
+
+    #[test]
+    fn throws_like_the_reference() {
+        let state = example_state();
+        let entries = state.chain_entries();
+        let mut diags = Vec::new();
+        // Stripping a final assistant whose content is not an array.
+        let mut msgs = chain_msgs();
+        msgs[3].content = Content::Str;
+        assert_eq!(
+            apply_chain_compressions(&msgs, None, &entries, &state, true, &mut diags),
+            Err(Throw)
+        );
+        // ... is fine when not stripping.
+        assert!(apply_chain_compressions(&msgs, None, &entries, &state, false, &mut diags).is_ok());
+        // A non-iterable content inside the range.
+        let mut msgs = chain_msgs();
+        msgs[1].content = Content::Other;
+        assert_eq!(
+            apply_chain_compressions(&msgs, None, &entries, &state, false, &mut diags),
+            Err(Throw)
+        );
+        // A string content inside the range iterates harmlessly.
+        msgs[1].content = Content::Str;
+        assert!(apply_chain_compressions(&msgs, None, &entries, &state, false, &mut diags).is_ok());
+        // A summary whose toolCallRefs is not an array.
+        let mut msgs = chain_msgs();
+        let mut bad = custom(500.0);
+        bad.summary = Some(SummaryRefs::NotArray);
+        msgs.push(bad);
+        assert_eq!(
+            apply_chain_compressions(&msgs, None, &entries, &state, false, &mut diags),
+            Err(Throw)
+        );
+    }
+
+    #[test]
+    fn persisted_field_shapes() {
+        // An absent final timestamp matches an assistant without a timestamp.
+        let mut msgs = chain_msgs();
+        msgs[3].timestamp = Ts::Absent;
+        let state =
+            TestState::default().chain(Chain::new("b1", 100.0, 0.0, 1.0).final_ts(JsField::Absent));
+        let (out, diags) = apply(&msgs, &state, false);
+        assert!(out.is_some());
+        assert!(diags
+            .iter()
+            .all(|d| d.kind != DiagnosticKind::UnresolvedRange));
+        // A string final timestamp never matches; the detail prints it raw.
+        let state = TestState::default()
+            .chain(Chain::new("b1", 100.0, 0.0, 1.0).final_ts(JsField::str("400")));
+        let (out, diags) = apply(&chain_msgs(), &state, false);
+        assert!(out.is_none());
+        assert_eq!(diags[0].detail, "blockId=b1 start=100 final=400");
+        // compressedAt is copied as persisted (a missing one omits the key).
+        let mut chain = Chain::new("b1", 100.0, 400.0, 0.0);
+        chain.0.compressed_at = JsField::Absent;
+        let (out, _) = apply(&chain_msgs(), &TestState::default().chain(chain), false);
+        assert!(out.unwrap_or_default().iter().any(|it| matches!(
+            it,
+            Item::Synthetic {
+                timestamp: JsField::Absent,
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn malformed_entries_throw_like_the_reference() {
+        let mut diags = Vec::new();
+        // toolRefs not an array: `.join` is not a function.
+        let mut chain = Chain::new("b1", 100.0, 400.0, 1.0);
+        chain.0.tool_refs = None;
+        let state = TestState::default().chain(chain);
+        let entries = state.chain_entries();
+        assert_eq!(
+            apply_chain_compressions(&chain_msgs(), None, &entries, &state, false, &mut diags),
+            Err(Throw)
+        );
+        // Neither droppedOccurrenceKeys nor droppedToolCallIds is an array.
+        let mut chain = Chain::new("b1", 100.0, 400.0, 1.0);
+        chain.0.dropped_tool_call_ids = None;
+        let state = TestState::default().chain(chain);
+        let entries = state.chain_entries();
+        assert_eq!(
+            apply_chain_compressions(&chain_msgs(), None, &entries, &state, false, &mut diags),
+            Err(Throw)
+        );
+        // A non-string recorded id: `bareToolCallId(5)` throws.
+        let mut chain = Chain::new("b1", 100.0, 400.0, 1.0).range_summary("x");
+        chain.0.dropped_tool_call_ids = Some(vec![JsField::Number(5.0)]);
+        let state = TestState::default().chain(chain);
+        let entries = state.chain_entries();
+        assert_eq!(
+            apply_chain_compressions(&chain_msgs(), None, &entries, &state, false, &mut diags),
+            Err(Throw)
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! Phase 2: purge the arguments of errored tool calls after a cooldown (04 section 4).
+
+use std::collections::HashMap;
+
+use super::plan::{Item, Purge};
+use super::view::{Block, Content, JsId, MsgView, Role};
+use super::{Lazy, PurgeConfig, Throw};
+
+fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
+    matches!(slots.and_then(|s| s.get(i)), Some(Item::Stub { .. }))
+}
+
+/// Phase 2 over the phase-1 output (`slots`, `None` = the input unchanged).
+/// Returns the new slots, or `None` when no block is purged.
+pub fn purge_errored_args<L: Lazy + ?Sized>(
+    msgs: &[MsgView],
+    slots: Option<&[Item]>,
+    cfg: &PurgeConfig,
+    lazy: &mut L,
+) -> Result<Option<Vec<Item>>, Throw> {
+    // Bare-id keyed; a later errored result with the same id overwrites.
+    let mut errored_at: HashMap<&JsId, usize> = HashMap::new();
+    let mut turn_count = 0usize;
+    for (i, msg) in msgs.iter().enumerate() {
+        match msg.role {
+            Role::Assistant => turn_count += 1,
+            // A phase-1 stub carries `isError: false`.
+            Role::ToolResult if msg.is_error && !is_stub(slots, i) => {
+                errored_at.insert(&msg.tool_call_id, turn_count);
+            }
+            _ => {}
+        }
+    }
+    if errored_at.is_empty() {
+        return Ok(None);
+    }
+    let current = turn_count;
+    let mut out: Option<Vec<Item>> = None;
+    for (i, msg) in msgs.iter().enumerate() {
+        if msg.role != Role::Assistant {
+            continue;
+        }
+        let Content::Array(blocks) = &msg.content else {
+            return Err(Throw);
+        };
+        let mut purged = Vec::new();
+        for (b, block) in blocks.iter().enumerate() {
+            let (id, has_arguments) = match block {
+                Block::Nullish => return Err(Throw),
+                Block::ToolCall { id, has_arguments } => (id, *has_arguments),
+                Block::Thinking | Block::Other => continue,
+            };
+            let Some(&error_turn) = errored_at.get(id) else {
+                continue;
+            };
+            let age = current.saturating_sub(error_turn) as f64;
+            if cfg.cooldown_turns.is_some_and(|c| age < c) {
+                continue;
+            }
+            if !has_arguments {
+                // `JSON.stringify(undefined).length` throws.
+                return Err(Throw);
+            }
+            let size = lazy.args_len(i, b);
+            if cfg.min_arg_chars.is_some_and(|m| (size as f64) < m) {
+                continue;
+            }
+            purged.push(Purge { block: b, size });
+        }
+        if !purged.is_empty() {
+            let slots_out = out.get_or_insert_with(|| match slots {
+                Some(s) => s.to_vec(),
+                None => (0..msgs.len()).map(Item::Keep).collect(),
+            });
+            if let Some(slot) = slots_out.get_mut(i) {
+                *slot = Item::Assistant {
+                    src: i,
+                    purged,
+                    strip_thinking: false,
+                };
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::testing::{assistant, errored, ok, tc, tool_result, user, Lens};
+    use crate::render::view::Ts;
+
+    const DEFAULTS: PurgeConfig = PurgeConfig {
+        cooldown_turns: Some(2.0),
+        min_arg_chars: Some(500.0),
+    };
+
+    /// a1 calls e (errors), then `later` more assistant turns.
+    fn session(later: usize) -> Vec<MsgView> {
+        let mut msgs = vec![user(1.0), assistant(2.0, vec![tc("e")]), errored("e", 3.0)];
+        for k in 0..later {
+            let id = format!("ok{k}");
+            msgs.push(assistant(10.0 + k as f64, vec![tc(&id)]));
+            msgs.push(tool_result(&id, 20.0 + k as f64));
+        }
+        msgs
+    }
+
+    fn purge(msgs: &[MsgView], cfg: &PurgeConfig, lens: &mut Lens) -> Option<Vec<Item>> {
+        ok(purge_errored_args(msgs, None, cfg, lens))
+    }
+
+    #[test]
+    fn purges_after_the_cooldown() {
+        let mut lens = Lens::default();
+        lens.0.insert((1, 0), 612);
+        assert!(purge(&session(1), &DEFAULTS, &mut lens).is_none());
+        let items = purge(&session(2), &DEFAULTS, &mut lens).unwrap_or_default();
+        assert_eq!(
+            items[1],
+            Item::Assistant {
+                src: 1,
+                purged: vec![Purge {
+                    block: 0,
+                    size: 612
+                }],
+                strip_thinking: false
+            }
+        );
+        assert_eq!(items[0], Item::Keep(0));
+    }
+
+    #[test]
+    fn small_arguments_are_kept() {
+        let mut lens = Lens::default();
+        lens.0.insert((1, 0), 499);
+        assert!(purge(&session(5), &DEFAULTS, &mut lens).is_none());
+        lens.0.insert((1, 0), 500);
+        assert!(purge(&session(5), &DEFAULTS, &mut lens).is_some());
+    }
+
+    #[test]
+    fn no_errored_result_is_a_no_op() {
+        let msgs = [
+            user(1.0),
+            assistant(2.0, vec![tc("a")]),
+            tool_result("a", 3.0),
+        ];
+        assert!(purge(&msgs, &DEFAULTS, &mut Lens::default()).is_none());
+    }
+
+    #[test]
+    fn stubbed_errored_result_is_no_longer_purged() {
+        let msgs = session(4);
+        let mut slots: Vec<Item> = (0..msgs.len()).map(Item::Keep).collect();
+        slots[2] = Item::Stub {
+            src: 2,
+            text: Default::default(),
+        };
+        let out = ok(purge_errored_args(
+            &msgs,
+            Some(&slots),
+            &DEFAULTS,
+            &mut Lens::default(),
+        ));
+        assert!(out.is_none());
+    }
+
+    #[test]
+    fn bare_id_keying_purges_every_call_with_the_id() {
+        // An earlier, successful call reused the id `e` of the later errored one.
+        let msgs = vec![
+            user(1.0),
+            assistant(2.0, vec![tc("e")]),
+            tool_result("e", 3.0),
+            assistant(4.0, vec![tc("e")]),
+            errored("e", 5.0),
+            assistant(6.0, vec![tc("x")]),
+            tool_result("x", 7.0),
+            assistant(8.0, vec![tc("y")]),
+            tool_result("y", 9.0),
+        ];
+        let items = purge(&msgs, &DEFAULTS, &mut Lens::default()).unwrap_or_default();
+        assert!(matches!(items[1], Item::Assistant { .. }));
+        assert!(matches!(items[3], Item::Assistant { .. }));
+        assert_eq!(items[5], Item::Keep(5));
+    }
+
+    #[test]
+    fn later_errored_result_overwrites_the_turn() {
+        // `e` errors at turn 1 and again at turn 3 (of 3): age 0 -> kept.
+        let msgs = vec![
+            assistant(2.0, vec![tc("e")]),
+            errored("e", 3.0),
+            assistant(4.0, vec![tc("x")]),
+            tool_result("x", 5.0),
+            assistant(6.0, vec![tc("e")]),
+            errored("e", 7.0),
+        ];
+        assert!(purge(&msgs, &DEFAULTS, &mut Lens::default()).is_none());
+    }
+
+    #[test]
+    fn missing_thresholds_purge_immediately() {
+        let cfg = PurgeConfig {
+            cooldown_turns: None,
+            min_arg_chars: None,
+        };
+        let mut lens = Lens::default();
+        lens.0.insert((1, 0), 2);
+        assert!(purge(&session(0), &cfg, &mut lens).is_some());
+    }
+
+    #[test]
+    fn only_tool_call_blocks_are_touched() {
+        let msgs = vec![
+            assistant(2.0, vec![Block::Thinking, Block::Other, tc("e")]),
+            errored("e", 3.0),
+            assistant(4.0, vec![]),
+            assistant(5.0, vec![]),
+        ];
+        let items = purge(&msgs, &DEFAULTS, &mut Lens::default()).unwrap_or_default();
+        assert_eq!(
+            items[0],
+            Item::Assistant {
+                src: 0,
+                purged: vec![Purge {
+                    block: 2,
+                    size: 1000
+                }],
+                strip_thinking: false
+            }
+        );
+    }
+
+    #[test]
+    fn throws_like_the_reference() {
+        let mut lens = Lens::default();
+        // A candidate block without `arguments`.
+        let mut msgs = session(3);
+        msgs[1] = assistant(
+            2.0,
+            vec![Block::ToolCall {
+                id: JsId::str("e"),
+                has_arguments: false,
+            }],
+        );
+        assert_eq!(
+            purge_errored_args(&msgs, None, &DEFAULTS, &mut lens),
+            Err(Throw)
+        );
+        // Any assistant with non-array content, once an errored result exists.
+        let mut msgs = session(0);
+        let mut odd = MsgView::new(Role::Assistant, Ts::Num(50.0));
+        odd.content = Content::Str;
+        msgs.push(odd);
+        assert_eq!(
+            purge_errored_args(&msgs, None, &DEFAULTS, &mut lens),
+            Err(Throw)
+        );
+        // A null block.
+        let msgs = vec![assistant(1.0, vec![Block::Nullish]), errored("e", 2.0)];
+        assert_eq!(
+            purge_errored_args(&msgs, None, &DEFAULTS, &mut lens),
+            Err(Throw)
+        );
+    }
+}

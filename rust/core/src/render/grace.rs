@@ -1,0 +1,126 @@
+//! Phase 0: the recovery grace window (04 section 3.1).
+//!
+//! `context_tree_query` outputs of the last `recoveryGraceTurns` user-turn
+//! groups stay verbatim, so a model that just recovered an output can read it.
+
+use std::collections::HashSet;
+
+use super::view::{JsId, MsgView, Role};
+use crate::keys::occ_key;
+
+/// Tool name of the recovery tool.
+pub const RECOVERY_TOOL: &str = "context_tree_query";
+
+/// Occurrence keys of the recovery outputs still in grace.
+pub fn in_grace_keys(msgs: &[MsgView], grace_turns: f64) -> HashSet<String> {
+    let mut keys = HashSet::new();
+    // `!(turns > 0)`: zero, negative and NaN all disable the window.
+    if grace_turns.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return keys;
+    }
+    let now_utg = msgs.iter().filter(|m| m.role == Role::User).count();
+    let mut seen = 0usize;
+    for msg in msgs {
+        match msg.role {
+            Role::User => seen += 1,
+            Role::ToolResult if msg.is_recovery => {
+                if let JsId::Str(id) = &msg.tool_call_id {
+                    // `seen <= now_utg`, so the age is never negative.
+                    let age = now_utg - seen;
+                    if (age as f64) <= grace_turns {
+                        keys.insert(occ_key(id, msg.timestamp.num()).into_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::testing::{assistant, tc, tool_result, user};
+    use crate::render::view::Ts;
+
+    fn recovery(id: &str, ts: f64) -> MsgView {
+        let mut m = tool_result(id, ts);
+        m.is_recovery = true;
+        m
+    }
+
+    /// user, recovery, then `later` more user turns.
+    fn session(later: usize) -> Vec<MsgView> {
+        let mut msgs = vec![
+            user(1.0),
+            assistant(2.0, vec![tc("q1")]),
+            recovery("q1", 3.0),
+        ];
+        for k in 0..later {
+            msgs.push(user(10.0 + k as f64));
+        }
+        msgs
+    }
+
+    #[test]
+    fn in_grace_at_age_zero_and_exactly_k() {
+        assert!(in_grace_keys(&session(0), 3.0).contains("q1@3"));
+        assert!(in_grace_keys(&session(3), 3.0).contains("q1@3"));
+    }
+
+    #[test]
+    fn excluded_past_k() {
+        assert!(in_grace_keys(&session(4), 3.0).is_empty());
+    }
+
+    #[test]
+    fn zero_negative_and_nan_disable_the_window() {
+        assert!(in_grace_keys(&session(0), 0.0).is_empty());
+        assert!(in_grace_keys(&session(0), -1.0).is_empty());
+        assert!(in_grace_keys(&session(0), f64::NAN).is_empty());
+    }
+
+    #[test]
+    fn non_recovery_outputs_are_ignored() {
+        let msgs = vec![
+            user(1.0),
+            assistant(2.0, vec![tc("b")]),
+            tool_result("b", 3.0),
+        ];
+        assert!(in_grace_keys(&msgs, 3.0).is_empty());
+    }
+
+    #[test]
+    fn only_user_role_counts_as_a_turn() {
+        let mut msgs = session(0);
+        for k in 0..5 {
+            msgs.push(MsgView::new(Role::Custom, Ts::Num(20.0 + k as f64)));
+            msgs.push(MsgView::new(Role::Other, Ts::Num(30.0 + k as f64)));
+        }
+        assert!(in_grace_keys(&msgs, 1.0).contains("q1@3"));
+    }
+
+    #[test]
+    fn keyed_by_occurrence_or_bare_id() {
+        let mut msgs = session(0);
+        let mut bare = recovery("q2", 0.0);
+        bare.timestamp = Ts::Absent;
+        msgs.push(bare);
+        let mut odd = recovery("q3", 0.0);
+        odd.timestamp = Ts::Other;
+        msgs.push(odd);
+        let keys = in_grace_keys(&msgs, 1.0);
+        assert!(keys.contains("q1@3"));
+        assert!(keys.contains("q2"));
+        assert!(keys.contains("q3"));
+        assert!(!keys.contains("q1"));
+    }
+
+    #[test]
+    fn non_string_ids_are_skipped() {
+        let mut m = recovery("x", 3.0);
+        m.tool_call_id = JsId::num(7.0);
+        assert!(in_grace_keys(&[user(1.0), m], 3.0).is_empty());
+    }
+}

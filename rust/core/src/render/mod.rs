@@ -1,0 +1,454 @@
+//! Render (spec 04): the `context`-event rewrite of the message list, phases 0-4.
+//!
+//! The binding extracts a light [`view::MsgView`] per message, the phases here
+//! decide, and the result is a [`plan::RenderPlan`]: for each output slot either
+//! "keep input message i" or a description of a new message. The binding builds
+//! the new messages and reuses every untouched input object.
+//!
+//! | phase | module | spec |
+//! |---|---|---|
+//! | 0 grace set | [`grace`] | 04 section 3.1 |
+//! | 1 stub-replace | [`stub_replace`] | 04 section 3.2 |
+//! | 2 error purge | [`error_purge`] | 04 section 4 |
+//! | 3 chain-range prune | [`chain_range`], [`placeholders`] | 04 section 5 |
+//! | 4 orphan sweep | [`orphan_sweep`] | 04 section 6 |
+//!
+//! Inputs on which the reference throws (04 section 6.1) end the render with
+//! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
+//! diagnostics reported before the throw survive.
+
+pub mod chain_range;
+pub mod error_purge;
+pub mod grace;
+pub mod orphan_sweep;
+pub mod placeholders;
+pub mod plan;
+pub mod size;
+pub mod state;
+pub mod stub_replace;
+pub mod view;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
+pub use state::RenderState;
+pub use view::{Block, Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
+
+use crate::index::JsField;
+use crate::keys::ProtectedMatcher;
+
+/// Thrown by a phase where the reference throws a `TypeError` (04 section 6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throw;
+
+/// Phase 2 settings, present iff `purgeErrors.enabled` is truthy.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PurgeConfig {
+    /// `cooldownTurns` as a JS number; `None` when a comparison with it is
+    /// always false (absent, `NaN`, non-numeric).
+    pub cooldown_turns: Option<f64>,
+    /// `minArgChars`, same convention.
+    pub min_arg_chars: Option<f64>,
+}
+
+/// Phase 3 settings, present iff `chainCompression.enabled` is truthy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainConfig {
+    /// `stripFinalAssistantThinking` is truthy.
+    pub strip_final_assistant_thinking: bool,
+}
+
+/// The protection predicate of the render-time re-check (05 section 2.2).
+pub trait Protection {
+    /// `isProtected(record.toolName, record.args, cfg)`, given `args.path` when it is a string.
+    fn is_protected(&self, tool_name: &JsField, path: Option<&str>) -> bool;
+}
+
+impl Protection for ProtectedMatcher {
+    fn is_protected(&self, tool_name: &JsField, path: Option<&str>) -> bool {
+        ProtectedMatcher::is_protected(self, tool_name.as_str(), path)
+    }
+}
+
+/// What render reads from the config (04 section 1).
+#[derive(Clone, Copy, Default)]
+pub struct RenderConfig<'a> {
+    /// `recoveryGraceTurns` (grace is off unless `> 0`).
+    pub recovery_grace_turns: f64,
+    /// Phase 2, when enabled.
+    pub purge: Option<PurgeConfig>,
+    /// Phase 3, when enabled.
+    pub chain: Option<ChainConfig>,
+    /// The protection config for the render-time re-check, when one is passed.
+    pub protection: Option<&'a dyn Protection>,
+}
+
+/// Values render computes only when a decision needs them.
+pub trait Lazy {
+    /// `JSON.stringify(block.arguments).length` (UTF-16) for block `block` of
+    /// input message `msg`. Only asked for blocks whose `arguments` is present.
+    fn args_len(&mut self, msg: usize, block: usize) -> usize;
+}
+
+/// Runs phases 0-4 over `msgs` (the views of the caller's list, in order).
+pub fn render<S, L>(msgs: &[MsgView], state: &S, cfg: &RenderConfig<'_>, lazy: &mut L) -> RenderPlan
+where
+    S: RenderState + ?Sized,
+    L: Lazy + ?Sized,
+{
+    let mut diagnostics = Vec::new();
+    match run(msgs, state, cfg, lazy, &mut diagnostics) {
+        Ok(items) => RenderPlan {
+            items,
+            diagnostics: plan::dedup(diagnostics),
+            threw: false,
+        },
+        Err(Throw) => RenderPlan {
+            items: None,
+            diagnostics: plan::dedup(diagnostics),
+            threw: true,
+        },
+    }
+}
+
+fn run<S, L>(
+    msgs: &[MsgView],
+    state: &S,
+    cfg: &RenderConfig<'_>,
+    lazy: &mut L,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Vec<Item>>, Throw>
+where
+    S: RenderState + ?Sized,
+    L: Lazy + ?Sized,
+{
+    let in_grace = grace::in_grace_keys(msgs, cfg.recovery_grace_turns);
+    // Phases 1 and 2 map the list one to one: `slots[i]` is what stands at i.
+    let mut slots: Option<Vec<Item>> =
+        stub_replace::stub_replace(msgs, state, cfg.protection, &in_grace);
+    if let Some(purge) = &cfg.purge {
+        if let Some(next) = error_purge::purge_errored_args(msgs, slots.as_deref(), purge, lazy)? {
+            slots = Some(next);
+        }
+    }
+    let mut current = slots;
+    if let Some(chain) = &cfg.chain {
+        let entries = state.chain_entries();
+        if !entries.is_empty() {
+            if let Some(next) = chain_range::apply_chain_compressions(
+                msgs,
+                current.as_deref(),
+                &entries,
+                state,
+                chain.strip_final_assistant_thinking,
+                diagnostics,
+            )? {
+                current = Some(next);
+            }
+        }
+    }
+    if let Some(next) = orphan_sweep::sweep(msgs, current.as_deref(), diagnostics)? {
+        current = Some(next);
+    }
+    Ok(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{
+        assistant, errored, rec, summary, tc, tool_result, user, Chain, Lens, TestState,
+    };
+    use super::*;
+
+    const CHAIN_ON: ChainConfig = ChainConfig {
+        strip_final_assistant_thinking: true,
+    };
+
+    fn cfg(chain: Option<ChainConfig>, purge: Option<PurgeConfig>) -> RenderConfig<'static> {
+        RenderConfig {
+            recovery_grace_turns: 3.0,
+            purge,
+            chain,
+            protection: None,
+        }
+    }
+
+    /// Worked example (04 section 8): user 100, assistant 200 (tc1), result 300, final 400.
+    fn example() -> (Vec<MsgView>, TestState) {
+        let msgs = vec![
+            user(100.0),
+            assistant(200.0, vec![tc("tc1")]),
+            tool_result("tc1", 300.0),
+            assistant(400.0, vec![Block::Thinking, Block::Other]),
+        ];
+        let state = TestState::default()
+            .record("tc1@300", rec("bash"))
+            .short_ref_of("tc1@300", "t1")
+            .body(&["tc1@300"], "S")
+            .chain(
+                Chain::new("b1", 100.0, 400.0, 9000.0)
+                    .dropped(&["tc1"])
+                    .keys(&["tc1@300"])
+                    .refs(&["t1"]),
+            );
+        (msgs, state)
+    }
+
+    #[test]
+    fn worked_example_phase_one_alone() {
+        let (msgs, state) = example();
+        let plan = render(&msgs, &state, &cfg(None, None), &mut Lens::default());
+        let items = plan.items.unwrap_or_default();
+        assert_eq!(items.len(), 4);
+        assert_eq!(
+            items[2],
+            Item::Stub {
+                src: 2,
+                text: Text(vec![Piece::Lit(
+                    "[Summarized in pruner summary, ref `t1`. Use context_tree_query to retrieve full output.]"
+                        .into()
+                )])
+            }
+        );
+    }
+
+    #[test]
+    fn worked_example_full_pipeline() {
+        let (msgs, state) = example();
+        let plan = render(
+            &msgs,
+            &state,
+            &cfg(Some(CHAIN_ON), None),
+            &mut Lens::default(),
+        );
+        assert!(!plan.threw);
+        assert!(plan.diagnostics.is_empty());
+        let items = plan.items.unwrap_or_default();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0], Item::Keep(0));
+        assert!(
+            matches!(&items[1], Item::Synthetic { text, timestamp: crate::index::JsField::Number(t), .. }
+            if *t == 9000.0 && text.as_literal() == Some("<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>"))
+        );
+        assert_eq!(
+            items[2],
+            Item::Assistant {
+                src: 3,
+                purged: vec![],
+                strip_thinking: true
+            }
+        );
+    }
+
+    #[test]
+    fn nothing_to_do_returns_no_items() {
+        let msgs = vec![
+            user(1.0),
+            assistant(2.0, vec![tc("a")]),
+            tool_result("a", 3.0),
+        ];
+        let plan = render(
+            &msgs,
+            &TestState::default(),
+            &cfg(
+                Some(CHAIN_ON),
+                Some(PurgeConfig {
+                    cooldown_turns: Some(2.0),
+                    min_arg_chars: Some(500.0),
+                }),
+            ),
+            &mut Lens::default(),
+        );
+        assert_eq!(plan.items, None);
+        assert!(!plan.threw);
+    }
+
+    #[test]
+    fn chain_phase_is_skipped_when_disabled() {
+        let (msgs, mut state) = example();
+        state.records.clear();
+        let plan = render(&msgs, &state, &cfg(None, None), &mut Lens::default());
+        assert_eq!(plan.items, None);
+        assert!(plan.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn error_purge_runs_on_the_phase_one_output() {
+        let msgs = vec![
+            assistant(100.0, vec![tc("tc-err")]),
+            errored("tc-err", 110.0),
+            assistant(200.0, vec![tc("tc2")]),
+            tool_result("tc2", 210.0),
+            assistant(300.0, vec![tc("tc3")]),
+            tool_result("tc3", 310.0),
+        ];
+        let purge = Some(PurgeConfig {
+            cooldown_turns: Some(2.0),
+            min_arg_chars: Some(100.0),
+        });
+        let mut lens = Lens::default();
+        lens.0.insert((0, 0), 216);
+        let plan = render(&msgs, &TestState::default(), &cfg(None, purge), &mut lens);
+        assert_eq!(
+            plan.items.unwrap_or_default()[0],
+            Item::Assistant {
+                src: 0,
+                purged: vec![Purge {
+                    block: 0,
+                    size: 216
+                }],
+                strip_thinking: false
+            }
+        );
+        // Once the errored result is summarized (stubbed), the args render in full.
+        let state = TestState::default().record("tc-err@110", rec("write"));
+        let plan = render(&msgs, &state, &cfg(None, purge), &mut lens);
+        let items = plan.items.unwrap_or_default();
+        assert_eq!(items[0], Item::Keep(0));
+        assert!(matches!(items[1], Item::Stub { .. }));
+    }
+
+    #[test]
+    fn purge_and_strip_compose_on_the_final_assistant() {
+        let msgs = vec![
+            user(100.0),
+            assistant(200.0, vec![tc("a")]),
+            tool_result("a", 210.0),
+            assistant(300.0, vec![Block::Thinking, tc("e")]),
+            errored("e", 310.0),
+            assistant(400.0, vec![Block::Thinking]),
+            user(500.0),
+            assistant(600.0, vec![]),
+            assistant(700.0, vec![]),
+        ];
+        let state = TestState::default().chain(Chain::new("b1", 100.0, 300.0, 9.0).dropped(&["a"]));
+        let purge = Some(PurgeConfig {
+            cooldown_turns: Some(2.0),
+            min_arg_chars: Some(1.0),
+        });
+        let plan = render(
+            &msgs,
+            &state,
+            &cfg(Some(CHAIN_ON), purge),
+            &mut Lens::default(),
+        );
+        let items = plan.items.unwrap_or_default();
+        assert!(items.contains(&Item::Assistant {
+            src: 3,
+            purged: vec![Purge {
+                block: 1,
+                size: 1000
+            }],
+            strip_thinking: true
+        }));
+    }
+
+    #[test]
+    fn orphan_sweep_cleans_up_after_chain_drops_and_keeps_the_live_reuse() {
+        // id-collision shape: a compressed chain and a live turn reusing bash_23.
+        let msgs = vec![
+            user(100.0),
+            assistant(110.0, vec![tc("bash_23")]),
+            tool_result("bash_23", 120.0),
+            assistant(130.0, vec![]),
+            user(200.0),
+            assistant(210.0, vec![tc("bash_23")]),
+            tool_result("bash_23", 220.0),
+            summary(230.0, &[("bash_23", Some(120.0))]),
+        ];
+        let state = TestState::default()
+            .record("bash_23@120", rec("bash"))
+            .short_ref_of("bash_23@120", "t1")
+            .body(&["bash_23@120"], "FIRST")
+            .chain(
+                Chain::new("b1", 100.0, 130.0, 1.0)
+                    .dropped(&["bash_23"])
+                    .keys(&["bash_23@120"])
+                    .refs(&["t1"]),
+            );
+        let plan = render(
+            &msgs,
+            &state,
+            &cfg(Some(CHAIN_ON), None),
+            &mut Lens::default(),
+        );
+        let items = plan.items.unwrap_or_default();
+        let srcs: Vec<Option<usize>> = items.iter().map(Item::src).collect();
+        assert_eq!(srcs, [Some(0), None, Some(3), Some(4), Some(5), Some(6)]);
+        assert_eq!(items[5], Item::Keep(6));
+        assert!(plan.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn a_throw_discards_the_render_but_keeps_earlier_diagnostics() {
+        let mut msgs = vec![
+            user(1.0),
+            assistant(2.0, vec![tc("a")]),
+            tool_result("a", 3.0),
+        ];
+        let mut odd = MsgView::new(Role::Assistant, Ts::Num(4.0));
+        odd.content = Content::Nullish;
+        msgs.push(odd);
+        let state = TestState::default().chain(Chain::new("b9", 50.0, 60.0, 1.0));
+        let plan = render(
+            &msgs,
+            &state,
+            &cfg(Some(CHAIN_ON), None),
+            &mut Lens::default(),
+        );
+        assert!(plan.threw);
+        assert_eq!(plan.items, None);
+        assert_eq!(plan.diagnostics.len(), 1);
+        assert_eq!(plan.diagnostics[0].dedup_key, "b9");
+    }
+
+    #[test]
+    fn orphan_sweep_zero_fire_over_representative_lists() {
+        let (msgs, state) = example();
+        for chain in [None, Some(CHAIN_ON)] {
+            let plan = render(&msgs, &state, &cfg(chain, None), &mut Lens::default());
+            assert!(plan
+                .diagnostics
+                .iter()
+                .all(|d| d.kind != DiagnosticKind::OrphanSweep));
+        }
+    }
+
+    #[test]
+    fn worked_example_against_the_real_index() {
+        use crate::index::{ChainEntry, Index, JsField, Record, ShortRef};
+        let mut index = Index::new();
+        let mut record = Record::new("tc1", JsField::Number(300.0));
+        record.tool_name = JsField::str("bash");
+        index.index_record(record);
+        index.register_refs(&[ShortRef::new("t1", "tc1", Some(300.0))]);
+        index.register_summary_body(vec!["tc1@300".into()], "S".into());
+        index.register_chain(ChainEntry {
+            block_id: JsField::str("b1"),
+            start_user_timestamp: 100.0,
+            final_assistant_timestamp: JsField::Number(400.0),
+            dropped_tool_call_ids: Some(vec![JsField::str("tc1")]),
+            dropped_occurrence_keys: Some(vec![JsField::str("tc1@300")]),
+            tool_refs: Some(vec![JsField::str("t1")]),
+            compressed_at: JsField::Number(9000.0),
+            ..ChainEntry::default()
+        });
+        let (msgs, _) = example();
+        let plan = render(
+            &msgs,
+            &index,
+            &cfg(Some(CHAIN_ON), None),
+            &mut Lens::default(),
+        );
+        let items = plan.items.unwrap_or_default();
+        assert_eq!(items.len(), 3);
+        assert!(matches!(&items[1], Item::Synthetic { text, .. }
+            if text.as_literal() == Some("<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>")));
+        let plan = render(&msgs, &index, &cfg(None, None), &mut Lens::default());
+        assert!(
+            matches!(&plan.items.unwrap_or_default()[2], Item::Stub { text, .. }
+            if text.as_literal().is_some_and(|t| t.contains("ref `t1`")))
+        );
+    }
+}

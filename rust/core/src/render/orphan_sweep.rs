@@ -1,0 +1,258 @@
+//! Phase 4: orphan sweep with barrier semantics (04 section 6).
+//!
+//! A toolResult survives only if the nearest preceding assistant, with no
+//! other message in between, opened a call with its id that no earlier result
+//! consumed. Providers reject a result without an open call.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use sha1::{Digest, Sha1};
+
+use super::plan::{Diagnostic, DiagnosticKind, Item};
+use super::view::{JsId, MsgView, Role};
+use super::Throw;
+
+/// Ids shown in the diagnostic detail.
+const SHOWN_IDS: usize = 5;
+
+/// The orphan-sweep diagnostic for the swept ids (in list order).
+pub fn orphan_diagnostic(swept: &[JsId]) -> Diagnostic {
+    let mut sorted: Vec<&JsId> = swept.iter().collect();
+    sorted.sort_by(|a, b| JsId::js_sort_cmp(a, b));
+    let joined: Vec<String> = sorted.iter().map(|id| id.join_string()).collect();
+    let digest = Sha1::digest(joined.join(",").as_bytes());
+    let mut dedup_key = String::with_capacity(16);
+    for byte in digest.iter().take(8) {
+        let _ = write!(dedup_key, "{byte:02x}");
+    }
+    let shown = joined
+        .iter()
+        .take(SHOWN_IDS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut detail = format!("swept {} orphan toolResult(s): {shown}", swept.len());
+    if swept.len() > SHOWN_IDS {
+        let _ = write!(detail, " ... +{} more", swept.len() - SHOWN_IDS);
+    }
+    Diagnostic {
+        kind: DiagnosticKind::OrphanSweep,
+        dedup_key,
+        detail,
+    }
+}
+
+/// Phase 4 over the phase-3 output (`items`, `None` = the input unchanged).
+/// `None` when nothing is orphaned.
+pub fn sweep(
+    msgs: &[MsgView],
+    items: Option<&[Item]>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Vec<Item>>, Throw> {
+    let count = items.map_or(msgs.len(), <[Item]>::len);
+    let mut open: HashSet<&JsId> = HashSet::new();
+    let mut orphans: Vec<usize> = Vec::new();
+    let mut swept: Vec<JsId> = Vec::new();
+    for pos in 0..count {
+        let src = match items {
+            Some(list) => list.get(pos).and_then(Item::src),
+            None => Some(pos),
+        };
+        let Some(msg) = src.and_then(|i| msgs.get(i)) else {
+            // A synthetic chain message is a user message: a barrier.
+            open.clear();
+            continue;
+        };
+        match msg.role {
+            Role::Assistant => open = msg.tool_call_ids()?.into_iter().collect(),
+            Role::ToolResult => {
+                if !open.remove(&msg.tool_call_id) {
+                    orphans.push(pos);
+                    swept.push(msg.tool_call_id.clone());
+                }
+            }
+            _ => open.clear(),
+        }
+    }
+    if orphans.is_empty() {
+        return Ok(None);
+    }
+    diagnostics.push(orphan_diagnostic(&swept));
+    let orphan_set: HashSet<usize> = orphans.into_iter().collect();
+    let out = (0..count)
+        .filter(|pos| !orphan_set.contains(pos))
+        .filter_map(|pos| match items {
+            Some(list) => list.get(pos).cloned(),
+            None => Some(Item::Keep(pos)),
+        })
+        .collect();
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::plan::Text;
+    use crate::render::testing::{assistant, custom, ok, tc, tool_result, user};
+    use crate::render::view::{Block, Content, Ts};
+
+    fn run(msgs: &[MsgView]) -> (Option<Vec<usize>>, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let out = ok(sweep(msgs, None, &mut diags));
+        (
+            out.map(|items| items.iter().filter_map(Item::src).collect()),
+            diags,
+        )
+    }
+
+    #[test]
+    fn clean_list_is_unchanged() {
+        let msgs = [
+            user(1.0),
+            assistant(2.0, vec![tc("a"), tc("b")]),
+            tool_result("a", 3.0),
+            tool_result("b", 4.0),
+        ];
+        assert_eq!(run(&msgs), (None, vec![]));
+    }
+
+    #[test]
+    fn never_opened_result_is_removed() {
+        let msgs = [user(1.0), tool_result("a", 2.0), assistant(3.0, vec![])];
+        let (out, diags) = run(&msgs);
+        assert_eq!(out, Some(vec![0, 2]));
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].detail, "swept 1 orphan toolResult(s): a");
+        // sha1("a")
+        assert_eq!(diags[0].dedup_key, "86f7e437faa5a7fc");
+    }
+
+    #[test]
+    fn an_earlier_valid_use_does_not_license_a_later_orphan() {
+        let msgs = [
+            assistant(1.0, vec![tc("a")]),
+            tool_result("a", 2.0),
+            assistant(3.0, vec![tc("b")]),
+            tool_result("b", 4.0),
+            tool_result("a", 5.0),
+        ];
+        assert_eq!(run(&msgs).0, Some(vec![0, 1, 2, 3]));
+    }
+
+    #[test]
+    fn legitimate_reuse_across_turns_is_kept() {
+        let msgs = [
+            assistant(1.0, vec![tc("a")]),
+            tool_result("a", 2.0),
+            assistant(3.0, vec![tc("a")]),
+            tool_result("a", 4.0),
+        ];
+        assert_eq!(run(&msgs).0, None);
+    }
+
+    #[test]
+    fn duplicate_result_is_consumed_once() {
+        let msgs = [
+            assistant(1.0, vec![tc("a")]),
+            tool_result("a", 2.0),
+            tool_result("a", 3.0),
+        ];
+        assert_eq!(run(&msgs).0, Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn every_other_role_is_a_barrier() {
+        for barrier in [
+            user(2.0),
+            custom(2.0),
+            MsgView::new(Role::Other, Ts::Num(2.0)),
+            MsgView::new(Role::Other, Ts::Absent),
+        ] {
+            let msgs = [
+                assistant(1.0, vec![tc("a"), tc("b")]),
+                tool_result("a", 1.5),
+                barrier,
+                tool_result("b", 3.0),
+            ];
+            assert_eq!(run(&msgs).0, Some(vec![0, 1, 2]));
+        }
+    }
+
+    #[test]
+    fn trailing_barrier_after_a_complete_cycle_is_a_no_op() {
+        let msgs = [
+            assistant(1.0, vec![tc("a")]),
+            tool_result("a", 2.0),
+            custom(3.0),
+        ];
+        assert_eq!(run(&msgs).0, None);
+    }
+
+    #[test]
+    fn synthetic_items_are_barriers() {
+        let msgs = [assistant(1.0, vec![tc("a")]), tool_result("a", 2.0)];
+        let items = [
+            Item::Keep(0),
+            Item::Synthetic {
+                text: Text::default(),
+                timestamp: crate::index::JsField::Absent,
+                chain_slot: 0,
+            },
+            Item::Keep(1),
+        ];
+        let mut diags = Vec::new();
+        let out = ok(sweep(&msgs, Some(&items), &mut diags));
+        assert_eq!(out.map(|v| v.len()), Some(2));
+    }
+
+    #[test]
+    fn large_orphan_set_detail_and_key() {
+        let mut msgs = vec![user(0.0)];
+        for k in 0..12 {
+            msgs.push(tool_result(&format!("id{k:02}"), f64::from(k)));
+        }
+        let (_, diags) = run(&msgs);
+        assert_eq!(
+            diags[0].detail,
+            "swept 12 orphan toolResult(s): id00, id01, id02, id03, id04 ... +7 more"
+        );
+        assert_eq!(diags[0].dedup_key.len(), 16);
+        assert!(diags[0].dedup_key.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn ids_are_sorted_in_utf16_order_with_duplicates_kept() {
+        let msgs = [
+            user(0.0),
+            tool_result("b", 1.0),
+            tool_result("a", 2.0),
+            tool_result("b", 3.0),
+        ];
+        let (_, diags) = run(&msgs);
+        assert_eq!(diags[0].detail, "swept 3 orphan toolResult(s): a, b, b");
+        // sha1("a,b,b")
+        let expected = Sha1::digest(b"a,b,b");
+        let hex: String = expected
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(diags[0].dedup_key, hex);
+    }
+
+    #[test]
+    fn assistant_content_that_is_not_an_array_throws() {
+        let mut odd = MsgView::new(Role::Assistant, Ts::Num(1.0));
+        odd.content = Content::Str;
+        assert_eq!(sweep(&[odd], None, &mut Vec::new()), Err(Throw));
+        assert_eq!(
+            sweep(
+                &[assistant(1.0, vec![Block::Nullish])],
+                None,
+                &mut Vec::new()
+            ),
+            Err(Throw)
+        );
+    }
+}

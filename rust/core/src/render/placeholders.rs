@@ -1,0 +1,100 @@
+//! Nested `{bN}` placeholders in chain summaries (04 section 5.1).
+
+/// Replaces every `\{b(\d+)\}` (ASCII digits, leading zeros kept) with
+/// `lookup("b" + digits)`, except the block's own id and unknown ids, which
+/// stay literal. One level only: inserted text is not re-scanned.
+pub fn substitute_block_refs<F>(text: &str, mut lookup: F, self_block_id: Option<&str>) -> String
+where
+    F: FnMut(&str) -> Option<String>,
+{
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(found) = text.get(i..).and_then(|rest| rest.find("{b")) {
+        let start = i + found;
+        let digits_start = start + 2;
+        let mut end = digits_start;
+        while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        if end > digits_start && bytes.get(end) == Some(&b'}') {
+            // All indices sit on ASCII bytes, so they are char boundaries.
+            let block_id = format!("b{}", text.get(digits_start..end).unwrap_or_default());
+            if self_block_id != Some(block_id.as_str()) {
+                if let Some(replacement) = lookup(&block_id) {
+                    out.push_str(text.get(copied..start).unwrap_or_default());
+                    out.push_str(&replacement);
+                    copied = end + 1;
+                }
+            }
+            i = end + 1;
+        } else {
+            i = start + 1;
+        }
+    }
+    out.push_str(text.get(copied..).unwrap_or_default());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(id: &str) -> Option<String> {
+        match id {
+            "b1" => Some("ONE".into()),
+            "b2" => Some("TWO {b1}".into()),
+            "b01" => Some("LEADING".into()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn substitutes_known_blocks() {
+        assert_eq!(
+            substitute_block_refs("see {b1}.", lookup, Some("b9")),
+            "see ONE."
+        );
+        assert_eq!(
+            substitute_block_refs("{b1}{b1}", lookup, Some("b9")),
+            "ONEONE"
+        );
+    }
+
+    #[test]
+    fn one_level_only() {
+        assert_eq!(
+            substitute_block_refs("x {b2} y", lookup, Some("b9")),
+            "x TWO {b1} y"
+        );
+    }
+
+    #[test]
+    fn self_and_unknown_stay_literal() {
+        assert_eq!(
+            substitute_block_refs("{b1} {b7}", lookup, Some("b1")),
+            "{b1} {b7}"
+        );
+    }
+
+    #[test]
+    fn digits_are_kept_as_written() {
+        assert_eq!(
+            substitute_block_refs("{b01}", lookup, Some("b1")),
+            "LEADING"
+        );
+    }
+
+    #[test]
+    fn malformed_placeholders_are_text() {
+        for text in ["{b}", "{b1", "{ b1}", "{B1}", "{b1x}", "{b\u{0661}}", "b1}"] {
+            assert_eq!(substitute_block_refs(text, lookup, Some("b9")), text);
+        }
+        assert_eq!(substitute_block_refs("{b{b1}", lookup, Some("b9")), "{bONE");
+        assert_eq!(
+            substitute_block_refs("\u{1F600}{b1}\u{1F600}", lookup, Some("b9")),
+            "\u{1F600}ONE\u{1F600}"
+        );
+    }
+}

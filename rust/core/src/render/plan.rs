@@ -1,0 +1,228 @@
+//! The plan a render hands back to the binding.
+
+use std::collections::HashSet;
+
+use crate::index::JsField;
+
+/// A piece of a JS string that the binding assembles. Values copied from an
+/// input message are referred to by message index, so their exact text
+/// (lone surrogates included) never passes through Rust.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// literal text
+    Lit(String),
+    /// `String(messages[i].toolCallId)`
+    ToolCallId(usize),
+    /// `String(messages[i].toolName)`
+    ToolName(usize),
+    /// the tool-result text of input message i: its `type === "text"` blocks'
+    /// `text` joined with `"\n"` (`""` when `content` is not an array)
+    ToolResultText(usize),
+}
+
+/// A string built from [`Piece`]s.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Text(pub Vec<Piece>);
+
+impl Text {
+    /// Appends literal text (merged into a trailing literal).
+    pub fn lit(&mut self, s: &str) {
+        if let Some(Piece::Lit(last)) = self.0.last_mut() {
+            last.push_str(s);
+        } else {
+            self.0.push(Piece::Lit(s.to_owned()));
+        }
+    }
+
+    /// Appends a piece.
+    pub fn push(&mut self, piece: Piece) {
+        match piece {
+            Piece::Lit(s) => self.lit(&s),
+            other => self.0.push(other),
+        }
+    }
+
+    /// Appends another text.
+    pub fn extend(&mut self, other: &Text) {
+        for piece in &other.0 {
+            self.push(piece.clone());
+        }
+    }
+
+    /// The text when it is all literal.
+    pub fn as_literal(&self) -> Option<&str> {
+        match self.0.as_slice() {
+            [] => Some(""),
+            [Piece::Lit(s)] => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// A toolCall block of an assistant whose `arguments` is replaced by
+/// `{"_purged": "<purged-errored-args size=\"<size>\"/>"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Purge {
+    /// index of the block in the message's `content`
+    pub block: usize,
+    /// `JSON.stringify(arguments).length`
+    pub size: usize,
+}
+
+impl Purge {
+    /// The `_purged` marker text.
+    pub fn marker(&self) -> String {
+        format!("<purged-errored-args size=\"{}\"/>", self.size)
+    }
+}
+
+/// One slot of the output list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// the input message at this index, the very same object
+    Keep(usize),
+    /// the stub that replaces toolResult `src` (04 section 3.2): keys
+    /// `role, toolCallId, toolName, content, isError, timestamp`, the copied
+    /// ones omitted where `src` lacks them
+    Stub {
+        /// the replaced input message
+        src: usize,
+        /// the stub text
+        text: Text,
+    },
+    /// a shallow copy of assistant `src` whose `content` is rebuilt
+    Assistant {
+        /// the copied input message
+        src: usize,
+        /// toolCall blocks whose arguments are purged (phase 2), ascending
+        purged: Vec<Purge>,
+        /// every `type === "thinking"` block removed (phase 3)
+        strip_thinking: bool,
+    },
+    /// the synthetic `<compressed-chain>` user message (04 section 5.4)
+    Synthetic {
+        /// `content[0].text`
+        text: Text,
+        /// `entry.compressedAt` (absent: the key is omitted)
+        timestamp: JsField,
+        /// `ChainEntry::slot` of the entry (its original object holds the exact value)
+        chain_slot: usize,
+    },
+}
+
+impl Item {
+    /// The input message this slot stands for, if any.
+    pub fn src(&self) -> Option<usize> {
+        match self {
+            Item::Keep(i) | Item::Stub { src: i, .. } | Item::Assistant { src: i, .. } => Some(*i),
+            Item::Synthetic { .. } => None,
+        }
+    }
+}
+
+/// The kinds of `context-prune-diagnostic` a render reports (08 section 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiagnosticKind {
+    /// a chain entry whose range did not resolve, or was skipped as nested/duplicate
+    UnresolvedRange,
+    /// a resolved range whose ids differ from the recorded ones
+    RangeIdMismatch,
+    /// orphan toolResults removed by phase 4
+    OrphanSweep,
+}
+
+impl DiagnosticKind {
+    /// The persisted `kind` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiagnosticKind::UnresolvedRange => "unresolved-range",
+            DiagnosticKind::RangeIdMismatch => "range-id-mismatch",
+            DiagnosticKind::OrphanSweep => "orphan-sweep",
+        }
+    }
+}
+
+/// One `report(kind, dedupKey, detail)` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// the kind
+    pub kind: DiagnosticKind,
+    /// the dedup key (the sink dedups on `kind + ":" + dedupKey`)
+    pub dedup_key: String,
+    /// the persisted detail text
+    pub detail: String,
+}
+
+/// Keeps the first report per `(kind, dedupKey)`, as a fresh sink would.
+pub fn dedup(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
+    let mut seen = HashSet::new();
+    diagnostics
+        .into_iter()
+        .filter(|d| seen.insert((d.kind, d.dedup_key.clone())))
+        .collect()
+}
+
+/// The outcome of one render.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderPlan {
+    /// `None`: nothing changed (or the reference threw) - the caller's list is
+    /// returned as is. `Some`: the output slots, in order.
+    pub items: Option<Vec<Item>>,
+    /// diagnostics reported during the render, in order, first per dedup key
+    pub diagnostics: Vec<Diagnostic>,
+    /// the reference throws on this input (04 section 6.1)
+    pub threw: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_merges_literals() {
+        let mut t = Text::default();
+        t.lit("a");
+        t.lit("b");
+        t.push(Piece::ToolCallId(3));
+        t.push(Piece::Lit("c".into()));
+        assert_eq!(
+            t.0,
+            vec![
+                Piece::Lit("ab".into()),
+                Piece::ToolCallId(3),
+                Piece::Lit("c".into())
+            ]
+        );
+        assert_eq!(t.as_literal(), None);
+        assert_eq!(Text::default().as_literal(), Some(""));
+    }
+
+    #[test]
+    fn purge_marker_text() {
+        assert_eq!(
+            Purge {
+                block: 0,
+                size: 612
+            }
+            .marker(),
+            "<purged-errored-args size=\"612\"/>"
+        );
+    }
+
+    #[test]
+    fn dedup_keeps_first_per_kind_and_key() {
+        let d = |kind, key: &str, detail: &str| Diagnostic {
+            kind,
+            dedup_key: key.into(),
+            detail: detail.into(),
+        };
+        let out = dedup(vec![
+            d(DiagnosticKind::UnresolvedRange, "b1", "first"),
+            d(DiagnosticKind::RangeIdMismatch, "b1", "other kind"),
+            d(DiagnosticKind::UnresolvedRange, "b1", "second"),
+        ]);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].detail, "first");
+        assert_eq!(out[1].detail, "other kind");
+    }
+}

@@ -1,0 +1,384 @@
+//! Phase 1: stub-replace summarized tool results (04 section 3.2).
+
+use std::collections::HashSet;
+
+use super::plan::{Item, Piece, Text};
+use super::state::{template_or, RenderState};
+use super::view::{JsId, MsgView, Role, Ts};
+use super::Protection;
+use crate::index::Record;
+use crate::keys::format_occ_key;
+
+/// The key phase 1 looks a toolResult up by: its occurrence key when the
+/// timestamp is a number, else the raw `toolCallId` (`None` when that is not a
+/// string: no map holds a non-string key).
+fn lookup_base(msg: &MsgView) -> Option<String> {
+    match (msg.timestamp, &msg.tool_call_id) {
+        (Ts::Num(ts), id) => Some(format_occ_key(&id.to_js_string(), ts)),
+        (_, JsId::Str(id)) => Some(id.clone()),
+        _ => None,
+    }
+}
+
+/// Decides the stub for one toolResult, or `None` to keep it verbatim.
+pub fn stub_for<S: RenderState + ?Sized>(
+    index: usize,
+    msg: &MsgView,
+    state: &S,
+    protection: Option<&dyn Protection>,
+    in_grace: &HashSet<String>,
+) -> Option<Text> {
+    if msg.role != Role::ToolResult {
+        return None;
+    }
+    let key = lookup_base(msg);
+    let lookup = match (&key, &msg.tool_call_id) {
+        (Some(k), _) if state.is_summarized(k) => k.as_str(),
+        (_, JsId::Str(id)) if state.has_legacy_bare_record(id) => id.as_str(),
+        _ => return None,
+    };
+    let record = state.record(lookup);
+    if let (Some(matcher), Some(rec)) = (protection, record) {
+        if matcher.is_protected(&rec.tool_name, rec.args_path.as_deref()) {
+            return None;
+        }
+    }
+    if key.as_ref().is_some_and(|k| in_grace.contains(k)) {
+        return None;
+    }
+    let reference = match state.short_ref(lookup) {
+        Some(short) => Piece::Lit(short.to_owned()),
+        None => Piece::ToolCallId(index),
+    };
+    Some(match record {
+        Some(rec) if rec.spill_path.is_truthy() => spill_stub(rec, reference),
+        _ => summary_stub(reference),
+    })
+}
+
+/// `[Summarized in pruner summary, ref `<ref>`. Use context_tree_query to retrieve full output.]`
+pub fn summary_stub(reference: Piece) -> Text {
+    let mut text = Text::default();
+    text.lit("[Summarized in pruner summary, ref `");
+    text.push(reference);
+    text.lit("`. Use context_tree_query to retrieve full output.]");
+    text
+}
+
+/// The six-line spill stub.
+pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
+    let mut text = Text::default();
+    text.lit("[Oversized output spilled to file \u{2014} ");
+    text.lit(&template_or(&rec.spill_bytes, "?"));
+    text.lit(" bytes.]\nTool: ");
+    text.lit(&rec.tool_name.js_string());
+    text.lit("\nPreview (head):\n");
+    text.lit(&template_or(&rec.result_preview, ""));
+    text.lit("\nFull output \u{2014} read this file (offset/limit supported): ");
+    text.lit(&rec.spill_path.js_string());
+    text.lit("\nOr use context_tree_query with ref `");
+    text.push(reference);
+    text.lit("`.");
+    text
+}
+
+/// Phase 1 over the whole list: `None` when no toolResult is replaced.
+pub fn stub_replace<S: RenderState + ?Sized>(
+    msgs: &[MsgView],
+    state: &S,
+    protection: Option<&dyn Protection>,
+    in_grace: &HashSet<String>,
+) -> Option<Vec<Item>> {
+    let mut items: Option<Vec<Item>> = None;
+    for (i, msg) in msgs.iter().enumerate() {
+        if let Some(text) = stub_for(i, msg, state, protection, in_grace) {
+            let slots = items.get_or_insert_with(|| (0..msgs.len()).map(Item::Keep).collect());
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Item::Stub { src: i, text };
+            }
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::ProtectedMatcher;
+    use crate::render::grace::in_grace_keys;
+    use crate::render::testing::{
+        assistant, rec, rec_at, spilled, tc, tool_result, user, TestState,
+    };
+
+    fn lit(text: &Text) -> &str {
+        text.as_literal().unwrap_or("<pieces>")
+    }
+
+    fn run(msgs: &[MsgView], state: &TestState, protection: Option<&dyn Protection>) -> Vec<Item> {
+        stub_replace(msgs, state, protection, &HashSet::new())
+            .unwrap_or_else(|| (0..msgs.len()).map(Item::Keep).collect())
+    }
+
+    fn stub_text(item: &Item) -> Option<&Text> {
+        match item {
+            Item::Stub { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn summarized_occurrence_gets_the_summary_stub_with_its_short_ref() {
+        let state = TestState::default()
+            .record("tc1@300", rec("bash"))
+            .short_ref_of("tc1@300", "t1");
+        let items = run(&[tool_result("tc1", 300.0)], &state, None);
+        let text = stub_text(&items[0]).map(lit);
+        assert_eq!(
+            text,
+            Some("[Summarized in pruner summary, ref `t1`. Use context_tree_query to retrieve full output.]")
+        );
+    }
+
+    #[test]
+    fn nothing_summarized_is_a_no_op() {
+        let state = TestState::default();
+        assert!(stub_replace(
+            &[user(1.0), tool_result("a", 2.0)],
+            &state,
+            None,
+            &HashSet::new()
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn live_reuse_of_a_summarized_bare_id_stays_verbatim() {
+        let state = TestState::default()
+            .record("bash_23@1150", rec("bash"))
+            .short_ref_of("bash_23@1150", "t1");
+        let items = run(
+            &[
+                tool_result("bash_23", 1150.0),
+                tool_result("bash_23", 9000.0),
+            ],
+            &state,
+            None,
+        );
+        assert!(stub_text(&items[0]).is_some());
+        assert_eq!(items[1], Item::Keep(1));
+    }
+
+    #[test]
+    fn timestamped_result_without_a_record_is_never_stubbed() {
+        // A record exists only under a different occurrence; no legacy bare record.
+        let state = TestState::default().record("x@1", rec("bash"));
+        assert!(stub_replace(&[tool_result("x", 2.0)], &state, None, &HashSet::new()).is_none());
+    }
+
+    #[test]
+    fn pure_legacy_record_stubs_with_the_raw_id_as_ref() {
+        // Worked example (04 section 8): no timestamp, legacy record `L`, no short ref.
+        let state = TestState::default().legacy("L", rec("bash"));
+        let mut msg = tool_result("L", 0.0);
+        msg.timestamp = Ts::Absent;
+        let items = run(&[msg], &state, None);
+        let text = stub_text(&items[0]).cloned().unwrap_or_default();
+        assert_eq!(
+            text.0,
+            vec![
+                Piece::Lit("[Summarized in pruner summary, ref `".into()),
+                Piece::ToolCallId(0),
+                Piece::Lit("`. Use context_tree_query to retrieve full output.]".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn accepted_legacy_collision_stubs_a_live_timestamped_result() {
+        let state = TestState::default()
+            .legacy("bash_7", rec("bash"))
+            .short_ref_of("bash_7", "t3");
+        let items = run(&[tool_result("bash_7", 5000.0)], &state, None);
+        assert!(stub_text(&items[0]).is_some_and(|t| lit(t).contains("`t3`")));
+    }
+
+    #[test]
+    fn mixed_legacy_and_occurrence_fails_closed() {
+        // hasLegacyBareRecord is false for mixed ids: a live result stays raw.
+        let state = TestState::default()
+            .record("m", rec("bash"))
+            .record("m@5", rec("bash"));
+        assert!(stub_replace(&[tool_result("m", 6.0)], &state, None, &HashSet::new()).is_none());
+    }
+
+    #[test]
+    fn dedup_alias_is_stubbed_and_protection_reads_the_original() {
+        let original = rec_at("read", "/x/skills/a/b.md");
+        let state = TestState::default()
+            .record("orig@1", original)
+            .alias("dup@2", "orig@1")
+            .short_ref_of("dup@2", "t5");
+        let items = run(&[tool_result("dup", 2.0)], &state, None);
+        assert!(stub_text(&items[0]).is_some_and(|t| lit(t).contains("`t5`")));
+        let matcher = ProtectedMatcher::new::<&str, &str>(&[], &["**/skills/**/*.md"]);
+        assert!(stub_replace(
+            &[tool_result("dup", 2.0)],
+            &state,
+            Some(&matcher as &dyn Protection),
+            &HashSet::new()
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn render_time_protection_keeps_a_summarized_record_verbatim() {
+        let state =
+            TestState::default().record("r@1", rec_at("read", "C:\\w\\skills\\x\\SKILL.md"));
+        let msgs = [tool_result("r", 1.0)];
+        let matcher = ProtectedMatcher::new::<&str, &str>(&[], &["**/skills/**/*.md"]);
+        assert!(stub_replace(
+            &msgs,
+            &state,
+            Some(&matcher as &dyn Protection),
+            &HashSet::new()
+        )
+        .is_none());
+        // Without a protection config it is still stubbed.
+        assert!(stub_replace(&msgs, &state, None, &HashSet::new()).is_some());
+        // Protected by tool name.
+        let by_name = ProtectedMatcher::new::<&str, &str>(&["read"], &[]);
+        assert!(stub_replace(
+            &msgs,
+            &state,
+            Some(&by_name as &dyn Protection),
+            &HashSet::new()
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn spill_stub_exact_text() {
+        // Worked example (04 section 8).
+        let record = spilled("fetch", "/b/s_7.txt", Some(99.0), Some("HEAD"));
+        let state = TestState::default()
+            .record("s@7", record)
+            .short_ref_of("s@7", "t4");
+        let items = run(&[tool_result("s", 7.0)], &state, None);
+        assert_eq!(
+            stub_text(&items[0]).map(lit),
+            Some(
+                "[Oversized output spilled to file \u{2014} 99 bytes.]\nTool: fetch\nPreview (head):\nHEAD\nFull output \u{2014} read this file (offset/limit supported): /b/s_7.txt\nOr use context_tree_query with ref `t4`."
+            )
+        );
+    }
+
+    #[test]
+    fn spill_stub_tolerates_absent_bytes_and_preview() {
+        let record = spilled("fetch", "/b/p.txt", None, None);
+        let state = TestState::default()
+            .record("p@1", record)
+            .short_ref_of("p@1", "t9");
+        let items = run(&[tool_result("p", 1.0)], &state, None);
+        assert_eq!(
+            stub_text(&items[0]).map(lit),
+            Some(
+                "[Oversized output spilled to file \u{2014} ? bytes.]\nTool: fetch\nPreview (head):\n\nFull output \u{2014} read this file (offset/limit supported): /b/p.txt\nOr use context_tree_query with ref `t9`."
+            )
+        );
+    }
+
+    #[test]
+    fn empty_spill_path_is_not_a_spill() {
+        let record = spilled("fetch", "", None, None);
+        let state = TestState::default()
+            .record("p@1", record)
+            .short_ref_of("p@1", "t9");
+        let items = run(&[tool_result("p", 1.0)], &state, None);
+        assert!(stub_text(&items[0]).is_some_and(|t| lit(t).starts_with("[Summarized")));
+    }
+
+    fn recovery(id: &str, ts: f64) -> MsgView {
+        let mut m = tool_result(id, ts);
+        m.is_recovery = true;
+        m
+    }
+
+    fn grace_session(later_users: usize) -> Vec<MsgView> {
+        let mut msgs = vec![user(1.0), assistant(2.0, vec![tc("q")]), recovery("q", 3.0)];
+        for k in 0..later_users {
+            msgs.push(user(10.0 + k as f64));
+        }
+        msgs
+    }
+
+    fn graced_render(
+        msgs: &[MsgView],
+        state: &TestState,
+        k: f64,
+        protection: Option<&dyn Protection>,
+    ) -> Option<Vec<Item>> {
+        stub_replace(msgs, state, protection, &in_grace_keys(msgs, k))
+    }
+
+    #[test]
+    fn recovery_output_verbatim_in_grace_and_stubbed_past_it() {
+        let state = TestState::default()
+            .record("q@3", rec("context_tree_query"))
+            .short_ref_of("q@3", "t1");
+        assert!(graced_render(&grace_session(0), &state, 3.0, None).is_none());
+        assert!(graced_render(&grace_session(3), &state, 3.0, None).is_none());
+        assert!(graced_render(&grace_session(4), &state, 3.0, None).is_some());
+        // K = 0 stubs at once.
+        assert!(graced_render(&grace_session(0), &state, 0.0, None).is_some());
+    }
+
+    #[test]
+    fn grace_only_covers_recovery_outputs() {
+        let state = TestState::default().record("b@3", rec("bash"));
+        let msgs = [
+            user(1.0),
+            assistant(2.0, vec![tc("b")]),
+            tool_result("b", 3.0),
+        ];
+        assert!(graced_render(&msgs, &state, 3.0, None).is_some());
+    }
+
+    #[test]
+    fn protection_wins_with_grace_off() {
+        let state = TestState::default().record("q@3", rec("context_tree_query"));
+        let matcher = ProtectedMatcher::new::<&str, &str>(&["context_tree_query"], &[]);
+        assert!(graced_render(
+            &grace_session(9),
+            &state,
+            0.0,
+            Some(&matcher as &dyn Protection)
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn spilled_recovery_output_is_verbatim_in_grace_and_spill_stubbed_after() {
+        let record = spilled("context_tree_query", "/b/q_3.txt", Some(70000.0), Some("P"));
+        let state = TestState::default()
+            .record("q@3", record)
+            .short_ref_of("q@3", "t2");
+        assert!(graced_render(&grace_session(1), &state, 3.0, None).is_none());
+        let items = graced_render(&grace_session(5), &state, 3.0, None).unwrap_or_default();
+        assert!(items.get(2).and_then(stub_text).is_some_and(
+            |t| lit(t).starts_with("[Oversized output spilled to file \u{2014} 70000 bytes.]")
+        ));
+    }
+
+    #[test]
+    fn a_graced_occurrence_does_not_protect_another_occurrence_of_the_id() {
+        let state = TestState::default()
+            .record("q@3", rec("context_tree_query"))
+            .record("q@50", rec("context_tree_query"));
+        let mut msgs = grace_session(5);
+        msgs.push(assistant(49.0, vec![tc("q")]));
+        msgs.push(recovery("q", 50.0));
+        let items = graced_render(&msgs, &state, 3.0, None).unwrap_or_default();
+        assert!(stub_text(&items[2]).is_some());
+        assert_eq!(items[9], Item::Keep(9));
+    }
+}
