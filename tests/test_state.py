@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import os
 import re
 import tarfile
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any, Optional
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState, normalize_frontier, normalize_stats
+from pi_condense.tools.query import ContextTreeQuery
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -981,72 +980,29 @@ def test_large_default_counts_match_the_vector(conformance_dir: Path) -> None:
     assert st.next_short_ref_number == highest + 1
 
 
-def _truncate_head(content: str, max_lines: int = 2000, max_bytes: int = 51200) -> str:
-    """Host ``truncateHead`` (spec 06 A.3) plus the query tool's truncation notice."""
-    lines = content.split("\n")
-    if len(lines) <= max_lines and len(content.encode("utf-8", "surrogatepass")) <= max_bytes:
-        return content
-    taken: list[str] = []
-    size = 0
-    for i, line in enumerate(lines):
-        add = len(line.encode("utf-8", "surrogatepass")) + (1 if i > 0 else 0)
-        if i >= max_lines or size + add > max_bytes:
-            break
-        taken.append(line)
-        size += add
-    return "\n".join(taken) + f"\n[Output truncated: {len(taken)}/{len(lines)} lines shown]"
-
-
-def _query_text(st: PrunerState, ids: list[str], body: Any) -> str:
-    """``context_tree_query`` output (spec 06 A.2) from ``records_for_id``."""
-    blocks = []
-    for id_ in ids:
-        records = st.records_for_id(id_)
-        if not records:
-            blocks.append(f"## toolRef: {id_}\n{NOT_FOUND}")
-            continue
-        for r in records:
-            has_ts = "resultTimestamp" in r
-            label = id_
-            if len(records) > 1 and has_ts:
-                label = f"{id_}@{jsjson.dumps(r['resultTimestamp'])}"
-            header = [f"## toolRef: {label}"]
-            if len(records) > 1 and not has_ts:
-                header.append("Occurrence: legacy (no resultTimestamp)")
-            header += [
-                f"Tool: {r['toolName']}",
-                f"Args: {jsjson.dumps(r['args'], 2)}",
-                f"Status: {'ERROR' if r['isError'] else 'OK'}",
-                f"Turn: {jsjson.dumps(r['turnIndex'])}",
-                "",
-            ]
-            blocks.append("\n".join(header) + "\n" + _truncate_head(body(r)))
-    return "\n\n---\n\n".join(blocks)
-
-
 @pytest.mark.parametrize("vector", VECTORS)
 def test_query_vector_is_reproduced_from_the_rebuilt_state(
-    conformance_dir: Path, vector: str
+    conformance_dir: Path, vector: str, tmp_path: Path
 ) -> None:
+    # Spill vectors: the blobs are extracted into tmp_path, which stands in for the session
+    # dir the vector was recorded in (meta.json options.sessionDir, named by every spillPath).
     vector_dir = conformance_dir / "replay" / vector
-    _, st = _load_vector(vector_dir)
-    blobs: dict[str, str] = {}
+    session = SessionFile.parse(gzip.decompress((vector_dir / "session.jsonl.gz").read_bytes()))
+    recorded_dir = json.loads((vector_dir / "meta.json").read_text())["options"]["sessionDir"]
     blob_archive = vector_dir / "blobs.tar.gz"
     if blob_archive.exists():
         with tarfile.open(blob_archive) as tar:
-            for member in tar.getmembers():
-                f = tar.extractfile(member) if member.isfile() else None
-                if f is not None:
-                    blobs[os.path.normpath(member.name)] = f.read().decode("utf-8")
-    session_dir = f"/tmp/pi-condense-oracle/sessions/{vector}"
-
-    def body(r: dict[str, Any]) -> str:
-        if r.get("spillPath"):
-            return blobs[os.path.relpath(r["spillPath"], session_dir)]
-        text: str = r["resultText"]
-        return text
-
+            safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(tmp_path, **safe)
+    tool = ContextTreeQuery(
+        PrunerState.from_session(session),
+        str(tmp_path),
+        session.session_id,
+        recorded_session_dir=recorded_dir,
+    )
     queries = _queries(vector_dir)
     assert queries
     for query in queries:
-        assert _query_text(st, query["toolCallIds"], body) == query["text"], query["toolCallIds"]
+        got = tool.execute({"toolCallIds": query["toolCallIds"]})
+        assert not got.is_error
+        assert got.text == query["text"], query["toolCallIds"]

@@ -111,3 +111,39 @@ def render(
     protected_paths: list[str] | None = None,
     protected_tool_predicate: _Callable[[str], bool] | None = None,
 ) -> tuple[list[_Any], bool, int, int, list[tuple[str, str, str]], bool]: ...
+
+# --- chains (rust/py/src/chains.rs) ---
+
+# (position, start_index, end_index, start_ts, final_ts, ids, keys, protected)
+_ChainRow = tuple[int, int, int | None, _Any, _Any, list[_Any], list[_Any], list[_Any]]
+
+@_final
+class ChainScan:
+    def __new__(
+        cls,
+        messages: list[_Any],
+        *,
+        grace_len: int | None = None,
+        grace_turns: float = 0.0,
+        protected_tools: list[str] | None = None,
+        protected_paths: list[str] | None = None,
+        protected_tool_predicate: _Callable[[str], bool] | None = None,
+        protected_predicate: _Callable[[_Any, _Any], bool] | None = None,
+    ) -> ChainScan: ...
+    @property
+    def chain_count(self) -> int: ...
+    @property
+    def in_grace(self) -> list[str]: ...
+    def chains(self) -> list[_ChainRow]: ...
+    def chain(self, position: int) -> _ChainRow: ...
+    def select(
+        self, index: Index, window: float
+    ) -> tuple[list[_ChainRow], list[_Any], list[_ChainRow]]: ...
+    def extract(
+        self, index: Index, start_ts: float, final_ts: float, protected_ids: _Iterable[_Any]
+    ) -> list[dict[str, _Any]]: ...
+
+def deterministic_body(
+    records: _Iterable[tuple[str, str, str, float]], refs: _Iterable[str]
+) -> str: ...
+def locale_compare(a: str, b: str) -> int: ...

@@ -49,6 +49,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -61,6 +62,7 @@ __all__ = [
     "ENV_AGENT_DIR",
     "PRUNE_ON_MODES",
     "SETTINGS_KEY",
+    "SUMMARIZER_PRICE_KEYS",
     "SUMMARIZER_THINKING_LEVELS",
     "BatchingMode",
     "ChainCompressionConfig",
@@ -306,6 +308,18 @@ def default_settings() -> dict[str, Any]:
 
 _DEFAULTS = default_settings()
 
+# Ours only (the reference ignores them): written after the reference's keys, and only when
+# present in the source object or changed from the default.
+_OURS_DEFAULTS: dict[str, Any] = {
+    "summarizerConcurrency": 4,
+    "summarizerRetries": 2,
+    "summarizerPrices": {},
+}
+_ALL_DEFAULTS: dict[str, Any] = {**_DEFAULTS, **_OURS_DEFAULTS}
+
+SUMMARIZER_PRICE_KEYS: tuple[str, ...] = ("input", "output", "cacheRead", "cacheWrite")
+"""Keys of one ``summarizerPrices`` entry: dollars per million tokens of each kind."""
+
 
 # --------------------------------------------------------------------------- models
 
@@ -505,6 +519,14 @@ class Config(_SettingsModel):
     spill_threshold: StrictInt = Field(default=65536, ge=0)
     spill_preview_bytes: StrictInt = Field(default=2048, ge=0)
     budget_turn_delta: Optional[float] = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    summarizer_concurrency: StrictInt = Field(default=4, ge=1)
+    """Ours: at most this many summarizer calls in flight at once (not in reference mode)."""
+    summarizer_retries: StrictInt = Field(default=2, ge=0)
+    """Ours: retries of a transient summarizer failure (429, 5xx, connection; not in
+    reference mode)."""
+    summarizer_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Ours: ``{"provider/model" or "model": {"input": 0.15, "output": 0.6, ...}}``, dollars
+    per million tokens (keys ``SUMMARIZER_PRICE_KEYS``), over the built-in price table."""
     compat: Compat = "default"
     """Ours: ``"default"`` or ``"reference"`` (see the module docstring)."""
 
@@ -514,6 +536,16 @@ class Config(_SettingsModel):
     # Position of `compat` among the unknown keys of the source object, if it was there.
     _compat_pos: Optional[int] = PrivateAttr(default=None)
     _warnings: tuple[str, ...] = PrivateAttr(default=())
+    # Our own keys present in the source object (written back even when at their default).
+    _ours_present: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @field_validator("summarizer_prices", mode="before")
+    @classmethod
+    def _check_prices(cls, value: Any) -> Any:
+        problem = _price_table_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -572,6 +604,16 @@ class Config(_SettingsModel):
                 out[key] = list(value)
             else:
                 out[key] = value
+        for name, field in type(self).model_fields.items():
+            key = field.alias
+            if key is None or key not in _OURS_DEFAULTS:
+                continue
+            value = getattr(self, name)
+            raw = self._verbatim_value(key, value)
+            if raw is not _ABSENT:
+                out[key] = copy.deepcopy(raw)
+            elif key in self._ours_present or value != _OURS_DEFAULTS[key]:
+                out[key] = copy.deepcopy(value)
         extras = list(copy.deepcopy(self.unknown_keys).items())
         if self._compat_pos is not None:
             extras.insert(min(self._compat_pos, len(extras)), ("compat", self.compat))
@@ -641,7 +683,9 @@ def _canonical_key(key: str) -> str:
     head = parts[0]
     if head == "compat" and len(parts) == 1:
         return head
-    nested = _DEFAULTS.get(head, _ABSENT)
+    nested = _ALL_DEFAULTS.get(head, _ABSENT)
+    if head == "summarizerPrices" and len(parts) > 1:
+        raise ConfigError(f"unknown setting: {key} (set the whole summarizerPrices table)")
     if nested is _ABSENT or len(parts) > 2:
         raise ConfigError(f"unknown setting: {key}")
     if len(parts) == 2 and not (isinstance(nested, dict) and parts[1] in nested):
@@ -817,14 +861,71 @@ def _normalize(settings: Mapping[str, Any], compat: Optional[Compat]) -> Config:
         "spill_threshold": _norm_count(merged, "spillThreshold", warnings, positive=True),
         "spill_preview_bytes": _norm_count(merged, "spillPreviewBytes", warnings),
         "budget_turn_delta": _norm_fraction(merged, "budgetTurnDelta", warnings),
+        "summarizer_concurrency": _norm_our_count(settings, "summarizerConcurrency", 1, warnings),
+        "summarizer_retries": _norm_our_count(settings, "summarizerRetries", 0, warnings),
+        "summarizer_prices": _norm_prices(settings, warnings, verbatim),
     }
-    others = [key for key in settings if key not in _DEFAULTS]
+    others = [key for key in settings if key not in _ALL_DEFAULTS]
     unknown = {key: copy.deepcopy(settings[key]) for key in others if key != "compat"}
     config = Config(compat=mode, unknown_keys=unknown, **values)
     config._verbatim = verbatim
     config._compat_pos = others.index("compat") if "compat" in others else None
     config._warnings = tuple(warnings)
+    config._ours_present = frozenset(key for key in _OURS_DEFAULTS if key in settings)
     return config
+
+
+def _norm_our_count(
+    settings: Mapping[str, Any], key: str, minimum: int, warnings: list[str]
+) -> int:
+    """One of our integer keys: a finite number ``>= minimum``, floored; else the default."""
+    default = cast(int, _OURS_DEFAULTS[key])
+    value = settings.get(key, default)
+    if _is_number(value) and math.isfinite(value) and math.floor(value) >= minimum:
+        return _as_double(math.floor(cast(float, value)))
+    why = f"is not a number >= {minimum}"
+    warnings.append(_fallback(key, value, why, default))
+    return default
+
+
+def _price_table_problem(value: Any) -> Optional[str]:
+    if not isinstance(value, Mapping):
+        return f"must be an object, got {_js_type(value)} {_describe(value)}"
+    for model, entry in value.items():
+        if not isinstance(model, str) or not model:
+            return f"model names must be non-empty strings, got {_describe(model)}"
+        if not isinstance(entry, Mapping):
+            return f"[{model!r}] must be an object, got {_js_type(entry)} {_describe(entry)}"
+        for kind, price in entry.items():
+            if kind not in SUMMARIZER_PRICE_KEYS:
+                return (
+                    f"[{model!r}] has unknown key {_describe(kind)} "
+                    f"(expected {', '.join(SUMMARIZER_PRICE_KEYS)})"
+                )
+            if not (_is_number(price) and math.isfinite(price) and price >= 0):
+                return f"[{model!r}].{kind} must be a non-negative number, got {_describe(price)}"
+    return None
+
+
+def _norm_prices(
+    settings: Mapping[str, Any], warnings: list[str], verbatim: dict[str, tuple[Any, Any]]
+) -> dict[str, dict[str, float]]:
+    """``summarizerPrices``: a bad table is ignored (with a warning) and kept in the file."""
+    value = settings.get("summarizerPrices", _ABSENT)
+    if value is _ABSENT:
+        return {}
+    problem = _price_table_problem(value)
+    if problem is not None:
+        warnings.append(
+            f"{SETTINGS_KEY}.summarizerPrices {problem}; using the built-in prices (kept in the "
+            "file)"
+        )
+        verbatim["summarizerPrices"] = (copy.deepcopy(value), {})
+        return {}
+    return {
+        model: {kind: float(price) for kind, price in entry.items()}
+        for model, entry in value.items()
+    }
 
 
 def normalize(existing: Mapping[str, Any], *, compat: Optional[Compat] = None) -> Config:
@@ -855,10 +956,16 @@ _NON_NEGATIVE_SETTINGS = frozenset(
         "summarizerMaxTimeoutMs",
         "purgeErrors.minArgChars",
         "spillPreviewBytes",
+        "summarizerRetries",
     }
 )
 _POSITIVE_SETTINGS = frozenset(
-    {"chainCompression.rollingWindow", "purgeErrors.cooldownTurns", "spillThreshold"}
+    {
+        "chainCompression.rollingWindow",
+        "purgeErrors.cooldownTurns",
+        "spillThreshold",
+        "summarizerConcurrency",
+    }
 )
 _FRACTION_SETTINGS = frozenset({"autoBudgetThreshold", "budgetTurnDelta"})
 _LIST_SETTINGS = frozenset({"protectedTools", "protectedPaths"})
@@ -866,7 +973,7 @@ _LIST_SETTINGS = frozenset({"protectedTools", "protectedPaths"})
 
 def _default_of(path: str) -> Any:
     head, _, tail = path.partition(".")
-    value = _DEFAULTS[head]
+    value = _ALL_DEFAULTS[head]
     return value[tail] if tail else value
 
 
@@ -879,7 +986,9 @@ def parse_setting_value(key: str, text: str) -> Any:
     - ``autoBudgetThreshold`` / ``budgetTurnDelta``: ``parseFloat``, in (0, 1], else ``None``;
     - ``protectedTools`` / ``protectedPaths``: trimmed; empty, ``none`` or ``clear`` (any
       case) is ``[]``, else split on whitespace and commas;
-    - choices, ``summarizerModel`` and ``compat``: the text as given.
+    - choices, ``summarizerModel`` and ``compat``: the text as given;
+    - ours: ``summarizerConcurrency`` (``>= 1``) and ``summarizerRetries`` (``>= 0``) like
+      counts; ``summarizerPrices`` is a JSON object (``ConfigError`` when invalid).
 
     ``spillThreshold``, ``spillPreviewBytes`` and ``budgetTurnDelta`` have no editor row in
     the reference; they follow the rule of their kind. Unknown keys raise ``ConfigError``.
@@ -899,6 +1008,15 @@ def parse_setting_value(key: str, text: str) -> Any:
         if trimmed.lower() in ("", "none", "clear"):
             return []
         return [part for part in _JS_WS_SPLIT.split(trimmed) if part]
+    if path == "summarizerPrices":
+        try:
+            table = jsjson.loads(text)
+        except JsonError as exc:
+            raise ConfigError(f"{SETTINGS_KEY}.summarizerPrices: not valid JSON ({exc})") from exc
+        problem = _price_table_problem(table)
+        if problem is not None:
+            raise ConfigError(f"{SETTINGS_KEY}.summarizerPrices {problem}")
+        return table
     if "." in path or isinstance(_DEFAULTS.get(path), dict):
         raise ConfigError(f"setting {key} is an object; set one of its keys")
     return text

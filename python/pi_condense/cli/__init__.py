@@ -9,7 +9,11 @@ import typer
 
 from .. import __version__
 from ._common import EXIT_OK, out
+from .compact_cmd import compact_command
+from .condense_cmd import register as register_condense
+from .render_cmd import register as register_render
 from .session_cmd import session_app
+from .tools_cmd import query_command, recover_app
 
 app = typer.Typer(
     name="pi-condense",
@@ -19,6 +23,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(session_app, name="session")
+app.command("compact")(compact_command)
+app.command("query")(query_command)
+app.add_typer(recover_app, name="recover")
+register_condense(app)
+register_render(app)
 
 
 def _version(value: bool) -> None:

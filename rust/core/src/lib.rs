@@ -4,5 +4,6 @@
 pub mod jsnum;
 pub mod json;
 pub mod keys;
+pub mod chains;
 pub mod index;
 pub mod render;

@@ -2,6 +2,7 @@
 
 use pyo3::prelude::*;
 
+mod chains;
 mod index;
 mod json;
 mod keys;
@@ -14,5 +15,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keys::register(m)?;
     index::register(m)?;
     render::register(m)?;
+    chains::register(m)?;
     Ok(())
 }

@@ -1,0 +1,78 @@
+"""Render vs serializing the same messages with orjson.
+
+Two workloads, each against ``orjson.dumps(messages)`` of the very list rendered:
+
+- full render: the context of ``large-default`` (the reference's pruned replay session: 203
+  summarized results, 57 summaries and 65 compressed chains per copy) scaled x10 / x100,
+  rendered against its own rebuilt state with the vector's config. Target: <= 0.5x. The
+  output is checked against the reference's ``render.json``, rewritten per copy
+  (``generate.expected_render``), and both char counts against the JS lengths;
+- no-op render: the context of the raw fixture ``large-session`` scaled the same way
+  (nothing summarized, no chains, no orphan, no errored call worth purging), rendered with
+  the same config: every phase runs and changes nothing, and the very input list comes back.
+  Target: <= 0.05x.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+
+import generate
+from pi_condense import jsjson
+from pi_condense.config import Config
+from pi_condense.render import render
+
+Record = Callable[[Any, str, str, int], None]
+
+
+def test_orjson_dumps_pruned_context(
+    benchmark: Any, record: Record, pruned: generate.Workload, copies: int
+) -> None:
+    messages = pruned.messages
+    result = benchmark(orjson.dumps, messages)
+    record(benchmark, "render", "baseline", copies)
+    assert len(orjson.loads(result)) == len(messages)
+
+
+def test_render_full(
+    benchmark: Any,
+    record: Record,
+    pruned: generate.Workload,
+    vector_config: Config,
+    copies: int,
+) -> None:
+    messages, state = pruned.messages, pruned.state
+    result = benchmark(render, messages, state, vector_config)
+    record(benchmark, "render", "subject", copies)
+    expected = generate.expected_render(copies)
+    assert result.pruned
+    assert not result.threw
+    assert result.diagnostics == ()
+    assert result.messages == expected
+    assert result.before_chars == jsjson.length(messages)
+    assert result.after_chars == jsjson.length(expected)
+    assert result.after_chars < result.before_chars
+
+
+def test_orjson_dumps_noop_context(
+    benchmark: Any, record: Record, raw: generate.Workload, copies: int
+) -> None:
+    messages = raw.messages
+    result = benchmark(orjson.dumps, messages)
+    record(benchmark, "noop", "baseline", copies)
+    assert len(orjson.loads(result)) == len(messages)
+
+
+def test_render_noop(
+    benchmark: Any, record: Record, raw: generate.Workload, vector_config: Config, copies: int
+) -> None:
+    messages, state = raw.messages, raw.state
+    result = benchmark(render, messages, state, vector_config)
+    record(benchmark, "noop", "subject", copies)
+    assert not result.pruned
+    assert result.messages is messages
+    assert (result.before_chars, result.after_chars) == (0, 0)
+    assert result.diagnostics == ()
+    assert len(messages) == generate.source_counts("large-session").messages * copies

@@ -1,0 +1,633 @@
+"""Chain compression: deciding and persisting ``context-prune-chain`` entries.
+
+A *chain* is one user request and the agent's work on it: the user message, the assistant
+turns that called tools with their results, and the final text-only answer. Once a chain is
+old enough, render collapses it into one ``<compressed-chain id="bN">`` message (phase 3); this
+module writes the entries that make it so (spec 05 sections 9, 11, 12):
+
+1. detection over the branch messages (closed, interrupted and open chains), with the
+   closing assistant threaded in at a ``message_end`` flush (:func:`with_closing_message`);
+2. eligibility: closed, not compressed yet, with tool calls, older than the ``rollingWindow``
+   most recent closed chains (the open chain never counts), and not holding a
+   ``context_tree_query`` output still in its recovery grace window;
+3. per eligible chain, oldest first:
+
+   - *covered* (some per-batch summary covers a middle call): a block id ``bN`` and an
+     entry listing the chain's ids, occurrence keys, refs and protected ids; with two or more
+     distinct per-batch summaries, one summarizer call fuses them into ``rangeSummaryText``
+     (a failure or an empty answer leaves render on the concatenation);
+   - *uncovered*: the deterministic backfill. The raw outputs not indexed yet are indexed
+     by one ``context-prune-index`` entry (``backfilled: true``, spilling oversized ones),
+     refs included, before anything changes in memory; then the entry gets a zero-LLM body
+     (:data:`DETERMINISTIC` source). A retry after a failed chain append composes from the
+     records already indexed, without a second index entry.
+
+Detection, eligibility, range extraction and the deterministic body run in Rust
+(:class:`pi_condense._core.ChainScan`); this module orchestrates, calls the summarizer and
+persists. :func:`compress_chains_in_flush` is the flush's step (spec 05 section 9 steps 1-4),
+:func:`compact_all` the retroactive command (window bypassed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
+
+from . import _core, jsjson, spill
+from .config import Config
+from .errors import CondenseError
+from .keys import ProtectedMatcher, bare_tool_call_id, hash_tool_result, occ_key
+from .render import _tool_predicate
+from .session import ABSENT
+from .state import ChainEntry, PrunerState, ToolCallRecord
+from .summarize.base import Completion, CompletionRequest, Summarizer, Usage
+
+__all__ = [
+    "CUSTOM_TYPE_CHAIN",
+    "CUSTOM_TYPE_INDEX",
+    "DETERMINISTIC",
+    "RANGE_SYSTEM_PROMPT",
+    "ChainCompressionError",
+    "ChainDeps",
+    "ChainRange",
+    "ChainRunResult",
+    "FuseFn",
+    "ProtectionSpec",
+    "compact_all",
+    "compress_chains",
+    "compress_chains_in_flush",
+    "detect_chains",
+    "deterministic_body",
+    "estimate_reclaim_tokens",
+    "range_prompt",
+    "summarizer_fuse",
+    "with_closing_message",
+]
+
+CUSTOM_TYPE_CHAIN = "context-prune-chain"
+CUSTOM_TYPE_INDEX = "context-prune-index"
+DETERMINISTIC = "deterministic"
+"""``bodySource`` of a chain entry whose body was composed without an LLM."""
+
+RANGE_SYSTEM_PROMPT = (
+    "You are fusing several per-step summaries of one CLOSED sub-task from an AI coding "
+    "assistant's history into a SINGLE cohesive summary.\n"
+    "- Merge overlapping or repeated information; do not restate each step separately.\n"
+    "- Preserve concrete outcomes, decisions, file paths, identifiers, and anything later "
+    "work needs to remember.\n"
+    "- Keep any reference tokens like `t12` or `b3` intact.\n"
+    "- Be concise: a short narrative or a few grouped bullets, not one bullet per step."
+)
+"""The range-fusion instructions (wire constant, spec 05 section 13.2)."""
+
+FuseFn = Callable[[str], Awaitable[Optional[Completion]]]
+"""Range fusion: takes the full request text, returns the completion or None on failure."""
+
+ProtectionSpec = Union[ProtectedMatcher, Callable[[Any, Any], bool]]
+"""A protection override: a matcher, or a ``(toolName, args) -> bool`` predicate."""
+
+_JS_WHITESPACE = (
+    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+
+
+def range_prompt(summaries: Sequence[str]) -> str:
+    """The fusion request text for a span's per-batch summaries (in body order)."""
+    joined = "\n\n".join(summaries)
+    return f"{RANGE_SYSTEM_PROMPT}\n\n<sub-task-summaries>\n{joined}\n</sub-task-summaries>"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_finite_number(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value)
+
+
+def _js_string(value: Any) -> str:
+    """``String(value)`` for the scalars entries hold."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if value is ABSENT:
+        return "undefined"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if _is_number(value):
+        return jsjson.dumps(value) if math.isfinite(value) else _non_finite(value)
+    return "[object Object]"
+
+
+def _non_finite(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+# ---------------------------------------------------------------------------- detection
+
+
+@dataclass(frozen=True)
+class ChainRange:
+    """One detected chain (the reference's ``ChainRange``).
+
+    The id and key lists hold the messages' own objects, in first-seen order.
+    ``final_assistant_timestamp`` is None for an interrupted chain.
+    """
+
+    position: int
+    """Position in the scan's chain list."""
+    start_index: int
+    """Index of the opening user message."""
+    end_index: Optional[int]
+    """Index of the closing text-only assistant (None: interrupted)."""
+    start_user_timestamp: Any
+    final_assistant_timestamp: Any
+    middle_tool_call_ids: list[Any]
+    middle_occurrence_keys: list[Any]
+    protected_tool_call_ids: list[Any]
+
+    @property
+    def closed(self) -> bool:
+        """Whether a text-only assistant closed the chain."""
+        return self.end_index is not None
+
+    @property
+    def lookup_keys(self) -> list[Any]:
+        """``middleOccurrenceKeys`` when non-empty, else ``middleToolCallIds``."""
+        return self.middle_occurrence_keys or self.middle_tool_call_ids
+
+    @property
+    def fully_protected(self) -> bool:
+        """Every middle id is protected (and there is at least one)."""
+        protected = set(map(_key_of, self.protected_tool_call_ids))
+        ids = self.middle_tool_call_ids
+        return bool(ids) and all(_key_of(i) in protected for i in ids)
+
+    @classmethod
+    def _of(cls, row: tuple[Any, ...]) -> ChainRange:
+        return cls(*row)
+
+
+def _key_of(value: Any) -> Any:
+    """A hashable stand-in for an id with JS ``Set`` identity (SameValueZero)."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if _is_number(value):
+        return ("num", 0.0 if value == 0 else float(value))
+    if isinstance(value, str) or value is None:
+        return ("str", value)
+    return ("obj", id(value))
+
+
+def _truthy(value: Any) -> bool:
+    """JS truthiness of a JSON value (objects and arrays are truthy, even empty)."""
+    if value is None or value is ABSENT or value is False:
+        return False
+    if isinstance(value, str):
+        return value != ""
+    if _is_number(value):
+        return bool(value == value and value != 0)
+    return True
+
+
+def _prop(value: Any, key: str) -> Any:
+    return value.get(key, ABSENT) if isinstance(value, dict) else ABSENT
+
+
+def with_closing_message(branch_messages: list[Any], closing_message: Any = None) -> list[Any]:
+    """``withClosingMessage``: ``branch_messages`` plus the closing message (a new list), unless
+    there is none or the last message already is it (same role and timestamp).
+
+    Pi runs ``message_end`` handlers before it persists the message, so at a ``message_end``
+    flush the final assistant is not on the branch yet.
+    """
+    if not _truthy(closing_message):
+        return branch_messages
+    if branch_messages:
+        last = branch_messages[-1]
+        if (
+            _truthy(last)
+            and _strict_equal(_prop(last, "role"), _prop(closing_message, "role"))
+            and _strict_equal(_prop(last, "timestamp"), _prop(closing_message, "timestamp"))
+        ):
+            return branch_messages
+    return [*branch_messages, closing_message]
+
+
+def _strict_equal(a: Any, b: Any) -> bool:
+    """JS ``a === b`` for JSON values (``ABSENT`` is ``undefined``)."""
+    if _is_number(a) and _is_number(b):
+        return bool(a == b)
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+        return a is b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> dict[str, Any]:
+    if protection is None:
+        return {
+            "protected_tools": list(config.protected_tools),
+            "protected_paths": list(config.protected_paths),
+            "protected_tool_predicate": _tool_predicate(config),
+        }
+    if isinstance(protection, ProtectedMatcher):
+        return {"protected_tools": protection.tools, "protected_paths": protection.globs}
+    return {"protected_predicate": protection}
+
+
+def _scan(
+    messages: list[Any],
+    config: Config,
+    protection: Optional[ProtectionSpec],
+    grace_len: Optional[int] = None,
+) -> _core.ChainScan:
+    return _core.ChainScan(
+        messages,
+        grace_len=grace_len,
+        grace_turns=float(config.recovery_grace_turns),
+        **_protection_kwargs(config, protection),
+    )
+
+
+def detect_chains(
+    messages: list[Any],
+    config: Optional[Config] = None,
+    *,
+    protection: Optional[ProtectionSpec] = None,
+) -> list[ChainRange]:
+    """``detectChains``: the closed and interrupted chains of ``messages``, in order.
+
+    Protection comes from ``config`` (``protectedTools`` / ``protectedPaths``) unless
+    ``protection`` overrides it. Raises ``TypeError`` where the reference throws (a ``null``
+    message, or a ``null`` content block of an assistant inside a chain).
+    """
+    scan = _scan(messages, config if config is not None else Config(), protection)
+    return [ChainRange._of(row) for row in scan.chains()]
+
+
+def deterministic_body(records: Sequence[ToolCallRecord], refs: Sequence[str]) -> str:
+    """``buildDeterministicBody``: the seven-line zero-LLM chain body (spec 05 section 12).
+
+    Raises ``ValueError`` where the reference throws (no records, or a time value
+    ``toISOString`` rejects).
+    """
+    rows = []
+    for record in records:
+        args = record.get("args", ABSENT)
+        args_json = "" if args is ABSENT else jsjson.dumps(args)
+        at: Any = record.get("resultTimestamp")
+        if at is None:
+            at = record.get("timestamp")
+        rows.append(
+            (
+                _js_string(record.get("toolName", ABSENT)),
+                _js_string(record.get("toolCallId", ABSENT)),
+                args_json,
+                float(at) if _is_number(at) else math.nan,
+            )
+        )
+    return _core.deterministic_body(rows, list(refs))
+
+
+# ---------------------------------------------------------------------------- the seam
+
+
+@dataclass
+class ChainDeps:
+    """What chain compression needs from its caller (the flush, or the compact command).
+
+    ``append(custom_type, data)`` appends one custom entry through the caller's appender (a
+    failure propagates). ``now()`` is the epoch-ms clock of ``compressedAt``. ``fuse`` is the
+    range fuser (None: no fusion; also skipped when ``fuseRangeSummary`` is off).
+    ``diagnostics(kind, dedup_key, detail)`` goes to the session's diagnostic sink (which
+    deduplicates). ``session_dir`` / ``session_id`` locate spill sidecars and
+    ``write_blob(path, text)`` writes one (default :func:`pi_condense.spill.write_blob`).
+    ``protection`` overrides the config's protection rules.
+    """
+
+    state: PrunerState
+    config: Config
+    append: Callable[[str, Any], None]
+    now: Callable[[], int]
+    fuse: Optional[FuseFn]
+    diagnostics: Callable[[str, str, str], None]
+    session_dir: str
+    session_id: str
+    protection: Optional[ProtectionSpec] = None
+    write_blob: Optional[Callable[[str, str], None]] = None
+
+
+@dataclass
+class ChainRunResult:
+    """What one compression run did.
+
+    ``entries`` are the appended ``context-prune-chain`` data objects (registered in the
+    state), ``block_ids`` their ids. ``fusion_usages`` are the usages of the successful fusion
+    calls (add them to the stats: one call each) and ``ranges_summarized`` their count.
+    ``skipped`` lists ``(startUserTimestamp, reason)`` with reason ``already-compressed`` or
+    ``no-summary`` (the reference's result), ``deferred`` the chains held back by the grace
+    window, ``backfilled`` the number of records the deterministic backfill indexed.
+    """
+
+    entries: list[ChainEntry] = field(default_factory=list)
+    fusion_usages: list[Usage] = field(default_factory=list)
+    ranges_summarized: int = 0
+    skipped: list[tuple[Any, str]] = field(default_factory=list)
+    deferred: int = 0
+    backfilled: int = 0
+
+    @property
+    def block_ids(self) -> list[str]:
+        """Block ids of the compressed chains, in order."""
+        return [entry["blockId"] for entry in self.entries]
+
+    @property
+    def compressed(self) -> int:
+        """Number of chains compressed."""
+        return len(self.entries)
+
+    @property
+    def skipped_no_summary(self) -> int:
+        """Chains skipped for lack of anything to compose a body from."""
+        return sum(1 for _, reason in self.skipped if reason == "no-summary")
+
+
+class ChainCompressionError(CondenseError):
+    """Chain compression stopped part-way (e.g. a chain entry could not be appended).
+
+    ``partial`` holds what was done before the failure (entries already appended, fusion
+    usages already spent).
+    """
+
+    def __init__(self, message: str, partial: ChainRunResult) -> None:
+        super().__init__(message)
+        self.partial = partial
+
+
+# ---------------------------------------------------------------------------- compression
+
+
+def _js_trim(text: str) -> str:
+    return text.strip(_JS_WHITESPACE)
+
+
+def _usable(completion: Optional[Completion]) -> bool:
+    """A fusion result the reference keeps: text after trimming, a normal stop."""
+    if completion is None:
+        return False
+    if completion.stop_reason in ("length", "error", "aborted"):
+        return False
+    return bool(_js_trim(completion.text))
+
+
+def _str_keys(keys: Sequence[Any]) -> list[str]:
+    """Keys a string-keyed map can hold (other values never match anything)."""
+    return [k for k in keys if isinstance(k, str)]
+
+
+def _indexed_record(state: PrunerState, key: str) -> Optional[ToolCallRecord]:
+    """The record indexed under exactly ``key`` (no alias, ref or bare-id resolution)."""
+    if key not in state.index.keys_for_bare_id(bare_tool_call_id(key)):
+        return None
+    return state.get_record(key)
+
+
+def _spill(deps: ChainDeps, record: ToolCallRecord) -> None:
+    """Writes the record's full text to its sidecar, then spills the record in place
+    (``applySpill``: ``spillBytes, resultPreview, spillPath, contentHash``, text emptied)."""
+    text: str = record["resultText"]
+    if not deps.config.is_reference and not (
+        deps.session_dir and spill.safe_session_id(deps.session_id)
+    ):
+        # No usable blob directory: the backfill fails (the chain stays raw) rather than
+        # writing outside the session directory or inlining the body.
+        raise CondenseError(f"no blob directory for session id {deps.session_id!r}")
+    key = occ_key(record["toolCallId"], record.get("resultTimestamp"))
+    path = spill.blob_path(deps.session_dir, deps.session_id, key)
+    write = deps.write_blob if deps.write_blob is not None else spill.write_blob
+    write(path, text)
+    record["spillBytes"] = jsjson.utf8_len(text)
+    record["resultPreview"] = spill.head_preview(text, deps.config.spill_preview_bytes)
+    record["spillPath"] = path
+    record["contentHash"] = hash_tool_result(_js_string(record.get("toolName", ABSENT)), text)
+    record["resultText"] = ""
+
+
+def _backfill(deps: ChainDeps, records: list[ToolCallRecord]) -> list[dict[str, Any]]:
+    """``backfillChainRecords``: spill, allocate refs, append the index entry, then (only
+    then) index the records and register their refs. Any failure propagates."""
+    threshold = deps.config.spill_threshold
+    for record in records:
+        if jsjson.utf16_len(record["resultText"]) >= threshold:
+            _spill(deps, record)
+    refs = deps.state.allocate_refs(
+        [(record["toolCallId"], record.get("resultTimestamp")) for record in records]
+    )
+    deps.append(CUSTOM_TYPE_INDEX, {"toolCalls": records, "backfilled": True, "refs": refs})
+    deps.state.add_backfilled(records, refs)
+    return refs
+
+
+async def _fuse(deps: ChainDeps, keys: list[str], result: ChainRunResult) -> Optional[str]:
+    """One fusion call for a span with >= 2 distinct per-batch summaries."""
+    chain_config = deps.config.chain_compression
+    if deps.fuse is None or not chain_config.fuse_range_summary:
+        return None
+    summaries = deps.state.per_batch_summaries(keys)
+    if len(summaries) < 2:
+        return None
+    try:
+        completion = await deps.fuse(range_prompt(summaries))
+    except Exception:
+        return None
+    if completion is None or not _usable(completion):
+        return None
+    result.fusion_usages.append(completion.usage)
+    result.ranges_summarized += 1
+    return completion.text
+
+
+def _entry(
+    chain: ChainRange, block_id: str, tool_refs: list[str], compressed_at: int
+) -> ChainEntry:
+    return {
+        "blockId": block_id,
+        "startUserTimestamp": chain.start_user_timestamp,
+        "droppedToolCallIds": chain.middle_tool_call_ids,
+        "finalAssistantTimestamp": chain.final_assistant_timestamp,
+        "toolRefs": tool_refs,
+        "compressedAt": compressed_at,
+    }
+
+
+def _finish(entry: ChainEntry, chain: ChainRange) -> ChainEntry:
+    if chain.protected_tool_call_ids:
+        entry["protectedToolCallIds"] = chain.protected_tool_call_ids
+    if chain.middle_occurrence_keys:
+        entry["droppedOccurrenceKeys"] = chain.middle_occurrence_keys
+    return entry
+
+
+def _commit(deps: ChainDeps, entry: ChainEntry, result: ChainRunResult) -> None:
+    deps.append(CUSTOM_TYPE_CHAIN, entry)
+    deps.state.register_chain(entry)
+    result.entries.append(entry)
+
+
+async def _compress_covered(
+    deps: ChainDeps, chain: ChainRange, keys: list[str], result: ChainRunResult
+) -> None:
+    block_id = deps.state.issue_block_id()
+    tool_refs = deps.state.tool_refs_for(keys)
+    fused = await _fuse(deps, keys, result)
+    entry = _entry(chain, block_id, tool_refs, deps.now())
+    if fused:
+        entry["rangeSummaryText"] = fused
+    _commit(deps, _finish(entry, chain), result)
+
+
+def _compress_uncovered(
+    deps: ChainDeps,
+    scan: _core.ChainScan,
+    chain: ChainRange,
+    keys: list[str],
+    result: ChainRunResult,
+) -> None:
+    state = deps.state
+    indexed = [r for r in (_indexed_record(state, k) for k in keys) if r is not None]
+    fresh = scan.extract(
+        state.index,
+        float(chain.start_user_timestamp),
+        float(chain.final_assistant_timestamp),
+        chain.protected_tool_call_ids,
+    )
+    if not fresh and not indexed:
+        if not chain.fully_protected:
+            deps.diagnostics(
+                "backfill-empty",
+                _js_string(chain.start_user_timestamp),
+                f"middles={len(chain.middle_tool_call_ids)}",
+            )
+        result.skipped.append((chain.start_user_timestamp, "no-summary"))
+        return
+    if fresh:
+        try:
+            _backfill(deps, fresh)
+        except Exception:
+            result.skipped.append((chain.start_user_timestamp, "no-summary"))
+            return
+        result.backfilled += len(fresh)
+    tool_refs = state.tool_refs_for(keys)
+    block_id = state.issue_block_id()
+    entry = _entry(chain, block_id, tool_refs, deps.now())
+    entry["rangeSummaryText"] = deterministic_body([*indexed, *fresh], tool_refs)
+    entry["bodySource"] = DETERMINISTIC
+    _commit(deps, _finish(entry, chain), result)
+
+
+async def compress_chains(
+    deps: ChainDeps,
+    messages: list[Any],
+    *,
+    window: Optional[float],
+    grace_len: Optional[int] = None,
+) -> ChainRunResult:
+    """``detectChains`` + ``compressEligible`` over ``messages`` with rolling window
+    ``window`` (None: absent, nothing is selected; 0: every eligible chain).
+
+    The recovery grace set is computed over the first ``grace_len`` messages (default: all).
+    A failure after something was appended raises :class:`ChainCompressionError` carrying
+    the partial result; detection failures raise ``TypeError`` before anything happens.
+    """
+    scan = _scan(messages, deps.config, deps.protection, grace_len)
+    eligible, compressed, deferred = scan.select(
+        deps.state.index, math.nan if window is None else float(window)
+    )
+    result = ChainRunResult(deferred=len(deferred))
+    result.skipped.extend((start, "already-compressed") for start in compressed)
+    try:
+        for row in eligible:
+            chain = ChainRange._of(row)
+            if not (
+                _is_finite_number(chain.start_user_timestamp)
+                and _is_finite_number(chain.final_assistant_timestamp)
+            ):
+                # The reference would write an entry it cannot read back (ours: skip).
+                result.skipped.append((chain.start_user_timestamp, "no-summary"))
+                continue
+            keys = _str_keys(chain.lookup_keys)
+            if deps.state.has_summary_covering_any(keys):
+                await _compress_covered(deps, chain, keys, result)
+            else:
+                _compress_uncovered(deps, scan, chain, keys, result)
+    except Exception as exc:
+        raise ChainCompressionError(f"chain compression failed: {exc}", result) from exc
+    return result
+
+
+async def compress_chains_in_flush(
+    deps: ChainDeps, branch_messages: list[Any], closing_message: Any = None
+) -> ChainRunResult:
+    """The flush's chain step (spec 05 section 9 steps 1-4), when ``chainCompression`` is
+    enabled: detection over the branch messages with ``closing_message`` threaded in, grace
+    over the branch alone, the configured rolling window.
+
+    ``branch_messages`` are the ``message`` entries' messages of the branch, read before the
+    flush wrote its frontier. Updating the stats (chains, fusion usages), the notification and
+    catching :class:`ChainCompressionError` are the caller's (steps 5 and the wrapper).
+    """
+    chain_config = deps.config.chain_compression
+    if not chain_config.enabled:
+        return ChainRunResult()
+    messages = with_closing_message(branch_messages, closing_message)
+    return await compress_chains(
+        deps,
+        messages,
+        window=chain_config.rolling_window,
+        grace_len=len(branch_messages),
+    )
+
+
+async def compact_all(deps: ChainDeps, branch_messages: list[Any]) -> ChainRunResult:
+    """``/pruner compact``: every eligible chain now (window 0), regardless of
+    ``chainCompression.enabled``; no closing message."""
+    return await compress_chains(deps, branch_messages, window=0)
+
+
+def estimate_reclaim_tokens(state: PrunerState, entries: Sequence[ChainEntry]) -> int:
+    """The compact command's estimate (spec 09 section 2.3): ``ceil(chars / 4)`` over the
+    result texts of the records the entries dropped (spilled records count 0)."""
+    chars = 0
+    for entry in entries:
+        keys = entry.get("droppedOccurrenceKeys")
+        if keys is None:
+            keys = entry.get("droppedToolCallIds") or []
+        for record in state.lookup_records(_str_keys(keys)):
+            text = record.get("resultText")
+            if isinstance(text, str):
+                chars += jsjson.utf16_len(text)
+    return -(-chars // 4)
+
+
+def summarizer_fuse(
+    summarizer: Summarizer, clock: Callable[[], int], thinking: Optional[str] = None
+) -> FuseFn:
+    """A plain range fuser over ``summarizer`` (one call, no timeouts or fallback; any
+    failure is None)."""
+
+    async def fuse(prompt: str) -> Optional[Completion]:
+        request = CompletionRequest(
+            prompt=prompt, kind="range", timestamp=clock(), thinking=thinking
+        )
+        try:
+            return await summarizer.complete(request, lambda: None)
+        except Exception:
+            return None
+
+    return fuse

@@ -1,0 +1,205 @@
+"""`pi-condense compact`: compress every eligible chain of a session now (`/pruner compact`).
+
+Every closed chain that is not compressed yet and holds no recovery output still in its grace
+window gets a `context-prune-chain` entry, whatever the rolling window and whatever
+`chainCompression.enabled` says (entries written while compression is disabled render once it
+is enabled). Chains a per-batch summary covers are fused by the summarizer when they have two
+or more summaries; the others get the deterministic body, their raw outputs indexed first.
+
+Without `--out` or `--in-place` nothing is written: the run happens on an in-memory copy (any
+sidecar spill goes to a temporary directory) and the table shows what would be compressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from .. import jsjson, jstime
+from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
+from ..config import Config, load_config
+from ..errors import CondenseError
+from ..session import SessionFile
+from ..state import ChainEntry, PrunerState
+from ._common import err, fail, out
+from .condense_cmd import _check_compat, _config_block, _summarizer
+
+__all__ = ["compact_command", "compact_report"]
+
+_SUMMARIZER_HELP = (
+    'Range fuser: "default" (embedded, offline), "conformance", "openai:MODEL", '
+    '"anthropic:MODEL", ... or "none" (no fusion: render concatenates the per-batch summaries).'
+)
+
+
+def _config(path: Optional[Path], compat: Optional[str]) -> Config:
+    mode: Any = compat
+    try:
+        if path is None:
+            return load_config(compat=mode)
+        return Config.from_settings_dict(_config_block(path), compat=mode)
+    except CondenseError as exc:
+        fail(str(exc))
+
+
+def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> SessionFile:
+    """The session to compact: the file itself, a fresh copy, or an in-memory copy."""
+    try:
+        if in_place:
+            return SessionFile.load(session)
+        if out_file is not None:
+            if out_file.exists():
+                fail(f"{out_file}: already exists (pick a new file or use --in-place)")
+            shutil.copyfile(session, out_file)
+            return SessionFile.load(out_file)
+        return SessionFile.parse(session.read_bytes(), name=str(session), session_dir=tmp)
+    except (OSError, CondenseError) as exc:
+        fail(f"{session}: {exc}")
+
+
+def _body(entry: ChainEntry) -> str:
+    if entry.get("bodySource") == "deterministic":
+        return "deterministic"
+    return "fused" if "rangeSummaryText" in entry else "per-batch"
+
+
+def compact_report(
+    state: PrunerState, result: ChainRunResult, *, dry_run: bool, output: Optional[str]
+) -> dict[str, Any]:
+    """The facts `compact` prints, as a JSON-ready dict."""
+    rows = []
+    for entry in result.entries:
+        start = entry["startUserTimestamp"]
+        rows.append(
+            {
+                "blockId": entry["blockId"],
+                "startUserTimestamp": start,
+                "start": jstime.to_iso_string(float(start)),
+                "calls": len(entry["droppedToolCallIds"]),
+                "body": _body(entry),
+                "toolRefs": entry["toolRefs"],
+                "reclaimTokens": estimate_reclaim_tokens(state, [entry]),
+            }
+        )
+    return {
+        "output": output,
+        "dryRun": dry_run,
+        "compacted": result.block_ids,
+        "skippedNoSummary": result.skipped_no_summary,
+        "deferred": result.deferred,
+        "backfilledRecords": result.backfilled,
+        "rangesSummarized": result.ranges_summarized,
+        "reclaimedTokens": estimate_reclaim_tokens(state, result.entries),
+        "entries": rows,
+    }
+
+
+def _message(report: dict[str, Any]) -> str:
+    """The reference's notification text."""
+    ids = report["compacted"]
+    if not ids:
+        skipped = report["skippedNoSummary"]
+        if skipped:
+            return (
+                f"pruner: no chains eligible for compaction ({skipped} skipped "
+                "\u2014 no per-batch summary available)"
+            )
+        return "pruner: no chains eligible for compaction"
+    plural = "" if len(ids) == 1 else "s"
+    return (
+        f"pruner: compacted {len(ids)} chain{plural} ({', '.join(ids)}), "
+        f"reclaimed ~{report['reclaimedTokens']} tokens"
+    )
+
+
+def _print(report: dict[str, Any]) -> None:
+    if report["entries"]:
+        table = Table(title="compressed chains", title_justify="left")
+        for column in ("block", "start", "calls", "body", "refs", "~tokens"):
+            table.add_column(column, justify="right" if column in ("calls", "~tokens") else "left")
+        for row in report["entries"]:
+            refs = row["toolRefs"]
+            shown = (
+                ", ".join(refs) if len(refs) <= 2 else f"{refs[0]}\u2026{refs[-1]} ({len(refs)})"
+            )
+            table.add_row(
+                row["blockId"],
+                row["start"][:16].replace("T", " "),
+                str(row["calls"]),
+                row["body"],
+                shown,
+                f"{row['reclaimTokens']:,}",
+            )
+        out.print(table)
+    out.print(_message(report), markup=False)
+    if report["deferred"]:
+        out.print(
+            f"{report['deferred']} chain(s) deferred: they hold a context_tree_query output "
+            "still in its recovery grace window",
+            markup=False,
+        )
+    if report["dryRun"]:
+        out.print("dry run: nothing written (use --in-place or --out FILE)", markup=False)
+    elif report["compacted"]:
+        out.print(f"written to {report['output']}", markup=False)
+
+
+def compact_command(
+    session: Path = typer.Argument(..., help="The Pi session file (.jsonl)."),
+    out_file: Optional[Path] = typer.Option(
+        None, "--out", help="Write the compacted session to this new file."
+    ),
+    in_place: bool = typer.Option(
+        False, "--in-place", help="Append the entries to the session file itself."
+    ),
+    config_file: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        help="settings.json (or a bare contextPrune block); default: Pi's settings file.",
+    ),
+    summarizer_name: str = typer.Option("default", "--summarizer", help=_SUMMARIZER_HELP),
+    compat: Optional[str] = typer.Option(
+        None, "--compat", help='Config normalization: "default" or "reference".'
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Compress every eligible chain of SESSION now, with the estimated reclaim."""
+    if out_file is not None and in_place:
+        fail("--out and --in-place cannot be used together")
+    _check_compat(compat)
+    config = _config(config_file, compat)
+    summarizer = None if summarizer_name == "none" else _summarizer(summarizer_name, None, config)
+    if summarizer is None:
+        config = config.with_value("chainCompression.fuseRangeSummary", False)
+    from ..condenser import Condenser  # the pipeline is loaded only when the command runs
+
+    notices: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="pi-condense-compact-") as tmp:
+        source = _open(session, out_file, in_place, tmp)
+        condenser = Condenser(
+            source,
+            config,
+            summarizer=summarizer,
+            notify=lambda message, level: notices.append(message),
+        )
+        try:
+            result = asyncio.run(condenser.compact())
+        except (ChainCompressionError, OSError) as exc:
+            fail(f"pruner: compact failed: {exc}")
+        dry_run = not in_place and out_file is None
+        target = None if dry_run else os.fspath(out_file if out_file is not None else session)
+        report = compact_report(condenser.state, result, dry_run=dry_run, output=target)
+    for notice in notices:
+        err.print(notice, markup=False)
+    if as_json:
+        sys.stdout.write(jsjson.dumps(report, 2) + "\n")
+    else:
+        _print(report)

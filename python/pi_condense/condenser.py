@@ -1,0 +1,483 @@
+"""The live facade: feed it an agent's events, get the condensed context back.
+
+A :class:`Condenser` plays the part of the pi-condense extension inside any agent loop. The
+host keeps the conversation in a :class:`~pi_condense.session.SessionFile` (appending its own
+messages) and calls, in Pi's order:
+
+- :meth:`Condenser.session_start` when the session is opened (or reopened);
+- :meth:`Condenser.context` before every model call, with the message list it is about to
+  send; the returned :class:`~pi_condense.render.RenderResult` holds the list to send instead;
+- :meth:`Condenser.message_end` for every message, before appending it to the session;
+- :meth:`Condenser.turn_end` after each assistant turn with the turn's tool results;
+- :meth:`Condenser.agent_end` when the agent's run ends; :meth:`Condenser.session_tree`
+  after moving the session's leaf.
+
+Summaries are written to the session by flushes that these events trigger (spec 08 section
+1). See COMPAT.md for where the default behaviour differs from the TypeScript reference and
+``compat: "reference"`` for the exact reference behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
+
+from . import jsjson, jstime
+from .capture import branch_turn_index, capture_batch, is_final_assistant, trim_batch
+from .chains import (
+    ChainCompressionError,
+    ChainDeps,
+    ChainRunResult,
+    compact_all,
+    compress_chains_in_flush,
+)
+from .config import Config, load_config
+from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
+from .metrics import DiagnosticSink, StatsAccumulator
+from .render import RenderResult, render
+from .runtime import Runtime, Ui, inject_live_summaries
+from .session import SessionFile
+from .spill import SpillSettings, safe_session_id, spill_batch
+from .state import PrunerState, Stats
+from .summarize.base import Completion, CompletionRequest, Summarizer
+from .triggers import ContextUsage, evaluate_gate, queued_notice
+
+__all__ = ["Condenser"]
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str, str], None]
+"""``notify(message, level)`` with level ``info``, ``warning`` or ``error``."""
+
+
+class _NoSummarizer:
+    """Stands in when no model was given: every call fails with a clear message."""
+
+    def __init__(self, notify: Notify) -> None:
+        self._notify = notify
+
+    async def run(self, request: CompletionRequest) -> Optional[Completion]:
+        self._notify("pruner: summarization failed: no summarizer model configured", "error")
+        return None
+
+    def reset(self) -> None:
+        """Nothing to reset."""
+
+
+class Condenser:
+    """pi-condense for one session (see the module docstring for the event order).
+
+    ``config`` fixes the configuration; without it :meth:`session_start` loads the
+    ``contextPrune`` block of Pi's settings file, as the extension does. ``summarizer`` is the
+    configured summarizer model and ``session_model`` the session's own model (its outage
+    fallback, and the summarizer when ``summarizer`` is None). ``clock`` gives epoch ms for the
+    pipeline (the session's entry timestamps come from the session's own clock).
+    ``context_usage`` reports the context size for the budget triggers; ``notify(message,
+    level)``, ``status(text)`` and ``emit(channel, payload)`` receive the user-visible output.
+    """
+
+    def __init__(
+        self,
+        session: SessionFile,
+        config: Optional[Config] = None,
+        *,
+        summarizer: Optional[Summarizer] = None,
+        session_model: Optional[Summarizer] = None,
+        clock: Optional[Callable[[], int]] = None,
+        context_usage: Optional[Callable[[], Optional[ContextUsage]]] = None,
+        notify: Optional[Notify] = None,
+        status: Optional[Callable[[Optional[str]], None]] = None,
+        emit: Optional[Callable[[str, Any], None]] = None,
+    ) -> None:
+        self._session = session
+        self._fixed_config = config
+        self._summarizer = summarizer
+        self._session_model = session_model
+        self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
+        self._context_usage = context_usage
+        ui = Ui()
+        if notify is not None:
+            ui.notify = notify
+        if status is not None:
+            ui.status = status
+        if emit is not None:
+            ui.emit = emit
+        self._ui = ui
+        self._rt: Optional[Runtime] = None
+        self._runner: Any = None
+        # (entry count, leaf) the lazily built state was read at, until the first event.
+        self._built_at: Optional[tuple[int, Optional[str]]] = None
+
+    @classmethod
+    def open(
+        cls,
+        path: Union[str, os.PathLike[str]],
+        config: Optional[Config] = None,
+        leaf: Optional[str] = None,
+        **kw: Any,
+    ) -> Condenser:
+        """Load the session file at ``path`` (its leaf moved to ``leaf`` if given) and wrap it.
+
+        ``kw`` are the constructor's keywords, plus ``id_source`` for the session; the
+        session's clock is ``clock`` when given.
+        """
+        id_source = kw.pop("id_source", None)
+        session = SessionFile.load(path, clock=kw.get("clock"), id_source=id_source)
+        if leaf is not None:
+            session.set_leaf(leaf)
+        return cls(session, config, **kw)
+
+    # ------------------------------------------------------------------ state
+
+    def _runtime(self) -> Runtime:
+        if self._rt is None:
+            config = self._fixed_config if self._fixed_config is not None else Config()
+            state = PrunerState.from_session(self._session)
+            rt = Runtime(self._session, config, state, self._summarize, self._clock, self._ui)
+            rt.stats.reset(state.stats)
+            rt.chains = _chains_in_flush
+            self._rt = rt
+            self._built_at = (len(self._session), self._session.leaf_id)
+        return self._rt
+
+    @property
+    def session(self) -> SessionFile:
+        """The session this condenser writes to."""
+        return self._session
+
+    @property
+    def state(self) -> PrunerState:
+        """The pruner state (index, frontier, stats) of the session's branch."""
+        return self._runtime().state
+
+    @property
+    def config(self) -> Config:
+        """The configuration in effect."""
+        return self._runtime().config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self._fixed_config = config
+        self._runtime().config = config
+        self._runner = None
+
+    @property
+    def stats(self) -> Stats:
+        """Cumulative summarizer stats (the next ``context-prune-stats`` data)."""
+        return self._runtime().stats.snapshot()
+
+    @property
+    def stats_accumulator(self) -> StatsAccumulator:
+        """The stats accumulator (totals, cost baseline, live reclaim)."""
+        return self._runtime().stats
+
+    @property
+    def diagnostics(self) -> DiagnosticSink:
+        """The diagnostic sink of this session."""
+        return self._runtime().sink
+
+    @property
+    def pending_count(self) -> int:
+        """Batches queued by live capture since the last flush."""
+        return len(self._runtime().pending)
+
+    @property
+    def rearmed(self) -> bool:
+        """True when a reload found recoverable work the next ``turn_end`` may flush."""
+        return self._runtime().rearmed
+
+    @property
+    def runtime(self) -> Runtime:
+        """The live state shared with the flush pipeline (for tools and commands)."""
+        return self._runtime()
+
+    # ------------------------------------------------------------------ summarizer
+
+    def _notify_runner(self, level: str, text: str) -> None:
+        self._ui.notify(text, level)
+
+    def _make_runner(self) -> Any:
+        primary = self._summarizer if self._summarizer is not None else self._session_model
+        if primary is None:
+            return _NoSummarizer(self._ui.notify)
+        from .summarize.runner import SummarizerRunner
+
+        return SummarizerRunner(
+            primary,
+            self._session_model,
+            self.config,
+            clock=self._clock,
+            notify=self._notify_runner,
+        )
+
+    async def _summarize(self, request: CompletionRequest) -> Optional[Completion]:
+        if self._runner is None:
+            self._runner = self._make_runner()
+        result: Optional[Completion] = await self._runner.run(request)
+        return result
+
+    # ------------------------------------------------------------------ events
+
+    def _reconstruct(self) -> Runtime:
+        rt = self._runtime()
+        if self._built_at != (len(self._session), self._session.leaf_id):
+            rt.state = PrunerState.from_session(self._session)
+        self._built_at = None
+        rt.stats.reset(rt.state.stats)
+        rt.sink.reset()
+        rt.pending.clear()
+        rt.previous_fraction = None
+        rt.rearmed = False
+        rt.live_summaries.clear()
+        if rt.config.enabled:
+            try:
+                rt.rearmed = len(rt.capture_pending(rethrow=True)) > 0
+            except Exception:
+                log.exception("pi-condense: reload rearm probe failed")
+        rt.compute_metrics()
+        rt.refresh_status()
+        return rt
+
+    def session_start(self) -> None:
+        """The session was opened: load the config (unless fixed), rebuild all state from the
+        branch, reset the summarizer fallback and diagnostics, probe for recoverable work."""
+        rt = self._runtime()
+        if self._fixed_config is None:
+            rt.config = load_config()
+        self._runner = None
+        self._reconstruct()
+
+    def session_tree(self) -> None:
+        """The session's leaf moved: rebuild the state from the new branch."""
+        self._reconstruct()
+
+    async def turn_end(
+        self, message: Any, tool_results: Sequence[Any], turn_index: int
+    ) -> Optional[FlushResult]:
+        """An assistant turn ended (its message and tool results are in the session).
+
+        Queues the turn's raw calls (after protection and eager spill) and runs the budget /
+        delta gate; returns the flush result if the gate flushed.
+        """
+        rt = self._runtime()
+        config = rt.config
+        if not config.enabled:
+            return None
+        has_results = len(tool_results) > 0
+        if not has_results and not rt.rearmed:
+            return None
+        pushed = False
+        if has_results:
+            index: Any = turn_index
+            if not config.is_reference:
+                index = branch_turn_index(self._session.branch(), message)
+            batch = capture_batch(message, list(tool_results), index, self._clock())
+            protected = rt.protection()
+            batch.tool_calls = [
+                c for c in batch.tool_calls if not protected(c["toolName"], c["args"])
+            ]
+            self._spill(rt, batch)
+            trimmed = trim_batch(batch, rt.state)
+            if trimmed is not None:
+                pushed = True
+                rt.pending.append(trimmed)
+                n = len(rt.pending)
+                if config.show_prune_status_line:
+                    rt.refresh_status(f"prune: {n} pending")
+                    rt.ui.notify(queued_notice(n, config.prune_on), "info")
+            rt.compute_metrics()
+        if not pushed and not rt.rearmed:
+            return None
+        usage = self._context_usage() if self._context_usage is not None else None
+        decision = evaluate_gate(
+            usage,
+            pending=len(rt.pending),
+            rearmed=rt.rearmed,
+            flushing=rt.flushing,
+            previous_fraction=rt.previous_fraction,
+            threshold=config.auto_budget_threshold,
+            delta=config.budget_turn_delta,
+        )
+        rt.previous_fraction = decision.previous_fraction
+        if not decision.flush or decision.trigger is None or decision.notice is None:
+            return None
+        rt.ui.notify(decision.notice, "info")
+        return await flush_pending(rt, FlushOptions(trigger=decision.trigger, delivery="session"))
+
+    def _spill(self, rt: Runtime, batch: Any) -> None:
+        config = rt.config
+        session_dir = self._session.session_dir
+        session_id = self._session.session_id
+        if not config.is_reference and not (session_dir and safe_session_id(session_id)):
+            return
+        settings = SpillSettings(
+            threshold=config.spill_threshold,
+            preview_bytes=config.spill_preview_bytes,
+            dedup=config.dedup_by_content_hash,
+            session_dir=session_dir,
+            session_id=session_id,
+        )
+        try:
+            spill_batch(
+                batch,
+                rt.state,
+                settings,
+                rt.append,
+                on_error=lambda path, exc: log.error(
+                    "spill: failed to write sidecar at %s: %s", path, exc
+                ),
+            )
+        except Exception:
+            log.exception("pi-condense: eager spill failed")
+            if not config.is_reference:
+                rt.resync()
+
+    async def message_end(self, message: Any) -> Optional[FlushResult]:
+        """A message is complete (called before the host appends it to the session).
+
+        With ``pruneOn: "agent-message"``, a final (tool-free) assistant reply flushes.
+        """
+        rt = self._runtime()
+        config = rt.config
+        if not config.enabled or config.prune_on != "agent-message":
+            return None
+        if not is_final_assistant(message):
+            return None
+        options = FlushOptions(trigger="message-end", delivery="session", closing_message=message)
+        return await flush_pending(rt, options)
+
+    def agent_end(self) -> None:
+        """The agent's run ended: show what is still pending (no flush)."""
+        rt = self._runtime()
+        if not rt.config.enabled:
+            return
+        if not rt.pending and not rt.rearmed:
+            return
+        n = len(rt.pending)
+        rt.refresh_status(f"prune: {n} pending" if n > 0 else "prune: recovered pending (reload)")
+
+    def context(self, messages: list[Any]) -> RenderResult:
+        """Condense ``messages`` (the list about to be sent to the model).
+
+        Returns the input list itself (``pruned`` false) when the condenser is disabled or
+        nothing changes. Diagnostics the render reports are written to the session once each.
+        """
+        rt = self._runtime()
+        if not rt.config.enabled:
+            return RenderResult(messages, False, 0, 0)
+        source = messages
+        if rt.live_summaries:
+            source = inject_live_summaries(messages, rt.live_summaries)
+        result = render(source, rt.state, rt.config)
+        for diagnostic in result.diagnostics:
+            rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
+        if result.threw:
+            return result
+        if source is not messages and not result.pruned:
+            before = jsjson.length(messages)
+            result = RenderResult(source, True, before, jsjson.length(source), result.diagnostics)
+        if result.pruned:
+            rt.stats.set_live_reclaim(result.before_chars, result.after_chars)
+        rt.refresh_status()
+        return result
+
+    # ------------------------------------------------------------------ commands
+
+    def capture_pending(self) -> list[Any]:
+        """The batches a flush would summarize now (rescan + trim + grouping; no LLM work)."""
+        return self._runtime().capture_pending()
+
+    async def flush_now(self, *, on_progress: Optional[ProgressCallback] = None) -> FlushResult:
+        """Summarize everything pending now (``/pruner now``; runtime delivery)."""
+        rt = self._runtime()
+        options = FlushOptions(
+            trigger="manual",
+            delivery="runtime",
+            previewed_batches=rt.capture_pending(),
+            on_progress=on_progress,
+        )
+        return await flush_pending(rt, options)
+
+    async def compact(self) -> ChainRunResult:
+        """Compress every closed chain outside the recovery grace window (``/pruner compact``)."""
+        rt = self._runtime()
+        messages = [
+            e["message"]
+            for e in self._session.branch()
+            if e.get("type") == "message" and e.get("message")
+        ]
+        try:
+            result = await compact_all(_chain_deps(rt), messages)
+        except ChainCompressionError as exc:
+            _count_fusions(rt, exc.partial)
+            if not rt.config.is_reference:
+                rt.resync()
+            raise
+        _count_fusions(rt, result)
+        if result.compressed:
+            rt.stats.add_chains_compressed(result.compressed)
+            rt.append("context-prune-stats", rt.stats.snapshot())
+            rt.emit_cost()
+        return result
+
+    def render(self, leaf: Optional[str] = None) -> RenderResult:
+        """Render the session's own context (at ``leaf``, default the current leaf) without
+        writing anything; the loaded state is reused for the current branch."""
+        if leaf is None or leaf == self._session.leaf_id:
+            messages = self._session.build_context().messages
+            state = self.state
+        else:
+            messages = self._session.build_context(leaf).messages
+            state = PrunerState.from_session(self._session, leaf)
+        return render(messages, state, self.config)
+
+
+# ------------------------------------------------------------------------------ chains seam
+
+
+def _chain_deps(rt: Runtime) -> ChainDeps:
+    thinking = rt.config.summarizer_thinking
+
+    async def fuse(prompt: str) -> Optional[Completion]:
+        request = CompletionRequest(
+            prompt=prompt,
+            kind="range",
+            timestamp=rt.clock(),
+            thinking=None if thinking == "default" else thinking,
+        )
+        return await rt.summarize(request)
+
+    def append(custom_type: str, data: Any) -> None:
+        rt.append(custom_type, data)
+
+    def report(kind: str, dedup_key: str, detail: str) -> None:
+        rt.sink.report(kind, dedup_key, detail)
+
+    return ChainDeps(
+        state=rt.state,
+        config=rt.config,
+        append=append,
+        now=rt.clock,
+        fuse=fuse,
+        diagnostics=report,
+        session_dir=rt.session.session_dir,
+        session_id=rt.session.session_id,
+    )
+
+
+def _count_fusions(rt: Runtime, result: ChainRunResult) -> None:
+    for usage in result.fusion_usages:
+        rt.stats.add(usage)
+    rt.stats.add_ranges_summarized(result.ranges_summarized)
+
+
+async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any) -> list[str]:
+    try:
+        result = await compress_chains_in_flush(_chain_deps(rt), branch_messages, closing)
+    except ChainCompressionError as exc:
+        _count_fusions(rt, exc.partial)
+        raise
+    _count_fusions(rt, result)
+    return result.block_ids

@@ -1,0 +1,532 @@
+"""Observability: context metrics, summarizer stats, diagnostics, the status line.
+
+- :class:`ContextMetrics` computes the reference's ``computeContextMetrics`` snapshot (spec 08
+  section 5): thinking tokens of the open segment, the largest chain's share of the branch and
+  the unsummarized tool output past the prune frontier. Message sizes are cached per message
+  object, so recomputing after every turn costs only the new messages' serialization.
+- :class:`StatsAccumulator` holds the cumulative summarizer usage (``context-prune-stats``),
+  the baseline for the external cost event and the live reclaim of the last render.
+- :class:`DiagnosticSink` persists each render/compression degradation once per session.
+- :func:`status_text` is the status line; :func:`cc` and :func:`format_cost` format numbers
+  with JavaScript's rounding (spec 11 section 4).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, Callable, Optional, TypedDict, Union
+
+from . import jsjson, jstime
+from .capture import MISSING, ProtectionPredicate, entry_time, get_field, js_equal
+from .config import Config
+from .keys import occ_key, result_timestamp_of
+from .state import Frontier, Stats, normalize_stats
+from .summarize.base import Usage
+
+__all__ = [
+    "DIAGNOSTIC_KINDS",
+    "EMPTY_METRICS",
+    "ContextMetrics",
+    "DiagnosticSink",
+    "LiveReclaim",
+    "MetricsSnapshot",
+    "StatsAccumulator",
+    "cc",
+    "format_char_progress",
+    "format_cost",
+    "js_round",
+    "project_branch_messages",
+    "status_text",
+    "to_fixed",
+]
+
+log = logging.getLogger(__name__)
+
+Number = Union[int, float]
+
+DIAGNOSTIC_KINDS = ("unresolved-range", "range-id-mismatch", "orphan-sweep", "backfill-empty")
+"""Every ``context-prune-diagnostic`` kind, in status-line order."""
+
+_DIAG_LETTERS = {"unresolved-range": "u", "range-id-mismatch": "m", "orphan-sweep": "o"}
+_DIAG_LETTERS["backfill-empty"] = "b"
+
+
+class MetricsSnapshot(TypedDict):
+    """``ContextMetricsSnapshot`` (the ``metrics`` of a flush-metrics entry, writer key order)."""
+
+    openCycleThinkingTokens: int
+    largestChainSharePct: int
+    frontierGapTokens: int
+
+
+EMPTY_METRICS: MetricsSnapshot = {
+    "openCycleThinkingTokens": 0,
+    "largestChainSharePct": 0,
+    "frontierGapTokens": 0,
+}
+"""The snapshot recorded when the metrics could not be computed."""
+
+
+# ------------------------------------------------------------------------------ JS numbers
+
+
+def js_round(x: float) -> int:
+    """``Math.round``: halves round toward +infinity."""
+    r = math.floor(x)
+    return int(r + 1 if x - r >= 0.5 else r)
+
+
+def to_fixed(x: float, digits: int) -> str:
+    """``Number.prototype.toFixed``: the exact double, ties rounded away from zero."""
+    quantum = Decimal(1).scaleb(-digits)
+    return str(Decimal(x).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def cc(n: Number) -> str:
+    """``formatCompactCount``: ``1.2M``, ``1.3k`` (from 1250), ``340``."""
+    if n >= 1_000_000:
+        return f"{to_fixed(n / 1_000_000, 1)}M"
+    if n >= 1000:
+        return f"{to_fixed(n / 1000, 1)}k"
+    return jstime.to_js_string(n)
+
+
+def format_cost(n: Number) -> str:
+    """``formatCost``: ``<$0.001`` for tiny positive amounts, else ``$`` + 3 decimals."""
+    if 0 < n < 0.001:
+        return "<$0.001"
+    return f"${to_fixed(n, 3)}"
+
+
+def format_char_progress(received: Number, raw: Optional[Number] = None) -> str:
+    """``formatCharProgress``: ``1.2k summary chars / 8.4k raw chars``."""
+    text = f"{cc(received)} summary char{'' if received == 1 else 's'}"
+    if raw is None:
+        return text
+    return f"{text} / {cc(raw)} raw char{'' if raw == 1 else 's'}"
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+def _role(message: Any) -> Optional[str]:
+    """The message's role when it is a string (other values never match a role)."""
+    role = message.get("role") if isinstance(message, dict) else None
+    return role if isinstance(role, str) else None
+
+
+def _tool_call_blocks(message: Any) -> list[Any]:
+    content = get_field(message, "content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
+
+
+def _is_synthetic_chain(message: Any) -> bool:
+    content = get_field(message, "content")
+    if isinstance(content, str):
+        text: Any = content
+    elif isinstance(content, list) and content and js_equal(get_field(content[0], "type"), "text"):
+        text = get_field(content[0], "text")
+    else:
+        return False
+    return isinstance(text, str) and text.lstrip(_JS_WS).startswith("<compressed-chain")
+
+
+_JS_WS = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(
+    chr(c) for c in range(0x2000, 0x200B)
+)
+
+
+def _stamp_key(value: Any) -> Any:
+    """A dict key with JavaScript ``===`` semantics for a timestamp value."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value) if value == value else ("nan", id(value))
+    if isinstance(value, str):
+        return ("s", value)
+    if value is None:
+        return ("null",)
+    if value is MISSING:
+        return ("undefined",)
+    return ("o", id(value))
+
+
+class _Branch:
+    """Roles, tool-call flags and timestamp lookups of a projected branch, computed once."""
+
+    __slots__ = ("assistants_by_stamp", "first_user_by_stamp", "has_calls", "next_user", "roles")
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self.roles = [_role(m) for m in messages]
+        self.has_calls = [
+            role == "assistant" and bool(_tool_call_blocks(m))
+            for role, m in zip(self.roles, messages)
+        ]
+        self.first_user_by_stamp: dict[Any, int] = {}
+        self.assistants_by_stamp: dict[Any, list[int]] = {}
+        self.next_user = [len(messages)] * (len(messages) + 1)
+        for i, (role, message) in enumerate(zip(self.roles, messages)):
+            if role == "user":
+                self.first_user_by_stamp.setdefault(_stamp_key(get_field(message, "timestamp")), i)
+            elif role == "assistant":
+                key = _stamp_key(get_field(message, "timestamp"))
+                self.assistants_by_stamp.setdefault(key, []).append(i)
+        following = len(messages)
+        for i in range(len(messages) - 1, -1, -1):
+            self.next_user[i] = following
+            if self.roles[i] == "user":
+                following = i
+
+    def chain_spans(self, messages: Sequence[Any]) -> list[tuple[Any, Any]]:
+        """``(startUserTimestamp, finalAssistantTimestamp or None)`` of every closed or
+        interrupted chain, as ``detectChains`` emits them (protection does not change them)."""
+        spans: list[tuple[Any, Any]] = []
+        start: Any = None
+        in_chain = False
+        for i, message in enumerate(messages):
+            role = self.roles[i]
+            if role == "user":
+                if _is_synthetic_chain(message):
+                    continue
+                if in_chain:
+                    spans.append((start, None))
+                start = get_field(message, "timestamp")
+                in_chain = True
+            elif in_chain and role == "assistant" and not self.has_calls[i]:
+                spans.append((start, get_field(message, "timestamp")))
+                in_chain = False
+        return spans
+
+
+def project_branch_messages(branch: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The branch as the metrics see it: ``message`` entries' messages and ``custom_message``
+    entries projected to ``{role: "custom", customType, content, display, details, timestamp}``
+    (the entry's ISO timestamp parsed)."""
+    return ContextMetrics().project(branch)
+
+
+def _project_custom(entry: Mapping[str, Any]) -> dict[str, Any]:
+    custom: dict[str, Any] = {"role": "custom"}
+    for key in ("customType", "content", "display", "details"):
+        if key in entry:
+            custom[key] = entry[key]
+    custom["timestamp"] = entry_time(entry["timestamp"]) if "timestamp" in entry else math.nan
+    return custom
+
+
+class ContextMetrics:
+    """``computeContextMetrics`` with per-message size and projection caches.
+
+    The caches hold the message objects they measured, keyed by identity; session entries
+    never change once written, so a cached size stays right.
+    """
+
+    __slots__ = ("_chars", "_projected")
+
+    def __init__(self) -> None:
+        self._chars: dict[int, tuple[Any, int]] = {}
+        self._projected: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def project(self, branch: Sequence[Mapping[str, Any]]) -> list[Any]:
+        """:func:`project_branch_messages`, reusing earlier projections of the same entries."""
+        out: list[Any] = []
+        for entry in branch:
+            kind = entry.get("type")
+            if kind == "message":
+                message = entry.get("message")
+                if message:
+                    out.append(message)
+            elif kind == "custom_message":
+                cached = self._projected.get(id(entry))
+                if cached is None or cached[0] is not entry:
+                    cached = (entry, _project_custom(entry))
+                    self._projected[id(entry)] = cached
+                out.append(cached[1])
+        return out
+
+    def chars(self, message: Any) -> int:
+        """``JSON.stringify(message).length`` (cached per object)."""
+        cached = self._chars.get(id(message))
+        if cached is None or cached[0] is not message:
+            cached = (message, jsjson.length(message))
+            self._chars[id(message)] = cached
+        return cached[1]
+
+    def compute(
+        self,
+        messages: Sequence[Any],
+        frontier: Optional[Frontier],
+        is_summarized: Callable[[str], bool],
+        is_protected: ProtectionPredicate,
+    ) -> MetricsSnapshot:
+        """The snapshot for projected branch ``messages`` (spec 08 section 5)."""
+        if not messages:
+            return EMPTY_METRICS.copy()
+        branch = _Branch(messages)
+        last_text_only = -1
+        for i, role in enumerate(branch.roles):
+            if role == "assistant" and not branch.has_calls[i]:
+                last_text_only = i
+        open_start = last_text_only + 1
+        thinking = 0
+        for i in range(open_start, len(messages)):
+            content = get_field(messages[i], "content")
+            if branch.roles[i] != "assistant" or not isinstance(content, list):
+                continue
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "thinking":
+                    thinking += jsjson.length(block)
+        prefix = [0]
+        for message in messages:
+            prefix.append(prefix[-1] + self.chars(message))
+        total = prefix[-1]
+        largest = self._largest_chain(messages, branch, prefix)
+        open_chars = prefix[-1] - prefix[open_start] if open_start < len(messages) else 0
+        numerator = max(largest, open_chars)
+        share = 0 if total == 0 else js_round(100 * numerator / total)
+        gap = self._frontier_gap(messages, branch, frontier, is_summarized, is_protected)
+        return {
+            "openCycleThinkingTokens": js_round(thinking / 4),
+            "largestChainSharePct": share,
+            "frontierGapTokens": gap,
+        }
+
+    @staticmethod
+    def _largest_chain(messages: Sequence[Any], branch: _Branch, prefix: Sequence[int]) -> int:
+        largest = 0
+        for start_ts, final_ts in branch.chain_spans(messages):
+            start = branch.first_user_by_stamp.get(_stamp_key(start_ts), -1)
+            if start < 0:
+                continue
+            if final_ts is not None:
+                candidates = branch.assistants_by_stamp.get(_stamp_key(final_ts), [])
+                at = bisect.bisect_left(candidates, start)
+                if at == len(candidates):
+                    continue
+                end = candidates[at]
+            else:
+                end = branch.next_user[start] - 1
+            if end < start:
+                continue
+            largest = max(largest, prefix[end + 1] - prefix[start])
+        return largest
+
+    def _frontier_gap(
+        self,
+        messages: Sequence[Any],
+        branch: _Branch,
+        frontier: Optional[Frontier],
+        is_summarized: Callable[[str], bool],
+        is_protected: ProtectionPredicate,
+    ) -> int:
+        boundary = -1
+        turn_end = len(messages)
+        excluded: list[Any] = []
+        if frontier is not None:
+            counter = 0
+            for i, role in enumerate(branch.roles):
+                if role != "assistant":
+                    continue
+                turn = counter
+                counter += 1
+                if not js_equal(turn, frontier["lastAttemptedTurnIndex"]):
+                    continue
+                calls = _tool_call_blocks(messages[i])
+                anchor = frontier["lastAttemptedToolCallId"]
+                k = next(
+                    (j for j, c in enumerate(calls) if js_equal(get_field(c, "id"), anchor)), -1
+                )
+                if k >= 0:
+                    boundary = i
+                    excluded = [get_field(c, "id") for c in calls[: k + 1]]
+                    turn_end = next(
+                        (j for j in range(i + 1, len(messages)) if branch.roles[j] == "assistant"),
+                        len(messages),
+                    )
+                break
+        scan_start = 0 if boundary < 0 else boundary + 1
+        args_by_id: dict[Any, Any] = {}
+        gap = 0
+        for i, message in enumerate(messages):
+            role = branch.roles[i]
+            if role == "assistant":
+                if branch.has_calls[i]:
+                    first: dict[Any, Any] = {}
+                    for call in _tool_call_blocks(message):
+                        call_id = call.get("id")
+                        if isinstance(call_id, str) and call_id not in first:
+                            first[call_id] = _call_args(call)
+                    args_by_id.update(first)
+                continue
+            if i < scan_start or role != "toolResult":
+                continue
+            tool_call_id = get_field(message, "toolCallId")
+            if i < turn_end and any(js_equal(tool_call_id, x) for x in excluded):
+                continue
+            stamp = result_timestamp_of(get_field(message, "timestamp"))
+            if is_summarized(occ_key(_js_string(tool_call_id), stamp)):
+                continue
+            args = args_by_id.get(tool_call_id) if isinstance(tool_call_id, str) else None
+            name = get_field(message, "toolName")
+            if is_protected(None if name is MISSING else name, args):
+                continue
+            gap += js_round(self.chars(message) / 4)
+        return gap
+
+
+def _js_string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "undefined" if value is MISSING else jstime.to_js_string(value)
+
+
+def _call_args(call: Any) -> Any:
+    value = get_field(call, "input")
+    if value is MISSING or value is None:
+        value = get_field(call, "arguments")
+    return None if value is MISSING else value
+
+
+# ------------------------------------------------------------------------------ stats
+
+
+class LiveReclaim(TypedDict):
+    """Sizes of the last render that pruned something (UTF-16 units)."""
+
+    beforeChars: int
+    afterChars: int
+
+
+class StatsAccumulator:
+    """Cumulative summarizer stats (``StatsAccumulator``) plus the cost baseline and the live
+    reclaim of the last pruning render."""
+
+    __slots__ = ("_baseline", "_stats", "live_reclaim")
+
+    def __init__(self, stats: Optional[Stats] = None) -> None:
+        self._stats: Stats = normalize_stats(None)
+        self._baseline: Stats = normalize_stats(None)
+        self.live_reclaim: Optional[LiveReclaim] = None
+        """Before/after sizes of the last render that changed the context, if any."""
+        self.reset(stats)
+
+    def reset(self, stats: Optional[Stats] = None) -> None:
+        """Reconstruction: take ``stats`` (zeros if None) as both totals and cost baseline and
+        forget the live reclaim."""
+        self._stats = normalize_stats(stats)
+        self._baseline = normalize_stats(stats)
+        self.live_reclaim = None
+
+    def add(self, usage: Usage) -> None:
+        """Count one summarizer call whose result was used."""
+        self._stats["totalInputTokens"] += usage.input
+        self._stats["totalOutputTokens"] += usage.output
+        self._stats["totalCost"] += usage.cost.total
+        self._stats["callCount"] += 1
+
+    def add_chains_compressed(self, n: int) -> None:
+        """Count compressed chains."""
+        self._stats["chainsCompressed"] += n
+
+    def add_ranges_summarized(self, n: int) -> None:
+        """Count successful range fusions."""
+        self._stats["rangesSummarized"] += n
+
+    def snapshot(self) -> Stats:
+        """A copy of the totals (the ``context-prune-stats`` data)."""
+        return self._stats.copy()
+
+    def external_cost(self) -> dict[str, Any]:
+        """The ``cost:external`` payload: this session's delta since reconstruction."""
+        return {
+            "source": "pi-condense",
+            "totalCost": self._stats["totalCost"] - self._baseline["totalCost"],
+            "inputTokens": self._stats["totalInputTokens"] - self._baseline["totalInputTokens"],
+            "outputTokens": self._stats["totalOutputTokens"] - self._baseline["totalOutputTokens"],
+        }
+
+    def set_live_reclaim(self, before_chars: int, after_chars: int) -> None:
+        """Record the sizes of a pruning render."""
+        self.live_reclaim = {"beforeChars": before_chars, "afterChars": after_chars}
+
+
+# ------------------------------------------------------------------------------ diagnostics
+
+
+class DiagnosticSink:
+    """Persists ``context-prune-diagnostic`` entries once per ``(kind, dedup key)``.
+
+    ``append(customType, data)`` writes the entry; when it raises, the report is logged and
+    not marked seen, so the next report of the same condition retries.
+    """
+
+    __slots__ = ("_append", "_counts", "_seen")
+
+    def __init__(self, append: Callable[[str, Any], Any]) -> None:
+        self._append = append
+        self._seen: set[str] = set()
+        self._counts: dict[str, int] = dict.fromkeys(DIAGNOSTIC_KINDS, 0)
+
+    def report(self, kind: str, dedup_key: str, detail: str) -> bool:
+        """Persist the diagnostic unless already reported; True when an entry was written."""
+        key = f"{kind}:{dedup_key}"
+        if key in self._seen:
+            return False
+        try:
+            self._append("context-prune-diagnostic", {"kind": kind, "detail": detail})
+        except Exception:
+            log.warning("pruner: failed to persist %s diagnostic:", kind, exc_info=True)
+            return False
+        self._seen.add(key)
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        return True
+
+    def counts(self) -> dict[str, int]:
+        """Reports per kind since the last reset (a copy)."""
+        return dict(self._counts)
+
+    def reset(self) -> None:
+        """Forget what was reported (reload / tree navigation)."""
+        self._seen.clear()
+        self._counts = dict.fromkeys(DIAGNOSTIC_KINDS, 0)
+
+
+# ------------------------------------------------------------------------------ status line
+
+
+def status_text(
+    config: Config,
+    reclaim: Optional[LiveReclaim] = None,
+    diagnostics: Optional[Mapping[str, int]] = None,
+    metrics: Optional[MetricsSnapshot] = None,
+) -> str:
+    """``pruneStatusText`` (spec 08 section 7), without the widget's ``"│ "`` prefix."""
+    if not config.enabled:
+        return "prune: OFF"
+    parts = [
+        f"{_DIAG_LETTERS[kind]}{diagnostics[kind]}"
+        for kind in DIAGNOSTIC_KINDS
+        if diagnostics and diagnostics.get(kind)
+    ]
+    suffix = f" \u00b7 diag {'/'.join(parts)}" if parts else ""
+    if metrics is not None and metrics["frontierGapTokens"] > 0:
+        suffix += (
+            f" \u00b7 think {cc(metrics['openCycleThinkingTokens'])}"
+            f" \u00b7 gap {cc(metrics['frontierGapTokens'])}"
+            f" \u00b7 chain {metrics['largestChainSharePct']}%"
+        )
+    if reclaim is None or reclaim["beforeChars"] <= 0:
+        return f"prune: ON{suffix}"
+    before = js_round(reclaim["beforeChars"] / 4)
+    after = js_round(reclaim["afterChars"] / 4)
+    if before == 0:  # JS: 1 - after/0 is -Infinity (clamped to 0), or NaN when both are 0
+        reduction = "NaN" if after == 0 else "0"
+    else:
+        reduction = str(max(0, js_round((1 - after / before) * 100)))
+    return f"prune: ON \u00b7 {cc(before)}->{cc(after)} (-{reduction}%){suffix}"

@@ -1,0 +1,647 @@
+"""Replay a raw Pi session through a :class:`~pi_condense.condenser.Condenser`, as Pi would.
+
+The replay walks the branch of a recorded session and re-enacts it: every source entry is
+appended again to a new session, and the condenser receives the events Pi 0.83's agent loop
+would have emitted around it (conformance/README.md, "How the replay drove the extension"):
+
+- ``user``: a pending tool turn ends (``turn_end`` + ``agent_end``); a run starts if none is
+  active (a second consecutive user message stays in the same turn); ``message_end``; append.
+- ``assistant``: a pending tool turn ends (``turn_end``; same run) or a run starts; the
+  ``context`` event (the LLM call, recorded); ``message_end`` (the condenser sees the message
+  before it is persisted); append. Without tool calls, or with stop reason ``error`` /
+  ``aborted``, the turn and the run end.
+- ``toolResult``: ``message_end``; append; collected for the turn's ``turn_end``. A
+  ``context_tree_query`` result whose ``details.oracleExec`` is ``true`` is a placeholder: the
+  real tool runs with the matching tool call's arguments and its output replaces it.
+- ``bashExecution`` and other roles, ``thinking_level_change``, ``model_change``,
+  ``session_info``, ``label``, foreign ``custom`` / ``custom_message``: re-appended, no event.
+  Source ``context-prune-*`` entries are skipped (the replay writes its own).
+- ``compaction``: the run ends, the compaction is appended, the message list is rebuilt.
+  ``branch_summary``: the run ends, a summary is appended at the leaf, the list is rebuilt,
+  ``session_tree``.
+
+Determinism: the clock is frozen per event (the header's time for ``session_start``, the
+source entry's time for the events it causes, the assistant message's own ``timestamp`` for
+the ``context`` event before it); with ``deterministic`` ids the k-th appended entry gets id
+``k`` as 8 hex digits. Context usage for the budget triggers follows Pi's estimate with a
+200000-token window. With ``restart_each_prompt`` a fresh condenser starts (``session_start``)
+before every prompt, as a new ``pi --continue`` process would.
+
+:func:`replay` returns a :class:`ReplayResult` holding the new session, every ``context`` call
+(pool-encoded as the conformance vectors' ``contexts.jsonl``) and every summarizer call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+
+from . import jsjson, jstime
+from .config import Config
+from .replay_log import (
+    CONTEXT_WINDOW,
+    CallSize,
+    ContextLog,
+    FrozenClock,
+    RecordingSummarizer,
+    SummarizerCall,
+    array_chars,
+    counter_ids,
+    iso_ms,
+    number,
+    pi_context_usage,
+)
+from .session import ABSENT, SessionFile
+from .summarize.base import Summarizer
+
+if TYPE_CHECKING:
+    from .condenser import Condenser
+    from .triggers import ContextUsage
+
+__all__ = [
+    "CONTEXT_WINDOW",
+    "QUERY_TOOL_NAME",
+    "CallSize",
+    "ContextLog",
+    "FrozenClock",
+    "RecordingSummarizer",
+    "ReplayOptions",
+    "ReplayResult",
+    "SummarizerCall",
+    "counter_ids",
+    "replay",
+    "replay_async",
+]
+
+QUERY_TOOL_NAME = "context_tree_query"
+_PRUNER_PREFIX = "context-prune-"
+_SUMMARY_TYPE = "context-prune-summary"
+
+# ------------------------------------------------------------------------------------ driver
+
+
+@dataclass
+class ReplayOptions:
+    """How to drive the replay.
+
+    ``session_dir`` is the new session's directory (spill sidecars go to
+    ``<session_dir>/<sessionId>-blobs/``); ``deterministic`` numbers entry ids ``00000001``...
+    (else Pi's random ids); ``record_contexts`` keeps the pool-encoded call log (call sizes
+    are always kept); ``raise_errors`` lets a failing condenser event propagate instead of
+    being recorded like Pi's extension runner does.
+    """
+
+    session_dir: str = ""
+    leaf: Optional[str] = None
+    restart_each_prompt: bool = False
+    deterministic: bool = True
+    record_contexts: bool = True
+    exec_query_tool: bool = True
+    raise_errors: bool = False
+    context_window: int = CONTEXT_WINDOW
+
+
+@dataclass
+class ReplayResult:
+    """What a replay produced."""
+
+    session: SessionFile
+    contexts: ContextLog
+    summarizer: RecordingSummarizer
+    notifications: list[tuple[str, str]] = field(default_factory=list)
+    handler_errors: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    condenser: Optional[Condenser] = None
+
+    def session_text(self) -> str:
+        """The new session file's text (header and every entry, as Pi writes them)."""
+        rows = [self.session.header, *self.session.entries]
+        return "".join(jsjson.dumps(row) + "\n" for row in rows)
+
+    def entry_counts(self) -> dict[str, int]:
+        """Entries by type (``custom`` ones by ``type:customType``)."""
+        counts: Counter[str] = Counter()
+        for entry in self.session.entries:
+            kind = str(entry.get("type"))
+            if kind in ("custom", "custom_message"):
+                kind = f"{kind}:{entry.get('customType')}"
+            counts[kind] += 1
+        return dict(counts)
+
+    def meta(self) -> dict[str, Any]:
+        """Counts, handler errors and warnings (the vectors' ``meta.json`` subset)."""
+        return {
+            "counts": {
+                **self.counts,
+                "summarizerCalls": len(self.summarizer.calls),
+                "contextRecords": len(self.contexts.sizes),
+                "entries": len(self.session.entries),
+                "byType": self.entry_counts(),
+            },
+            "handlerErrors": [{"event": e, "error": m} for e, m in self.handler_errors],
+            "warnings": list(dict.fromkeys(self.warnings)),
+        }
+
+    def write(self, out_dir: Union[str, os.PathLike[str]]) -> None:
+        """Write ``session.jsonl``, ``contexts.jsonl`` (if recorded), ``summarizer.jsonl`` and
+        ``meta.json`` into ``out_dir``."""
+        root = Path(out_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        files = {"session.jsonl": self.session_text(), "summarizer.jsonl": self.summarizer.jsonl()}
+        if self.contexts.keep_pool:
+            files["contexts.jsonl"] = self.contexts.jsonl()
+        files["meta.json"] = jsjson.dumps(self.meta(), 2) + "\n"
+        for name, text in files.items():
+            (root / name).write_bytes(text.encode("utf-8"))
+
+
+def _has_tool_calls(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "toolCall" for b in content
+    )
+
+
+def _get(mapping: Mapping[str, Any], key: str) -> Any:
+    return mapping.get(key, ABSENT)
+
+
+class _Replayer:
+    def __init__(
+        self,
+        source: SessionFile,
+        config: Config,
+        summarizer: RecordingSummarizer,
+        options: ReplayOptions,
+        on_progress: Optional[Callable[[int, int], None]],
+        factory: Optional[Callable[..., Condenser]],
+    ) -> None:
+        self.factory = factory
+        self.options = options
+        self.config = config
+        self.summarizer = summarizer
+        self.on_progress = on_progress
+        self.path = source.branch(options.leaf)
+        header = source.header
+        first_ms = iso_ms(self.path[0].get("timestamp")) if self.path else None
+        header_ms = iso_ms(header.get("timestamp"))
+        self.clock = FrozenClock(header_ms if header_ms is not None else (first_ms or 0))
+        cwd = header.get("cwd")
+        self.session = SessionFile.in_memory(
+            cwd if cwd is not None else "/",
+            session_id=str(header["id"]),
+            session_dir=options.session_dir,
+            clock=self.clock,
+            id_source=counter_ids() if options.deterministic else None,
+        )
+        self.contexts = ContextLog(keep_pool=options.record_contexts)
+        self.result = ReplayResult(self.session, self.contexts, summarizer)
+        self.counts = Counter(
+            dict.fromkeys(("runs", "turns", "llmCalls", "restarts", "queryExecs"), 0)
+        )
+        self.messages: list[Any] = []
+        self.id_map: dict[str, str] = {}
+        self.run_active = False
+        self.turn_index = 0
+        self.turn_has_assistant = False
+        self.pending_assistant: Optional[dict[str, Any]] = None
+        self.pending_results: list[Any] = []
+        self.first_run = True
+        self._json: dict[int, tuple[Any, str, int]] = {}
+        self.condenser = self._new_condenser()
+
+    # -- plumbing
+
+    def _new_condenser(self) -> Condenser:
+        factory = self.factory
+        if factory is None:
+            from .condenser import Condenser
+
+            factory = Condenser
+        return factory(
+            self.session,
+            self.config,
+            summarizer=self.summarizer,
+            session_model=self.summarizer,
+            clock=self.clock,
+            context_usage=self._context_usage,
+            notify=self._notify,
+        )
+
+    def _context_usage(self) -> Optional[ContextUsage]:
+        from .triggers import ContextUsage
+
+        window = self.options.context_window
+        tokens, percent = pi_context_usage(self.session, self.messages, window)
+        return ContextUsage(tokens, window, percent)
+
+    def _notify(self, message: str, kind: str) -> None:
+        self.result.notifications.append((message, kind))
+
+    def _warn(self, text: str) -> None:
+        self.result.warnings.append(text)
+
+    async def _event(self, name: str, call: Callable[[], Any]) -> Any:
+        try:
+            outcome = call()
+            if asyncio.iscoroutine(outcome):
+                outcome = await outcome
+            return outcome
+        except Exception as exc:
+            if self.options.raise_errors:
+                raise
+            self.result.handler_errors.append((name, f"{type(exc).__name__}: {exc}"))
+            return None
+
+    def _json_of(self, message: Any) -> tuple[str, int]:
+        cached = self._json.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1], cached[2]
+        text = jsjson.dumps(message)
+        length = jsjson.utf16_len(text)
+        self._json[id(message)] = (message, text, length)
+        return text, length
+
+    def _map_last(self, entry: Mapping[str, Any]) -> None:
+        source_id = entry.get("id")
+        leaf = self.session.leaf_id
+        if isinstance(source_id, str) and leaf is not None:
+            self.id_map[source_id] = leaf
+
+    def _at(self, entry: Mapping[str, Any]) -> None:
+        self.clock.set(iso_ms(entry.get("timestamp")))
+
+    # -- agent loop
+
+    async def _start_run(self) -> None:
+        if self.options.restart_each_prompt and not self.first_run:
+            self.condenser = self._new_condenser()
+            await self._event("session_start", self.condenser.session_start)
+            self.messages = list(self.session.build_context().messages)
+            self.counts["restarts"] += 1
+        self.first_run = False
+        self.run_active = True
+        self.turn_index = 0
+        self.turn_has_assistant = False
+        self.counts["runs"] += 1
+
+    async def _turn_end(self) -> None:
+        message, results, index = self.pending_assistant, self.pending_results, self.turn_index
+        await self._event("turn_end", lambda: self.condenser.turn_end(message, results, index))
+        self.turn_index += 1
+        self.counts["turns"] += 1
+        self.pending_assistant = None
+        self.pending_results = []
+        self.turn_has_assistant = False
+
+    async def _agent_end(self) -> None:
+        await self._event("agent_end", self.condenser.agent_end)
+        self.run_active = False
+
+    async def _close_run(self) -> None:
+        if self.pending_assistant is not None:
+            await self._turn_end()
+        if self.run_active:
+            await self._agent_end()
+
+    async def _deliver(self, message: dict[str, Any], entry: Mapping[str, Any]) -> None:
+        self.messages.append(message)
+        await self._event("message_end", lambda: self.condenser.message_end(message))
+        self._at(entry)
+        if message.get("role") == "custom":
+            self.session.append_custom_message(
+                cast(str, message.get("customType")),
+                _get(message, "content"),
+                _get(message, "display"),
+                _get(message, "details"),
+            )
+        else:
+            self.session.append_message(message)
+        self._map_last(entry)
+
+    async def _context_event(self, assistant: Mapping[str, Any]) -> None:
+        self.counts["llmCalls"] += 1
+        texts: list[str] = []
+        lengths: list[int] = []
+        for message in self.messages:
+            text, length = self._json_of(message)
+            texts.append(text)
+            lengths.append(length)
+        # A deep copy, as Pi's structuredClone (one parse of the whole array).
+        copies: list[Any] = jsjson.loads("[" + ",".join(texts) + "]")
+        result = await self._event("context", lambda: self.condenser.context(copies))
+        changed = bool(result is not None and result.pruned and not getattr(result, "threw", False))
+        if changed:
+            position = {id(m): i for i, m in enumerate(copies)}
+            outputs: list[str] = []
+            out_lengths: list[int] = []
+            for message in result.messages:
+                i = position.get(id(message))
+                if i is None:
+                    text = jsjson.dumps(message)
+                    outputs.append(text)
+                    out_lengths.append(jsjson.utf16_len(text))
+                else:
+                    outputs.append(texts[i])
+                    out_lengths.append(lengths[i])
+        else:
+            outputs, out_lengths = texts, lengths
+        self.contexts.record(
+            entries=len(self.session),
+            next_timestamp=assistant.get("timestamp"),
+            changed=changed,
+            inputs=texts,
+            outputs=outputs,
+            input_chars=array_chars(lengths),
+            output_lengths=out_lengths,
+        )
+
+    # -- per entry
+
+    async def _user(self, entry: Mapping[str, Any], message: dict[str, Any]) -> None:
+        if self.pending_assistant is not None:
+            await self._turn_end()
+            await self._agent_end()
+        elif self.run_active and self.turn_has_assistant:
+            await self._agent_end()
+        self._at(entry)
+        if not self.run_active:
+            await self._start_run()
+        await self._deliver(message, entry)
+
+    async def _assistant(self, entry: Mapping[str, Any], message: dict[str, Any]) -> None:
+        if self.pending_assistant is not None:
+            await self._turn_end()
+        elif not self.run_active:
+            self._at(entry)
+            await self._start_run()
+        own = number(message.get("timestamp"))
+        self.clock.set(own if own is not None else iso_ms(entry.get("timestamp")))
+        await self._context_event(message)
+        self._at(entry)
+        self.turn_has_assistant = True
+        await self._deliver(message, entry)
+        self.pending_assistant = message
+        self.pending_results = []
+        if message.get("stopReason") in ("error", "aborted") or not _has_tool_calls(message):
+            await self._turn_end()
+            await self._agent_end()
+
+    def _run_query(self, message: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+        call_id = message.get("toolCallId")
+        content = (self.pending_assistant or {}).get("content")
+        call = next(
+            (
+                b
+                for b in (content if isinstance(content, list) else ())
+                if isinstance(b, dict) and b.get("type") == "toolCall" and b.get("id") == call_id
+            ),
+            None,
+        )
+        if call is None:
+            self._warn(f"exec-query-tool: no toolCall/tool for {call_id}")
+            return None
+        from .tools.query import ContextTreeQuery
+
+        tool = ContextTreeQuery(
+            self.condenser.state, self.session.session_dir, self.session.session_id
+        )
+        answer = tool.execute(call.get("arguments") or {})
+        self.counts["queryExecs"] += 1
+        return {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": message.get("toolName"),
+            "content": answer.content,
+            "details": answer.details,
+            "isError": False,
+            "timestamp": message.get("timestamp"),
+        }
+
+    async def _tool_result(self, entry: Mapping[str, Any], message: dict[str, Any]) -> None:
+        self._at(entry)
+        details = message.get("details")
+        if (
+            self.options.exec_query_tool
+            and message.get("toolName") == QUERY_TOOL_NAME
+            and isinstance(details, dict)
+            and details.get("oracleExec") is True
+        ):
+            message = self._run_query(message) or message
+        if self.pending_assistant is None:
+            self._warn(f"toolResult {message.get('toolCallId')} without a pending tool turn")
+        await self._deliver(message, entry)
+        if self.pending_assistant is not None:
+            self.pending_results.append(message)
+
+    async def _message(self, entry: Mapping[str, Any]) -> None:
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            self._warn(f"message entry {entry.get('id')} without a message object skipped")
+            return
+        role = message.get("role")
+        if role == "user":
+            await self._user(entry, message)
+        elif role == "assistant":
+            await self._assistant(entry, message)
+        elif role == "toolResult":
+            await self._tool_result(entry, message)
+        elif role == "custom":
+            self._at(entry)
+            self.messages.append(_custom_message(message, message.get("timestamp")))
+            self.session.append_custom_message(
+                cast(str, message.get("customType")),
+                _get(message, "content"),
+                _get(message, "display"),
+                _get(message, "details"),
+            )
+            self._map_last(entry)
+        else:
+            self._at(entry)
+            self.messages.append(message)
+            self.session.append_message(message)
+            self._map_last(entry)
+
+    async def _entry(self, entry: Mapping[str, Any]) -> None:
+        kind = entry.get("type")
+        if kind == "message":
+            await self._message(entry)
+            return
+        if kind == "compaction":
+            await self._compaction(entry)
+            return
+        if kind == "branch_summary":
+            await self._close_run()
+            self._at(entry)
+            self.session.branch_with_summary(
+                self.session.leaf_id,
+                entry.get("summary", ""),
+                _get(entry, "details"),
+                _get(entry, "fromHook"),
+            )
+            self._map_last(entry)
+            self.messages = list(self.session.build_context().messages)
+            await self._event("session_tree", self.condenser.session_tree)
+            return
+        if not self._append_plain(entry):
+            return
+        self._map_last(entry)
+
+    async def _compaction(self, entry: Mapping[str, Any]) -> None:
+        await self._close_run()
+        self._at(entry)
+        kept_source = entry.get("firstKeptEntryId")
+        kept = self.id_map.get(kept_source) if isinstance(kept_source, str) else None
+        if kept is None:
+            self._warn(f"compaction {entry.get('id')}: firstKeptEntryId {kept_source} not mapped")
+        self.session.append_compaction(
+            _get(entry, "summary"),
+            kept if kept is not None else _get(entry, "firstKeptEntryId"),
+            _get(entry, "tokensBefore"),
+            _get(entry, "details"),
+            _get(entry, "fromHook"),
+        )
+        self._map_last(entry)
+        self.messages = list(self.session.build_context().messages)
+
+    def _append_plain(self, entry: Mapping[str, Any]) -> bool:
+        """Re-append an entry that causes no event; False when it is skipped."""
+        kind = entry.get("type")
+        custom_type = entry.get("customType")
+        if kind == "label":
+            target = self.id_map.get(str(entry.get("targetId")))
+            if target is None:
+                self._warn(
+                    f"label {entry.get('id')}: target {entry.get('targetId')} "
+                    "not on replayed branch, skipped"
+                )
+                return False
+            self._at(entry)
+            label = entry.get("label")
+            self.session.append_label(target, label if isinstance(label, str) else None)
+            return True
+        if (
+            kind == "custom"
+            and isinstance(custom_type, str)
+            and custom_type.startswith(_PRUNER_PREFIX)
+        ):
+            self._warn(
+                f"source already contains {custom_type}; skipped "
+                "(replay regenerates pruner entries)"
+            )
+            return False
+        if kind == "custom_message" and custom_type == _SUMMARY_TYPE:
+            self._warn("source already contains context-prune-summary; skipped")
+            return False
+        appenders: dict[str, Callable[[], Any]] = {
+            "thinking_level_change": lambda: self.session.append_thinking_level_change(
+                entry.get("thinkingLevel")  # type: ignore[arg-type]
+            ),
+            "model_change": lambda: self.session.append_model_change(
+                entry.get("provider"),  # type: ignore[arg-type]
+                entry.get("modelId"),  # type: ignore[arg-type]
+            ),
+            "session_info": lambda: self.session.append_session_info(_or_empty(entry.get("name"))),
+            "custom": lambda: self.session.append_custom(custom_type, _get(entry, "data")),  # type: ignore[arg-type]
+            "custom_message": lambda: self._append_custom_message(entry),
+        }
+        append = appenders.get(str(kind))
+        if append is None:
+            self._warn(f"unsupported entry type {kind} skipped")
+            return False
+        self._at(entry)
+        append()
+        return True
+
+    def _append_custom_message(self, entry: Mapping[str, Any]) -> None:
+        self.session.append_custom_message(
+            entry.get("customType"),  # type: ignore[arg-type]
+            _get(entry, "content"),
+            _get(entry, "display"),
+            _get(entry, "details"),
+        )
+        self.messages.append(_custom_message(entry, jstime.date_value(entry.get("timestamp"))))
+
+    async def run(self) -> ReplayResult:
+        await self._event("session_start", self.condenser.session_start)
+        self.messages = list(self.session.build_context().messages)
+        total = len(self.path)
+        for done, entry in enumerate(self.path, 1):
+            await self._entry(entry)
+            if self.on_progress is not None:
+                self.on_progress(done, total)
+        await self._close_run()
+        self.result.counts = dict(self.counts)
+        self.result.condenser = self.condenser
+        return self.result
+
+
+def _or_empty(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _custom_message(source: Mapping[str, Any], timestamp: Any) -> dict[str, Any]:
+    """The ``custom`` AgentMessage Pi builds for a custom message (absent keys omitted)."""
+    message: dict[str, Any] = {"role": "custom", "customType": source.get("customType")}
+    content = source.get("content")
+    message["content"] = [] if content is None else content
+    for key in ("display", "details"):
+        if key in source:
+            message[key] = source[key]
+    message["timestamp"] = timestamp
+    return message
+
+
+async def replay_async(
+    source: SessionFile,
+    config: Config,
+    summarizer: Summarizer,
+    options: Optional[ReplayOptions] = None,
+    *,
+    on_progress: Optional[Callable[[int, int], None]] = None,
+    condenser_factory: Optional[Callable[..., Condenser]] = None,
+) -> ReplayResult:
+    """Replay ``source`` (its current branch, or ``options.leaf``'s) through a new condenser.
+
+    ``summarizer`` answers every summarization call (it is also the session model, as with
+    ``summarizerModel: "default"``); it is wrapped to record the calls. ``on_progress(done,
+    total)`` is called after each source entry. ``condenser_factory`` builds each condenser
+    (default :class:`~pi_condense.condenser.Condenser`; called with the session, the config and
+    the keyword arguments ``summarizer``, ``session_model``, ``clock``, ``context_usage`` and
+    ``notify``).
+    """
+    recorder = summarizer if isinstance(summarizer, RecordingSummarizer) else None
+    if recorder is None:
+        recorder = RecordingSummarizer(summarizer)
+    runner = _Replayer(
+        source, config, recorder, options or ReplayOptions(), on_progress, condenser_factory
+    )
+    return await runner.run()
+
+
+def replay(
+    source: SessionFile,
+    config: Config,
+    summarizer: Summarizer,
+    options: Optional[ReplayOptions] = None,
+    *,
+    on_progress: Optional[Callable[[int, int], None]] = None,
+    condenser_factory: Optional[Callable[..., Condenser]] = None,
+) -> ReplayResult:
+    """Synchronous :func:`replay_async` (runs its own event loop)."""
+    return asyncio.run(
+        replay_async(
+            source,
+            config,
+            summarizer,
+            options,
+            on_progress=on_progress,
+            condenser_factory=condenser_factory,
+        )
+    )

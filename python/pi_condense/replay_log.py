@@ -1,0 +1,285 @@
+"""Replay plumbing: a frozen clock, counter ids, Pi's context-usage estimate, call logs.
+
+Used by :mod:`pi_condense.replay`; the logs serialize to the conformance vectors' formats
+(``contexts.jsonl`` pool encoding, ``summarizer.jsonl``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+from . import jsjson, jstime
+from .session import SessionFile
+from .summarize.base import Completion, CompletionRequest, ModelRef, Summarizer
+from .summarize.conformance import prompt_kind
+
+__all__ = [
+    "CONTEXT_WINDOW",
+    "CallSize",
+    "ContextLog",
+    "FrozenClock",
+    "RecordingSummarizer",
+    "SummarizerCall",
+    "array_chars",
+    "counter_ids",
+    "estimate_context_tokens",
+    "estimate_tokens",
+    "iso_ms",
+    "pi_context_usage",
+]
+
+CONTEXT_WINDOW = 200000
+"""The model window the replay reports context usage against."""
+
+_IMAGE_CHARS = 4800
+
+Number = Union[int, float]
+
+
+# --------------------------------------------------------------------------------- clock, ids
+
+
+class FrozenClock:
+    """A clock that only moves when told to (epoch ms); callable like ``Date.now``."""
+
+    def __init__(self, ms: Number = 0) -> None:
+        self.ms: Number = ms
+
+    def __call__(self) -> int:
+        return int(self.ms) if float(self.ms).is_integer() else self.ms  # type: ignore[return-value]
+
+    def set(self, ms: Optional[Number]) -> None:
+        """Freeze the clock at ``ms`` (ignored when None or not finite)."""
+        if ms is not None and math.isfinite(ms):
+            self.ms = ms
+
+
+def counter_ids(start: int = 0) -> Callable[[], str]:
+    """An id source giving ``start + 1``, ``start + 2``, ... as 8 lowercase hex digits."""
+    counter = start
+
+    def next_id() -> str:
+        nonlocal counter
+        counter += 1
+        return f"{counter:08x}"
+
+    return next_id
+
+
+def iso_ms(value: Any) -> Optional[Number]:
+    if not isinstance(value, str):
+        return None
+    ms = jstime.date_parse(value)
+    return ms if math.isfinite(ms) else None
+
+
+def number(value: Any) -> Optional[Number]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+# ------------------------------------------------------------------------ context usage (Pi)
+
+
+def _chars(text: Any) -> int:
+    return jsjson.utf16_len(text) if isinstance(text, str) else 0
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return jsjson.utf16_len(content)
+    total = 0
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and block.get("text"):
+            total += _chars(block["text"])
+        elif block.get("type") == "image":
+            total += _IMAGE_CHARS
+    return total
+
+
+def estimate_tokens(message: Mapping[str, Any]) -> int:
+    """Pi's per-message token estimate (``ceil(chars / 4)`` of the countable parts)."""
+    role = message.get("role")
+    if role in ("user", "custom", "toolResult"):
+        return math.ceil(_content_chars(message.get("content")) / 4)
+    if role == "assistant":
+        total = 0
+        for block in message.get("content") or ():
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                total += _chars(block.get("text"))
+            elif kind == "thinking":
+                total += _chars(block.get("thinking"))
+            elif kind == "toolCall":
+                total += _chars(block.get("name")) + jsjson.length(block.get("arguments"))
+        return math.ceil(total / 4)
+    if role == "bashExecution":
+        return math.ceil((_chars(message.get("command")) + _chars(message.get("output"))) / 4)
+    if role in ("branchSummary", "compactionSummary"):
+        return math.ceil(_chars(message.get("summary")) / 4)
+    return 0
+
+
+def _usage_tokens(usage: Mapping[str, Any]) -> Number:
+    total = number(usage.get("totalTokens"))
+    if total:
+        return total
+    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    if all(isinstance(p, (int, float)) for p in parts):
+        return sum(parts)  # type: ignore[arg-type]
+    return math.nan
+
+
+def _reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return None
+    usage = message.get("usage")
+    if message.get("stopReason") in ("aborted", "error") or not isinstance(usage, dict):
+        return None
+    return usage if _usage_tokens(usage) > 0 else None
+
+
+def estimate_context_tokens(messages: Sequence[Any]) -> Number:
+    """Pi's context estimate: the last usable assistant usage plus estimates after it."""
+    for i in range(len(messages) - 1, -1, -1):
+        usage = _reported_usage(messages[i])
+        if usage is not None:
+            return _usage_tokens(usage) + sum(estimate_tokens(m) for m in messages[i + 1 :])
+    return sum(estimate_tokens(m) for m in messages if isinstance(m, dict))
+
+
+def pi_context_usage(
+    session: SessionFile, messages: Sequence[Any], window: int
+) -> tuple[Optional[int], Optional[float]]:
+    """(tokens, percent) as Pi's ``getContextUsage``; (None, None) right after a compaction."""
+    branch = session.branch()
+    for i in range(len(branch) - 1, -1, -1):
+        if branch[i].get("type") != "compaction":
+            continue
+        after = (e.get("message") for e in branch[i + 1 :] if e.get("type") == "message")
+        if not any(_reported_usage(m) is not None for m in after):
+            return None, None
+        break
+    tokens = estimate_context_tokens(messages)
+    if not math.isfinite(tokens):
+        return None, None
+    return int(tokens), tokens / window * 100
+
+
+# -------------------------------------------------------------------------------- recording
+
+
+@dataclass
+class SummarizerCall:
+    """One summarizer call: ``kind`` as the vectors classify the prompt, and the output."""
+
+    kind: str
+    prompt: str
+    output: Optional[str] = None
+
+
+class RecordingSummarizer:
+    """A summarizer wrapper that logs every call (in call order) for ``summarizer.jsonl``."""
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner = inner
+        self.calls: list[SummarizerCall] = []
+
+    @property
+    def model(self) -> ModelRef:
+        """The wrapped summarizer's model."""
+        return self.inner.model
+
+    async def complete(
+        self, request: CompletionRequest, on_event: Callable[[], None]
+    ) -> Completion:
+        """Forward to the wrapped summarizer; a failed call is not logged."""
+        call = SummarizerCall(prompt_kind(request.prompt), request.prompt)
+        self.calls.append(call)
+        try:
+            completion = await self.inner.complete(request, on_event)
+        except BaseException:
+            self.calls.remove(call)
+            raise
+        call.output = completion.text
+        return completion
+
+    def jsonl(self) -> str:
+        """The log as the vectors' ``summarizer.jsonl``: ``{n, kind, prompt, output}`` lines."""
+        return "".join(
+            jsjson.dumps({"n": n, "kind": c.kind, "prompt": c.prompt, "output": c.output}) + "\n"
+            for n, c in enumerate(self.calls)
+        )
+
+
+@dataclass(frozen=True)
+class CallSize:
+    """Size of one LLM call's context: UTF-16 length of the JSON array before and after."""
+
+    before: int
+    after: int
+    changed: bool
+
+
+def array_chars(lengths: Sequence[int]) -> int:
+    return sum(lengths) + max(len(lengths) - 1, 0) + 2
+
+
+class ContextLog:
+    """Every ``context`` call, pool-encoded as the vectors' ``contexts.jsonl`` (optional)."""
+
+    def __init__(self, keep_pool: bool = True) -> None:
+        self.keep_pool = keep_pool
+        self.lines: list[str] = []
+        self.sizes: list[CallSize] = []
+        self._pool: dict[str, int] = {}
+
+    def _key(self, text: str) -> int:
+        key = self._pool.get(text)
+        if key is None:
+            key = len(self._pool)
+            self._pool[text] = key
+            self.lines.append(jsjson.dumps({"p": key, "json": text}))
+        return key
+
+    def record(
+        self,
+        *,
+        entries: int,
+        next_timestamp: Any,
+        changed: bool,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        input_chars: int,
+        output_lengths: Sequence[int],
+    ) -> None:
+        """Log one call from the JSON texts of its input and output messages."""
+        after = array_chars(output_lengths)
+        self.sizes.append(CallSize(input_chars, after, changed))
+        if not self.keep_pool:
+            return
+        full = "[" + ",".join(outputs) + "]"
+        head = {
+            "call": len(self.sizes) - 1,
+            "changed": changed,
+            "entries": entries,
+            "nextAssistantTimestamp": next_timestamp,
+            "outChars": after,
+            "outSha256": hashlib.sha256(full.encode("utf-8")).hexdigest(),
+            "in": [self._key(text) for text in inputs],
+            "out": [self._key(text) for text in outputs],
+        }
+        self.lines.append(jsjson.dumps(head))
+
+    def jsonl(self) -> str:
+        """The ``contexts.jsonl`` text."""
+        return "".join(line + "\n" for line in self.lines)

@@ -1,0 +1,236 @@
+"""The live state a :class:`~pi_condense.condenser.Condenser` shares with its flushes.
+
+:class:`Runtime` holds the session, the pruner state, the pending queue, the trigger state and
+the observability sinks (:class:`Ui`, stats, diagnostics, metrics cache). It also tracks the
+summaries written during this session's life that the host's message list does not hold yet
+and puts them into the list (:func:`inject_live_summaries`) where a reload would show them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from . import jsjson
+from .capture import (
+    CapturedBatch,
+    ProtectionPredicate,
+    group_batches,
+    protection_predicate,
+    rescan_branch,
+    trim_batch,
+)
+from .config import Config
+from .metrics import ContextMetrics, DiagnosticSink, MetricsSnapshot, StatsAccumulator, status_text
+from .session import SessionFile
+from .state import PrunerState
+from .summarize.base import Completion, CompletionRequest
+
+__all__ = [
+    "SUMMARY",
+    "LiveSummary",
+    "Runtime",
+    "Summarize",
+    "Ui",
+    "inject_live_summaries",
+    "last_message_anchor",
+]
+
+log = logging.getLogger(__name__)
+
+SUMMARY = "context-prune-summary"
+"""``customType`` of the per-batch summary messages."""
+
+Summarize = Callable[[CompletionRequest], Awaitable[Optional[Completion]]]
+"""One summarizer call; None when it failed or was unusable (already reported)."""
+
+
+def _ignore_notify(message: str, level: str) -> None:
+    """Default notification sink: discard."""
+
+
+def _ignore_status(text: Optional[str]) -> None:
+    """Default status sink: discard."""
+
+
+def _ignore_emit(channel: str, payload: Any) -> None:
+    """Default event sink: discard."""
+
+
+@dataclass
+class Ui:
+    """Where user-visible output goes: ``notify(message, level)`` with level ``info`` /
+    ``warning`` / ``error``; ``status(text)`` for the status line (None clears it);
+    ``emit(channel, payload)`` for host events (``cost:external``)."""
+
+    notify: Callable[[str, str], None] = _ignore_notify
+    status: Callable[[Optional[str]], None] = _ignore_status
+    emit: Callable[[str, Any], None] = _ignore_emit
+
+
+@dataclass(frozen=True)
+class LiveSummary:
+    """A summary written during this session's life, to show in the live context.
+
+    ``anchor`` is ``(role, timestamp)`` of the last message on the branch before it; the
+    summary goes right after that message, where a reload puts it.
+    """
+
+    anchor: Optional[tuple[Any, Any]]
+    message: dict[str, Any]
+    identity: str
+
+
+@dataclass
+class Runtime:
+    """The live state shared by the event handlers and the flush."""
+
+    session: SessionFile
+    config: Config
+    state: PrunerState
+    summarize: Summarize
+    clock: Callable[[], int]
+    ui: Ui = field(default_factory=Ui)
+    stats: StatsAccumulator = field(default_factory=StatsAccumulator)
+    diagnostics: Optional[DiagnosticSink] = None
+    metrics: ContextMetrics = field(default_factory=ContextMetrics)
+    pending: list[CapturedBatch] = field(default_factory=list)
+    flushing: bool = False
+    rearmed: bool = False
+    previous_fraction: Optional[float] = None
+    metrics_cache: Optional[MetricsSnapshot] = None
+    live_summaries: list[LiveSummary] = field(default_factory=list)
+    chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
+    """Chain compression inside a flush: ``(runtime, branch messages, closing message)`` ->
+    compressed block ids (the caller does the stats bookkeeping)."""
+    _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
+        default=None, init=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        if self.diagnostics is None:
+            self.diagnostics = DiagnosticSink(self.append)
+
+    # ---------------------------------------------------------------- helpers
+
+    @property
+    def sink(self) -> DiagnosticSink:
+        """The diagnostic sink."""
+        assert self.diagnostics is not None
+        return self.diagnostics
+
+    def append(self, custom_type: str, data: Any) -> str:
+        """``appendCustomEntry``: a ``custom`` entry at the session's leaf."""
+        return self.session.append_custom(custom_type, data)
+
+    def protection(self) -> ProtectionPredicate:
+        """``isProtected`` for the current config (rebuilt when the config changes)."""
+        if self._protection is None or self._protection[0] is not self.config:
+            self._protection = (self.config, protection_predicate(self.config))
+        return self._protection[1]
+
+    def compute_metrics(self) -> Optional[MetricsSnapshot]:
+        """Recompute the metrics cache from the session branch; keep the old one on failure."""
+        try:
+            messages = self.metrics.project(self.session.branch())
+            self.metrics_cache = self.metrics.compute(
+                messages, self.state.frontier, self.state.is_summarized, self.protection()
+            )
+        except Exception:
+            log.exception("pi-condense: context metrics computation failed")
+        return self.metrics_cache
+
+    def capture_pending(self, *, rethrow: bool = False) -> list[CapturedBatch]:
+        """Rescan + trim + group (``capturePendingBatches``); without ``rethrow`` a failing
+        rescan falls back to a copy of the pending queue."""
+        try:
+            batches = rescan_branch(
+                self.session.branch(), self.state, self.protection(), self.clock
+            )
+        except Exception:
+            if rethrow:
+                raise
+            batches = list(self.pending)
+        trimmed = [t for t in (trim_batch(b, self.state) for b in batches) if t is not None]
+        return group_batches(trimmed, self.config.batching_mode)
+
+    def refresh_status(self, value: Optional[str] = None) -> None:
+        """``setPruneStatusWidget``: ``value`` or the computed status text, with the ``│``."""
+        if not self.config.show_prune_status_line:
+            self.ui.status(None)
+            return
+        text = value
+        if text is None:
+            text = status_text(
+                self.config, self.stats.live_reclaim, self.sink.counts(), self.metrics_cache
+            )
+        self.ui.status(f"\u2502 {text}")
+
+    def emit_cost(self) -> None:
+        """The ``cost:external`` event with this session's delta."""
+        self.ui.emit("cost:external", self.stats.external_cost())
+
+    def resync(self) -> None:
+        """Re-read the pruner state from the session (after a failed write, default mode)."""
+        try:
+            self.state = PrunerState.from_session(self.session)
+        except Exception:
+            log.exception("pi-condense: could not re-read the pruner state")
+
+
+def last_message_anchor(branch: Sequence[dict[str, Any]]) -> Optional[tuple[Any, Any]]:
+    """``(role, timestamp)`` of the last ``message`` entry of ``branch`` (None if none)."""
+    for entry in reversed(branch):
+        if entry.get("type") == "message":
+            message = entry.get("message")
+            if isinstance(message, dict):
+                return (message.get("role"), message.get("timestamp"))
+    return None
+
+
+def inject_live_summaries(messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
+    """``messages`` with the tracked summaries the host's list does not hold yet, each right
+    after its anchor message (after earlier summaries of that anchor); a summary whose anchor
+    is not in the list is left out. Returns ``messages`` itself when nothing is added."""
+    if not live:
+        return messages
+    present = set()
+    for message in messages:
+        if isinstance(message, dict) and message.get("customType") == SUMMARY:
+            details = message.get("details")
+            refs = details.get("toolCallRefs") if isinstance(details, dict) else None
+            if refs is not None:
+                present.add(jsjson.dumps(refs))
+    missing = [s for s in live if s.identity not in present]
+    if not missing:
+        return messages
+    out = list(messages)
+    for summary in missing:
+        position = _insert_position(out, summary.anchor)
+        if position is not None:
+            out.insert(position, summary.message)
+    return out
+
+
+def _insert_position(messages: list[Any], anchor: Optional[tuple[Any, Any]]) -> Optional[int]:
+    if anchor is None:
+        index = 0
+    else:
+        found = None
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if isinstance(m, dict) and (m.get("role"), m.get("timestamp")) == anchor:
+                found = i
+                break
+        if found is None:
+            return None
+        index = found + 1
+    while index < len(messages):
+        m = messages[index]
+        if isinstance(m, dict) and m.get("role") == "custom" and m.get("customType") == SUMMARY:
+            index += 1
+            continue
+        break
+    return index

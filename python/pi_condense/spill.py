@@ -1,0 +1,219 @@
+"""Eager spill: huge single tool results go to a sidecar file at capture time (spec 05 section 4).
+
+At ``turn_end`` every captured result of at least ``spillThreshold`` UTF-16 units is written
+to ``<sessionDir>/<sessionId>-blobs/<sanitized occurrence key>.txt`` and indexed right away
+with an empty ``resultText``, a head preview, its UTF-8 size and the content hash of the full
+body; render then shows a stub pointing at the file. A result whose content equals an
+already-indexed one becomes a dedup alias of it instead (no file).
+
+The file is written before the record is changed or indexed: a failed write leaves the call
+raw for the normal flush. Files hold UTF-8, with every lone surrogate written as U+FFFD
+(``EF BF BD``), as Node writes JavaScript strings. We write through a temporary file that is
+fsynced and renamed over the target, so a crash never leaves a truncated blob behind a record
+(the reference overwrites in place; a reader sees the same bytes either way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from . import jsjson, jstime
+from .capture import CapturedBatch, call_key
+from .keys import hash_tool_result, parse_occ_key
+from .state import PrunerState
+
+__all__ = [
+    "SpillSettings",
+    "alias_entry_data",
+    "blob_dir",
+    "blob_path",
+    "head_preview",
+    "index_records",
+    "js_utf8",
+    "safe_session_id",
+    "sanitize_id",
+    "spill_batch",
+    "write_blob",
+]
+
+Append = Callable[[str, Any], Any]
+"""``appendCustomEntry(customType, data)``."""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_RECORD_SPILL_KEYS = ("spillPath", "spillBytes", "resultPreview", "contentHash")
+
+
+def js_utf8(text: str) -> bytes:
+    """UTF-8 bytes of a JavaScript string: surrogate pairs joined, lone surrogates as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        units = text.encode("utf-16-le", "surrogatepass")
+        return units.decode("utf-16-le", "replace").encode("utf-8")
+
+
+def sanitize_id(key: str) -> str:
+    """Every UTF-16 unit outside ``[A-Za-z0-9_-]`` becomes ``_`` (so ``../x`` cannot climb out
+    of the blob directory; a character outside the BMP becomes ``__``)."""
+    return _UNSAFE.sub(lambda m: "__" if ord(m.group()) > 0xFFFF else "_", key)
+
+
+def blob_dir(session_dir: str, session_id: str) -> str:
+    """``<sessionDir>/<sessionId>-blobs``, joined and normalized as Node's ``path.join``."""
+    return _node_join(session_dir, f"{session_id}-blobs")
+
+
+def blob_path(session_dir: str, session_id: str, key: str) -> str:
+    """The sidecar path of occurrence ``key`` (legacy bare ids map the same way)."""
+    return _node_join(blob_dir(session_dir, session_id), f"{sanitize_id(key)}.txt")
+
+
+def safe_session_id(session_id: str) -> bool:
+    """Whether ``<session_id>-blobs`` is a plain directory name (no separator, no NUL), so
+    the blob directory is a child of the session directory."""
+    return not any(ch in session_id for ch in ("/", "\\", os.sep, "\0"))
+
+
+def _node_join(*parts: str) -> str:
+    if os.sep != "/":  # pragma: no cover - Windows
+        return os.path.normpath(os.path.join(*parts))
+    joined = "/".join(p for p in parts if p)
+    return posixpath.normpath(joined) if joined else "."
+
+
+def head_preview(text: str, max_bytes: int) -> str:
+    """The head of ``text`` within ``max_bytes`` UTF-8 bytes, cut at a character boundary and
+    then before the last newline (unless that newline is the first character)."""
+    data = js_utf8(text)
+    if len(data) <= max_bytes:
+        return text
+    end = max(0, max_bytes)
+    while end > 0 and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    head = data[:end].decode("utf-8")
+    cut = head.rfind("\n")
+    return head[:cut] if cut > 0 else head
+
+
+def write_blob(path: str, text: str) -> None:
+    """Write ``text`` (JS UTF-8) to ``path``: parent dirs created, temp file fsynced, renamed."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(js_utf8(text))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def alias_entry_data(new_key: str, original_key: str) -> dict[str, Any]:
+    """``context-prune-dedup-alias`` data for two occurrence keys (writer key order)."""
+    new_id, new_ts = parse_occ_key(new_key)
+    original_id, original_ts = parse_occ_key(original_key)
+    data: dict[str, Any] = {"newToolCallId": new_id, "originalToolCallId": original_id}
+    if new_ts is not None:
+        data["newResultTimestamp"] = new_ts
+    if original_ts is not None:
+        data["originalResultTimestamp"] = original_ts
+    return data
+
+
+def index_records(batch: CapturedBatch) -> list[dict[str, Any]]:
+    """The ``ToolCallRecord`` dicts ``addBatch`` builds for a batch (spec 03 section 9)."""
+    records = []
+    for call in batch.tool_calls:
+        record: dict[str, Any] = {
+            "toolCallId": call["toolCallId"],
+            "toolName": call["toolName"],
+            "args": call["args"],
+            "resultText": call["resultText"],
+            "isError": call["isError"],
+            "turnIndex": batch.turn_index,
+            "timestamp": batch.timestamp,
+        }
+        if call.get("resultTimestamp") is not None:
+            record["resultTimestamp"] = call["resultTimestamp"]
+        for key in _RECORD_SPILL_KEYS:
+            if call.get(key) is not None:
+                record[key] = call[key]
+        records.append(record)
+    return records
+
+
+def _name(call: dict[str, Any]) -> str:
+    name = call.get("toolName")
+    return name if isinstance(name, str) else jstime.to_js_string(name)
+
+
+@dataclass(frozen=True)
+class SpillSettings:
+    """When and where to spill: thresholds from the config, the session's blob location."""
+
+    threshold: int
+    preview_bytes: int
+    dedup: bool
+    session_dir: str
+    session_id: str
+
+
+def spill_batch(
+    batch: CapturedBatch,
+    state: PrunerState,
+    settings: SpillSettings,
+    append: Append,
+    *,
+    on_error: Optional[Callable[[str, BaseException], None]] = None,
+) -> set[str]:
+    """The reference's ``spillOversizedBatch`` on a live, protection-filtered batch.
+
+    Oversized calls are deduplicated (alias entry) or written to a sidecar and changed in place
+    (``spillBytes``, ``resultPreview``, ``spillPath``, ``contentHash``, ``resultText = ""``);
+    the spilled ones are then indexed as one ``context-prune-index`` entry. Returns the ids of
+    the handled calls. A failed write is reported to ``on_error`` and leaves the call raw.
+    """
+    handled: set[str] = set()
+    spilled = []
+    for call in batch.tool_calls:
+        text = call["resultText"]
+        if jsjson.utf16_len(text) < settings.threshold:
+            continue
+        key = call_key(call)
+        if settings.dedup:
+            original: Optional[str] = state.lookup_by_content(_name(call), text)
+            if original is not None and original != key:
+                state.register_duplicate(key, original)
+                append("context-prune-dedup-alias", alias_entry_data(key, original))
+                handled.add(call["toolCallId"])
+                continue
+        path = blob_path(settings.session_dir, settings.session_id, key)
+        try:
+            write_blob(path, text)
+        except OSError as exc:
+            if on_error is not None:
+                on_error(path, exc)
+            continue
+        call["spillBytes"] = len(js_utf8(text))
+        call["resultPreview"] = head_preview(text, settings.preview_bytes)
+        call["spillPath"] = path
+        call["contentHash"] = hash_tool_result(_name(call), text)
+        call["resultText"] = ""
+        spilled.append(call)
+        handled.add(call["toolCallId"])
+    if spilled:
+        spill = CapturedBatch(batch.turn_index, batch.timestamp, "", spilled)
+        records = index_records(spill)
+        state.add_batch(records)
+        append("context-prune-index", {"toolCalls": records})
+    return handled

@@ -1,0 +1,174 @@
+"""``context_tree_query``: give the model back the original output of summarized tool calls.
+
+Registration strings and the output format are the reference's, byte for byte (spec 06
+part A): they reach the model. Each requested id (short ref ``tN``, occurrence key
+``id@ts`` or raw provider id) becomes one block per matching record; a raw id that was
+reused yields every occurrence, dedup aliases included, labelled ``id@<resultTimestamp>``.
+
+Spilled outputs are read back from their sidecar file, but only from inside the session's
+blob directory (see :mod:`pi_condense.tools.spill_access`); a refused path falls back to the
+stored preview and the block says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from .. import jsjson
+from ..jstime import to_js_string
+from ..state import PrunerState, ToolCallRecord
+from .base import ToolResult, ToolSpec
+from .spill_access import read_spill
+from .truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_head
+
+__all__ = ["QUERY_TOOL", "ContextTreeQuery"]
+
+_log = logging.getLogger(__name__)
+
+QUERY_TOOL = ToolSpec(
+    name="context_tree_query",
+    label="Query Original Tool History",
+    description=(
+        "Retrieve original tool call results that have been pruned from active context. "
+        "Pass the short refs listed in a pruner-summary message, e.g. "
+        'context_tree_query({ toolCallIds: ["t12", "t3"] }), to get back the full original '
+        "outputs. A raw id that was reused returns every occurrence, each labelled id@timestamp."
+    ),
+    # Key order as TypeBox builds it (options first), which is how Pi serializes it.
+    parameters={
+        "type": "object",
+        "properties": {
+            "toolCallIds": {
+                "description": (
+                    'Required. One or more short refs (e.g. "t12") or raw tool call IDs from a '
+                    "pruner-summary message. A reused raw id returns every occurrence, each "
+                    "labelled id@timestamp."
+                ),
+                "type": "array",
+                "items": {"type": "string"},
+            }
+        },
+        "required": ["toolCallIds"],
+    },
+    prompt_snippet="Retrieve original pruned tool outputs by short ref",
+    prompt_guidelines=(
+        "When you need the full output of a tool call that was summarized and pruned from "
+        "context, use context_tree_query with the short refs listed in the relevant "
+        "pruner-summary message.",
+    ),
+)
+"""Registration of ``context_tree_query`` (spec 06 A.1)."""
+
+_NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
+_SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
+
+
+def _field(record: Mapping[str, Any], key: str) -> str:
+    """A record field inside a JS template literal (a missing key prints ``undefined``)."""
+    return to_js_string(record[key]) if key in record else "undefined"
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == value and value != 0
+    return bool(value)
+
+
+def _text(value: Any) -> str:
+    """A record body as a string (a malformed record's non-string body is shown as JSON)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else jsjson.dumps(value)
+
+
+class ContextTreeQuery:
+    """The ``context_tree_query`` tool over one pruner state.
+
+    ``session_dir`` and ``session_id`` locate the session's spill files
+    (``<session_dir>/<session_id>-blobs/``). ``recorded_session_dir`` is the directory the
+    session was written in when it has since moved: recorded spill paths under it are looked
+    up under ``session_dir`` instead (see :mod:`pi_condense.tools.spill_access`).
+    """
+
+    spec = QUERY_TOOL
+
+    def __init__(
+        self,
+        state: PrunerState,
+        session_dir: str,
+        session_id: str,
+        *,
+        recorded_session_dir: Optional[str] = None,
+    ) -> None:
+        self.state = state
+        self.session_dir = session_dir
+        self.session_id = session_id
+        self.recorded_session_dir = recorded_session_dir
+
+    def execute(self, args: Mapping[str, Any]) -> ToolResult:
+        """Run the tool with the model's arguments ``{"toolCallIds": [...]}``."""
+        ids = args.get("toolCallIds") if isinstance(args, Mapping) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return ToolResult(
+                "context_tree_query: toolCallIds must be an array of strings "
+                '(e.g. {"toolCallIds": ["t12"]}).',
+                {"results": {}},
+                is_error=True,
+            )
+        return self.query(ids)
+
+    def query(self, ids: list[str]) -> ToolResult:
+        """The blocks for ``ids`` in order, joined by ``---`` separators (spec 06 A.2)."""
+        blocks: list[str] = []
+        results: dict[str, ToolCallRecord] = {}
+        for id_ in ids:
+            records = self.state.records_for_id(id_)
+            if not records:
+                blocks.append(f"## toolRef: {id_}\n{_NOT_FOUND}")
+                continue
+            several = len(records) > 1
+            for record in records:
+                stamp = record.get("resultTimestamp")
+                label = f"{id_}@{to_js_string(stamp)}" if several and stamp is not None else id_
+                results[label] = record
+                blocks.append(self._block(label, record, several and stamp is None))
+        return ToolResult("\n\n---\n\n".join(blocks), {"results": results})
+
+    def _block(self, label: str, record: ToolCallRecord, legacy: bool) -> str:
+        header = [f"## toolRef: {label}"]
+        if legacy:
+            header.append("Occurrence: legacy (no resultTimestamp)")
+        args = jsjson.dumps(record["args"], 2) if "args" in record else "undefined"
+        header += [
+            f"Tool: {_field(record, 'toolName')}",
+            f"Args: {args}",
+            f"Status: {'ERROR' if _truthy(record.get('isError')) else 'OK'}",
+            f"Turn: {_field(record, 'turnIndex')}",
+            "",
+        ]
+        raw, refused = self._raw(record)
+        cut = truncate_head(raw, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
+        body = cut.content
+        if cut.truncated:
+            body += f"\n[Output truncated: {cut.output_lines}/{cut.total_lines} lines shown]"
+        if refused is not None:
+            body += f"\n[Spill file not read: {refused}]"
+        return "\n".join(header) + "\n" + body
+
+    def _raw(self, record: ToolCallRecord) -> tuple[str, Optional[str]]:
+        """The record's full output, and why its spill file was refused (None if it was not)."""
+        spill_path = record.get("spillPath")
+        if not _truthy(spill_path):
+            return _text(record.get("resultText")), None
+        read = read_spill(spill_path, self.session_dir, self.session_id, self.recorded_session_dir)
+        if read.text is not None:
+            return read.text, None
+        if read.refused is not None:
+            _log.warning("context_tree_query: refused spill path %r: %s", spill_path, read.refused)
+        else:
+            _log.warning("context_tree_query: failed to read spilled output: %s", read.error)
+        preview = record.get("resultPreview")
+        fallback = preview if isinstance(preview, str) else _SPILL_MISSING
+        return fallback, read.refused

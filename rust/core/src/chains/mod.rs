@@ -1,0 +1,34 @@
+//! Chain compression decisions (spec 05 sections 9, 11, 12).
+//!
+//! A *chain* is the span `user message -> (assistant with tool calls, toolResults)* ->
+//! text-only assistant`. Old closed chains are collapsed into one synthetic message at render
+//! time (render phase 3); this module decides which chains get a `context-prune-chain` entry
+//! and builds the zero-LLM body of chains no per-batch summary covers.
+//!
+//! | step | module | spec |
+//! |---|---|---|
+//! | detection (`detectChains`) | [`detect`] | 05 section 11.1 |
+//! | eligibility (`selectEligible`: window, registry, grace) | [`eligible`] | 05 section 11.2 |
+//! | extraction for the deterministic backfill (`extractChainRecords`) | [`extract`] | 05 section 11.4 |
+//! | deterministic body (`buildDeterministicBody`) | [`body`], [`collate`], [`iso`] | 05 section 12 |
+//!
+//! The binding reads each message into a [`ChainMsg`] (only the fields detection and
+//! extraction look at); results point back at message / block positions so the binding can
+//! return the caller's own id objects. Orchestration (fusion LLM call, backfill persistence,
+//! entry writing) is the Python layer's job.
+
+pub mod body;
+pub mod collate;
+pub mod detect;
+pub mod eligible;
+pub mod extract;
+pub mod iso;
+pub mod view;
+
+pub use body::{deterministic_body, BodyError, BodyRecord};
+pub use collate::locale_compare;
+pub use detect::{detect_chains, ChainRange, Sourced};
+pub use eligible::{select_eligible, take_count, Eligibility};
+pub use extract::{extract_chain_records, range_views, Extracted};
+pub use iso::to_iso_string;
+pub use view::{AssistantContent, CallView, ChainMsg, MsgBody};

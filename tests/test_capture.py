@@ -1,0 +1,294 @@
+"""Capture, rescan, frontier trim and grouping (spec 05 sections 2-6)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from _agent import assistant, config, result, user
+from pi_condense.capture import (
+    CapturedBatch,
+    branch_turn_index,
+    capture_batch,
+    extract_tool_result_text,
+    group_batches,
+    is_final_assistant,
+    protection_predicate,
+    rescan_branch,
+    trim_batch,
+)
+from pi_condense.state import Frontier, PrunerState, normalize_frontier
+
+
+def entries(
+    *messages: dict[str, Any], iso: Optional[str] = "2025-01-01T00:00:00.000Z"
+) -> list[dict[str, Any]]:
+    out = []
+    for i, message in enumerate(messages):
+        entry: dict[str, Any] = {"type": "message", "id": f"e{i}", "message": message}
+        if iso is not None:
+            entry["timestamp"] = iso
+        out.append(entry)
+    return out
+
+
+def never(name: Any, args: Any) -> bool:
+    return False
+
+
+def frontier(turn: int, call_id: str) -> Frontier:
+    return normalize_frontier({"lastAttemptedToolCallId": call_id, "lastAttemptedTurnIndex": turn})
+
+
+def record(call_id: str, ts: Optional[int], text: str = "x") -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "toolCallId": call_id,
+        "toolName": "bash",
+        "args": {},
+        "resultText": text,
+        "isError": False,
+        "turnIndex": 0,
+        "timestamp": 1,
+    }
+    if ts is not None:
+        rec["resultTimestamp"] = ts
+    return rec
+
+
+# ---------------------------------------------------------------------------- live capture
+
+
+def test_extract_tool_result_text_joins_text_blocks_only() -> None:
+    message = {
+        "content": [
+            {"type": "text", "text": "a"},
+            {"type": "image", "data": "..."},
+            {"type": "text", "text": "b"},
+        ]
+    }
+    assert extract_tool_result_text(message) == "a\nb"
+    assert extract_tool_result_text({"content": "plain"}) == ""
+    assert extract_tool_result_text(None) == ""
+
+
+def test_capture_batch_pairs_calls_with_results() -> None:
+    message = assistant(10, ("a", "read", {"path": "x"}), ("b", "bash", {}), text="  hi \ufeff")
+    message["content"].append({"type": "toolCall", "id": "c", "name": "grep", "input": {"q": 1}})
+    results = [result("a", "read", "A", 11), result("b", "bash", "B", 12, is_error=True)]
+    batch = capture_batch(message, results, 4, 99)
+    assert (batch.turn_index, batch.timestamp, batch.assistant_text) == (4, 99, "hi")
+    first, second, third = batch.tool_calls
+    assert list(first) == [
+        "toolCallId",
+        "toolName",
+        "args",
+        "resultText",
+        "isError",
+        "resultTimestamp",
+    ]
+    assert first == {
+        "toolCallId": "a",
+        "toolName": "read",
+        "args": {"path": "x"},
+        "resultText": "A",
+        "isError": False,
+        "resultTimestamp": 11,
+    }
+    assert second["isError"] is True
+    # Unmatched call: "(no result)", no resultTimestamp key; `input` wins over `arguments`.
+    assert third == {
+        "toolCallId": "c",
+        "toolName": "grep",
+        "args": {"q": 1},
+        "resultText": "(no result)",
+        "isError": False,
+    }
+    assert batch.user_turn_group is None
+
+
+def test_capture_batch_args_alias_order() -> None:
+    message = {
+        "role": "assistant",
+        "content": [
+            {"type": "toolCall", "id": "a", "name": "x", "args": {"v": 1}, "arguments": {"v": 2}},
+            {"type": "toolCall", "id": "b", "name": "x", "input": None, "arguments": {"v": 3}},
+            {"type": "toolCall", "id": "c", "name": "x"},
+        ],
+    }
+    calls = capture_batch(message, [], 0, 0).tool_calls
+    assert [c["args"] for c in calls] == [{"v": 1}, {"v": 3}, {}]
+
+
+# ---------------------------------------------------------------------------- rescan
+
+
+def test_rescan_pairs_each_assistant_with_its_own_turn_results() -> None:
+    branch = entries(
+        user("go", 1),
+        assistant(2, ("bash_1", "bash", {})),
+        result("bash_1", "bash", "first", 3),
+        assistant(4, ("bash_1", "bash", {})),
+        result("bash_1", "bash", "second", 5),
+        result("bash_1", "bash", "duplicate", 6),
+    )
+    batches = rescan_branch(branch, PrunerState(), never, lambda: 0)
+    assert [(b.turn_index, b.tool_calls[0]["resultText"]) for b in batches] == [
+        (0, "first"),
+        (1, "second"),  # the first result per id in the turn
+    ]
+    assert [b.tool_calls[0]["resultTimestamp"] for b in batches] == [3, 5]
+    assert all(b.user_turn_group == 1 for b in batches)
+    assert batches[0].timestamp == 1735689600000  # the entry's ISO timestamp
+
+
+def test_rescan_skips_calls_without_a_result_in_their_turn() -> None:
+    branch = entries(
+        user("go", 1),
+        assistant(2, ("a", "read", {}), ("b", "read", {})),
+        result("a", "read", "A", 3),
+        assistant(4, text="between"),
+        result("b", "read", "late", 5),  # beyond the next assistant: not paired
+    )
+    batches = rescan_branch(branch, PrunerState(), never, lambda: 0)
+    assert len(batches) == 1
+    assert [c["toolCallId"] for c in batches[0].tool_calls] == ["a"]
+
+
+def test_rescan_asks_is_summarized_with_the_occurrence_key() -> None:
+    state = PrunerState()
+    state.add_batch([record("bash_1", 3)])
+    branch = entries(
+        user("go", 1),
+        assistant(2, ("bash_1", "bash", {})),
+        result("bash_1", "bash", "old", 3),
+        user("again", 4),
+        assistant(5, ("bash_1", "bash", {})),
+        result("bash_1", "bash", "new", 6),
+    )
+    batches = rescan_branch(branch, state, never, lambda: 0)
+    assert [(b.turn_index, b.user_turn_group, b.tool_calls[0]["resultText"]) for b in batches] == [
+        (1, 2, "new")
+    ]
+
+
+def test_rescan_counts_every_assistant_and_excludes_protected_calls() -> None:
+    protect = protection_predicate(config(protectedTools=["secret"]))
+    branch = entries(
+        user("go", 1),
+        assistant(2, text="thinking aloud"),
+        assistant(3, ("a", "secret", {}), ("b", "read", {"path": "x"})),
+        result("a", "secret", "S", 4),
+        result("b", "read", "R", 5),
+        assistant(6, ("c", "read", {"path": "/p/skills/x/SKILL.md"})),
+        result("c", "read", "protected by path", 7),
+    )
+    batches = rescan_branch(branch, PrunerState(), protect, lambda: 0)
+    assert [(b.turn_index, [c["toolCallId"] for c in b.tool_calls]) for b in batches] == [
+        (1, ["b"])
+    ]
+
+
+def test_rescan_timestamp_falls_back_to_the_message() -> None:
+    branch = entries(
+        user("go", 1), assistant(2, ("a", "x", {})), result("a", "x", "r", 3), iso=None
+    )
+    assert rescan_branch(branch, PrunerState(), never, lambda: 77)[0].timestamp == 2
+    del branch[1]["message"]["timestamp"]
+    assert rescan_branch(branch, PrunerState(), never, lambda: 77)[0].timestamp == 77
+
+
+# ---------------------------------------------------------------------------- trim
+
+
+def make_batch(turn: int, *ids: str, group: Optional[int] = None) -> CapturedBatch:
+    calls = [
+        {
+            "toolCallId": i,
+            "toolName": "x",
+            "args": {},
+            "resultText": i,
+            "isError": False,
+            "resultTimestamp": 9,
+        }
+        for i in ids
+    ]
+    return CapturedBatch(turn, 100 + turn, f"text{turn}", calls, group)
+
+
+def test_trim_drops_summarized_calls_and_respects_the_frontier() -> None:
+    state = PrunerState()
+    state.add_batch([record("a", 9)])
+    assert trim_batch(make_batch(1, "a"), state) is None
+    kept = trim_batch(make_batch(1, "a", "b"), state)
+    assert kept is not None
+    assert [c["toolCallId"] for c in kept.tool_calls] == ["b"]
+    state.frontier = frontier(5, "m")
+    assert trim_batch(make_batch(4, "b"), state) is None
+    assert trim_batch(make_batch(6, "b"), state) is not None
+    assert trim_batch(make_batch(5, "b", "c"), state).tool_calls[0]["toolCallId"] == "b"  # type: ignore[union-attr]
+    state.frontier = frontier(5, "c")
+    after = trim_batch(make_batch(5, "b", "c", "d"), state)
+    assert after is not None
+    assert [c["toolCallId"] for c in after.tool_calls] == ["d"]
+    assert trim_batch(make_batch(5, "b", "c"), state) is None
+
+
+# ---------------------------------------------------------------------------- grouping
+
+
+def test_group_by_agent_message_merges_one_user_turn() -> None:
+    batches = [
+        make_batch(0, "a", group=1),
+        make_batch(1, "b", group=1),
+        make_batch(2, "c", group=2),
+        make_batch(3, "d"),
+        make_batch(4, "e", group=2),
+    ]
+    batches[1].assistant_text = ""
+    merged = group_batches(batches, "agent-message")
+    assert [[c["toolCallId"] for c in b.tool_calls] for b in merged] == [
+        ["a", "b"],
+        ["c"],
+        ["d"],
+        ["e"],
+    ]
+    assert (merged[0].turn_index, merged[0].timestamp, merged[0].assistant_text) == (
+        1,
+        101,
+        "text0",
+    )
+    assert batches[0].tool_calls == make_batch(0, "a").tool_calls  # sources not mutated
+    assert group_batches(batches, "turn") == batches
+
+
+def test_group_joins_texts_with_a_blank_line() -> None:
+    merged = group_batches(
+        [make_batch(0, "a", group=1), make_batch(1, "b", group=1)], "agent-message"
+    )
+    assert merged[0].assistant_text == "text0\n\ntext1"
+
+
+# ---------------------------------------------------------------------------- misc
+
+
+def test_final_assistant_and_branch_turn_index() -> None:
+    assert is_final_assistant(assistant(1, text="bye"))
+    assert is_final_assistant({"role": "assistant", "content": "plain"})
+    assert not is_final_assistant(assistant(1, ("a", "x", {})))
+    assert not is_final_assistant(user("hi", 1))
+    branch = entries(
+        user("a", 1), assistant(2, text="x"), user("b", 3), assistant(4, ("c", "x", {}))
+    )
+    assert branch_turn_index(branch, assistant(4)) == 1
+    assert branch_turn_index(branch, assistant(99)) == 2
+
+
+def test_protection_predicate_rules() -> None:
+    protect = protection_predicate(config(protectedTools=["bash"], protectedPaths=["docs/*.md"]))
+    assert protect("bash", None)
+    assert protect("read", {"path": "docs\\a.md"})
+    assert not protect("read", {"path": "docs/sub/a.md"})
+    assert not protect("read", {"path": 5})
+    reference = config(compat="reference", protectedTools="bash,grep")
+    assert protection_predicate(reference)("grep", None)
+    assert protection_predicate(reference)("ba", None)  # substring, as String.includes
+    assert not protection_predicate(reference)("read", None)

@@ -1,0 +1,322 @@
+"""`pi-condense condense` (and the `replay` command's plumbing), run as real subprocesses.
+
+The two real Pi sessions are condensed once with the embedded default summarizer (offline);
+small synthetic sessions cover the file handling (new file, in-place with backup, refusals),
+config files and spill sidecars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import shared_root
+from pi_condense import jsjson
+from pi_condense.config import Config
+from pi_condense.render import render
+from pi_condense.session import SessionFile
+from pi_condense.state import PrunerState
+
+CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
+FIXTURES = shared_root() / "fixtures" / "pi-sessions"
+
+
+def env(agent_dir: Path) -> dict[str, str]:
+    """Isolate from the user's Pi settings."""
+    return {**os.environ, "PI_CODING_AGENT_DIR": str(agent_dir), "COLUMNS": "120"}
+
+
+def run(args: list[str], agent_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env(agent_dir),
+        timeout=600,
+        check=False,
+    )
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cold_chars(path: Path, config: Config) -> tuple[int, int]:
+    """(context chars, rendered chars) of a session file as a fresh load sees it."""
+    session = SessionFile.load(path)
+    messages = session.build_context().messages
+    result = render(messages, PrunerState.from_session(session), config)
+    before = jsjson.length(messages)
+    return before, result.after_chars if result.pruned else before
+
+
+def messages_of(path: Path) -> list[Any]:
+    session = SessionFile.load(path)
+    return [e["message"] for e in session.branch() if e.get("type") == "message"]
+
+
+# -------------------------------------------------------------------------- real sessions
+
+
+@dataclass
+class Condensed:
+    source: Path
+    output: Path
+    original_sha: str
+    proc: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def condensed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Condensed]:
+    """Both fixtures condensed with the default summarizer, concurrently."""
+    root = tmp_path_factory.mktemp("real")
+    agent = root / "agent"
+    jobs: dict[str, tuple[Path, subprocess.Popen[str], str]] = {}
+    for name, extra in (("large-session", []), ("before-compaction", ["--json"])):
+        source = root / f"{name}.jsonl"
+        source.write_bytes((FIXTURES / f"{name}.jsonl").read_bytes())
+        proc = subprocess.Popen(
+            [*CLI, "condense", str(source), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env=env(agent),
+        )
+        jobs[name] = (source, proc, sha(source))
+    results: dict[str, Condensed] = {}
+    for name, (source, proc, digest) in jobs.items():
+        out, err = proc.communicate(timeout=600)
+        completed = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        output = root / f"{name}.condensed.jsonl"
+        results[name] = Condensed(source, output, digest, completed)
+    return results
+
+
+DEFAULTS = Config.from_settings_dict({"enabled": True})
+
+
+@pytest.mark.parametrize("name", ["large-session", "before-compaction"])
+def test_real_session_condenses_offline(condensed: dict[str, Condensed], name: str) -> None:
+    job = condensed[name]
+    assert job.proc.returncode == 0, job.proc.stderr[-3000:]
+    assert job.output.is_file()
+    assert sha(job.source) == job.original_sha  # the input is never touched
+    # every message of the source is kept, in order; pruning lives in added entries
+    assert messages_of(job.output) == messages_of(job.source)
+    raw, _ = cold_chars(job.source, DEFAULTS)
+    before, after = cold_chars(job.output, DEFAULTS)
+    assert before > raw  # the summaries are in the condensed session's context...
+    assert after * 2 < raw  # ...and its render is less than half the raw context
+
+
+def test_large_session_report_table_and_progress(condensed: dict[str, Condensed]) -> None:
+    job = condensed["large-session"]
+    assert "condensing" in job.proc.stderr
+    assert "1018/1018" in job.proc.stderr
+    out = job.proc.stdout
+    assert f"Condensed -> {job.output}" in out
+    for row in (
+        "LLM calls replayed",
+        "batches summarized",
+        "batches deduped / trivial / oversized",
+        "outputs spilled",
+        "chains compressed",
+        "chars per call (avg)",
+        "context on reload",
+        "summarizer tokens (in / out)",
+        "summarizer cost",
+    ):
+        assert row in out
+    assert "453" in out  # one LLM call per assistant message of the fixture
+    assert "$0.0000" in out
+
+
+def test_before_compaction_json_report(condensed: dict[str, Condensed]) -> None:
+    job = condensed["before-compaction"]
+    report = json.loads(job.proc.stdout)
+    entries = SessionFile.load(job.output).entries
+    kinds = [e.get("customType") for e in entries]
+    assert report["output"] == str(job.output)
+    assert report["llmCalls"] == 484  # assistant messages in the fixture
+    assert report["batches"]["summarized"] == kinds.count("context-prune-summary") > 0
+    assert report["chains"] == kinds.count("context-prune-chain") > 0
+    assert report["dedupedToolCalls"] == kinds.count("context-prune-dedup-alias")
+    assert report["summarizerCalls"] >= report["batches"]["summarized"]
+    assert report["batches"]["oversized"] == 0
+    raw, _ = cold_chars(job.source, DEFAULTS)
+    _, after = cold_chars(job.output, DEFAULTS)
+    assert report["context"] == {"rawChars": raw, "condensedChars": after}
+    per_call = report["perCall"]
+    assert per_call["afterChars"] < per_call["beforeChars"]
+    assert report["summarizer"] == {"inputTokens": 0, "outputTokens": 0, "cost": 0}
+    assert report["handlerErrors"] == []
+    # both compactions were re-applied to the condensed session
+    assert [e["type"] for e in entries].count("compaction") == 2
+    assert "condensing" not in job.proc.stderr  # --json: no progress bar
+
+
+# ------------------------------------------------------------------------ small sessions
+
+
+def small_session(path: Path, prompts: int = 6, result_chars: int = 3000) -> Path:
+    """A v3 session: per prompt, one read call with a big result and a final answer."""
+    t0 = 1735689600000
+    header = {"type": "session", "version": 3, "id": "small-1", "cwd": "/w"}
+    header["timestamp"] = "2025-01-01T00:00:00.000Z"
+    lines: list[dict[str, Any]] = [header]
+    parent = None
+    tick = 0
+
+    def add(message: dict[str, Any]) -> None:
+        nonlocal parent, tick
+        tick += 1
+        entry_id = f"e{tick}"
+        message["timestamp"] = t0 + tick * 1000
+        lines.append(
+            {
+                "type": "message",
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": f"2025-01-01T00:{tick // 60:02d}:{tick % 60:02d}.000Z",
+                "message": message,
+            }
+        )
+        parent = entry_id
+
+    usage = {"input": 10, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 20}
+    for p in range(prompts):
+        add({"role": "user", "content": [{"type": "text", "text": f"task {p}"}]})
+        call = {
+            "type": "toolCall",
+            "id": f"call{p}",
+            "name": "read",
+            "arguments": {"path": f"f{p}"},
+        }
+        add({"role": "assistant", "content": [call], "usage": usage, "stopReason": "toolUse"})
+        body = "\n".join(f"line {i} of file {p}: " + "x" * 40 for i in range(result_chars // 60))
+        add(
+            {
+                "role": "toolResult",
+                "toolCallId": f"call{p}",
+                "toolName": "read",
+                "content": [{"type": "text", "text": body}],
+                "isError": False,
+            }
+        )
+        text = [{"type": "text", "text": f"done {p}"}]
+        add({"role": "assistant", "content": text, "usage": usage, "stopReason": "stop"})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def test_in_place_keeps_a_backup(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl")
+    original = source.read_bytes()
+    proc = run(["condense", str(source), "--in-place", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    backup = tmp_path / "s.jsonl.bak"
+    assert backup.read_bytes() == original
+    report = json.loads(proc.stdout)
+    assert report["output"] == str(source)
+    assert report["backup"] == str(backup)
+    assert report["batches"]["summarized"] == 6
+    assert messages_of(source) == messages_of(backup)
+    assert source.read_bytes() != original
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # a second in-place run would overwrite the backup: refused without --force
+    again = run(["condense", str(source), "--in-place"], tmp_path)
+    assert again.returncode == 2
+    assert "s.jsonl.bak exists" in again.stderr
+    assert backup.read_bytes() == original
+
+
+def test_refusals(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl", prompts=1)
+    both = run(["condense", str(source), "--in-place", "--out", str(tmp_path / "x")], tmp_path)
+    assert both.returncode == 2
+    assert "exclusive" in both.stderr
+    (tmp_path / "s.condensed.jsonl").write_text("keep me", encoding="utf-8")
+    exists = run(["condense", str(source)], tmp_path)
+    assert exists.returncode == 2
+    assert (tmp_path / "s.condensed.jsonl").read_text(encoding="utf-8") == "keep me"
+    unknown = run(
+        ["condense", str(source), "--out", str(tmp_path / "o.jsonl"), "--summarizer", "nope"],
+        tmp_path,
+    )
+    assert unknown.returncode == 2
+    assert "nope" in unknown.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+    missing = run(["condense", str(tmp_path / "absent.jsonl")], tmp_path)
+    assert missing.returncode == 2
+    bad_leaf = run(["condense", str(source), "--leaf", "zzz", "--force"], tmp_path)
+    assert bad_leaf.returncode == 2
+    assert "zzz" in bad_leaf.stderr
+
+
+def test_config_file_and_spill_sidecars_beside_the_output(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl")
+    settings = tmp_path / "settings.json"
+    block = {"spillThreshold": 2000, "chainCompression": {"enabled": False}}
+    settings.write_text(json.dumps({"contextPrune": block}), encoding="utf-8")
+    out_dir = tmp_path / "out"
+    target = out_dir / "condensed.jsonl"
+    proc = run(
+        ["condense", str(source), "--out", str(target), "--config", str(settings), "--json"],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["chains"] == 0
+    assert report["spilled"] == 6
+    blobs = sorted((out_dir / "small-1-blobs").iterdir())
+    assert [b.name for b in blobs] == [
+        f"call{p}_{1735689600000 + (4 * p + 3) * 1000}.txt" for p in range(6)
+    ]
+    first = messages_of(source)[2]["content"][0]["text"]
+    assert blobs[0].read_text(encoding="utf-8") == first
+
+
+def test_settings_of_the_agent_dir_apply_without_config(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl")
+    (tmp_path / "settings.json").write_text(
+        json.dumps({"contextPrune": {"enabled": False, "minBatchChars": 100000}}), encoding="utf-8"
+    )
+    proc = run(["condense", str(source), "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    # condense always prunes (enabled is forced on); the other settings are the user's
+    assert report["batches"]["summarized"] == 0
+    assert report["batches"]["trivial"] == 6
+
+
+def test_replay_command_writes_the_vector_files(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl", prompts=2)
+    out = tmp_path / "vec"
+    proc = run(["replay", str(source), "--out", str(out), "--deterministic", "--quiet"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "contexts.jsonl",
+        "meta.json",
+        "session.jsonl",
+        "summarizer.jsonl",
+    ]
+    session = SessionFile.load(out / "session.jsonl")
+    assert [e["id"] for e in session.entries][:3] == ["00000001", "00000002", "00000003"]
+    calls = [
+        json.loads(line) for line in (out / "summarizer.jsonl").read_text("utf-8").splitlines()
+    ]
+    assert [c["kind"] for c in calls] == ["batch", "batch"]
+    assert calls[0]["output"].startswith("- [[1:read]] read OK: line 0 of file 0: ")
+    meta = json.loads((out / "meta.json").read_text("utf-8"))
+    assert meta["counts"]["llmCalls"] == 4
+    assert "replayed 4 LLM calls" in proc.stderr
