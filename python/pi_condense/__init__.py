@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from ._core import __version__
+from .condenser import Condenser
 from .config import Config, load_config, save_config
 from .errors import CondenseError, ConfigError, JsonError, SessionError
 from .render import RenderDiagnostic, RenderResult, render
 from .session import LoadWarning, SessionContext, SessionFile
 from .state import PrunerState
+from .summarize import Summarizer, make_summarizer
+from .tools import ContextTreeQuery, ToolRegistry, condense_tools
 
 __all__ = [
     "CondenseError",
+    "Condenser",
     "Config",
     "ConfigError",
+    "ContextTreeQuery",
     "JsonError",
     "LoadWarning",
     "PrunerState",
@@ -21,8 +26,12 @@ __all__ = [
     "SessionContext",
     "SessionError",
     "SessionFile",
+    "Summarizer",
+    "ToolRegistry",
     "__version__",
+    "condense_tools",
     "load_config",
+    "make_summarizer",
     "render",
     "save_config",
 ]

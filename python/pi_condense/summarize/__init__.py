@@ -11,13 +11,20 @@ from .base import (
     SummarizerError,
     Usage,
 )
+from .factory import SummarizerSpecError, make_summarizer
+from .runner import MissingExtraError, ProviderError, SummarizerRunner
 
 __all__ = [
     "Completion",
     "CompletionRequest",
     "Cost",
+    "MissingExtraError",
     "ModelRef",
+    "ProviderError",
     "Summarizer",
     "SummarizerError",
+    "SummarizerRunner",
+    "SummarizerSpecError",
     "Usage",
+    "make_summarizer",
 ]
