@@ -887,3 +887,17 @@ def test_property_cut_at_every_offset_of_last_line(last: Any) -> None:
             assert len(loaded.entries) == 2
             assert (4, "truncated") in kinds(loaded)
             assert {kind for _, kind in kinds(loaded)} <= {"truncated", "invalid-utf8"}
+
+
+def test_v1_ids_are_stable_across_loads_without_an_injected_id_source(
+    fixtures_dir: Path,
+) -> None:
+    path = fixtures_dir / "large-session.jsonl"
+    first = SessionFile.load(path)
+    second = SessionFile.load(path)
+    ids = [e["id"] for e in first.entries]
+    assert ids == [e["id"] for e in second.entries]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 8 and int(i, 16) >= 0 for i in ids)
+    # still a single linear branch, as Pi's migration builds it
+    assert [e["parentId"] for e in first.entries] == [None, *ids[:-1]]

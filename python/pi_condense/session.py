@@ -49,6 +49,7 @@ Where this differs from Pi (only on input Pi mishandles, or by design):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sys
@@ -569,6 +570,7 @@ class SessionFile:
     _session_dir: str
     _clock: Clock
     _id_source: IdSource
+    _explicit_ids: bool
     _mutex: threading.RLock
     _header: dict[str, Any]
     _file_version: Any
@@ -604,6 +606,7 @@ class SessionFile:
         session._session_dir = session_dir
         session._clock = clock if clock is not None else jstime.now_ms
         session._id_source = id_source if id_source is not None else random_entry_id
+        session._explicit_ids = id_source is not None
         session._mutex = threading.RLock()
         session._header = {}
         session._file_version = CURRENT_SESSION_VERSION
@@ -794,7 +797,7 @@ class SessionFile:
                 self._warnings.append(LoadWarning(line, "extra-header", reason))
                 continue
             if self._migrate_v1:
-                self._migrate_entry_v1(obj)
+                self._migrate_entry_v1(obj, line)
             if self._migrate_v3 and obj.get("type") == "message":
                 message = obj.get("message")
                 if isinstance(message, dict) and message.get("role") == "hookMessage":
@@ -803,8 +806,8 @@ class SessionFile:
             count += 1
         return count
 
-    def _migrate_entry_v1(self, entry: dict[str, Any]) -> None:
-        entry_id = self._id_source()
+    def _migrate_entry_v1(self, entry: dict[str, Any], line: int) -> None:
+        entry_id = self._id_source() if self._explicit_ids else self._stable_v1_id(line)
         entry["id"] = entry_id
         entry["parentId"] = self._v1_prev
         self._v1_prev = entry_id
@@ -823,6 +826,17 @@ class SessionFile:
             else:
                 entry["firstKeptEntryId"] = target_id
         del entry["firstKeptEntryIndex"]
+
+    def _stable_v1_id(self, line: int) -> str:
+        # Pi gives migrated v1 entries random ids and then rewrites the file; we never rewrite,
+        # so ids derived from the session id and the line keep them stable across loads.
+        seed = f"{self._header.get('id')}\0{line}"
+        for attempt in range(100):
+            digest = hashlib.sha1(f"{seed}\0{attempt}".encode("utf-8", "replace")).hexdigest()
+            candidate = digest[:8]
+            if _mkey(candidate) not in self._by_id:
+                return candidate
+        return random_entry_id()
 
     def _index(self, entry: dict[str, Any], line: int) -> None:
         entry_id = entry.get("id", ABSENT)
