@@ -7,11 +7,19 @@ config files and spill sidecars.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import pty
+import re
+import resource
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +28,7 @@ import pytest
 
 from conftest import shared_root
 from pi_condense import jsjson
+from pi_condense.cli._common import EXAMPLE_SESSION
 from pi_condense.config import Config
 from pi_condense.render import render
 from pi_condense.session import SessionFile
@@ -77,28 +86,34 @@ class Condensed:
 
 @pytest.fixture(scope="module")
 def condensed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Condensed]:
-    """Both fixtures condensed with the default summarizer, concurrently."""
+    """Both fixtures condensed with the default summarizer, concurrently: large-session as the
+    bundled example (``--example``, from a scratch working directory), before-compaction as a
+    copy of the file."""
     root = tmp_path_factory.mktemp("real")
     agent = root / "agent"
+    copy = root / "before-compaction.jsonl"
+    copy.write_bytes((FIXTURES / "before-compaction.jsonl").read_bytes())
     jobs: dict[str, tuple[Path, subprocess.Popen[str], str]] = {}
-    for name, extra in (("large-session", []), ("before-compaction", ["--json"])):
-        source = root / f"{name}.jsonl"
-        source.write_bytes((FIXTURES / f"{name}.jsonl").read_bytes())
+    for name, source, args in (
+        ("large-session", EXAMPLE_SESSION, ["--example"]),
+        ("before-compaction", copy, [str(copy), "--json"]),
+    ):
         proc = subprocess.Popen(
-            [*CLI, "condense", str(source), *extra],
+            [*CLI, "condense", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             encoding="utf-8",
             env=env(agent),
+            cwd=root,
         )
         jobs[name] = (source, proc, sha(source))
     results: dict[str, Condensed] = {}
     for name, (source, proc, digest) in jobs.items():
         out, err = proc.communicate(timeout=600)
         completed = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-        output = root / f"{name}.condensed.jsonl"
-        results[name] = Condensed(source, output, digest, completed)
+        stem = "example-session" if name == "large-session" else name
+        results[name] = Condensed(source, root / f"{stem}.condensed.jsonl", digest, completed)
     return results
 
 
@@ -119,12 +134,18 @@ def test_real_session_condenses_offline(condensed: dict[str, Condensed], name: s
     assert after * 2 < raw  # ...and its render is less than half the raw context
 
 
-def test_large_session_report_table_and_progress(condensed: dict[str, Condensed]) -> None:
+def test_example_report_table_without_progress_when_piped(
+    condensed: dict[str, Condensed],
+) -> None:
     job = condensed["large-session"]
-    assert "condensing" in job.proc.stderr
-    assert "1018/1018" in job.proc.stderr
+    assert job.proc.stderr == ""  # stdout is not a terminal: no progress bar
+    # the bundled example is the large-session fixture; the output went to the working
+    # directory, nothing was written beside the example in the package
+    assert sha(EXAMPLE_SESSION) == sha(FIXTURES / "large-session.jsonl")
+    written = [p.name for p in EXAMPLE_SESSION.parent.iterdir() if p.suffix != ".md"]
+    assert written == ["example-session.jsonl"]
     out = job.proc.stdout
-    assert f"Condensed -> {job.output}" in out
+    assert "Condensed -> example-session.condensed.jsonl" in out
     for row in (
         "LLM calls replayed",
         "batches summarized",
@@ -320,3 +341,127 @@ def test_replay_command_writes_the_vector_files(tmp_path: Path) -> None:
     meta = json.loads((out / "meta.json").read_text("utf-8"))
     assert meta["counts"]["llmCalls"] == 4
     assert "replayed 4 LLM calls" in proc.stderr
+
+
+# --------------------------------------------------------------------- terminal, arguments
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def run_on_terminal(args: list[str], agent_dir: Path) -> tuple[int, str]:
+    """Run the CLI with stdout and stderr on a pseudo-terminal; (exit code, text without ANSI)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    environ = env(agent_dir)
+    for name in ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS"):
+        environ.pop(name, None)
+    environ["TERM"] = "xterm-256color"
+    proc = subprocess.Popen(
+        [*CLI, *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=environ
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal is gone
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+    code = proc.wait(timeout=600)
+    return code, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+
+
+def test_progress_bar_on_a_terminal_and_quiet(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl")
+    entries = len(source.read_text("utf-8").splitlines()) - 1  # all but the header
+    code, text = run_on_terminal(["condense", str(source)], tmp_path)
+    assert code == 0, text
+    assert "condensing" in text
+    assert f"{entries}/{entries} entries" in text
+    assert "Condensed -> " in text
+    quiet, text = run_on_terminal(
+        ["condense", str(source), "-q", "--out", str(tmp_path / "q.jsonl")], tmp_path
+    )
+    assert quiet == 0, text
+    assert "condensing" not in text
+    assert "entries" not in text.split("Condensed -> ")[0]
+    assert "Condensed -> " in text
+    assert (tmp_path / "q.jsonl").is_file()
+
+
+def test_example_argument_refusals(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl", prompts=1)
+    both = run(["condense", str(source), "--example"], tmp_path)
+    assert both.returncode == 2
+    assert "not both" in both.stderr
+    in_place = run(["condense", "--example", "--in-place"], tmp_path)
+    assert in_place.returncode == 2
+    assert "--in-place" in in_place.stderr
+    neither = run(["condense"], tmp_path)
+    assert neither.returncode == 2
+    assert "--example" in neither.stderr
+
+
+def test_load_warnings_are_reported_and_strict_exits_1(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl", prompts=2)
+    lines = source.read_text("utf-8").splitlines()
+    lines.insert(3, "{not json")  # becomes line 4 of the file
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    proc = run(["condense", str(source), "--json", "--strict"], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{source}:4: warning" in proc.stderr
+    report = json.loads(proc.stdout)  # the output is written all the same
+    assert Path(report["output"]).is_file()
+    assert messages_of(Path(report["output"])) == messages_of(source)
+    lax = run(["condense", str(source), "--json", "--force"], tmp_path)
+    assert lax.returncode == 0
+    assert f"{source}:4: warning" in lax.stderr
+
+
+def test_compact_that_fails_part_way_exits_3(tmp_path: Path) -> None:
+    source = small_session(tmp_path / "s.jsonl", prompts=2)
+    original = source.read_bytes()
+    # a free run on a copy: an index entry, then the chain entry, per chain
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(original)
+    free = run(["compact", str(copy), "--in-place", "--json"], tmp_path)
+    assert free.returncode == 0, free.stderr
+    assert json.loads(free.stdout)["compacted"] == ["b1", "b2"]
+    added = copy.read_bytes()[len(original) :].splitlines(keepends=True)
+    assert json.loads(added[0])["customType"] == "context-prune-index"
+    assert json.loads(added[1])["customType"] == "context-prune-chain"
+    limit = len(original) + len(added[0])
+
+    def no_room_for_the_chain() -> None:  # in the child: the file stops after the index
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run(
+        [*CLI, "compact", str(source), "--in-place", "--json"],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env={**env(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=no_room_for_the_chain,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "compact failed" in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["compacted"] == []
+    assert report["error"]
+    data = source.read_bytes()
+    assert len(data) == limit  # the index entry was written, the chain entry not at all
+    assert data.startswith(original)
+    assert json.loads(data[len(original) :])["customType"] == "context-prune-index"

@@ -43,6 +43,7 @@ from .render import _tool_predicate
 from .session import ABSENT
 from .state import ChainEntry, PrunerState, ToolCallRecord
 from .summarize.base import Completion, CompletionRequest, Summarizer, Usage
+from .summarize.prompt import RANGE_SYSTEM_PROMPT, range_prompt
 
 __all__ = [
     "CUSTOM_TYPE_CHAIN",
@@ -71,17 +72,6 @@ CUSTOM_TYPE_INDEX = "context-prune-index"
 DETERMINISTIC = "deterministic"
 """``bodySource`` of a chain entry whose body was composed without an LLM."""
 
-RANGE_SYSTEM_PROMPT = (
-    "You are fusing several per-step summaries of one CLOSED sub-task from an AI coding "
-    "assistant's history into a SINGLE cohesive summary.\n"
-    "- Merge overlapping or repeated information; do not restate each step separately.\n"
-    "- Preserve concrete outcomes, decisions, file paths, identifiers, and anything later "
-    "work needs to remember.\n"
-    "- Keep any reference tokens like `t12` or `b3` intact.\n"
-    "- Be concise: a short narrative or a few grouped bullets, not one bullet per step."
-)
-"""The range-fusion instructions (wire constant, spec 05 section 13.2)."""
-
 FuseFn = Callable[[str], Awaitable[Optional[Completion]]]
 """Range fusion: takes the full request text, returns the completion or None on failure."""
 
@@ -92,12 +82,6 @@ _JS_WHITESPACE = (
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
-
-
-def range_prompt(summaries: Sequence[str]) -> str:
-    """The fusion request text for a span's per-batch summaries (in body order)."""
-    joined = "\n\n".join(summaries)
-    return f"{RANGE_SYSTEM_PROMPT}\n\n<sub-task-summaries>\n{joined}\n</sub-task-summaries>"
 
 
 def _is_number(value: Any) -> bool:

@@ -1,6 +1,21 @@
 """The `pi-condense` command line.
 
-Exit codes scripts can rely on: 0 success, 1 warnings with --strict, 2 unreadable input.
+Exit codes, the same for every command (scripts can rely on them):
+
+- ``0``: success.
+- ``1``: ``--strict`` was given and the session file had lines that were skipped on load
+  (one warning per line on stderr); the command still did its job. Commands with
+  ``--strict``: ``session info``, ``session context``, ``query``, ``recover ...``,
+  ``condense``, ``replay``, ``compact``.
+- ``2``: nothing was done. A session, config or messages file cannot be read; an argument is
+  wrong (an unknown ``--leaf`` id, a ``--compat`` or ``--summarizer`` value, ``--base-url``
+  without an API summarizer, conflicting options, an output that exists without ``--force``);
+  a tool call of ``query`` / ``recover`` is refused; or an output cannot be written. Typer's
+  own usage errors (an unknown option, a missing argument) exit 2 too.
+- ``3``: a condenser event failed during ``condense`` or ``replay``, or ``compact`` stopped
+  part-way; what was written stays written, and the failure is reported on stderr.
+
+3 wins over 1 when both apply.
 """
 
 from __future__ import annotations
@@ -18,6 +33,8 @@ from .tools_cmd import query_command, recover_app
 app = typer.Typer(
     name="pi-condense",
     help="Keep long LLM-agent sessions cheap: inspect, render and condense Pi sessions.",
+    epilog="Exit codes: 0 ok; 1 skipped lines in the session with --strict; 2 bad input or "
+    "arguments, nothing done; 3 a condenser step failed, output written.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -1,32 +1,165 @@
-"""Shared pieces of the `pi-condense` commands: consoles, exit codes, input resolution."""
+"""Shared pieces of the `pi-condense` commands: consoles, exit codes, options, inputs.
+
+Every command reads its session, config and summarizer through these helpers, so a bad input
+fails the same way everywhere: one line on stderr naming the file or option, exit code 2.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import sys
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional, TypeVar
 
 import typer
 from rich.console import Console
 
+from .. import jsjson
+from ..config import Config, load_config
 from ..errors import CondenseError
 from ..session import SessionFile
+from ..summarize.base import Summarizer
+from ..summarize.factory import OPENAI_COMPATIBLE_SERVERS, make_summarizer
+
+__all__ = [
+    "EXAMPLE_SESSION",
+    "EXIT_HANDLER_ERRORS",
+    "EXIT_OK",
+    "EXIT_UNREADABLE",
+    "EXIT_WARNINGS",
+    "SUMMARIZER_FORMS",
+    "base_url_option",
+    "check_compat",
+    "check_leaf",
+    "compat_option",
+    "config_block",
+    "config_option",
+    "err",
+    "example_option",
+    "exit_code",
+    "exit_for_warnings",
+    "fail",
+    "json_option",
+    "leaf_option",
+    "load_cli_config",
+    "make_cli_summarizer",
+    "open_at_leaf",
+    "open_session",
+    "out",
+    "print_warnings",
+    "quiet_option",
+    "read_session",
+    "resolve_file",
+    "run_with_summarizer",
+    "show_progress",
+    "strict_option",
+    "summarizer_option",
+]
 
 EXIT_OK = 0
+"""The command did its job."""
 EXIT_WARNINGS = 1
+"""``--strict`` was given and the session file had lines that were skipped on load."""
 EXIT_UNREADABLE = 2
+"""Nothing was done: an input cannot be read, an argument is wrong, or an output cannot be
+written (typer's own usage errors exit 2 too)."""
+EXIT_HANDLER_ERRORS = 3
+"""A condenser event (or a compaction) failed; whatever the command writes was still written."""
 
 EXAMPLE_SESSION = Path(__file__).parent.parent / "examples" / "example-session.jsonl"
+"""The bundled example session (a real Pi session of 1018 entries)."""
+
+SUMMARIZER_FORMS = (
+    '"default" (embedded, offline), "conformance" (the test vectors\' fake model, offline), '
+    '"openai:MODEL", "anthropic:MODEL", or '
+    + ", ".join(f'"{name}:MODEL"' for name in OPENAI_COMPATIBLE_SERVERS)
+    + " (OpenAI-compatible servers)"
+)
+"""The `--summarizer` values every command accepts, for help texts."""
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+T = TypeVar("T")
+
 
 def fail(message: str) -> NoReturn:
+    """Print ``pi-condense: message`` on stderr and exit 2."""
     err.print(f"pi-condense: {message}", markup=False)
     raise typer.Exit(EXIT_UNREADABLE)
 
 
+# ---------------------------------------------------------------------------------- options
+
+
+def leaf_option(help: str = "Entry id to use as the leaf.") -> Any:
+    """``--leaf ID``."""
+    return typer.Option(None, "--leaf", help=help)
+
+
+def json_option(help: str = "Print the report as JSON.") -> Any:
+    """``--json``."""
+    return typer.Option(False, "--json", help=help)
+
+
+def strict_option() -> Any:
+    """``--strict``: exit 1 when the session file had lines skipped on load."""
+    return typer.Option(False, "--strict", help="Exit 1 when the session file had bad lines.")
+
+
+def example_option(help: str = "Use the bundled example session.") -> Any:
+    """``--example``: the bundled example session instead of a file."""
+    return typer.Option(False, "--example", help=help)
+
+
+def quiet_option() -> Any:
+    """``--quiet`` / ``-q``: no progress bar."""
+    return typer.Option(False, "--quiet", "-q", help="No progress bar.")
+
+
+def config_option() -> Any:
+    """``--config FILE``: a ``contextPrune`` block or a settings.json holding one."""
+    return typer.Option(
+        None,
+        "--config",
+        help="contextPrune settings: the block, or a settings.json holding one "
+        "(default: Pi's settings file).",
+    )
+
+
+def compat_option() -> Any:
+    """``--compat MODE``."""
+    return typer.Option(
+        None,
+        "--compat",
+        help='Config normalization: "default" or "reference" (exactly the TypeScript rules).',
+    )
+
+
+def summarizer_option(default: str, extra: str = "") -> Any:
+    """``--summarizer SPEC`` with the given default; ``extra`` is appended to the help."""
+    return typer.Option(default, "--summarizer", help=f"Summarizer: {SUMMARIZER_FORMS}.{extra}")
+
+
+def base_url_option() -> Any:
+    """``--base-url URL``: the API server of an API summarizer."""
+    return typer.Option(
+        None,
+        "--base-url",
+        help="Summarizer API base URL (e.g. http://127.0.0.1:8000/v1 for a local "
+        "OpenAI-compatible server); only with an API summarizer.",
+    )
+
+
+# ----------------------------------------------------------------------------------- inputs
+
+
 def resolve_file(file: Optional[Path], example: bool) -> Path:
+    """The session file to read: FILE, or the bundled example with ``--example``."""
+    if example and file is not None:
+        fail("give a session file or --example, not both")
     if example:
         return EXAMPLE_SESSION
     if file is None:
@@ -35,22 +168,129 @@ def resolve_file(file: Optional[Path], example: bool) -> Path:
 
 
 def open_session(path: Path) -> SessionFile:
+    """Load a session file (read-only), or exit 2 naming it."""
     try:
         return SessionFile.load(path)
     except (CondenseError, OSError) as exc:
         fail(f"{path}: {exc}")
 
 
+def open_at_leaf(path: Path, leaf: Optional[str]) -> SessionFile:
+    """:func:`open_session`, then :func:`check_leaf`."""
+    session = open_session(path)
+    check_leaf(session, path, leaf)
+    return session
+
+
+def read_session(path: Path) -> SessionFile:
+    """An in-memory copy of a session file (``.jsonl`` or ``.jsonl.gz``), or exit 2."""
+    try:
+        data = path.read_bytes()
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        return SessionFile.parse(data, name=str(path))
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        fail(f"{path}: cannot read session file: {exc}")
+    except CondenseError as exc:
+        fail(str(exc))
+
+
 def check_leaf(session: SessionFile, path: Path, leaf: Optional[str]) -> None:
+    """Exit 2 when ``leaf`` is given and names no entry of the session."""
     if leaf is not None and session.get_entry(leaf) is None:
         fail(f"{path}: no entry with id {leaf!r}")
 
 
 def print_warnings(session: SessionFile, path: Path) -> None:
+    """One stderr line per line of the file skipped on load."""
     for warning in session.warnings:
         err.print(f"{path}:{warning.line}: warning: {warning.reason}", markup=False)
 
 
-def exit_for_warnings(session: SessionFile, strict: bool) -> None:
-    if strict and session.warnings:
-        raise typer.Exit(EXIT_WARNINGS)
+def exit_code(session: SessionFile, strict: bool, failed: bool = False) -> int:
+    """3 when a condenser event failed, else 1 for load warnings with ``--strict``, else 0."""
+    if failed:
+        return EXIT_HANDLER_ERRORS
+    return EXIT_WARNINGS if strict and session.warnings else EXIT_OK
+
+
+def exit_for_warnings(session: SessionFile, strict: bool, failed: bool = False) -> None:
+    """Exit with :func:`exit_code` unless it is 0."""
+    code = exit_code(session, strict, failed)
+    if code != EXIT_OK:
+        raise typer.Exit(code)
+
+
+# ----------------------------------------------------------------------- config, summarizer
+
+
+def check_compat(compat: Optional[str]) -> None:
+    """Exit 2 unless ``--compat`` is absent, ``default`` or ``reference``."""
+    if compat is not None and compat not in ("default", "reference"):
+        fail(f"--compat must be default or reference, not {compat!r}")
+
+
+def config_block(path: Path) -> dict[str, Any]:
+    """The ``contextPrune`` block of a settings file, or the file itself if it is the block."""
+    try:
+        value = jsjson.loads(path.read_bytes())
+    except (OSError, CondenseError) as exc:
+        fail(f"{path}: cannot read config: {exc}")
+    if isinstance(value, dict) and isinstance(value.get("contextPrune"), dict):
+        value = value["contextPrune"]
+    if not isinstance(value, dict):
+        fail(f"{path}: the config must be a JSON object (a contextPrune block or settings.json)")
+    return value
+
+
+def load_cli_config(path: Optional[Path], compat: Optional[str], *, enable: bool = False) -> Config:
+    """The config of ``--config FILE`` (default: Pi's settings file) in ``--compat`` mode.
+
+    With ``enable``, pruning is on unless the given block says ``enabled: false`` (the
+    settings file's own ``enabled`` is overridden). Normalization warnings go to stderr.
+    """
+    check_compat(compat)
+    mode: Any = compat
+    try:
+        if path is None:
+            config = load_config(compat=mode)
+            if enable and not config.enabled:
+                config = config.with_value("enabled", True)
+        else:
+            block = dict(config_block(path))
+            if enable:
+                block.setdefault("enabled", True)
+            config = Config.from_settings_dict(block, compat=mode)
+    except CondenseError as exc:
+        fail(f"{path}: {exc}" if path is not None else str(exc))
+    for warning in config.warnings:
+        err.print(f"pi-condense: warning: {warning}", markup=False)
+    return config
+
+
+def make_cli_summarizer(spec: str, base_url: Optional[str], config: Config) -> Summarizer:
+    """The summarizer of ``--summarizer SPEC`` and ``--base-url``, or exit 2 saying why."""
+    try:
+        return make_summarizer(spec, base_url=base_url, config=config)
+    except (CondenseError, ValueError, ImportError) as exc:
+        fail(f"summarizer {spec!r}: {exc}")
+
+
+def run_with_summarizer(summarizer: Optional[Summarizer], work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work()`` in a new event loop, then close the summarizer's API client (if any)."""
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            close = getattr(summarizer, "aclose", None)
+            if close is not None:
+                await close()
+
+    return asyncio.run(main())
+
+
+def show_progress(quiet: bool) -> bool:
+    """Whether a progress bar is drawn: not ``--quiet``, and both stdout and stderr are
+    terminals (the bar goes to stderr; piped or captured output stays free of it)."""
+    return not quiet and sys.stdout.isatty() and err.is_terminal

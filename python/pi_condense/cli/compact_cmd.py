@@ -12,7 +12,6 @@ sidecar spill goes to a temporary directory) and the table shows what would be c
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import sys
@@ -25,29 +24,32 @@ from rich.table import Table
 
 from .. import jsjson, jstime
 from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
-from ..config import Config, load_config
 from ..errors import CondenseError
 from ..session import SessionFile
 from ..state import ChainEntry, PrunerState
-from ._common import err, fail, out
-from .condense_cmd import _check_compat, _config_block, _summarizer
+from ._common import (
+    base_url_option,
+    compat_option,
+    config_option,
+    err,
+    exit_for_warnings,
+    fail,
+    json_option,
+    load_cli_config,
+    make_cli_summarizer,
+    out,
+    print_warnings,
+    run_with_summarizer,
+    strict_option,
+    summarizer_option,
+)
 
 __all__ = ["compact_command", "compact_report"]
 
-_SUMMARIZER_HELP = (
-    'Range fuser: "default" (embedded, offline), "conformance", "openai:MODEL", '
-    '"anthropic:MODEL", ... or "none" (no fusion: render concatenates the per-batch summaries).'
+_FUSER_EXTRA = (
+    ' It fuses the per-batch summaries of covered chains; "none": no fusion (render '
+    "concatenates the per-batch summaries)."
 )
-
-
-def _config(path: Optional[Path], compat: Optional[str]) -> Config:
-    mode: Any = compat
-    try:
-        if path is None:
-            return load_config(compat=mode)
-        return Config.from_settings_dict(_config_block(path), compat=mode)
-    except CondenseError as exc:
-        fail(str(exc))
 
 
 def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> SessionFile:
@@ -160,30 +162,31 @@ def compact_command(
     in_place: bool = typer.Option(
         False, "--in-place", help="Append the entries to the session file itself."
     ),
-    config_file: Optional[Path] = typer.Option(
-        None,
-        "--config",
-        help="settings.json (or a bare contextPrune block); default: Pi's settings file.",
-    ),
-    summarizer_name: str = typer.Option("default", "--summarizer", help=_SUMMARIZER_HELP),
-    compat: Optional[str] = typer.Option(
-        None, "--compat", help='Config normalization: "default" or "reference".'
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    config_file: Optional[Path] = config_option(),
+    summarizer_name: str = summarizer_option("default", _FUSER_EXTRA),
+    base_url: Optional[str] = base_url_option(),
+    compat: Optional[str] = compat_option(),
+    as_json: bool = json_option(),
+    strict: bool = strict_option(),
 ) -> None:
     """Compress every eligible chain of SESSION now, with the estimated reclaim."""
     if out_file is not None and in_place:
-        fail("--out and --in-place cannot be used together")
-    _check_compat(compat)
-    config = _config(config_file, compat)
-    summarizer = None if summarizer_name == "none" else _summarizer(summarizer_name, None, config)
-    if summarizer is None:
+        fail("--out and --in-place are exclusive")
+    config = load_cli_config(config_file, compat)
+    if summarizer_name == "none":
+        if base_url is not None:
+            fail('--base-url does not apply to --summarizer "none"')
+        summarizer = None
         config = config.with_value("chainCompression.fuseRangeSummary", False)
+    else:
+        summarizer = make_cli_summarizer(summarizer_name, base_url, config)
     from ..condenser import Condenser  # the pipeline is loaded only when the command runs
 
     notices: list[str] = []
+    failure: Optional[str] = None
     with tempfile.TemporaryDirectory(prefix="pi-condense-compact-") as tmp:
         source = _open(session, out_file, in_place, tmp)
+        print_warnings(source, session)
         condenser = Condenser(
             source,
             config,
@@ -191,15 +194,23 @@ def compact_command(
             notify=lambda message, level: notices.append(message),
         )
         try:
-            result = asyncio.run(condenser.compact())
-        except (ChainCompressionError, OSError) as exc:
+            result = run_with_summarizer(summarizer, condenser.compact)
+        except ChainCompressionError as exc:
+            # Entries appended before the failure stay: report them, then exit 3.
+            failure, result = str(exc), exc.partial
+        except OSError as exc:
             fail(f"pruner: compact failed: {exc}")
         dry_run = not in_place and out_file is None
         target = None if dry_run else os.fspath(out_file if out_file is not None else session)
         report = compact_report(condenser.state, result, dry_run=dry_run, output=target)
+    if failure is not None:
+        report["error"] = failure
     for notice in notices:
         err.print(notice, markup=False)
     if as_json:
         sys.stdout.write(jsjson.dumps(report, 2) + "\n")
     else:
         _print(report)
+    if failure is not None:
+        err.print(f"pi-condense: pruner: compact failed: {failure}", markup=False)
+    exit_for_warnings(source, strict, failed=failure is not None)

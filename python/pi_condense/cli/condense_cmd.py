@@ -2,14 +2,14 @@
 
 Both replay the session's branch through a :class:`~pi_condense.condenser.Condenser` with the
 event model of :mod:`pi_condense.replay`. ``condense`` writes the condensed session (a new file
-beside the input, or the input itself with a backup) and reports what was reclaimed;
+beside the input, or the input itself with a backup; for ``--example``, a new file in the
+current directory) and reports what was reclaimed;
 ``replay`` writes the conformance vectors' files (``session.jsonl``, ``contexts.jsonl``,
 ``summarizer.jsonl``) into a directory that is also the new session's directory.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 import secrets
 import shutil
@@ -22,81 +22,57 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import jsjson
-from ..config import Config, load_config
-from ..errors import CondenseError
+from ..config import Config
 from ..render import render
-from ..replay import ReplayOptions, ReplayResult, replay
+from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
 from ..state import PrunerState
 from ..summarize.base import Summarizer
-from ._common import err, fail, out
-
-__all__ = ["EXIT_HANDLER_ERRORS", "condense_report", "register"]
-
-EXIT_HANDLER_ERRORS = 3
-"""Exit code when a condenser event failed during the replay (the output is still written)."""
-
-_COMPAT_HELP = 'Config normalization: "default" or "reference" (exactly the TypeScript rules).'
-_SUMMARIZER_HELP = (
-    'Summarizer: "default" (embedded, offline), "conformance" (the test vectors\' fake model), '
-    '"openai:MODEL" or "anthropic:MODEL".'
+from ._common import (
+    base_url_option,
+    check_leaf,
+    compat_option,
+    config_option,
+    err,
+    example_option,
+    exit_for_warnings,
+    fail,
+    json_option,
+    leaf_option,
+    load_cli_config,
+    make_cli_summarizer,
+    out,
+    print_warnings,
+    quiet_option,
+    read_session,
+    resolve_file,
+    run_with_summarizer,
+    show_progress,
+    strict_option,
+    summarizer_option,
 )
+
+__all__ = ["condense_report", "problems", "register"]
 
 
 # ---------------------------------------------------------------------------------- inputs
 
 
-def _read_source(path: Path) -> SessionFile:
-    try:
-        data = path.read_bytes()
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
-        return SessionFile.parse(data, name=str(path))
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        fail(f"{path}: cannot read session file: {exc}")
-    except CondenseError as exc:
-        fail(str(exc))
-
-
-def _config_block(path: Path) -> dict[str, Any]:
-    """The ``contextPrune`` block of a settings file, or the file itself if it is the block."""
-    try:
-        value = jsjson.loads(path.read_bytes())
-    except (OSError, CondenseError) as exc:
-        fail(f"{path}: cannot read config: {exc}")
-    if isinstance(value, dict) and isinstance(value.get("contextPrune"), dict):
-        value = value["contextPrune"]
-    if not isinstance(value, dict):
-        fail(f"{path}: the config must be a JSON object (a contextPrune block or settings.json)")
-    return value
-
-
-def _load_config(path: Optional[Path], compat: Optional[str]) -> Config:
-    """The replay's config: pruning enabled unless the block says otherwise."""
-    mode: Any = compat
-    try:
-        if path is None:
-            config = load_config(compat=mode)
-            return config if config.enabled else config.with_value("enabled", True)
-        block = dict(_config_block(path))
-        block.setdefault("enabled", True)
-        return Config.from_settings_dict(block, compat=mode)
-    except CondenseError as exc:
-        fail(str(exc))
-
-
-def _summarizer(name: str, base_url: Optional[str], config: Config) -> Summarizer:
-    from ..summarize.factory import make_summarizer
-
-    try:
-        return make_summarizer(name, base_url=base_url, config=config)
-    except (CondenseError, ValueError, ImportError) as exc:
-        fail(f"summarizer {name!r}: {exc}")
-
-
-def _check_compat(compat: Optional[str]) -> None:
-    if compat is not None and compat not in ("default", "reference"):
-        fail(f"--compat must be default or reference, not {compat!r}")
+def _inputs(
+    path: Path,
+    leaf: Optional[str],
+    config_file: Optional[Path],
+    compat: Optional[str],
+    spec: str,
+    base_url: Optional[str],
+) -> tuple[SessionFile, Config, Summarizer]:
+    """The source session (its load warnings printed), the config (pruning on) and the
+    summarizer, or exit 2 on the first that is wrong."""
+    config = load_cli_config(config_file, compat, enable=True)
+    source = read_session(path)
+    check_leaf(source, path, leaf)
+    print_warnings(source, path)
+    return source, config, make_cli_summarizer(spec, base_url, config)
 
 
 # --------------------------------------------------------------------------------- running
@@ -107,11 +83,15 @@ def _run(
     config: Config,
     summarizer: Summarizer,
     options: ReplayOptions,
-    show_progress: bool,
+    progress_bar: bool,
     label: str,
 ) -> ReplayResult:
-    if not show_progress:
-        return replay(source, config, summarizer, options)
+    """Replay in one event loop (the summarizer's client is closed at the end), with a progress
+    bar on stderr when ``progress_bar``."""
+    if not progress_bar:
+        return run_with_summarizer(
+            summarizer, lambda: replay_async(source, config, summarizer, options)
+        )
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -125,7 +105,10 @@ def _run(
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return replay(source, config, summarizer, options, on_progress=advance)
+        return run_with_summarizer(
+            summarizer,
+            lambda: replay_async(source, config, summarizer, options, on_progress=advance),
+        )
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -171,6 +154,27 @@ def _notification_counts(result: ReplayResult) -> dict[str, int]:
         elif message.startswith(_DEDUPED) and "(turn " in message:
             counts["deduped"] += 1
     return counts
+
+
+def problems(result: ReplayResult) -> list[dict[str, Any]]:
+    """The condenser's warning and error notifications (e.g. failed summarizer calls), each
+    once with its count, in order of first appearance."""
+    counts: dict[tuple[str, str], int] = {}
+    for message, level in result.notifications:
+        if level in ("warning", "error"):
+            counts[(level, message)] = counts.get((level, message), 0) + 1
+    return [{"level": k[0], "message": k[1], "count": n} for k, n in counts.items()]
+
+
+def _print_problems(result: ReplayResult) -> None:
+    """Notifications, replay warnings and failed events on stderr."""
+    for problem in problems(result):
+        times = f" (x{problem['count']})" if problem["count"] > 1 else ""
+        err.print(f"pi-condense: {problem['level']}: {problem['message']}{times}", markup=False)
+    for warning in dict.fromkeys(result.warnings):
+        err.print(f"pi-condense: warning: {warning}", markup=False)
+    for event, message in result.handler_errors:
+        err.print(f"pi-condense: {event} failed: {message}", markup=False)
 
 
 def _entry_facts(session: SessionFile) -> dict[str, Any]:
@@ -232,6 +236,7 @@ def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) 
         },
         "handlerErrors": [{"event": e, "error": m} for e, m in result.handler_errors],
         "warnings": list(dict.fromkeys(result.warnings)),
+        "problems": problems(result),
     }
 
 
@@ -280,20 +285,20 @@ def _print_report(report: dict[str, Any], target: Path) -> None:
     for what, value in rows:
         table.add_row(what, value)
     out.print(table)
-    for warning in report["warnings"]:
-        err.print(f"pi-condense: warning: {warning}", markup=False)
-    for error in report["handlerErrors"]:
-        err.print(f"pi-condense: {error['event']} failed: {error['error']}", markup=False)
 
 
 # -------------------------------------------------------------------------------- commands
 
 
-def _targets(session_path: Path, out_file: Optional[Path], in_place: bool) -> tuple[Path, Path]:
+def _targets(
+    session_path: Path, out_file: Optional[Path], in_place: bool, example: bool
+) -> tuple[Path, Path]:
     """(output file, backup file or the output) after checking they can be written."""
     if in_place and out_file is not None:
         fail("--out and --in-place are exclusive")
     if in_place:
+        if example:
+            fail("--in-place cannot rewrite the bundled example (use --out, or no option)")
         if session_path.name.endswith(".gz"):
             fail("--in-place needs a plain .jsonl session (not .gz)")
         return session_path, session_path.with_name(session_path.name + ".bak")
@@ -301,12 +306,19 @@ def _targets(session_path: Path, out_file: Optional[Path], in_place: bool) -> tu
         name = session_path.name
         for suffix in (".gz", ".jsonl"):
             name = name[: -len(suffix)] if name.endswith(suffix) else name
-        out_file = session_path.with_name(f"{name}.condensed.jsonl")
+        # The example lives in the installed package: its output goes to the current directory.
+        folder = Path() if example else session_path.parent
+        out_file = folder / f"{name}.condensed.jsonl"
     return out_file, out_file
 
 
 def condense(
-    session_path: Path = typer.Argument(..., metavar="SESSION", help="Raw Pi session (.jsonl)."),
+    session_path: Optional[Path] = typer.Argument(
+        None, metavar="SESSION", help="Raw Pi session (.jsonl or .jsonl.gz)."
+    ),
+    example: bool = example_option(
+        "Condense the bundled example session into ./example-session.condensed.jsonl."
+    ),
     out_file: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output file (default: <name>.condensed.jsonl beside SESSION)."
     ),
@@ -314,47 +326,45 @@ def condense(
         False, "--in-place", help="Replace SESSION (a copy is kept as SESSION.bak)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output or backup."),
-    config_file: Optional[Path] = typer.Option(
-        None, "--config", help="contextPrune settings (the block, or a settings.json)."
-    ),
-    summarizer_name: str = typer.Option("default", "--summarizer", help=_SUMMARIZER_HELP),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Summarizer API base URL."),
-    compat: Optional[str] = typer.Option(None, "--compat", help=_COMPAT_HELP),
-    leaf: Optional[str] = typer.Option(None, "--leaf", help="Condense this entry's branch."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    config_file: Optional[Path] = config_option(),
+    summarizer_name: str = summarizer_option("default"),
+    base_url: Optional[str] = base_url_option(),
+    compat: Optional[str] = compat_option(),
+    leaf: Optional[str] = leaf_option("Condense this entry's branch."),
+    as_json: bool = json_option(),
+    quiet: bool = quiet_option(),
+    strict: bool = strict_option(),
 ) -> None:
     """Prune a recorded session as the extension would have, turn by turn.
 
     The session's branch (the current one, or --leaf's) is replayed through the pruner and
-    written with the pruner's entries; other branches are not carried over.
+    written with the pruner's entries; other branches are not carried over. A progress bar
+    is drawn on a terminal (not with --quiet, --json, or when the output is piped).
     """
-    _check_compat(compat)
-    target, backup = _targets(session_path, out_file, in_place)
+    path = resolve_file(session_path, example)
+    target, backup = _targets(path, out_file, in_place, example)
     if not force and (backup if in_place else target).exists():
         fail(f"{backup if in_place else target} exists (use --force to overwrite it)")
-    stamp = _stamp(session_path)
-    source = _read_source(session_path)
-    if leaf is not None and source.get_entry(leaf) is None:
-        fail(f"{session_path}: no entry with id {leaf!r}")
-    config = _load_config(config_file, compat)
-    summarizer = _summarizer(summarizer_name, base_url, config)
+    stamp = _stamp(path)
+    source, config, summarizer = _inputs(path, leaf, config_file, compat, summarizer_name, base_url)
     options = ReplayOptions(
         session_dir=str(target.parent.resolve()),
         leaf=leaf,
         deterministic=False,
         record_contexts=False,
     )
-    result = _run(source, config, summarizer, options, not as_json, "condensing")
+    progress = not as_json and show_progress(quiet)
+    result = _run(source, config, summarizer, options, progress, "condensing")
     text = result.session_text()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if in_place:
-            if _stamp(session_path) != stamp:
+            if _stamp(path) != stamp:
                 fail(
-                    f"{session_path} changed while it was being condensed (is Pi still "
+                    f"{path} changed while it was being condensed (is Pi still "
                     "writing it?); nothing was replaced"
                 )
-            shutil.copy2(session_path, backup)
+            shutil.copy2(path, backup)
         _write_atomic(target, text)
     except OSError as exc:
         fail(f"{target}: cannot write: {exc}")
@@ -368,35 +378,33 @@ def condense(
         sys.stdout.write(jsjson.dumps(report, 2) + "\n")
     else:
         _print_report(report, target)
-    if result.handler_errors:
-        raise typer.Exit(EXIT_HANDLER_ERRORS)
+        _print_problems(result)
+    exit_for_warnings(source, strict, failed=bool(result.handler_errors))
 
 
 def replay_command(
     raw: Path = typer.Argument(..., metavar="RAW", help="Raw Pi session (.jsonl or .jsonl.gz)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output and session directory."),
-    config_file: Optional[Path] = typer.Option(
-        None, "--config", help="contextPrune settings (the block, or a settings.json)."
-    ),
-    summarizer_name: str = typer.Option("conformance", "--summarizer", help=_SUMMARIZER_HELP),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Summarizer API base URL."),
+    config_file: Optional[Path] = config_option(),
+    summarizer_name: str = summarizer_option("conformance"),
+    base_url: Optional[str] = base_url_option(),
     deterministic: bool = typer.Option(
-        False, "--deterministic", help="Number entry ids 00000001, 00000002, ... (as the vectors)."
+        False,
+        "--deterministic",
+        help="Number entry ids 00000001, 00000002, ... (as the vectors). Any summarizer may be "
+        "used; the summaries are reproducible only with the offline ones (conformance, "
+        "default), an API model's are whatever it answers.",
     ),
     restart_each_prompt: bool = typer.Option(
         False, "--restart-each-prompt", help="Start a fresh condenser before every prompt."
     ),
-    compat: Optional[str] = typer.Option(None, "--compat", help=_COMPAT_HELP),
-    leaf: Optional[str] = typer.Option(None, "--leaf", help="Replay this entry's branch."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    compat: Optional[str] = compat_option(),
+    leaf: Optional[str] = leaf_option("Replay this entry's branch."),
+    quiet: bool = quiet_option(),
+    strict: bool = strict_option(),
 ) -> None:
     """Replay a raw session and write the conformance vectors' files into --out."""
-    _check_compat(compat)
-    source = _read_source(raw)
-    if leaf is not None and source.get_entry(leaf) is None:
-        fail(f"{raw}: no entry with id {leaf!r}")
-    config = _load_config(config_file, compat)
-    summarizer = _summarizer(summarizer_name, base_url, config)
+    source, config, summarizer = _inputs(raw, leaf, config_file, compat, summarizer_name, base_url)
     root = out_dir.resolve()
     options = ReplayOptions(
         session_dir=str(root),
@@ -404,7 +412,7 @@ def replay_command(
         restart_each_prompt=restart_each_prompt,
         deterministic=deterministic,
     )
-    result = _run(source, config, summarizer, options, not quiet, "replaying")
+    result = _run(source, config, summarizer, options, show_progress(quiet), "replaying")
     try:
         result.write(root)
     except OSError as exc:
@@ -415,10 +423,8 @@ def replay_command(
         f"calls, {counts['entries']} entries -> {root}",
         markup=False,
     )
-    for error_event, message in result.handler_errors:
-        err.print(f"pi-condense: {error_event} failed: {message}", markup=False)
-    if result.handler_errors:
-        raise typer.Exit(EXIT_HANDLER_ERRORS)
+    _print_problems(result)
+    exit_for_warnings(source, strict, failed=bool(result.handler_errors))
 
 
 def register(app: typer.Typer) -> None:

@@ -13,12 +13,15 @@ from rich.table import Table
 from .. import jsjson
 from ..session import SessionFile
 from ._common import (
-    check_leaf,
+    example_option,
     exit_for_warnings,
-    open_session,
+    json_option,
+    leaf_option,
+    open_at_leaf,
     out,
     print_warnings,
     resolve_file,
+    strict_option,
 )
 
 session_app = typer.Typer(help="Inspect Pi session files (no pruning).", no_args_is_help=True)
@@ -64,15 +67,14 @@ def session_summary(session: SessionFile, path: Path, leaf: Optional[str]) -> di
 @session_app.command("info")
 def session_info(
     file: Optional[Path] = typer.Argument(None, help="Pi session file (.jsonl)."),
-    leaf: Optional[str] = typer.Option(None, "--leaf", help="Entry id to use as the leaf."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when the file had bad lines."),
-    example: bool = typer.Option(False, "--example", help="Use the bundled example session."),
+    leaf: Optional[str] = leaf_option(),
+    as_json: bool = json_option("Machine-readable output."),
+    strict: bool = strict_option(),
+    example: bool = example_option(),
 ) -> None:
     """Header, entry counts, branch, messages by role, size and load warnings."""
     path = resolve_file(file, example)
-    session = open_session(path)
-    check_leaf(session, path, leaf)
+    session = open_at_leaf(path, leaf)
     info = session_summary(session, path, leaf)
     if as_json:
         sys.stdout.write(jsjson.dumps(info, indent=2) + "\n")
@@ -122,14 +124,13 @@ def _print_counter(title: str, key: str, counts: dict[str, int]) -> None:
 @session_app.command("context")
 def session_context(
     file: Optional[Path] = typer.Argument(None, help="Pi session file (.jsonl)."),
-    leaf: Optional[str] = typer.Option(None, "--leaf", help="Entry id to use as the leaf."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when the file had bad lines."),
-    example: bool = typer.Option(False, "--example", help="Use the bundled example session."),
+    leaf: Optional[str] = leaf_option(),
+    strict: bool = strict_option(),
+    example: bool = example_option(),
 ) -> None:
     """Print JSON.stringify of the context messages Pi would build (no pruning)."""
     path = resolve_file(file, example)
-    session = open_session(path)
-    check_leaf(session, path, leaf)
+    session = open_at_leaf(path, leaf)
     data = jsjson.dumps(session.build_context(leaf).messages)
     stdout = sys.stdout.buffer
     stdout.write(data.encode("utf-8"))

@@ -16,11 +16,13 @@ from ..tools.query import ContextTreeQuery
 from ..tools.recovery import SessionRecovery
 from ._common import (
     EXIT_UNREADABLE,
-    check_leaf,
     err,
     exit_for_warnings,
-    open_session,
+    json_option,
+    leaf_option,
+    open_at_leaf,
     print_warnings,
+    strict_option,
 )
 
 recover_app = typer.Typer(
@@ -28,9 +30,8 @@ recover_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_LEAF = typer.Option(None, "--leaf", help="Entry id to use as the leaf of the active branch.")
-_JSON = typer.Option(False, "--json", help="Print {content, details} as JSON.")
-_STRICT = typer.Option(False, "--strict", help="Exit 1 when the file had bad lines.")
+_LEAF_HELP = "Entry id to use as the leaf of the active branch."
+_JSON_HELP = "Print {content, details} as JSON."
 _SCOPE = typer.Option(
     "active", "--scope", help="active: the current branch; all: every branch, abandoned too."
 )
@@ -61,8 +62,7 @@ def _emit(result: ToolResult, as_json: bool, newline: bool = True) -> None:
 
 
 def _session(path: Path, leaf: Optional[str]) -> SessionFile:
-    session = open_session(path)
-    check_leaf(session, path, leaf)
+    session = open_at_leaf(path, leaf)
     print_warnings(session, path)
     return session
 
@@ -70,15 +70,15 @@ def _session(path: Path, leaf: Optional[str]) -> SessionFile:
 def query_command(
     session_file: Path = typer.Argument(..., metavar="SESSION", help="Pi session file (.jsonl)."),
     refs: list[str] = typer.Argument(..., metavar="REF...", help="Short refs, keys or ids."),
-    leaf: Optional[str] = _LEAF,
+    leaf: Optional[str] = leaf_option(_LEAF_HELP),
     recorded_session_dir: Optional[str] = typer.Option(
         None,
         "--recorded-session-dir",
         help="Directory the session was written in, if it has moved since (spill paths "
         "under it are looked up next to the session file instead).",
     ),
-    as_json: bool = _JSON,
-    strict: bool = _STRICT,
+    as_json: bool = json_option(_JSON_HELP),
+    strict: bool = strict_option(),
 ) -> None:
     """Print exactly what context_tree_query returns to the model for REF... ."""
     session = _session(session_file, leaf)
@@ -125,9 +125,9 @@ def recover_overview(
     scope: str = _SCOPE,
     limit: Optional[int] = typer.Option(None, "--limit", help="Sections per page (1-100)."),
     cursor: Optional[str] = _CURSOR,
-    leaf: Optional[str] = _LEAF,
-    as_json: bool = _JSON,
-    strict: bool = _STRICT,
+    leaf: Optional[str] = leaf_option(_LEAF_HELP),
+    as_json: bool = json_option(_JSON_HELP),
+    strict: bool = strict_option(),
 ) -> None:
     """Sections of the raw history with counts (session_overview)."""
     args = _given(scope=scope, max_sections=limit, cursor=cursor)
@@ -146,9 +146,9 @@ def recover_read(
         None, "--max-body-chars", help="Body characters per entry and page (100-8000)."
     ),
     cursor: Optional[str] = _CURSOR,
-    leaf: Optional[str] = _LEAF,
-    as_json: bool = _JSON,
-    strict: bool = _STRICT,
+    leaf: Optional[str] = leaf_option(_LEAF_HELP),
+    as_json: bool = json_option(_JSON_HELP),
+    strict: bool = strict_option(),
 ) -> None:
     """One section or one exact entry, bounded; continue with --cursor."""
     if target is not None:
@@ -175,9 +175,9 @@ def recover_search(
     scope: str = _SCOPE,
     limit: Optional[int] = typer.Option(None, "--limit", help="Matches per page (1-50)."),
     cursor: Optional[str] = _CURSOR,
-    leaf: Optional[str] = _LEAF,
-    as_json: bool = _JSON,
-    strict: bool = _STRICT,
+    leaf: Optional[str] = leaf_option(_LEAF_HELP),
+    as_json: bool = json_option(_JSON_HELP),
+    strict: bool = strict_option(),
 ) -> None:
     """Literal search over the raw history (session_search)."""
     args = _given(
@@ -196,9 +196,9 @@ def recover_context(
     exclude_call: Optional[str] = typer.Option(
         None, "--exclude-call", help="Tool call id to leave out of the unmatched calls."
     ),
-    leaf: Optional[str] = _LEAF,
-    as_json: bool = _JSON,
-    strict: bool = _STRICT,
+    leaf: Optional[str] = leaf_option(_LEAF_HELP),
+    as_json: bool = json_option(_JSON_HELP),
+    strict: bool = strict_option(),
 ) -> None:
     """First/latest requests, files, recent errors, unmatched calls (session_recovery_context)."""
     args = _given(scope=scope, recent_error_limit=recent_errors)
