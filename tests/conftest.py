@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# Hermetic runs: no test (nor any CLI subprocess it starts) may read or write the developer's
+# real Pi settings in ~/.pi/agent; tests that need settings point this variable elsewhere.
+_AGENT_DIR = tempfile.TemporaryDirectory(prefix="pi-condense-agent-")
+os.environ["PI_CODING_AGENT_DIR"] = _AGENT_DIR.name
 
 
 def shared_root() -> Path:

@@ -71,11 +71,14 @@ class Condenser:
 
     ``config`` fixes the configuration; without it :meth:`session_start` loads the
     ``contextPrune`` block of Pi's settings file, as the extension does. ``summarizer`` is the
-    configured summarizer model and ``session_model`` the session's own model (its outage
-    fallback, and the summarizer when ``summarizer`` is None). ``clock`` gives epoch ms for the
-    pipeline (the session's entry timestamps come from the session's own clock).
-    ``context_usage`` reports the context size for the budget triggers; ``notify(message,
-    level)``, ``status(text)`` and ``emit(channel, payload)`` receive the user-visible output.
+    summarizer model and ``session_model`` the session's own model (its outage fallback); when
+    ``summarizer`` is None, the config's ``summarizerModel`` is resolved instead (``"default"``:
+    the session model; ``"provider/model-id"``: that model, with the session model as its
+    fallback; see :func:`~pi_condense.summarize.resolve.resolve_summarizers`), again after each
+    config change. ``clock`` gives epoch ms for the pipeline (the session's entry timestamps
+    come from the session's own clock). ``context_usage`` reports the context size for the
+    budget triggers; ``notify(message, level)``, ``status(text)`` and ``emit(channel,
+    payload)`` receive the user-visible output.
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class Condenser:
         self._ui = ui
         self._rt: Optional[Runtime] = None
         self._runner: Any = None
+        self._resolve_notes: list[tuple[str, str]] = []
         # (entry count, leaf) the lazily built state was read at, until the first event.
         self._built_at: Optional[tuple[int, Optional[str]]] = None
 
@@ -199,14 +203,25 @@ class Condenser:
         self._ui.notify(text, level)
 
     def _make_runner(self) -> Any:
-        primary = self._summarizer if self._summarizer is not None else self._session_model
+        from .summarize.resolve import resolve_summarizers
+
+        notes: list[tuple[str, str]] = []
+
+        def note(level: str, text: str) -> None:
+            notes.append((level, text))
+            self._notify_runner(level, text)
+
+        primary, session_model = resolve_summarizers(
+            self.config, session_model=self._session_model, explicit=self._summarizer, notify=note
+        )
+        self._resolve_notes = notes
         if primary is None:
             return _NoSummarizer(self._ui.notify)
         from .summarize.runner import SummarizerRunner
 
         return SummarizerRunner(
             primary,
-            self._session_model,
+            session_model,
             self.config,
             clock=self._clock,
             notify=self._notify_runner,
@@ -215,6 +230,10 @@ class Condenser:
     async def _summarize(self, request: CompletionRequest) -> Optional[Completion]:
         if self._runner is None:
             self._runner = self._make_runner()
+        elif self.config.is_reference:
+            # The reference resolves the model (and warns) on every call; ours once.
+            for level, text in self._resolve_notes:
+                self._notify_runner(level, text)
         result: Optional[Completion] = await self._runner.run(request)
         return result
 

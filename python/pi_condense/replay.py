@@ -181,11 +181,13 @@ class _Replayer:
         options: ReplayOptions,
         on_progress: Optional[Callable[[int, int], None]],
         factory: Optional[Callable[..., Condenser]],
+        session_model: Optional[RecordingSummarizer] = None,
     ) -> None:
         self.factory = factory
         self.options = options
         self.config = config
         self.summarizer = summarizer
+        self.session_model = session_model if session_model is not None else summarizer
         self.on_progress = on_progress
         self.path = source.branch(options.leaf)
         header = source.header
@@ -228,7 +230,7 @@ class _Replayer:
             self.session,
             self.config,
             summarizer=self.summarizer,
-            session_model=self.summarizer,
+            session_model=self.session_model,
             clock=self.clock,
             context_usage=self._context_usage,
             notify=self._notify,
@@ -606,21 +608,34 @@ async def replay_async(
     *,
     on_progress: Optional[Callable[[int, int], None]] = None,
     condenser_factory: Optional[Callable[..., Condenser]] = None,
+    session_model: Optional[Summarizer] = None,
 ) -> ReplayResult:
     """Replay ``source`` (its current branch, or ``options.leaf``'s) through a new condenser.
 
     ``summarizer`` answers every summarization call (it is also the session model, as with
-    ``summarizerModel: "default"``); it is wrapped to record the calls. ``on_progress(done,
-    total)`` is called after each source entry. ``condenser_factory`` builds each condenser
-    (default :class:`~pi_condense.condenser.Condenser`; called with the session, the config and
-    the keyword arguments ``summarizer``, ``session_model``, ``clock``, ``context_usage`` and
+    ``summarizerModel: "default"``, unless ``session_model`` is given: then it is the
+    configured model and ``session_model`` its outage fallback); both are wrapped to record
+    their calls in one log. ``on_progress(done, total)`` is called after each source entry.
+    ``condenser_factory`` builds each condenser (default
+    :class:`~pi_condense.condenser.Condenser`; called with the session, the config and the
+    keyword arguments ``summarizer``, ``session_model``, ``clock``, ``context_usage`` and
     ``notify``).
     """
     recorder = summarizer if isinstance(summarizer, RecordingSummarizer) else None
     if recorder is None:
         recorder = RecordingSummarizer(summarizer)
+    fallback: Optional[RecordingSummarizer] = None
+    if session_model is not None:
+        fallback = RecordingSummarizer(session_model)
+        fallback.calls = recorder.calls  # one log, in call order
     runner = _Replayer(
-        source, config, recorder, options or ReplayOptions(), on_progress, condenser_factory
+        source,
+        config,
+        recorder,
+        options or ReplayOptions(),
+        on_progress,
+        condenser_factory,
+        fallback,
     )
     return await runner.run()
 
@@ -633,6 +648,7 @@ def replay(
     *,
     on_progress: Optional[Callable[[int, int], None]] = None,
     condenser_factory: Optional[Callable[..., Condenser]] = None,
+    session_model: Optional[Summarizer] = None,
 ) -> ReplayResult:
     """Synchronous :func:`replay_async` (runs its own event loop)."""
     return asyncio.run(
@@ -643,5 +659,6 @@ def replay(
             options,
             on_progress=on_progress,
             condenser_factory=condenser_factory,
+            session_model=session_model,
         )
     )

@@ -22,6 +22,7 @@ from ..errors import CondenseError
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import OPENAI_COMPATIBLE_SERVERS, make_summarizer
+from ..summarize.resolve import resolve_summarizers
 
 __all__ = [
     "EXAMPLE_SESSION",
@@ -45,6 +46,7 @@ __all__ = [
     "leaf_option",
     "load_cli_config",
     "make_cli_summarizer",
+    "make_cli_summarizers",
     "open_at_leaf",
     "open_session",
     "out",
@@ -138,9 +140,17 @@ def compat_option() -> Any:
     )
 
 
-def summarizer_option(default: str, extra: str = "") -> Any:
-    """``--summarizer SPEC`` with the given default; ``extra`` is appended to the help."""
-    return typer.Option(default, "--summarizer", help=f"Summarizer: {SUMMARIZER_FORMS}.{extra}")
+def summarizer_option(offline: str, extra: str = "") -> Any:
+    """``--summarizer SPEC`` (None when absent: see :func:`make_cli_summarizers`, whose
+    session model is the ``offline`` summarizer); ``extra`` is appended to the help."""
+    return typer.Option(
+        None,
+        "--summarizer",
+        help=f"Summarizer: {SUMMARIZER_FORMS}. Default: the config's summarizerModel "
+        '("provider/model-id" as in Pi, e.g. "openai/gpt-4o-mini"; --base-url applies to it) '
+        f'with "{offline}" as its outage fallback, or "{offline}" alone when summarizerModel is '
+        f'"default" or names no usable model (with a warning).{extra}',
+    )
 
 
 def base_url_option() -> Any:
@@ -149,7 +159,8 @@ def base_url_option() -> Any:
         None,
         "--base-url",
         help="Summarizer API base URL (e.g. http://127.0.0.1:8000/v1 for a local "
-        "OpenAI-compatible server); only with an API summarizer.",
+        "OpenAI-compatible server); only with an API summarizer (--summarizer, or else the "
+        "config's summarizerModel).",
     )
 
 
@@ -274,6 +285,38 @@ def make_cli_summarizer(spec: str, base_url: Optional[str], config: Config) -> S
         return make_summarizer(spec, base_url=base_url, config=config)
     except (CondenseError, ValueError, ImportError) as exc:
         fail(f"summarizer {spec!r}: {exc}")
+
+
+def make_cli_summarizers(
+    spec: Optional[str], base_url: Optional[str], config: Config, offline: str
+) -> tuple[Summarizer, Optional[Summarizer]]:
+    """(summarizer, session model) of a command, or exit 2 saying why.
+
+    With ``--summarizer SPEC``: that summarizer, and None (it is its own session model, as with
+    ``summarizerModel: "default"``). Without: the config's ``summarizerModel`` is resolved with
+    the ``offline`` summarizer as the session model (``--base-url`` applies to the configured
+    model; the reference's warnings go to stderr): the configured model and the ``offline``
+    one as its outage fallback, else the ``offline`` one and None. ``--base-url`` with no API
+    model to apply to exits 2.
+    """
+    if spec is not None:
+        return make_cli_summarizer(spec, base_url, config), None
+    session_model = make_cli_summarizer(offline, None, config)
+
+    def warn(level: str, text: str) -> None:
+        err.print(f"pi-condense: {level}: {text}", markup=False)
+
+    primary, _ = resolve_summarizers(
+        config, session_model=session_model, base_url=base_url, notify=warn
+    )
+    if primary is None or primary is session_model:
+        if base_url is not None:
+            fail(
+                "--base-url needs an API summarizer: give --summarizer, or set summarizerModel "
+                f'to a usable "provider/model-id" (it is "{config.summarizer_model}")'
+            )
+        return session_model, None
+    return primary, session_model
 
 
 def run_with_summarizer(summarizer: Optional[Summarizer], work: Callable[[], Awaitable[T]]) -> T:

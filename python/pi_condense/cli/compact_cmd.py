@@ -36,7 +36,7 @@ from ._common import (
     fail,
     json_option,
     load_cli_config,
-    make_cli_summarizer,
+    make_cli_summarizers,
     out,
     print_warnings,
     run_with_summarizer,
@@ -163,7 +163,7 @@ def compact_command(
         False, "--in-place", help="Append the entries to the session file itself."
     ),
     config_file: Optional[Path] = config_option(),
-    summarizer_name: str = summarizer_option("default", _FUSER_EXTRA),
+    summarizer_name: Optional[str] = summarizer_option("default", _FUSER_EXTRA),
     base_url: Optional[str] = base_url_option(),
     compat: Optional[str] = compat_option(),
     as_json: bool = json_option(),
@@ -176,10 +176,12 @@ def compact_command(
     if summarizer_name == "none":
         if base_url is not None:
             fail('--base-url does not apply to --summarizer "none"')
-        summarizer = None
+        summarizer, session_model = None, None
         config = config.with_value("chainCompression.fuseRangeSummary", False)
     else:
-        summarizer = make_cli_summarizer(summarizer_name, base_url, config)
+        summarizer, session_model = make_cli_summarizers(
+            summarizer_name, base_url, config, "default"
+        )
     from ..condenser import Condenser  # the pipeline is loaded only when the command runs
 
     notices: list[str] = []
@@ -191,6 +193,7 @@ def compact_command(
             source,
             config,
             summarizer=summarizer,
+            session_model=session_model,
             notify=lambda message, level: notices.append(message),
         )
         try:

@@ -40,7 +40,7 @@ from ._common import (
     json_option,
     leaf_option,
     load_cli_config,
-    make_cli_summarizer,
+    make_cli_summarizers,
     out,
     print_warnings,
     quiet_option,
@@ -63,16 +63,19 @@ def _inputs(
     leaf: Optional[str],
     config_file: Optional[Path],
     compat: Optional[str],
-    spec: str,
+    spec: Optional[str],
     base_url: Optional[str],
-) -> tuple[SessionFile, Config, Summarizer]:
-    """The source session (its load warnings printed), the config (pruning on) and the
-    summarizer, or exit 2 on the first that is wrong."""
+    offline: str,
+) -> tuple[SessionFile, Config, Summarizer, Optional[Summarizer]]:
+    """The source session (its load warnings printed), the config (pruning on), the
+    summarizer and its session model (None: the summarizer itself; see
+    `make_cli_summarizers`), or exit 2 on the first that is wrong."""
     config = load_cli_config(config_file, compat, enable=True)
     source = read_session(path)
     check_leaf(source, path, leaf)
     print_warnings(source, path)
-    return source, config, make_cli_summarizer(spec, base_url, config)
+    summarizer, session_model = make_cli_summarizers(spec, base_url, config, offline)
+    return source, config, summarizer, session_model
 
 
 # --------------------------------------------------------------------------------- running
@@ -81,16 +84,18 @@ def _inputs(
 def _run(
     source: SessionFile,
     config: Config,
-    summarizer: Summarizer,
+    summarizers: tuple[Summarizer, Optional[Summarizer]],
     options: ReplayOptions,
     progress_bar: bool,
     label: str,
 ) -> ReplayResult:
-    """Replay in one event loop (the summarizer's client is closed at the end), with a progress
-    bar on stderr when ``progress_bar``."""
+    """Replay in one event loop with (summarizer, session model) (the summarizer's client is
+    closed at the end), with a progress bar on stderr when ``progress_bar``."""
+    summarizer, session_model = summarizers
     if not progress_bar:
         return run_with_summarizer(
-            summarizer, lambda: replay_async(source, config, summarizer, options)
+            summarizer,
+            lambda: replay_async(source, config, summarizer, options, session_model=session_model),
         )
     columns = (
         TextColumn("[bold]{task.description}"),
@@ -107,7 +112,14 @@ def _run(
 
         return run_with_summarizer(
             summarizer,
-            lambda: replay_async(source, config, summarizer, options, on_progress=advance),
+            lambda: replay_async(
+                source,
+                config,
+                summarizer,
+                options,
+                on_progress=advance,
+                session_model=session_model,
+            ),
         )
 
 
@@ -327,7 +339,7 @@ def condense(
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output or backup."),
     config_file: Optional[Path] = config_option(),
-    summarizer_name: str = summarizer_option("default"),
+    summarizer_name: Optional[str] = summarizer_option("default"),
     base_url: Optional[str] = base_url_option(),
     compat: Optional[str] = compat_option(),
     leaf: Optional[str] = leaf_option("Condense this entry's branch."),
@@ -346,7 +358,9 @@ def condense(
     if not force and (backup if in_place else target).exists():
         fail(f"{backup if in_place else target} exists (use --force to overwrite it)")
     stamp = _stamp(path)
-    source, config, summarizer = _inputs(path, leaf, config_file, compat, summarizer_name, base_url)
+    source, config, summarizer, session_model = _inputs(
+        path, leaf, config_file, compat, summarizer_name, base_url, "default"
+    )
     options = ReplayOptions(
         session_dir=str(target.parent.resolve()),
         leaf=leaf,
@@ -354,7 +368,7 @@ def condense(
         record_contexts=False,
     )
     progress = not as_json and show_progress(quiet)
-    result = _run(source, config, summarizer, options, progress, "condensing")
+    result = _run(source, config, (summarizer, session_model), options, progress, "condensing")
     text = result.session_text()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -386,7 +400,7 @@ def replay_command(
     raw: Path = typer.Argument(..., metavar="RAW", help="Raw Pi session (.jsonl or .jsonl.gz)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output and session directory."),
     config_file: Optional[Path] = config_option(),
-    summarizer_name: str = summarizer_option("conformance"),
+    summarizer_name: Optional[str] = summarizer_option("conformance"),
     base_url: Optional[str] = base_url_option(),
     deterministic: bool = typer.Option(
         False,
@@ -404,7 +418,9 @@ def replay_command(
     strict: bool = strict_option(),
 ) -> None:
     """Replay a raw session and write the conformance vectors' files into --out."""
-    source, config, summarizer = _inputs(raw, leaf, config_file, compat, summarizer_name, base_url)
+    source, config, summarizer, session_model = _inputs(
+        raw, leaf, config_file, compat, summarizer_name, base_url, "conformance"
+    )
     root = out_dir.resolve()
     options = ReplayOptions(
         session_dir=str(root),
@@ -412,7 +428,9 @@ def replay_command(
         restart_each_prompt=restart_each_prompt,
         deterministic=deterministic,
     )
-    result = _run(source, config, summarizer, options, show_progress(quiet), "replaying")
+    result = _run(
+        source, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
+    )
     try:
         result.write(root)
     except OSError as exc:

@@ -12,6 +12,7 @@ from .base import (
     Usage,
 )
 from .factory import SummarizerSpecError, make_summarizer
+from .resolve import resolve_summarizers
 from .runner import MissingExtraError, ProviderError, SummarizerRunner
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "SummarizerSpecError",
     "Usage",
     "make_summarizer",
+    "resolve_summarizers",
 ]
