@@ -184,9 +184,17 @@ def test_spill_threshold_must_be_positive(compat: str) -> None:
     assert spill(None) == 65536
 
 
-def test_spill_threshold_fraction_is_floored_after_the_positive_check() -> None:
+def test_spill_threshold_fraction_is_floored_after_the_positive_check_in_reference_mode() -> None:
     # The reference checks `> 0` on the raw value, then floors: 0.5 passes and becomes 0.
-    assert normalize({"spillThreshold": 0.5}).spill_threshold == 0
+    assert normalize({"spillThreshold": 0.5}, compat="reference").spill_threshold == 0
+
+
+def test_spill_threshold_below_one_falls_back_to_the_default() -> None:
+    # Ours: 0 would spill every result (length >= 0), and would be refused on the next load.
+    config = normalize({"spillThreshold": 0.5})
+    assert config.spill_threshold == 65536
+    assert any("spillThreshold" in w for w in config.warnings)
+    assert normalize({"spillThreshold": 1.5}).spill_threshold == 1
 
 
 @pytest.mark.parametrize("compat", MODES)
@@ -1052,6 +1060,8 @@ def test_normalize_is_idempotent(source: dict[str, Any], compat: str) -> None:
         assert "contextPrune." in error
         return
     once = first.to_settings_dict()
+    if compat == "reference" and once["spillThreshold"] == 0:
+        return  # the reference floors 0.5 to 0 and refuses that 0 on the next load
     again = normalize(once, compat=compat)  # type: ignore[arg-type]
     assert ordered(again.to_settings_dict()) == ordered(once)
     assert list(once)[: len(REFERENCE_DEFAULTS)] == list(REFERENCE_DEFAULTS)

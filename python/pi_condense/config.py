@@ -713,11 +713,19 @@ def _norm_choice(
 
 
 def _norm_count(
-    merged: Mapping[str, Any], key: str, warnings: list[str], *, positive: bool = False
+    merged: Mapping[str, Any],
+    key: str,
+    warnings: list[str],
+    *,
+    positive: bool = False,
+    whole: bool = False,
 ) -> int:
+    # `whole`: check the floored value, so a positive fraction cannot become 0 (ours).
     value = merged[key]
-    if _is_number(value) and math.isfinite(value) and (value > 0 if positive else value >= 0):
-        return _as_double(math.floor(cast(float, value)))
+    if _is_number(value) and math.isfinite(value):
+        checked = math.floor(cast(float, value)) if whole else value
+        if checked > 0 if positive else checked >= 0:
+            return _as_double(math.floor(cast(float, value)))
     why = "is not a positive number" if positive else "is not a non-negative number"
     warnings.append(_fallback(key, value, why, _DEFAULTS[key]))
     return cast(int, _DEFAULTS[key])
@@ -858,7 +866,9 @@ def _normalize(settings: Mapping[str, Any], compat: Optional[Compat]) -> Config:
         ),
         "dedup_by_content_hash": _norm_bool(merged, "dedupByContentHash", warnings),
         "auto_budget_threshold": _norm_fraction(merged, "autoBudgetThreshold", warnings),
-        "spill_threshold": _norm_count(merged, "spillThreshold", warnings, positive=True),
+        "spill_threshold": _norm_count(
+            merged, "spillThreshold", warnings, positive=True, whole=mode == "default"
+        ),
         "spill_preview_bytes": _norm_count(merged, "spillPreviewBytes", warnings),
         "budget_turn_delta": _norm_fraction(merged, "budgetTurnDelta", warnings),
         "summarizer_concurrency": _norm_our_count(settings, "summarizerConcurrency", 1, warnings),
