@@ -19,10 +19,12 @@ use pi_condense_core::jsnum::format_number;
 use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher};
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, MsgView, Role, Ts};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PySlice, PyString, PyTuple};
+
+use crate::pyvalue::js_number;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySlice, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
@@ -177,31 +179,6 @@ fn lossy(s: &Bound<'_, PyString>) -> String {
     with_str(s, str::to_owned)
 }
 
-/// `typeof v === "number"` as a double (bools are not numbers; ints beyond a double's range
-/// read as +-Infinity, as `JSON.parse` reads them).
-fn number_of(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    if value.is_instance_of::<PyBool>() {
-        return Ok(None);
-    }
-    if let Ok(f) = value.downcast::<PyFloat>() {
-        return Ok(Some(f.value()));
-    }
-    if value.is_instance_of::<PyInt>() {
-        return match value.extract::<f64>() {
-            Ok(x) => Ok(Some(x)),
-            Err(err) if err.is_instance_of::<PyOverflowError>(value.py()) => {
-                Ok(Some(if value.lt(0)? {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                }))
-            }
-            Err(err) => Err(err),
-        };
-    }
-    Ok(None)
-}
-
 /// A JS value used as an id (Map/Set key semantics).
 fn js_id(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsId> {
     let Some(value) = value else {
@@ -216,7 +193,7 @@ fn js_id(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsId> {
     if let Ok(s) = value.downcast::<PyString>() {
         return Ok(JsId::Str(lossy(s)));
     }
-    if let Some(x) = number_of(value)? {
+    if let Some(x) = js_number(value)? {
         return Ok(JsId::num(x));
     }
     Ok(JsId::Object(value.as_ptr() as usize))
@@ -236,7 +213,7 @@ fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     if let Ok(s) = value.downcast::<PyString>() {
         return Ok(s.len()? > 0);
     }
-    if let Some(x) = number_of(value)? {
+    if let Some(x) = js_number(value)? {
         return Ok(x != 0.0 && !x.is_nan());
     }
     Ok(true)
@@ -256,7 +233,7 @@ fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
     if let Ok(s) = value.downcast::<PyString>() {
         return Ok(lossy(s));
     }
-    if let Some(x) = number_of(value)? {
+    if let Some(x) = js_number(value)? {
         return Ok(format_number(x));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
@@ -277,7 +254,7 @@ fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
 fn timestamp_of(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
     Ok(match value {
         None => Ts::Absent,
-        Some(v) => number_of(v)?.map_or(Ts::Other, Ts::Num),
+        Some(v) => js_number(v)?.map_or(Ts::Other, Ts::Num),
     })
 }
 

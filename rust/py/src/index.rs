@@ -13,9 +13,11 @@ use pi_condense_core::index::{
     ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, ShortRef,
 };
 use pi_condense_core::keys::hash_tool_result;
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::pyvalue::js_number;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 /// Deepest nesting `String(array)` follows when summarizing an array field.
@@ -299,31 +301,6 @@ fn lossy_text(s: &Bound<'_, PyString>) -> PyResult<String> {
     Ok(String::from_utf16_lossy(&units))
 }
 
-/// `typeof v === "number"` as a double (ints rounded; out-of-range ints are +-Infinity, as
-/// `JSON.parse` reads them; bools are not numbers).
-fn number_of(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    if value.is_instance_of::<PyBool>() {
-        return Ok(None);
-    }
-    if let Ok(f) = value.downcast::<PyFloat>() {
-        return Ok(Some(f.value()));
-    }
-    if value.is_instance_of::<PyInt>() {
-        return match value.extract::<f64>() {
-            Ok(x) => Ok(Some(x)),
-            Err(err) if err.is_instance_of::<PyOverflowError>(value.py()) => {
-                Ok(Some(if value.lt(0)? {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                }))
-            }
-            Err(err) => Err(err),
-        };
-    }
-    Ok(None)
-}
-
 /// JS truthiness of a JSON-shaped value (an empty dict or list is truthy).
 fn js_truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(field_of(value)?.is_truthy())
@@ -337,7 +314,7 @@ fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
     if let Ok(b) = value.downcast::<PyBool>() {
         return Ok(JsField::Bool(b.is_true()));
     }
-    if let Some(n) = number_of(value)? {
+    if let Some(n) = js_number(value)? {
         return Ok(JsField::Number(n));
     }
     if let Ok(s) = value.downcast::<PyString>() {
@@ -435,7 +412,7 @@ fn normalized_summary_refs(details: Option<Bound<'_, PyAny>>) -> PyResult<Vec<Sh
                     continue;
                 };
                 let ts = match r.get_item(intern!(py, "resultTimestamp"))? {
-                    Some(ts) => number_of(&ts)?,
+                    Some(ts) => js_number(&ts)?,
                     None => None,
                 };
                 out.push(ShortRef::new(text_of(short), text_of(id), ts));
@@ -879,7 +856,7 @@ impl PyIndex {
         for item in calls.try_iter()? {
             let item = item?;
             let (id, ts): (Bound<'py, PyString>, Bound<'py, PyAny>) = item.extract()?;
-            let n = number_of(&ts)?;
+            let n = js_number(&ts)?;
             if n.is_none() && !ts.is_none() {
                 return Err(PyValueError::new_err(
                     "allocate_refs: resultTimestamp must be a number or None",

@@ -7,10 +7,11 @@
 use std::borrow::Cow;
 
 use pi_condense_core::keys;
-use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+
+use crate::pyvalue::js_number;
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
 
 /// A Python string as Rust sees it: UTF-8 when valid, else UTF-16 code units.
 enum Text<'a> {
@@ -54,33 +55,6 @@ fn str_from_utf16<'py>(py: Python<'py>, units: &[u16]) -> PyResult<Bound<'py, Py
         (intern!(py, "utf-16-le"), intern!(py, "surrogatepass")),
     )?;
     Ok(decoded.downcast_into::<PyString>()?)
-}
-
-/// `typeof v === "number"` for a JSON-shaped value, as a double: floats as
-/// they are, ints rounded to the nearest double (out-of-range ints become
-/// +-Infinity, as `JSON.parse` reads them); bools and everything else: None.
-fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    if value.is_instance_of::<PyBool>() {
-        return Ok(None);
-    }
-    if let Ok(f) = value.downcast::<PyFloat>() {
-        return Ok(Some(f.value()));
-    }
-    if value.is_instance_of::<PyInt>() {
-        return match value.extract::<f64>() {
-            Ok(x) => Ok(Some(x)),
-            Err(err) if err.is_instance_of::<PyOverflowError>(value.py()) => {
-                let negative = value.lt(0)?;
-                Ok(Some(if negative {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                }))
-            }
-            Err(err) => Err(err),
-        };
-    }
-    Ok(None)
 }
 
 /// A parsed timestamp (always integral): a Python int, or float('inf').

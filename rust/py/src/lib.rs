@@ -6,6 +6,7 @@ mod chains;
 mod index;
 mod json;
 mod keys;
+mod pyvalue;
 mod render;
 
 #[pymodule]
