@@ -1,9 +1,9 @@
 //! Pure-Rust core of pi-condense. Nothing in this crate knows about Python:
 //! it takes light views of messages and values and returns decisions.
 
+pub mod chains;
+pub mod index;
 pub mod jsnum;
 pub mod json;
 pub mod keys;
-pub mod chains;
-pub mod index;
 pub mod render;

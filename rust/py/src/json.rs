@@ -3,7 +3,12 @@
 //!
 //! Strings are read as UTF-8 straight from the `str` object; a string holding lone
 //! surrogates (not UTF-8-encodable) is read as UTF-16 code units instead, for that string
-//! only.
+//! only. On CPython 3.9-3.14 the characters of compact ASCII strings and the items of
+//! lists are read in place once the layout is verified at run time (see `Layout`).
+//!
+//! `stringify_len` (and render's sizes) walk values with an explicit stack, prefetching
+//! the objects a few steps ahead, caching the lengths of dict keys (by object, within one
+//! walk) and of doubles, and counting escaped UTF-16 units many bytes at a time.
 
 use std::cell::Cell;
 use std::ptr::{self, addr_of_mut};
@@ -16,7 +21,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyVal
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyString, PyType};
+use pyo3::types::{PyBytes, PyList, PyString, PyType};
 
 #[cfg(not(windows))]
 extern "C" {
@@ -140,6 +145,204 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
     Ok(Text::Units(code_units(py, obj)?))
 }
 
+/// Object layouts read directly, outside the limited API, once verified at run time.
+///
+/// The hot loops read many short ASCII strings and list items; the API calls for them
+/// (`PyUnicode_AsUTF8AndSize`, `PyList_GetItem`) cost more than the reads themselves.
+/// CPython 3.9-3.14 lay these objects out the same way, except for the offset of the
+/// characters of a compact ASCII str (after a `wstr` pointer up to 3.11). The layout is
+/// used only on CPython 3.9-3.14 and only after it reads back known objects correctly;
+/// otherwise every read goes through the API.
+pub(crate) struct Layout {
+    /// Offset of the characters of a compact ASCII str (0: use the API).
+    ascii_data: usize,
+    /// `PyListObject.ob_item` follows the variable-size header (else use the API).
+    list_items: bool,
+}
+
+/// `PyASCIIObject.length`, `.state` (bit 5 `compact`, bit 6 `ascii`), `PyVarObject.ob_size`
+/// and `PyListObject.ob_item` offsets.
+const STR_LENGTH_AT: usize = 16;
+const STR_STATE_AT: usize = 32;
+const STR_COMPACT_ASCII: u32 = 0b110_0000;
+const VAR_SIZE_AT: usize = 16;
+const LIST_ITEMS_AT: usize = 24;
+
+static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
+
+/// The verified layout (found on first use; the GIL is held).
+#[inline]
+pub(crate) fn layout(py: Python<'_>) -> &'static Layout {
+    LAYOUT.get_or_init(|| calibrate(py))
+}
+
+#[cold]
+fn calibrate(py: Python<'_>) -> Layout {
+    let off = Layout {
+        ascii_data: 0,
+        list_items: false,
+    };
+    let cpython = py
+        .import("sys")
+        .and_then(|sys| {
+            sys.getattr("implementation")?
+                .getattr("name")?
+                .extract::<String>()
+        })
+        .is_ok_and(|name| name == "cpython");
+    let version = py.version_info();
+    if !cpython || version.major != 3 || !(9..=14).contains(&version.minor) {
+        return off;
+    }
+    let ascii_data = if version.minor <= 11 { 48 } else { 40 };
+    // SAFETY: the GIL is held; every object read is alive (owned here), and each read
+    // stays inside the object for the layout of this CPython version.
+    unsafe {
+        let ascii_ok = ["", "a", "toolResult", &"x".repeat(100)]
+            .iter()
+            .all(|sample| {
+                let obj = PyString::new(py, sample);
+                let ptr = obj.as_ptr().cast::<u8>();
+                let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
+                let length = ptr
+                    .add(STR_LENGTH_AT)
+                    .cast::<ffi::Py_ssize_t>()
+                    .read_unaligned();
+                state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
+                    && usize::try_from(length).ok() == Some(sample.len())
+                    && std::slice::from_raw_parts(ptr.add(ascii_data), sample.len() + 1)
+                        == [sample.as_bytes(), &[0]].concat().as_slice()
+            })
+            && ["\u{e9}", "\u{100}", "\u{1f600}"].iter().all(|sample| {
+                let obj = PyString::new(py, sample);
+                let state = obj
+                    .as_ptr()
+                    .cast::<u8>()
+                    .add(STR_STATE_AT)
+                    .cast::<u32>()
+                    .read_unaligned();
+                state & STR_COMPACT_ASCII != STR_COMPACT_ASCII
+            });
+        let list_ok = PyList::new(py, [1, 2, 3]).is_ok_and(|list| {
+            let ptr = list.as_ptr();
+            let size = ptr
+                .cast::<u8>()
+                .add(VAR_SIZE_AT)
+                .cast::<ffi::Py_ssize_t>()
+                .read_unaligned();
+            let items = ptr
+                .cast::<u8>()
+                .add(LIST_ITEMS_AT)
+                .cast::<*const *mut ffi::PyObject>()
+                .read_unaligned();
+            size == 3
+                && !items.is_null()
+                && (0..3).all(|i| *items.add(i) == ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t))
+        });
+        Layout {
+            ascii_data: if ascii_ok { ascii_data } else { 0 },
+            list_items: list_ok,
+        }
+    }
+}
+
+/// The characters of an exact, compact ASCII str, read in place.
+///
+/// # Safety
+/// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
+#[inline(always)]
+unsafe fn ascii_text<'a>(layout: &Layout, obj: *mut ffi::PyObject) -> Option<&'a str> {
+    if layout.ascii_data == 0 || ffi::Py_TYPE(obj) != addr_of_mut!(ffi::PyUnicode_Type) {
+        return None;
+    }
+    let ptr = obj.cast::<u8>();
+    let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
+    if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
+        return None;
+    }
+    let length = ptr
+        .add(STR_LENGTH_AT)
+        .cast::<ffi::Py_ssize_t>()
+        .read_unaligned();
+    let bytes =
+        std::slice::from_raw_parts(ptr.add(layout.ascii_data), usize::try_from(length).ok()?);
+    // ASCII is valid UTF-8.
+    Some(std::str::from_utf8_unchecked(bytes))
+}
+
+/// The items of an exact list, read in place (`None`: use `PyList_GetItem`).
+///
+/// # Safety
+/// `list` must be a live list and the GIL held; the slice is valid while the list is
+/// neither changed nor freed (no Python code may run meanwhile).
+#[inline(always)]
+pub(crate) unsafe fn list_slice<'a>(
+    py: Python<'_>,
+    list: *mut ffi::PyObject,
+) -> Option<&'a [*mut ffi::PyObject]> {
+    if !layout(py).list_items || ffi::Py_TYPE(list) != addr_of_mut!(ffi::PyList_Type) {
+        return None;
+    }
+    let ptr = list.cast::<u8>();
+    let size = ptr
+        .add(VAR_SIZE_AT)
+        .cast::<ffi::Py_ssize_t>()
+        .read_unaligned();
+    let items = ptr
+        .add(LIST_ITEMS_AT)
+        .cast::<*const *mut ffi::PyObject>()
+        .read_unaligned();
+    let len = usize::try_from(size).ok()?;
+    if len == 0 {
+        return Some(&[]);
+    }
+    if items.is_null() {
+        return None;
+    }
+    Some(std::slice::from_raw_parts(items, len))
+}
+
+/// The UTF-8 text of a `str` (or str subclass) object, borrowed from the object, when
+/// CPython can hand it out without a copy; `None` otherwise (a string holding lone
+/// surrogates, or a platform without the call), with no Python error left set.
+///
+/// # Safety
+/// `obj` must be a live `str` object and the GIL held; the text is valid while `obj` is
+/// alive (the caller picks `'a` accordingly).
+#[inline]
+pub(crate) unsafe fn borrowed_utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
+    if let Some(layout) = LAYOUT.get() {
+        if let Some(text) = ascii_text(layout, obj) {
+            return Some(text);
+        }
+    }
+    borrowed_utf8_api(obj)
+}
+
+/// [`borrowed_utf8`] through the C API.
+///
+/// # Safety
+/// As [`borrowed_utf8`].
+unsafe fn borrowed_utf8_api<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
+    #[cfg(not(windows))]
+    {
+        let mut size: ffi::Py_ssize_t = 0;
+        let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
+        if data.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), usize::try_from(size).ok()?);
+        // CPython's UTF-8 form of a str is valid UTF-8.
+        Some(std::str::from_utf8_unchecked(bytes))
+    }
+    #[cfg(windows)]
+    {
+        let _ = obj;
+        None
+    }
+}
+
 /// The UTF-16 code units of a `str`, lone surrogates kept.
 ///
 /// # Safety
@@ -187,7 +390,7 @@ enum Kind {
 
 /// # Safety
 /// `obj` must be a live object and the GIL held.
-#[inline]
+#[inline(always)]
 unsafe fn kind(obj: *mut ffi::PyObject) -> Kind {
     let ty = ffi::Py_TYPE(obj);
     if ty == addr_of_mut!(ffi::PyUnicode_Type) {
@@ -238,13 +441,6 @@ impl Number {
         match *self {
             Number::Exact(i) => w.int(i),
             Number::Double(x) => w.number(x),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match *self {
-            Number::Exact(i) => write::int_len(i),
-            Number::Double(x) => write::number_len(x),
         }
     }
 }
@@ -539,95 +735,351 @@ unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -
     }
 }
 
-/// A container being measured.
-enum Counting {
-    Seq {
-        seq: *mut ffi::PyObject,
-        is_list: bool,
-        len: ffi::Py_ssize_t,
-        next: ffi::Py_ssize_t,
-    },
-    Dict {
-        dict: *mut ffi::PyObject,
-        pos: ffi::Py_ssize_t,
-        first: bool,
-    },
+/// A step of the length walk: a value to measure, a dict key, or the end of a measured
+/// element. Dict keys are measured in the order the text would be written, so the first
+/// error is the one `stringify` would raise.
+#[derive(Clone, Copy)]
+enum Step {
+    /// A value and the number of containers around it.
+    Value(*mut ffi::PyObject, u32),
+    /// A dict key: its quoted length plus the colon.
+    Key(*mut ffi::PyObject),
+    /// Element `i` of [`Measurer::len_each`] is complete.
+    End(usize),
 }
 
-/// `JSON.stringify(value).length` of a Python value, without building the text (member
-/// order does not change the length).
+/// Slots of the key-length cache (a power of two).
+const KEY_CACHE_SLOTS: usize = 256;
+
+/// Slots of the number-length cache (a power of two).
+const NUMBER_CACHE_SLOTS: usize = 256;
+
+/// How many steps ahead of the walk an object's header is prefetched.
+const AHEAD_HEADER: usize = 12;
+
+/// How many steps ahead of the walk the memory an object points to is prefetched (its
+/// header has arrived by then).
+const AHEAD_BODY: usize = 6;
+
+/// Hints the CPU to load the cache line at `addr`.
+#[inline(always)]
+pub(crate) fn prefetch<T>(addr: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// Hints the CPU to load what the walk reads next from an object whose header is
+/// (about to be) cached: the hash table of a dict, the item array of a list, the second
+/// line of a str.
+///
+/// The pointers of dicts and lists are read at their offsets in CPython 3.9-3.14
+/// (`PyDictObject.ma_keys`, `PyListObject.ob_item`). The layouts are not part of the
+/// limited API, so the pointers serve as hints only: each read stays inside the object
+/// (larger than the offset read), and prefetching a wrong address is harmless.
 ///
 /// # Safety
-/// `root` must be a live object and the GIL held.
-unsafe fn measure(py: Python<'_>, root: *mut ffi::PyObject) -> PyResult<usize> {
-    let mut stack: Vec<Counting> = Vec::new();
-    let mut total = 0usize;
-    let mut pending = Some(root);
-    loop {
-        if let Some(obj) = pending.take() {
-            total += match kind(obj) {
-                Kind::Str => read_text(py, obj)?.escaped_len(),
+/// `obj` must be a live object and the GIL held.
+#[inline(always)]
+pub(crate) unsafe fn prefetch_body(obj: *mut ffi::PyObject) {
+    let ty = ffi::Py_TYPE(obj);
+    if ty == addr_of_mut!(ffi::PyUnicode_Type) {
+        prefetch(obj.cast::<u8>().wrapping_add(64));
+    } else if ty == addr_of_mut!(ffi::PyDict_Type) {
+        let table = obj.cast::<*const u8>().add(4).read();
+        prefetch(table);
+        prefetch(table.wrapping_add(64));
+        prefetch(table.wrapping_add(128));
+    } else if ty == addr_of_mut!(ffi::PyList_Type) {
+        prefetch(obj.cast::<*const u8>().add(3).read());
+    }
+}
+
+/// `JSON.stringify(value).length` of Python values, without building the text (member
+/// order does not change the length).
+///
+/// Dict keys repeat across messages (often as the very same objects), so their lengths
+/// are cached by object address. That is sound only while every key seen stays alive
+/// and no Python code runs: use one `Measurer` for one stretch of measuring (values
+/// held by the caller, nothing in between that could free a key and reuse its address).
+pub(crate) struct Measurer {
+    steps: Vec<Step>,
+    keys: Box<[(usize, usize); KEY_CACHE_SLOTS]>,
+    numbers: Box<[(u64, usize); NUMBER_CACHE_SLOTS]>,
+}
+
+impl Measurer {
+    pub(crate) fn new(py: Python<'_>) -> Self {
+        layout(py);
+        Measurer {
+            steps: Vec::new(),
+            keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
+            // Slot 0 holds the bits of 0.0, never asked for (an exact integer).
+            numbers: Box::new([(0, 1); NUMBER_CACHE_SLOTS]),
+        }
+    }
+
+    /// Quoted length of a dict key (plus the colon).
+    ///
+    /// # Safety
+    /// `key` must be a live object and the GIL held.
+    #[inline]
+    unsafe fn key_len(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
+        let address = key as usize;
+        let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
+        if let Some(&(cached, len)) = self.keys.get(slot) {
+            if cached == address {
+                return Ok(len);
+            }
+        }
+        let len = read_key(py, key)?.escaped_len() + 1;
+        if let Some(entry) = self.keys.get_mut(slot) {
+            *entry = (address, len);
+        }
+        Ok(len)
+    }
+
+    /// Printed length of a number (shortest round-trip digits are costly: cached).
+    #[inline]
+    fn number_len(&mut self, number: &Number) -> usize {
+        match *number {
+            Number::Exact(i) => write::int_len(i),
+            Number::Double(x) => {
+                let bits = x.to_bits();
+                let slot = (bits ^ bits >> 29 ^ bits >> 47) as usize & (NUMBER_CACHE_SLOTS - 1);
+                match self.numbers.get(slot) {
+                    Some(&(cached, len)) if cached == bits && bits != 0 => len,
+                    _ => {
+                        let len = write::number_len(x);
+                        if let Some(entry) = self.numbers.get_mut(slot) {
+                            *entry = (bits, len);
+                        }
+                        len
+                    }
+                }
+            }
+        }
+    }
+
+    /// Quoted length of a str.
+    ///
+    /// # Safety
+    /// `obj` must be a live str and the GIL held.
+    #[inline]
+    unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
+        match borrowed_utf8(obj) {
+            Some(text) => Ok(escape::str_len(text)),
+            None => Ok(read_text(py, obj)?.escaped_len()),
+        }
+    }
+
+    /// Queues the values of a dict (in reverse, so that popping visits them in order)
+    /// and returns the length of the rest: braces, commas, quoted keys and colons.
+    ///
+    /// Keys that are exact `str` objects are measured at once. If one is not, the dict is
+    /// queued again with its keys as steps, so that they are read in text order (a
+    /// non-str key raises only once the members before it are measured).
+    ///
+    /// # Safety
+    /// `dict` must be a live dict and the GIL held.
+    #[inline]
+    unsafe fn open_dict(
+        &mut self,
+        py: Python<'_>,
+        dict: *mut ffi::PyObject,
+        depth: u32,
+    ) -> PyResult<usize> {
+        let base = self.steps.len();
+        let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+        let mut count = 0usize;
+        let mut keys_len = 0usize;
+        let mut plain = true;
+        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
+                plain = false;
+                break;
+            }
+            keys_len += self.key_len(py, key)?;
+            self.steps.push(Step::Value(value, depth + 1));
+            count += 1;
+        }
+        if !plain {
+            self.steps.truncate(base);
+            (pos, count, keys_len) = (0, 0, 0);
+            while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+                self.steps.push(Step::Key(key));
+                self.steps.push(Step::Value(value, depth + 1));
+                count += 1;
+            }
+        }
+        if let Some(members) = self.steps.get_mut(base..) {
+            // [k1, v1, k2, v2] -> [v2, k2, v1, k1]: popped as k1, v1, k2, v2.
+            members.reverse();
+        }
+        Ok(2 + count.saturating_sub(1) + keys_len)
+    }
+
+    /// `JSON.stringify(value).length` in UTF-16 code units.
+    ///
+    /// # Safety
+    /// `root` must be a live object and the GIL held.
+    pub(crate) unsafe fn len(
+        &mut self,
+        py: Python<'_>,
+        root: *mut ffi::PyObject,
+    ) -> PyResult<usize> {
+        self.steps.clear();
+        self.steps.push(Step::Value(root, 0));
+        let mut total = 0usize;
+        self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
+        Ok(total)
+    }
+
+    /// `JSON.stringify(item).length` of every item of a list.
+    ///
+    /// # Safety
+    /// `list` must be a live list and the GIL held.
+    pub(crate) unsafe fn len_each(
+        &mut self,
+        py: Python<'_>,
+        list: *mut ffi::PyObject,
+    ) -> PyResult<Vec<usize>> {
+        self.len_each_then(py, list, |_, _| Ok(()))
+    }
+
+    /// [`Measurer::len_each`], calling `then(i, item)` right after item `i` is measured
+    /// (while its objects are still in the CPU caches). `then` must not run Python code.
+    ///
+    /// # Safety
+    /// `list` must be a live list and the GIL held.
+    pub(crate) unsafe fn len_each_then(
+        &mut self,
+        py: Python<'_>,
+        list: *mut ffi::PyObject,
+        mut then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
+    ) -> PyResult<Vec<usize>> {
+        let len = ffi::PyList_Size(list);
+        if len < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        let count = usize::try_from(len).unwrap_or(0);
+        self.steps.clear();
+        self.steps.reserve(2 * count);
+        for i in (0..len).rev() {
+            let item = ffi::PyList_GetItem(list, i);
+            if item.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            self.steps.push(Step::End(usize::try_from(i).unwrap_or(0)));
+            self.steps.push(Step::Value(item, 0));
+        }
+        let mut lens = vec![0usize; count];
+        let mut total = 0usize;
+        self.walk(py, &mut total, &mut lens, &mut |i| {
+            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+            if item.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            then(i, item)
+        })?;
+        Ok(lens)
+    }
+
+    /// Runs the steps, adding to `total`; at `End(i)`, `lens[i]` gets the length of
+    /// element `i` (the total since the previous `End`) and `ended(i)` is called.
+    unsafe fn walk(
+        &mut self,
+        py: Python<'_>,
+        total: &mut usize,
+        lens: &mut [usize],
+        ended: &mut dyn FnMut(usize) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let mut element_start = *total;
+        while let Some(step) = self.steps.pop() {
+            let pending = self.steps.len();
+            if let Some(Step::Value(ahead, _)) = pending
+                .checked_sub(AHEAD_HEADER)
+                .and_then(|i| self.steps.get(i))
+            {
+                prefetch(*ahead);
+            }
+            if let Some(Step::Value(ahead, _)) = pending
+                .checked_sub(AHEAD_BODY)
+                .and_then(|i| self.steps.get(i))
+            {
+                prefetch_body(*ahead);
+            }
+            let (obj, depth) = match step {
+                Step::Value(obj, depth) => (obj, depth),
+                Step::Key(key) => {
+                    *total += self.key_len(py, key)?;
+                    continue;
+                }
+                Step::End(i) => {
+                    if let Some(len) = lens.get_mut(i) {
+                        *len = *total - element_start;
+                    }
+                    element_start = *total;
+                    ended(i)?;
+                    continue;
+                }
+            };
+            *total += match kind(obj) {
+                Kind::Str => self.str_len(py, obj)?,
                 Kind::Dict => {
-                    check_depth(stack.len())?;
-                    stack.push(Counting::Dict {
-                        dict: obj,
-                        pos: 0,
-                        first: true,
-                    });
-                    2
+                    check_depth(depth as usize)?;
+                    self.open_dict(py, obj, depth)?
                 }
                 kind @ (Kind::List | Kind::Tuple) => {
-                    check_depth(stack.len())?;
+                    check_depth(depth as usize)?;
                     let is_list = matches!(kind, Kind::List);
-                    stack.push(Counting::Seq {
-                        seq: obj,
-                        is_list,
-                        len: seq_len(obj, is_list),
-                        next: 0,
-                    });
-                    2
+                    if let Some(items) = list_slice(py, obj).filter(|_| is_list) {
+                        for &item in items.iter().rev() {
+                            self.steps.push(Step::Value(item, depth + 1));
+                        }
+                        *total += 2 + items.len().saturating_sub(1);
+                        continue;
+                    }
+                    let len = seq_len(obj, is_list);
+                    if len < 0 {
+                        return Err(PyErr::fetch(py));
+                    }
+                    for i in (0..len).rev() {
+                        let item = seq_item(obj, is_list, i);
+                        if item.is_null() {
+                            return Err(PyErr::fetch(py));
+                        }
+                        self.steps.push(Step::Value(item, depth + 1));
+                    }
+                    let count = usize::try_from(len).unwrap_or(0);
+                    2 + count.saturating_sub(1)
                 }
-                Kind::Int => int_number(py, obj)?.len(),
-                Kind::Float => float_number(py, obj)?.len(),
+                Kind::Int => {
+                    let number = int_number(py, obj)?;
+                    self.number_len(&number)
+                }
+                Kind::Float => {
+                    let number = float_number(py, obj)?;
+                    self.number_len(&number)
+                }
                 Kind::Null | Kind::True => 4,
                 Kind::False => 5,
                 Kind::Other => return Err(unsupported(py, obj)),
             };
         }
-        let Some(top) = stack.last_mut() else {
-            return Ok(total);
-        };
-        match top {
-            Counting::Seq {
-                seq,
-                is_list,
-                len,
-                next,
-            } => {
-                if *next < *len {
-                    let item = seq_item(*seq, *is_list, *next);
-                    if item.is_null() {
-                        return Err(PyErr::fetch(py));
-                    }
-                    total += usize::from(*next > 0);
-                    *next += 1;
-                    pending = Some(item);
-                } else {
-                    stack.pop();
-                }
-            }
-            Counting::Dict { dict, pos, first } => {
-                let (mut key, mut value) = (ptr::null_mut(), ptr::null_mut());
-                if ffi::PyDict_Next(*dict, pos, &mut key, &mut value) == 0 {
-                    stack.pop();
-                } else {
-                    total += usize::from(!*first) + read_key(py, key)?.escaped_len() + 1;
-                    *first = false;
-                    pending = Some(value);
-                }
-            }
-        }
+        Ok(())
     }
+}
+
+/// `JSON.stringify(value).length` of a Python value.
+pub(crate) fn stringify_len_of(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    // SAFETY: `value` is alive for the call, the GIL is held, and the walk runs no Python
+    // code (the measurer lives for this call only).
+    unsafe { Measurer::new(value.py()).len(value.py(), value.as_ptr()) }
 }
 
 fn indent_width(indent: Option<i64>) -> usize {
@@ -697,8 +1149,7 @@ fn stringify_bytes<'py>(
 /// `JSON.stringify(value).length` in UTF-16 code units, without building the text.
 #[pyfunction]
 fn stringify_len(value: &Bound<'_, PyAny>) -> PyResult<usize> {
-    // SAFETY: `value` is alive for the call and the GIL is held.
-    unsafe { measure(value.py(), value.as_ptr()) }
+    stringify_len_of(value)
 }
 
 /// JS `s.length`: UTF-16 code units.

@@ -1,17 +1,35 @@
 //! `pi_condense._core.render`: render phases 1-4 over a Python message list.
 //!
-//! Extract -> decide -> apply: each message dict is read into a light
-//! `MsgView` (only the fields the phases look at), `pi_condense_core::render`
-//! computes a plan, and the plan is applied here. Untouched messages are the
-//! caller's own objects; stubs, copied assistants and synthetic chain messages
-//! are fresh dicts in the reference's key order. A render that changes nothing
-//! returns the input list object itself.
+//! Extract -> decide -> apply. Each message dict is read into a light `MsgView`
+//! holding only what the enabled phases look at (`Needs`): the role of every message,
+//! the ids of tool calls and results, and - only when the state or the config can use
+//! them - timestamps, error flags, chain markers and summary refs (recovery tool names
+//! and text-extraction failures are read on demand, through `Lazy`). The strings of the
+//! views are borrowed from the message objects (nothing is copied), the reads go
+//! through the C API with borrowed references, and dict keys are looked up by the very
+//! key objects the messages use. `pi_condense_core::render` then decides; when it
+//! changes nothing the input list itself comes back with sizes 0.
 //!
-//! Values copied from input messages into new text (a raw `toolCallId` as a
-//! ref, a `toolName`, a relocated protected output) are taken from the Python
-//! objects, so strings holding lone surrogates pass through unchanged.
+//! Sizes: each input message is measured once (its length is reused for the output)
+//! and each new message once. When the state cannot stub or compress anything, the
+//! views are read on their own in a prefetching pipeline and a render that changes
+//! nothing never measures. When it can (a change is then likely), every message is
+//! measured and read in one pass, right after its objects were walked; if the render
+//! then changes nothing after all, the sizes are dropped (still 0), and a value that
+//! cannot be measured raises only when the render changes something.
+//!
+//! Untouched messages are the caller's own objects; stubs, copied assistants and
+//! synthetic chain messages are fresh dicts in the reference's key order. Values copied
+//! from input messages into new text (a raw `toolCallId` as a ref, a `toolName`, a
+//! relocated protected output) keep their exact code units: they are joined in Rust
+//! when every piece is valid UTF-8, and by Python otherwise (lone surrogates).
+//!
+//! While the views borrow from the messages no Python code may run, except a reference
+//! mode protection predicate: with one, the views copy their strings instead.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
+use std::ptr::addr_of_mut;
 
 use pi_condense_core::index::{ChainEntry, JsField};
 use pi_condense_core::jsnum::format_number;
@@ -19,16 +37,17 @@ use pi_condense_core::keys::ProtectedMatcher;
 use pi_condense_core::render::size::list_len;
 use pi_condense_core::render::view::synthetic_block_id;
 use pi_condense_core::render::{
-    self as core_render, Block, ChainConfig, Content, Item, JsId, Lazy, MsgView, Piece, Protection,
-    PurgeConfig, RenderConfig, Role, SummaryRef, SummaryRefs, Text, Ts,
+    self as core_render, Block, Blocks, ChainConfig, Content, CowId, Item, JsIdOf, Lazy, MsgView,
+    Needs, Piece, Protection, PurgeConfig, RenderConfig, Role, SummaryRef, SummaryRefs, Text, Ts,
 };
-use pyo3::exceptions::PyOverflowError;
+use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
+use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
 
 /// Deepest nesting `String(array)` follows.
 const MAX_JS_STRING_DEPTH: usize = 64;
@@ -36,34 +55,165 @@ const MAX_JS_STRING_DEPTH: usize = 64;
 /// Largest integer a double holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
 
-// ----- reading Python values with JS eyes -----
+/// A borrowed reference to a Python object (owned by the container it was read from).
+type Obj = *mut ffi::PyObject;
 
-/// `pi_condense.session.ABSENT` (JS `undefined` inside a dict).
-fn is_absent(value: &Bound<'_, PyAny>) -> bool {
-    !value.is_instance_of::<PyDict>()
-        && value
-            .get_type()
-            .name()
-            .is_ok_and(|n| n.to_cow().is_ok_and(|n| n == "_Absent"))
+// ----- reading Python values with JS eyes (C API, borrowed references) -----
+
+/// # Safety (all `unsafe fn` below)
+/// Object arguments must be live objects and the GIL held; returned borrowed references
+/// are valid while the container they were read from holds them.
+#[inline]
+unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
+    ffi::Py_TYPE(obj) == ty
 }
 
-/// `dict[key]`, with `ABSENT` read as a missing key.
-fn get<'py>(
-    dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    Ok(dict.get_item(key)?.filter(|v| !is_absent(v)))
+#[inline]
+unsafe fn is_str(obj: Obj) -> bool {
+    type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0
 }
 
-fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
+#[inline]
+unsafe fn is_dict(obj: Obj) -> bool {
+    type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0
+}
+
+#[inline]
+unsafe fn is_list(obj: Obj) -> bool {
+    type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0
+}
+
+/// `pi_condense.session.ABSENT` (JS `undefined` inside a dict). JSON values (the usual
+/// case) are ruled out by their exact type before the type name is looked at.
+#[inline(always)]
+unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
+    let ty = ffi::Py_TYPE(obj);
+    let plain = ty == addr_of_mut!(ffi::PyUnicode_Type)
+        || ty == addr_of_mut!(ffi::PyDict_Type)
+        || ty == addr_of_mut!(ffi::PyLong_Type)
+        || ty == addr_of_mut!(ffi::PyList_Type)
+        || ty == addr_of_mut!(ffi::PyBool_Type)
+        || ty == addr_of_mut!(ffi::PyFloat_Type)
+        || obj == ffi::Py_None()
+        || ty == addr_of_mut!(ffi::PyTuple_Type);
+    !plain && is_absent_slow(py, obj)
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn is_absent_slow(py: Python<'_>, obj: Obj) -> bool {
+    if is_dict(obj) {
+        return false;
+    }
+    let value = Borrowed::from_ptr(py, obj);
     value
-        .and_then(|v| v.downcast::<PyString>().ok())
-        .is_some_and(|s| s.to_cow().is_ok_and(|s| s == expected))
+        .get_type()
+        .name()
+        .is_ok_and(|n| n.to_cow().is_ok_and(|n| n == "_Absent"))
+}
+
+/// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
+unsafe fn get(py: Python<'_>, dict: Obj, key: Obj) -> PyResult<Option<Obj>> {
+    let value = ffi::PyDict_GetItemWithError(dict, key);
+    if value.is_null() {
+        return match PyErr::take(py) {
+            Some(err) => Err(err),
+            None => Ok(None),
+        };
+    }
+    Ok((!is_absent(py, value)).then_some(value))
+}
+
+/// `list[i]` (borrowed; `None` past the end).
+unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
+    let index = ffi::Py_ssize_t::try_from(i).ok()?;
+    if index >= ffi::PyList_Size(list) {
+        return None;
+    }
+    let item = ffi::PyList_GetItem(list, index);
+    if item.is_null() {
+        ffi::PyErr_Clear();
+        return None;
+    }
+    Some(item)
+}
+
+/// The items of a list (borrowed).
+///
+/// # Safety
+/// `list` must be a live list, the GIL held, and the list not changed while iterating.
+unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
+    // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
+    // while iterating.
+    let fast = Python::assume_gil_acquired();
+    let slice = list_slice(fast, list);
+    let len = match slice {
+        Some(items) => items.len() as ffi::Py_ssize_t,
+        None => ffi::PyList_Size(list).max(0),
+    };
+    (0..len).map_while(move |i| {
+        if let Some(items) = slice {
+            return items.get(i as usize).copied();
+        }
+        let item = ffi::PyList_GetItem(list, i);
+        if item.is_null() {
+            ffi::PyErr_Clear();
+            None
+        } else {
+            Some(item)
+        }
+    })
+}
+
+/// Whether `text` is `literal` (short literals: compared without a `memcmp` call).
+#[inline(always)]
+fn text_is(text: &str, literal: &'static str) -> bool {
+    let (a, b) = (text.as_bytes(), literal.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The UTF-8 text of a str, borrowed when possible; a str holding lone surrogates
+/// reads lossily (U+FFFD), as `to_string_lossy` does.
+unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
+    match borrowed_utf8(obj) {
+        Some(text) if owned => Cow::Owned(text.to_owned()),
+        Some(text) => Cow::Borrowed(text),
+        None => Cow::Owned(
+            Borrowed::from_ptr(py, obj)
+                .downcast_unchecked::<PyString>()
+                .to_string_lossy()
+                .into_owned(),
+        ),
+    }
+}
+
+/// `value === expected` for a str value (no match for a str holding lone surrogates).
+#[inline]
+unsafe fn str_is(value: Option<Obj>, expected: &'static str) -> bool {
+    value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
 }
 
 /// `typeof v === "number"` as a double (bools are not numbers; ints beyond a
 /// double's range read as +-Infinity, as `JSON.parse` reads them).
-fn number_of(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
+    if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
+        let mut overflow: std::os::raw::c_int = 0;
+        let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+        if overflow == 0 {
+            if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            // Correctly rounded, as `float(i)`.
+            return Ok(Some(value as f64));
+        }
+    } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
+        return Ok(Some(ffi::PyFloat_AsDouble(obj)));
+    }
+    number_of_any(&Borrowed::from_ptr(py, obj))
+}
+
+/// [`number_of`] for any object (subclasses, huge ints).
+fn number_of_any(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     if value.is_instance_of::<PyBool>() {
         return Ok(None);
     }
@@ -86,32 +236,32 @@ fn number_of(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     Ok(None)
 }
 
-fn timestamp_of(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
+unsafe fn timestamp_of(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
     Ok(match value {
         None => Ts::Absent,
-        Some(v) => number_of(v)?.map_or(Ts::Other, Ts::Num),
+        Some(v) => number_of(py, v)?.map_or(Ts::Other, Ts::Num),
     })
 }
 
 /// A JS value used as an id (Map/Set key semantics).
-fn js_id(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsId> {
+unsafe fn js_id<'a>(py: Python<'_>, value: Option<Obj>, owned: bool) -> PyResult<CowId<'a>> {
     let Some(value) = value else {
-        return Ok(JsId::Undefined);
+        return Ok(JsIdOf::Undefined);
     };
-    if value.is_none() {
-        return Ok(JsId::Null);
+    if is_str(value) {
+        return Ok(JsIdOf::Str(str_text(py, value, owned)));
     }
-    if let Ok(b) = value.downcast::<PyBool>() {
-        return Ok(JsId::Bool(b.is_true()));
+    if value == ffi::Py_None() {
+        return Ok(JsIdOf::Null);
     }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(JsId::Str(s.to_string_lossy().into_owned()));
+    if value == ffi::Py_True() || value == ffi::Py_False() {
+        return Ok(JsIdOf::Bool(value == ffi::Py_True()));
     }
-    if let Some(x) = number_of(value)? {
-        return Ok(JsId::num(x));
+    if let Some(x) = number_of(py, value)? {
+        return Ok(JsIdOf::num(x));
     }
     // Objects compare by identity.
-    Ok(JsId::Object(value.as_ptr() as usize))
+    Ok(JsIdOf::Object(value as usize))
 }
 
 /// `String(value)` (template literal / `+` concatenation) of a present value.
@@ -125,7 +275,7 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
     if let Ok(s) = value.downcast::<PyString>() {
         return Ok(s.to_string_lossy().into_owned());
     }
-    if let Some(x) = number_of(value)? {
+    if let Some(x) = number_of_any(value)? {
         return Ok(format_number(x));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
@@ -135,7 +285,9 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
         let mut parts = Vec::new();
         for item in value.try_iter()? {
             let item = item?;
-            parts.push(if item.is_none() || is_absent(&item) {
+            // SAFETY: `item` is a live object and the GIL is held.
+            let absent = unsafe { is_absent(item.py(), item.as_ptr()) };
+            parts.push(if item.is_none() || absent {
                 String::new()
             } else {
                 js_string_of(&item, depth + 1)?
@@ -146,263 +298,653 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
     Ok("[object Object]".to_owned())
 }
 
-/// `String(value)` as a Python str; a str value is returned as is.
-fn js_string_py<'py>(
-    py: Python<'py>,
-    value: Option<Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    match value {
-        None => Ok(intern!(py, "undefined").clone().into_any()),
-        Some(v) if v.is_instance_of::<PyString>() => Ok(v),
-        Some(v) => Ok(PyString::new(py, &js_string_of(&v, 0)?).into_any()),
-    }
-}
-
 // ----- extract -----
 
+/// How many messages ahead each level of the read pipeline works (see
+/// [`Reader::read_all`]): the message object, its hash table, its role, the values the
+/// role needs, a content list's item array, its blocks, their tables.
+const AHEAD_OBJECT: usize = 16;
+const AHEAD_TABLE: usize = 13;
+const AHEAD_ROLE: usize = 10;
+const AHEAD_FIELDS: usize = 8;
+const AHEAD_ITEMS: usize = 6;
+const AHEAD_BLOCKS: usize = 4;
+const AHEAD_BLOCK_TABLES: usize = 2;
+
+/// Content blocks per message the pipeline requests ahead.
+const PREFETCH_BLOCKS: usize = 4;
+
+/// The dict keys render reads.
+#[derive(Clone, Copy)]
+enum K {
+    Role,
+    Timestamp,
+    ToolCallId,
+    ToolName,
+    IsError,
+    Content,
+    Kind,
+    Id,
+    Arguments,
+    Text,
+    CustomType,
+    Details,
+    ToolCallRefs,
+    ResultTimestamp,
+}
+
+const KEY_NAMES: [&str; 14] = [
+    "role",
+    "timestamp",
+    "toolCallId",
+    "toolName",
+    "isError",
+    "content",
+    "type",
+    "id",
+    "arguments",
+    "text",
+    "customType",
+    "details",
+    "toolCallRefs",
+    "resultTimestamp",
+];
+
+/// The key strings, looked up by the very objects the messages use when possible.
+///
+/// A dict lookup compares keys by identity before comparing their text. Messages parsed
+/// from JSON share their key objects (the parser caches them), but those are not the
+/// interned strings Rust has at hand; so the first time a key is found, the dict's own
+/// key object is adopted for the later lookups (any equal string finds the same
+/// entries; only the speed differs).
 struct Keys<'py> {
-    role: &'py Bound<'py, PyString>,
-    timestamp: &'py Bound<'py, PyString>,
-    tool_call_id: &'py Bound<'py, PyString>,
-    tool_name: &'py Bound<'py, PyString>,
-    is_error: &'py Bound<'py, PyString>,
-    content: &'py Bound<'py, PyString>,
-    kind: &'py Bound<'py, PyString>,
-    id: &'py Bound<'py, PyString>,
-    arguments: &'py Bound<'py, PyString>,
-    text: &'py Bound<'py, PyString>,
-    custom_type: &'py Bound<'py, PyString>,
-    details: &'py Bound<'py, PyString>,
-    tool_call_refs: &'py Bound<'py, PyString>,
-    result_timestamp: &'py Bound<'py, PyString>,
+    py: Python<'py>,
+    /// The interned strings (alive for the interpreter's life).
+    interned: [Obj; 14],
+    /// The object each key is looked up by.
+    current: [std::cell::Cell<Obj>; 14],
+    /// Whether a dict's own key object was looked for yet.
+    adopted: [std::cell::Cell<bool>; 14],
+    /// Strong references to the adopted key objects.
+    keep: RefCell<Vec<Bound<'py, PyAny>>>,
 }
 
 impl<'py> Keys<'py> {
     fn new(py: Python<'py>) -> Self {
+        let interned = [
+            intern!(py, "role").as_ptr(),
+            intern!(py, "timestamp").as_ptr(),
+            intern!(py, "toolCallId").as_ptr(),
+            intern!(py, "toolName").as_ptr(),
+            intern!(py, "isError").as_ptr(),
+            intern!(py, "content").as_ptr(),
+            intern!(py, "type").as_ptr(),
+            intern!(py, "id").as_ptr(),
+            intern!(py, "arguments").as_ptr(),
+            intern!(py, "text").as_ptr(),
+            intern!(py, "customType").as_ptr(),
+            intern!(py, "details").as_ptr(),
+            intern!(py, "toolCallRefs").as_ptr(),
+            intern!(py, "resultTimestamp").as_ptr(),
+        ];
         Keys {
-            role: intern!(py, "role"),
-            timestamp: intern!(py, "timestamp"),
-            tool_call_id: intern!(py, "toolCallId"),
-            tool_name: intern!(py, "toolName"),
-            is_error: intern!(py, "isError"),
-            content: intern!(py, "content"),
-            kind: intern!(py, "type"),
-            id: intern!(py, "id"),
-            arguments: intern!(py, "arguments"),
-            text: intern!(py, "text"),
-            custom_type: intern!(py, "customType"),
-            details: intern!(py, "details"),
-            tool_call_refs: intern!(py, "toolCallRefs"),
-            result_timestamp: intern!(py, "resultTimestamp"),
+            py,
+            interned,
+            current: interned.map(std::cell::Cell::new),
+            adopted: [(); 14].map(|()| std::cell::Cell::new(false)),
+            keep: RefCell::new(Vec::new()),
         }
     }
-}
 
-fn role_of(value: Option<&Bound<'_, PyAny>>) -> Role {
-    let Some(s) = value.and_then(|v| v.downcast::<PyString>().ok()) else {
-        return Role::Other;
-    };
-    match s.to_cow().as_deref() {
-        Ok("user") => Role::User,
-        Ok("assistant") => Role::Assistant,
-        Ok("toolResult") => Role::ToolResult,
-        Ok("custom") => Role::Custom,
-        _ => Role::Other,
+    /// The interned key string (for building dicts).
+    fn interned(&self, key: K) -> Obj {
+        self.interned[key as usize]
     }
-}
 
-fn block_of(keys: &Keys<'_>, item: &Bound<'_, PyAny>) -> PyResult<Block> {
-    if item.is_none() || is_absent(item) {
-        return Ok(Block::Nullish);
-    }
-    let Ok(block) = item.downcast::<PyDict>() else {
-        return Ok(Block::Other);
-    };
-    let kind = get(block, keys.kind)?;
-    if str_eq(kind.as_ref(), "toolCall") {
-        return Ok(Block::ToolCall {
-            id: js_id(get(block, keys.id)?.as_ref())?,
-            has_arguments: get(block, keys.arguments)?.is_some(),
-        });
-    }
-    if str_eq(kind.as_ref(), "thinking") {
-        return Ok(Block::Thinking);
-    }
-    Ok(Block::Other)
-}
-
-fn content_of(keys: &Keys<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Content> {
-    let Some(value) = value else {
-        return Ok(Content::Nullish);
-    };
-    if value.is_none() {
-        return Ok(Content::Nullish);
-    }
-    if let Ok(list) = value.downcast::<PyList>() {
-        let mut blocks = Vec::with_capacity(list.len());
-        for item in list.iter() {
-            blocks.push(block_of(keys, &item)?);
+    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
+    ///
+    /// # Safety
+    /// `dict` must be a live dict and the GIL held.
+    #[inline]
+    unsafe fn get(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
+        let k = key as usize;
+        let found = get(self.py, dict, self.current[k].get())?;
+        if found.is_some() && !self.adopted[k].get() {
+            self.adopt(dict, k);
         }
-        return Ok(Content::Array(blocks));
+        Ok(found)
     }
-    if value.is_instance_of::<PyString>() {
-        return Ok(Content::Str);
+
+    /// `dict[key]` (any `dict`), `ABSENT` included (see [`present`]).
+    ///
+    /// # Safety
+    /// `dict` must be a live dict and the GIL held.
+    #[inline]
+    unsafe fn get_raw(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
+        let k = key as usize;
+        let value = ffi::PyDict_GetItemWithError(dict, self.current[k].get());
+        if value.is_null() {
+            return match PyErr::take(self.py) {
+                Some(err) => Err(err),
+                None => Ok(None),
+            };
+        }
+        if !self.adopted[k].get() {
+            self.adopt(dict, k);
+        }
+        Ok(Some(value))
     }
-    Ok(Content::Other)
-}
 
-/// `msg.content?.[0]?.text` matched against the synthetic chain marker.
-fn synthetic_id_of(
-    keys: &Keys<'_>,
-    content: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<String>> {
-    let Some(list) = content.and_then(|c| c.downcast::<PyList>().ok()) else {
-        return Ok(None);
-    };
-    let Ok(first) = list.get_item(0) else {
-        return Ok(None);
-    };
-    let Ok(first) = first.downcast::<PyDict>() else {
-        return Ok(None);
-    };
-    let Some(text) = get(first, keys.text)? else {
-        return Ok(None);
-    };
-    let Ok(text) = text.downcast::<PyString>() else {
-        return Ok(None);
-    };
-    let text = text.to_string_lossy();
-    Ok(synthetic_block_id(&text).map(str::to_owned))
-}
-
-/// `msg.details?.toolCallRefs ?? []` of a summary message.
-fn summary_refs_of(keys: &Keys<'_>, details: Option<&Bound<'_, PyAny>>) -> PyResult<SummaryRefs> {
-    let Some(details) = details.and_then(|d| d.downcast::<PyDict>().ok()) else {
-        // Missing, null, or a primitive / array without a `toolCallRefs` property.
-        return Ok(SummaryRefs::List(Vec::new()));
-    };
-    let refs = match get(details, keys.tool_call_refs)? {
-        None => return Ok(SummaryRefs::List(Vec::new())),
-        Some(r) if r.is_none() => return Ok(SummaryRefs::List(Vec::new())),
-        Some(r) => r,
-    };
-    let Ok(list) = refs.downcast::<PyList>() else {
-        return Ok(SummaryRefs::NotArray);
-    };
-    let mut out = Vec::with_capacity(list.len());
-    for item in list.iter() {
-        if item.is_none() || is_absent(&item) {
-            out.push(SummaryRef::Nullish);
-            continue;
+    /// `dict[key]` of an object that may not be a dict.
+    ///
+    /// # Safety
+    /// `obj` must be a live object and the GIL held.
+    unsafe fn get_of(&self, obj: Obj, key: K) -> PyResult<Option<Obj>> {
+        if is_dict(obj) {
+            self.get(obj, key)
+        } else {
+            Ok(None)
         }
-        let Ok(r) = item.downcast::<PyDict>() else {
-            // A primitive's `toolCallId` / `resultTimestamp` are undefined.
-            out.push(SummaryRef::Ref {
-                tool_call_id: JsId::Undefined,
-                result_timestamp: None,
-            });
-            continue;
-        };
-        let result_timestamp = match get(r, keys.result_timestamp)? {
-            None => None,
-            Some(ts) => Some(js_string_of(&ts, 0)?),
-        };
-        out.push(SummaryRef::Ref {
-            tool_call_id: js_id(get(r, keys.tool_call_id)?.as_ref())?,
-            result_timestamp,
-        });
     }
-    Ok(SummaryRefs::List(out))
-}
 
-/// A toolResult's text extraction throws on a `null` element of an array content.
-fn text_throws(content: Option<&Bound<'_, PyAny>>) -> bool {
-    content
-        .and_then(|c| c.downcast::<PyList>().ok())
-        .is_some_and(|list| list.iter().any(|item| item.is_none() || is_absent(&item)))
-}
-
-fn view_of(keys: &Keys<'_>, msg: &Bound<'_, PyAny>) -> PyResult<MsgView> {
-    let Ok(dict) = msg.downcast::<PyDict>() else {
-        return Ok(MsgView::new(Role::Other, Ts::Absent));
-    };
-    let role = role_of(get(dict, keys.role)?.as_ref());
-    let mut view = MsgView::new(role, timestamp_of(get(dict, keys.timestamp)?.as_ref())?);
-    match role {
-        Role::ToolResult => {
-            view.tool_call_id = js_id(get(dict, keys.tool_call_id)?.as_ref())?;
-            view.is_error = get(dict, keys.is_error)?
-                .is_some_and(|v| v.downcast::<PyBool>().is_ok_and(|b| b.is_true()));
-            view.is_recovery = str_eq(get(dict, keys.tool_name)?.as_ref(), "context_tree_query");
-            view.text_throws = text_throws(get(dict, keys.content)?.as_ref());
-        }
-        Role::Assistant => {
-            view.content = content_of(keys, get(dict, keys.content)?.as_ref())?;
-        }
-        Role::User => {
-            view.synthetic_block_id = synthetic_id_of(keys, get(dict, keys.content)?.as_ref())?;
-        }
-        Role::Custom => {
-            if str_eq(
-                get(dict, keys.custom_type)?.as_ref(),
-                "context-prune-summary",
-            ) {
-                view.summary = Some(summary_refs_of(keys, get(dict, keys.details)?.as_ref())?);
+    /// Adopts `dict`'s own object for key `k`.
+    #[cold]
+    unsafe fn adopt(&self, dict: Obj, k: usize) {
+        self.adopted[k].set(true);
+        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            if key == self.interned[k] {
+                return;
+            }
+            if type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
+                && borrowed_utf8(key) == Some(KEY_NAMES[k])
+            {
+                let owned = Borrowed::from_ptr(self.py, key).to_owned();
+                self.current[k].set(owned.as_ptr());
+                self.keep.borrow_mut().push(owned);
+                return;
             }
         }
-        Role::Other => {}
     }
-    Ok(view)
+}
+
+/// Reads message views.
+struct Reader<'k, 'py> {
+    py: Python<'py>,
+    keys: &'k Keys<'py>,
+    needs: Needs,
+    /// Copy strings instead of borrowing them (Python code runs during the decision).
+    owned: bool,
+}
+
+impl Reader<'_, '_> {
+    unsafe fn role_of(&self, value: Option<Obj>) -> Role {
+        let Some(value) = value.filter(|v| is_str(*v)) else {
+            return Role::Other;
+        };
+        let Some(text) = borrowed_utf8(value) else {
+            return Role::Other;
+        };
+        if text_is(text, "toolResult") {
+            Role::ToolResult
+        } else if text_is(text, "assistant") {
+            Role::Assistant
+        } else if text_is(text, "user") {
+            Role::User
+        } else if text_is(text, "custom") {
+            Role::Custom
+        } else {
+            Role::Other
+        }
+    }
+
+    unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
+        let py = self.py;
+        if item == ffi::Py_None() || is_absent(py, item) {
+            return Ok(Block::Nullish);
+        }
+        if !is_dict(item) {
+            return Ok(Block::Other);
+        }
+        let kind = self.keys.get(item, K::Kind)?;
+        let Some(kind) = kind.filter(|k| is_str(*k)) else {
+            return Ok(Block::Other);
+        };
+        let kind = borrowed_utf8(kind).unwrap_or_default();
+        Ok(if text_is(kind, "toolCall") {
+            Block::ToolCall {
+                id: js_id(py, self.keys.get(item, K::Id)?, self.owned)?,
+            }
+        } else if text_is(kind, "thinking") {
+            Block::Thinking
+        } else {
+            Block::Other
+        })
+    }
+
+    unsafe fn content_of<'a>(&self, value: Option<Obj>) -> PyResult<Content<Cow<'a, str>>> {
+        let Some(value) = value else {
+            return Ok(Content::Nullish);
+        };
+        if value == ffi::Py_None() {
+            return Ok(Content::Nullish);
+        }
+        if is_list(value) {
+            let mut blocks = Blocks::default();
+            for item in list_items(value) {
+                blocks.push(self.block_of(item)?);
+            }
+            return Ok(Content::Array(blocks));
+        }
+        if is_str(value) {
+            return Ok(Content::Str);
+        }
+        Ok(Content::Other)
+    }
+
+    /// `msg.content?.[0]?.text` matched against the synthetic chain marker.
+    unsafe fn synthetic_id_of(&self, content: Option<Obj>) -> PyResult<Option<Box<str>>> {
+        let py = self.py;
+        let Some(list) = content.filter(|c| is_list(*c)) else {
+            return Ok(None);
+        };
+        let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
+            return Ok(None);
+        };
+        let Some(text) = self.keys.get(first, K::Text)?.filter(|t| is_str(*t)) else {
+            return Ok(None);
+        };
+        // Only the prefix is looked at: no copy unless it is the marker.
+        let text = str_text(py, text, false);
+        Ok(synthetic_block_id(&text).map(Box::from))
+    }
+
+    /// `msg.details?.toolCallRefs ?? []` of a summary message.
+    unsafe fn summary_refs_of<'a>(
+        &self,
+        details: Option<Obj>,
+    ) -> PyResult<SummaryRefs<Cow<'a, str>>> {
+        let py = self.py;
+        let Some(details) = details.filter(|d| is_dict(*d)) else {
+            // Missing, null, or a primitive / array without a `toolCallRefs` property.
+            return Ok(SummaryRefs::List(Vec::new()));
+        };
+        let refs = match self.keys.get(details, K::ToolCallRefs)? {
+            None => return Ok(SummaryRefs::List(Vec::new())),
+            Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
+            Some(r) => r,
+        };
+        if !is_list(refs) {
+            return Ok(SummaryRefs::NotArray);
+        }
+        let mut out = Vec::new();
+        for item in list_items(refs) {
+            if item == ffi::Py_None() || is_absent(py, item) {
+                out.push(SummaryRef::Nullish);
+                continue;
+            }
+            if !is_dict(item) {
+                // A primitive's `toolCallId` / `resultTimestamp` are undefined.
+                out.push(SummaryRef::Ref {
+                    tool_call_id: JsIdOf::Undefined,
+                    result_timestamp: None,
+                });
+                continue;
+            }
+            let result_timestamp = match self.keys.get(item, K::ResultTimestamp)? {
+                None => None,
+                Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
+            };
+            out.push(SummaryRef::Ref {
+                tool_call_id: js_id(py, self.keys.get(item, K::ToolCallId)?, self.owned)?,
+                result_timestamp,
+            });
+        }
+        Ok(SummaryRefs::List(out))
+    }
+
+    /// Reads message `msg` into `view` (a fresh [`MsgView::new`] of role `Other`).
+    unsafe fn read_into<'a>(&self, msg: Obj, view: &mut MsgView<Cow<'a, str>>) -> PyResult<()> {
+        let mut fetched = Fetched::default();
+        self.fetch_role(msg, &mut fetched)?;
+        self.fetch_fields(msg, &mut fetched)?;
+        self.decode(&fetched, view)
+    }
+
+    /// Stage 1: the `role` value (prefetched).
+    #[inline]
+    unsafe fn fetch_role(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
+        fetched.dict = is_dict(msg);
+        if fetched.dict {
+            fetched.role = self.keys.get_raw(msg, K::Role)?;
+            if let Some(role) = fetched.role {
+                prefetch(role);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stage 2: the role, and the values it needs (prefetched).
+    #[inline]
+    unsafe fn fetch_fields(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
+        if !fetched.dict {
+            return Ok(());
+        }
+        let py = self.py;
+        let keys = self.keys;
+        let needs = &self.needs;
+        fetched.kind = self.role_of(present(py, fetched.role));
+        let fetch = |key: K| -> PyResult<Option<Obj>> {
+            let value = keys.get_raw(msg, key)?;
+            if let Some(value) = value {
+                prefetch(value);
+            }
+            Ok(value)
+        };
+        match fetched.kind {
+            Role::ToolResult => {
+                fetched.a = fetch(K::ToolCallId)?;
+                if needs.is_error {
+                    fetched.b = fetch(K::IsError)?;
+                }
+                if needs.result_timestamps || needs.chain {
+                    fetched.ts = fetch(K::Timestamp)?;
+                }
+            }
+            Role::Assistant => {
+                fetched.a = fetch(K::Content)?;
+                if needs.chain {
+                    fetched.ts = fetch(K::Timestamp)?;
+                }
+            }
+            Role::User => {
+                if needs.chain {
+                    fetched.a = fetch(K::Content)?;
+                    fetched.ts = fetch(K::Timestamp)?;
+                }
+            }
+            Role::Custom => {
+                if needs.chain {
+                    fetched.a = fetch(K::CustomType)?;
+                    fetched.b = fetch(K::Details)?;
+                }
+            }
+            Role::Other => {}
+        }
+        Ok(())
+    }
+
+    /// Stage 3 (assistants): the item array of the content list.
+    #[inline]
+    unsafe fn fetch_items(&self, fetched: &Fetched) {
+        if fetched.kind == Role::Assistant {
+            if let Some(content) = fetched.a {
+                prefetch_body(content);
+            }
+        }
+    }
+
+    /// Stage 4 (assistants): the first content blocks (`body`: their hash tables too).
+    #[inline]
+    unsafe fn fetch_blocks(&self, fetched: &Fetched, body: bool) {
+        if fetched.kind != Role::Assistant {
+            return;
+        }
+        let Some(content) = fetched
+            .a
+            .filter(|c| type_is(*c, addr_of_mut!(ffi::PyList_Type)))
+        else {
+            return;
+        };
+        for block in list_items(content).take(PREFETCH_BLOCKS) {
+            if body {
+                prefetch_body(block);
+            } else {
+                prefetch(block);
+            }
+        }
+    }
+
+    /// Last stage: the view.
+    unsafe fn decode<'a>(
+        &self,
+        fetched: &Fetched,
+        view: &mut MsgView<Cow<'a, str>>,
+    ) -> PyResult<()> {
+        let py = self.py;
+        let needs = &self.needs;
+        if !fetched.dict {
+            return Ok(());
+        }
+        view.role = fetched.kind;
+        let a = present(py, fetched.a);
+        let b = present(py, fetched.b);
+        let ts = present(py, fetched.ts);
+        match fetched.kind {
+            Role::ToolResult => {
+                view.tool_call_id = js_id(py, a, self.owned)?;
+                if needs.is_error {
+                    view.is_error = b == Some(ffi::Py_True());
+                }
+                if needs.result_timestamps || needs.chain {
+                    view.timestamp = timestamp_of(py, ts)?;
+                }
+            }
+            Role::Assistant => {
+                view.content = self.content_of(a)?;
+                if needs.chain {
+                    view.timestamp = timestamp_of(py, ts)?;
+                }
+            }
+            Role::User => {
+                if needs.chain {
+                    view.timestamp = timestamp_of(py, ts)?;
+                    view.synthetic_block_id = self.synthetic_id_of(a)?;
+                }
+            }
+            Role::Custom => {
+                if needs.chain && str_is(a, "context-prune-summary") {
+                    view.summary = Some(Box::new(self.summary_refs_of(b)?));
+                }
+            }
+            Role::Other => {}
+        }
+        Ok(())
+    }
+
+    /// Reads the views of `items`, in a software pipeline: while message i is decoded,
+    /// the memory of the next ones is requested, a few messages ahead per level of
+    /// indirection (object, hash table, values, content list, blocks), so that the loads
+    /// overlap instead of stalling one after another.
+    unsafe fn read_all<'a>(&self, items: &[Obj]) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
+        let n = items.len();
+        let mut fetched = vec![Fetched::default(); n];
+        let mut views = Vec::with_capacity(n);
+        for i in 0..n {
+            if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
+                prefetch(msg);
+            }
+            if let Some(&msg) = items.get(i + AHEAD_TABLE) {
+                prefetch_body(msg);
+            }
+            if let (Some(&msg), Some(f)) =
+                (items.get(i + AHEAD_ROLE), fetched.get_mut(i + AHEAD_ROLE))
+            {
+                self.fetch_role(msg, f)?;
+            }
+            if i == 0 {
+                // The first messages missed the stages above.
+                for j in 0..AHEAD_ROLE.min(n) {
+                    if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                        self.fetch_role(msg, f)?;
+                    }
+                }
+                for j in 0..AHEAD_FIELDS.min(n) {
+                    if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                        self.fetch_fields(msg, f)?;
+                    }
+                }
+            }
+            if let (Some(&msg), Some(f)) = (
+                items.get(i + AHEAD_FIELDS),
+                fetched.get_mut(i + AHEAD_FIELDS),
+            ) {
+                self.fetch_fields(msg, f)?;
+            }
+            if let Some(f) = fetched.get(i + AHEAD_ITEMS) {
+                self.fetch_items(f);
+            }
+            if let Some(f) = fetched.get(i + AHEAD_BLOCKS) {
+                self.fetch_blocks(f, false);
+            }
+            if let Some(f) = fetched.get(i + AHEAD_BLOCK_TABLES) {
+                self.fetch_blocks(f, true);
+            }
+            views.push(MsgView::new(Role::Other, Ts::Absent));
+            if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
+                self.decode(f, view)?;
+            }
+        }
+        Ok(views)
+    }
+}
+
+/// What the pipeline read of one message (borrowed values, `ABSENT` not filtered yet).
+#[derive(Clone, Copy)]
+struct Fetched {
+    dict: bool,
+    role: Option<Obj>,
+    kind: Role,
+    /// toolCallId / content / customType
+    a: Option<Obj>,
+    /// isError / details
+    b: Option<Obj>,
+    ts: Option<Obj>,
+}
+
+impl Default for Fetched {
+    fn default() -> Self {
+        Fetched {
+            dict: false,
+            role: None,
+            kind: Role::Other,
+            a: None,
+            b: None,
+            ts: None,
+        }
+    }
+}
+
+/// A raw dict value with `ABSENT` read as missing.
+///
+/// # Safety
+/// `value` must be a live object (or `None`) and the GIL held.
+#[inline]
+unsafe fn present(py: Python<'_>, value: Option<Obj>) -> Option<Obj> {
+    value.filter(|v| !is_absent(py, *v))
 }
 
 // ----- sizes -----
-
-static STRINGIFY_LEN: GILOnceCell<PyObject> = GILOnceCell::new();
-
-/// `JSON.stringify(value).length`, through the JSON binding's `stringify_len`.
-fn stringify_len(value: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let py = value.py();
-    let func = STRINGIFY_LEN.get_or_try_init(py, || -> PyResult<PyObject> {
-        Ok(py
-            .import("pi_condense._core")?
-            .getattr("stringify_len")?
-            .unbind())
-    })?;
-    func.bind(py).call1((value,))?.extract()
-}
 
 /// Lazily measured argument bodies (phase 2).
 struct ArgLens<'a, 'py> {
     messages: &'a Bound<'py, PyList>,
     keys: &'a Keys<'py>,
     error: RefCell<Option<PyErr>>,
+    /// Made on first use and kept through the decision, unless Python code (a protection
+    /// predicate) runs during it: that could free a key whose length it caches.
+    measurer: Option<Measurer>,
+    keep_measurer: bool,
 }
 
 impl ArgLens<'_, '_> {
-    fn measure(&self, msg: usize, block: usize) -> PyResult<usize> {
-        let message = self.messages.get_item(msg)?;
-        let content = message.downcast::<PyDict>()?.get_item(self.keys.content)?;
-        let block = content
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("content"))?
-            .downcast::<PyList>()?
-            .get_item(block)?;
-        let args = block
-            .downcast::<PyDict>()?
-            .get_item(self.keys.arguments)?
-            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("arguments"))?;
-        stringify_len(&args)
+    /// `messages[msg][key]` (borrowed; held by the message).
+    fn field(&self, msg: usize, key: K) -> PyResult<Option<Obj>> {
+        // SAFETY: the list is alive (the caller holds it) and the GIL is held.
+        unsafe {
+            match list_item(self.messages.as_ptr(), msg) {
+                Some(m) => self.keys.get_of(m, key),
+                None => Ok(None),
+            }
+        }
+    }
+
+    /// The value, or `None` with the error kept for the caller.
+    fn ok_or_report<T>(&self, value: PyResult<Option<T>>) -> Option<T> {
+        match value {
+            Ok(v) => v,
+            Err(err) => {
+                self.error.borrow_mut().get_or_insert(err);
+                None
+            }
+        }
+    }
+
+    /// `JSON.stringify(block.arguments).length`; `None` without `arguments`.
+    fn measure(&mut self, msg: usize, block: usize) -> PyResult<Option<usize>> {
+        let py = self.messages.py();
+        // SAFETY: the list and everything read from it are alive (the caller holds the
+        // list) and the GIL is held; the measurement runs no Python code.
+        unsafe {
+            let message = list_item(self.messages.as_ptr(), msg);
+            let content = match message {
+                Some(m) => self.keys.get_of(m, K::Content)?,
+                None => None,
+            };
+            let item = content
+                .filter(|c| is_list(*c))
+                .and_then(|c| list_item(c, block));
+            let args = match item {
+                Some(b) => self.keys.get_of(b, K::Arguments)?,
+                None => None,
+            };
+            match args {
+                Some(args) => {
+                    if !self.keep_measurer {
+                        self.measurer = None;
+                    }
+                    Ok(Some(
+                        self.measurer
+                            .get_or_insert_with(|| Measurer::new(py))
+                            .len(py, args)?,
+                    ))
+                }
+                None => Ok(None),
+            }
+        }
     }
 }
 
 impl Lazy for ArgLens<'_, '_> {
-    fn args_len(&mut self, msg: usize, block: usize) -> usize {
+    fn args_len(&mut self, msg: usize, block: usize) -> Option<usize> {
         match self.measure(msg, block) {
             Ok(len) => len,
             Err(err) => {
                 self.error.borrow_mut().get_or_insert(err);
-                0
+                Some(0)
             }
         }
+    }
+
+    fn is_recovery(&mut self, msg: usize) -> Option<bool> {
+        let field = self.field(msg, K::ToolName);
+        Some(self.ok_or_report(field).is_some_and(|name| {
+            // SAFETY: `name` is held by its message (alive) and the GIL is held.
+            unsafe { str_is(Some(name), "context_tree_query") }
+        }))
+    }
+
+    /// A toolResult's text extraction throws on a `null` element of an array content.
+    fn text_throws(&mut self, msg: usize) -> Option<bool> {
+        let field = self.field(msg, K::Content);
+        let py = self.messages.py();
+        Some(self.ok_or_report(field).is_some_and(|content| {
+            // SAFETY: `content` is held by its message (alive) and the GIL is held.
+            unsafe {
+                is_list(content)
+                    && list_items(content).any(|item| item == ffi::Py_None() || is_absent(py, item))
+            }
+        }))
     }
 }
 
@@ -459,164 +1001,256 @@ fn field_to_py(py: Python<'_>, field: &JsField) -> PyResult<Option<PyObject>> {
     })
 }
 
-/// The text of a toolResult's `type: "text"` blocks joined with `"\n"`.
-fn tool_result_text<'py>(keys: &Keys<'py>, msg: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let py = msg.py();
-    let content = match msg.downcast::<PyDict>() {
-        Ok(dict) => get(dict, keys.content)?,
-        Err(_) => None,
-    };
-    let Some(list) = content.as_ref().and_then(|c| c.downcast::<PyList>().ok()) else {
-        return Ok(PyString::new(py, "").into_any());
-    };
-    let parts = PyList::empty(py);
-    for item in list.iter() {
-        let Ok(block) = item.downcast::<PyDict>() else {
-            continue;
+/// Builds the output: new messages from the plan's pieces.
+struct Writer<'a, 'py> {
+    py: Python<'py>,
+    keys: &'a Keys<'py>,
+    messages: &'a Bound<'py, PyList>,
+}
+
+/// One piece of a new text: Rust text, or a Python string to take as is.
+enum Part<'py> {
+    Text(Cow<'py, str>),
+    Py(Bound<'py, PyAny>),
+}
+
+impl<'py> Writer<'_, 'py> {
+    /// Borrowed input message `i`.
+    fn message(&self, i: usize) -> Option<Obj> {
+        // SAFETY: the list is alive and the GIL is held.
+        unsafe { list_item(self.messages.as_ptr(), i) }
+    }
+
+    /// `messages[i][key]` (`ABSENT` and non-dicts read as missing).
+    fn field(&self, i: usize, key: K) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(msg) = self.message(i) else {
+            return Ok(None);
         };
-        if !str_eq(get(block, keys.kind)?.as_ref(), "text") {
-            continue;
-        }
-        match get(block, keys.text)? {
-            None => parts.append("")?,
-            Some(t) if t.is_none() => parts.append("")?,
-            Some(t) => parts.append(js_string_py(py, Some(t))?)?,
+        // SAFETY: `msg` is held by the list; the value is taken as a new reference
+        // before anything else runs.
+        unsafe {
+            Ok(self
+                .keys
+                .get_of(msg, key)?
+                .map(|v| Borrowed::from_ptr(self.py, v).to_owned()))
         }
     }
-    PyString::new(py, "\n").call_method1(intern!(py, "join"), (parts,))
-}
 
-fn text_to_py<'py>(
-    keys: &Keys<'py>,
-    messages: &Bound<'py, PyList>,
-    text: &Text,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = messages.py();
-    if let Some(literal) = text.as_literal() {
-        return Ok(PyString::new(py, literal).into_any());
+    /// `String(value)` (`undefined` for a missing value), as a part.
+    fn js_string_part(&self, value: Option<Bound<'py, PyAny>>) -> PyResult<Part<'py>> {
+        Ok(match value {
+            None => Part::Text(Cow::Borrowed("undefined")),
+            Some(v) if v.is_instance_of::<PyString>() => match utf8_of(&v) {
+                Some(text) => Part::Text(Cow::Owned(text.to_owned())),
+                None => Part::Py(v),
+            },
+            Some(v) => Part::Text(Cow::Owned(js_string_of(&v, 0)?)),
+        })
     }
-    let field = |i: usize, key: &Bound<'py, PyString>| -> PyResult<Option<Bound<'py, PyAny>>> {
-        match messages.get_item(i)?.downcast::<PyDict>() {
-            Ok(dict) => get(dict, key),
-            Err(_) => Ok(None),
+
+    /// The text of a toolResult's `type: "text"` blocks joined with `"\n"`.
+    fn tool_result_text(&self, i: usize, parts: &mut Vec<Part<'py>>) -> PyResult<()> {
+        let py = self.py;
+        let Some(content) = self.field(i, K::Content)? else {
+            return Ok(());
+        };
+        if !content.is_instance_of::<PyList>() {
+            return Ok(());
         }
-    };
-    let parts = PyList::empty(py);
-    for piece in &text.0 {
-        match piece {
-            Piece::Lit(s) => parts.append(s)?,
-            Piece::ToolCallId(i) => {
-                parts.append(js_string_py(py, field(*i, keys.tool_call_id)?)?)?
+        let mut first = true;
+        for item in content.try_iter()? {
+            let item = item?;
+            if !item.is_instance_of::<PyDict>() {
+                continue;
             }
-            Piece::ToolName(i) => parts.append(js_string_py(py, field(*i, keys.tool_name)?)?)?,
-            Piece::ToolResultText(i) => {
-                parts.append(tool_result_text(keys, &messages.get_item(*i)?)?)?
+            // SAFETY: `item` is a live dict (held by `content`) and the GIL is held.
+            let (kind, text) = unsafe {
+                let kind = self.keys.get(item.as_ptr(), K::Kind)?;
+                if !str_is(kind, "text") {
+                    continue;
+                }
+                let text = self.keys.get(item.as_ptr(), K::Text)?;
+                (kind, text.map(|t| Borrowed::from_ptr(py, t).to_owned()))
+            };
+            let _ = kind;
+            if !first {
+                parts.push(Part::Text(Cow::Borrowed("\n")));
+            }
+            first = false;
+            match text {
+                None => {}
+                Some(t) if t.is_none() => {}
+                Some(t) => parts.push(self.js_string_part(Some(t))?),
             }
         }
+        Ok(())
     }
-    PyString::new(py, "").call_method1(intern!(py, "join"), (parts,))
-}
 
-fn text_block<'py>(keys: &Keys<'py>, text: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let py = text.py();
-    let block = PyDict::new(py);
-    block.set_item(keys.kind, intern!(py, "text"))?;
-    block.set_item(keys.text, text)?;
-    Ok(block)
-}
-
-/// `{role: "toolResult", toolCallId, toolName, content: [{type: "text", text}], isError: false, timestamp}`.
-fn stub_message<'py>(
-    keys: &Keys<'py>,
-    src: &Bound<'py, PyAny>,
-    text: Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let py = src.py();
-    let original = src.downcast::<PyDict>()?;
-    let out = PyDict::new(py);
-    out.set_item(keys.role, intern!(py, "toolResult"))?;
-    if let Some(id) = get(original, keys.tool_call_id)? {
-        out.set_item(keys.tool_call_id, id)?;
-    }
-    if let Some(name) = get(original, keys.tool_name)? {
-        out.set_item(keys.tool_name, name)?;
-    }
-    out.set_item(keys.content, PyList::new(py, [text_block(keys, text)?])?)?;
-    out.set_item(keys.is_error, false)?;
-    if let Some(ts) = get(original, keys.timestamp)? {
-        out.set_item(keys.timestamp, ts)?;
-    }
-    Ok(out)
-}
-
-/// `{...msg, content}` with purged `arguments` and/or thinking blocks removed.
-fn assistant_copy<'py>(
-    keys: &Keys<'py>,
-    src: &Bound<'py, PyAny>,
-    purged: &[core_render::Purge],
-    strip_thinking: bool,
-) -> PyResult<Bound<'py, PyDict>> {
-    let py = src.py();
-    let original = src.downcast::<PyDict>()?;
-    let content = original
-        .get_item(keys.content)?
-        .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("content"))?;
-    let blocks = content.downcast::<PyList>()?;
-    let new_content = PyList::empty(py);
-    for (b, block) in blocks.iter().enumerate() {
-        if let Some(purge) = purged.iter().find(|p| p.block == b) {
-            let copy = block.downcast::<PyDict>()?.copy()?;
-            let marker = PyDict::new(py);
-            marker.set_item(intern!(py, "_purged"), purge.marker())?;
-            copy.set_item(keys.arguments, marker)?;
-            new_content.append(copy)?;
-            continue;
+    /// A plan text as a Python str.
+    fn text(&self, text: &Text) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        if let Some(literal) = text.as_literal() {
+            return Ok(PyString::new(py, literal).into_any());
         }
-        if strip_thinking {
-            if let Ok(dict) = block.downcast::<PyDict>() {
-                if str_eq(get(dict, keys.kind)?.as_ref(), "thinking") {
+        let mut parts: Vec<Part<'py>> = Vec::with_capacity(text.0.len());
+        for piece in &text.0 {
+            match piece {
+                Piece::Lit(s) => parts.push(Part::Text(Cow::Owned(s.clone()))),
+                Piece::ToolCallId(i) => {
+                    parts.push(self.js_string_part(self.field(*i, K::ToolCallId)?)?)
+                }
+                Piece::ToolName(i) => {
+                    parts.push(self.js_string_part(self.field(*i, K::ToolName)?)?)
+                }
+                Piece::ToolResultText(i) => self.tool_result_text(*i, &mut parts)?,
+            }
+        }
+        if parts.iter().all(|p| matches!(p, Part::Text(_))) {
+            let mut joined = String::new();
+            for part in &parts {
+                if let Part::Text(s) = part {
+                    joined.push_str(s);
+                }
+            }
+            return Ok(PyString::new(py, &joined).into_any());
+        }
+        // A piece holds lone surrogates: join in Python, which keeps them.
+        let list = PyList::empty(py);
+        for part in parts {
+            match part {
+                Part::Text(s) => list.append(s.as_ref())?,
+                Part::Py(v) => list.append(v)?,
+            }
+        }
+        PyString::new(py, "").call_method1(intern!(py, "join"), (list,))
+    }
+
+    fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
+        // SAFETY: the interned keys live as long as the interpreter.
+        unsafe { Borrowed::from_ptr(self.py, self.keys.interned(key)) }
+    }
+
+    fn text_block(&self, text: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let block = PyDict::new(py);
+        block.set_item(self.key(K::Kind), intern!(py, "text"))?;
+        block.set_item(self.key(K::Text), text)?;
+        Ok(block)
+    }
+
+    /// `{role: "toolResult", toolCallId, toolName, content: [{type: "text", text}], isError: false, timestamp}`.
+    fn stub_message(&self, src: usize, text: &Text) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let text = self.text(text)?;
+        let out = PyDict::new(py);
+        out.set_item(self.key(K::Role), intern!(py, "toolResult"))?;
+        if let Some(id) = self.field(src, K::ToolCallId)? {
+            out.set_item(self.key(K::ToolCallId), id)?;
+        }
+        if let Some(name) = self.field(src, K::ToolName)? {
+            out.set_item(self.key(K::ToolName), name)?;
+        }
+        out.set_item(
+            self.key(K::Content),
+            PyList::new(py, [self.text_block(text)?])?,
+        )?;
+        out.set_item(self.key(K::IsError), false)?;
+        if let Some(ts) = self.field(src, K::Timestamp)? {
+            out.set_item(self.key(K::Timestamp), ts)?;
+        }
+        Ok(out)
+    }
+
+    /// `{...msg, content}` with purged `arguments` and/or thinking blocks removed.
+    fn assistant_copy(
+        &self,
+        src: usize,
+        purged: &[core_render::Purge],
+        strip_thinking: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let original = self
+            .messages
+            .get_item(src)?
+            .downcast_into::<PyDict>()
+            .map_err(PyErr::from)?;
+        let content = original
+            .get_item(self.key(K::Content))?
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("content"))?;
+        let blocks = content.downcast::<PyList>()?;
+        let new_content = PyList::empty(py);
+        for (b, block) in blocks.iter().enumerate() {
+            if let Some(purge) = purged.iter().find(|p| p.block == b) {
+                let copy = block.downcast::<PyDict>()?.copy()?;
+                let marker = PyDict::new(py);
+                marker.set_item(intern!(py, "_purged"), purge.marker())?;
+                copy.set_item(self.key(K::Arguments), marker)?;
+                new_content.append(copy)?;
+                continue;
+            }
+            if strip_thinking && block.is_instance_of::<PyDict>() {
+                // SAFETY: `block` is a live dict and the GIL is held.
+                let thinking =
+                    unsafe { str_is(self.keys.get(block.as_ptr(), K::Kind)?, "thinking") };
+                if thinking {
                     continue;
                 }
             }
+            new_content.append(block)?;
         }
-        new_content.append(block)?;
+        let copy = original.copy()?;
+        copy.set_item(self.key(K::Content), new_content)?;
+        Ok(copy)
     }
-    let copy = original.copy()?;
-    copy.set_item(keys.content, new_content)?;
-    Ok(copy)
-}
 
-/// `{role: "user", content: [{type: "text", text}], timestamp: entry.compressedAt}`.
-fn synthetic_message<'py>(
-    keys: &Keys<'py>,
-    index: &PyIndex,
-    text: Bound<'py, PyAny>,
-    timestamp: &JsField,
-    chain_slot: usize,
-) -> PyResult<Bound<'py, PyDict>> {
-    let py = text.py();
-    let out = PyDict::new(py);
-    out.set_item(keys.role, intern!(py, "user"))?;
-    out.set_item(keys.content, PyList::new(py, [text_block(keys, text)?])?)?;
-    // The entry's own `compressedAt` value when the entry object is at hand.
-    let entry: Option<&ChainEntry> = index.core().chain_at(chain_slot);
-    let original = match entry.map(|e| index.chain_object(py, e)) {
-        Some(obj) => match obj.downcast::<PyDict>() {
-            Ok(dict) => Some(get(dict, intern!(py, "compressedAt"))?),
-            Err(_) => None,
-        },
-        None => None,
-    };
-    match original {
-        Some(Some(value)) => out.set_item(keys.timestamp, value)?,
-        Some(None) => {}
-        None => {
-            if let Some(value) = field_to_py(py, timestamp)? {
-                out.set_item(keys.timestamp, value)?;
+    /// `{role: "user", content: [{type: "text", text}], timestamp: entry.compressedAt}`.
+    fn synthetic_message(
+        &self,
+        index: &PyIndex,
+        text: &Text,
+        timestamp: &JsField,
+        chain_slot: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let text = self.text(text)?;
+        let out = PyDict::new(py);
+        out.set_item(self.key(K::Role), intern!(py, "user"))?;
+        out.set_item(
+            self.key(K::Content),
+            PyList::new(py, [self.text_block(text)?])?,
+        )?;
+        // The entry's own `compressedAt` value when the entry object is at hand.
+        let entry: Option<&ChainEntry> = index.core().chain_at(chain_slot);
+        let original = match entry.map(|e| index.chain_object(py, e)) {
+            Some(obj) => match obj.downcast::<PyDict>() {
+                // SAFETY: `dict` is a live dict and the GIL is held; the value is taken
+                // as a new reference at once.
+                Ok(dict) => Some(unsafe {
+                    get(py, dict.as_ptr(), intern!(py, "compressedAt").as_ptr())?
+                        .map(|v| Borrowed::from_ptr(py, v).to_owned())
+                }),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        match original {
+            Some(Some(value)) => out.set_item(self.key(K::Timestamp), value)?,
+            Some(None) => {}
+            None => {
+                if let Some(value) = field_to_py(py, timestamp)? {
+                    out.set_item(self.key(K::Timestamp), value)?;
+                }
             }
         }
+        Ok(out)
     }
-    Ok(out)
+}
+
+/// The UTF-8 text of a str object (`None` when it holds lone surrogates).
+fn utf8_of<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
+    // SAFETY: `value` is a live str and the GIL is held; the text lives as long as the
+    // object, which `value` keeps alive for `'a`.
+    unsafe { borrowed_utf8(value.as_ptr()) }
 }
 
 type RenderOutput<'py> = (
@@ -662,11 +1296,8 @@ fn render<'py>(
     protected_tool_predicate: Option<Bound<'py, PyAny>>,
 ) -> PyResult<RenderOutput<'py>> {
     let py = messages.py();
+    layout(py);
     let keys = Keys::new(py);
-    let mut views = Vec::with_capacity(messages.len());
-    for msg in messages.iter() {
-        views.push(view_of(&keys, &msg)?);
-    }
     let protection = match (
         &protected_tools,
         &protected_paths,
@@ -698,15 +1329,66 @@ fn render<'py>(
         }),
         protection: protection.as_ref().map(|p| p as &dyn Protection),
     };
-    let mut lazy = ArgLens {
-        messages,
+    let state = index.core();
+    let reader = Reader {
+        py,
         keys: &keys,
-        error: RefCell::new(None),
+        needs: Needs::of(state, &cfg),
+        // A predicate is Python code: it could change the messages under borrowed views.
+        owned: protected_tool_predicate.is_some(),
     };
-    let plan = core_render::render(&views, index.core(), &cfg, &mut lazy);
-    if let Some(err) = lazy.error.into_inner() {
-        return Err(err);
-    }
+
+    // Extract and decide. The views borrow strings from the message objects: the list
+    // (held by the caller for the whole call) keeps them alive, and no Python code runs
+    // until the views are dropped (except a predicate, and then the views own copies).
+    // When the state can stub or compress, a change is likely and every message will be
+    // measured: each is then read right after it is measured, while its objects are in
+    // the CPU caches. Otherwise (or when measuring fails: the error is raised only if
+    // the render changes something) the views are read on their own, and a render that
+    // changes nothing never measures.
+    let speculate = reader.needs.result_timestamps || reader.needs.chain;
+    let mut lens: Option<Vec<usize>> = None;
+    let plan = {
+        let list = messages.as_ptr();
+        let mut views: Vec<MsgView<Cow<'_, str>>> = Vec::with_capacity(messages.len());
+        // SAFETY: `list` is a live list and the GIL is held; see above for the lifetime
+        // of the borrowed strings. Reading views runs no Python code.
+        unsafe {
+            if speculate {
+                let mut read_error = false;
+                let measured = Measurer::new(py).len_each_then(py, list, |_, msg| {
+                    views.push(MsgView::new(Role::Other, Ts::Absent));
+                    let read = match views.last_mut() {
+                        Some(view) => reader.read_into(msg, view),
+                        None => Ok(()),
+                    };
+                    read_error = read.is_err();
+                    read
+                });
+                match measured {
+                    Ok(measured) => lens = Some(measured),
+                    Err(err) if read_error => return Err(err),
+                    Err(_) => views.clear(),
+                }
+            }
+            if lens.is_none() {
+                let items: Vec<Obj> = list_items(list).collect();
+                views = reader.read_all(&items)?;
+            }
+        }
+        let mut lazy = ArgLens {
+            messages,
+            keys: &keys,
+            error: RefCell::new(None),
+            measurer: None,
+            keep_measurer: !reader.owned,
+        };
+        let plan = core_render::render(&views, state, &cfg, &mut lazy);
+        if let Some(err) = lazy.error.into_inner() {
+            return Err(err);
+        }
+        plan
+    };
     if let Some(err) = protection.and_then(|p| p.error.into_inner()) {
         return Err(err);
     }
@@ -726,50 +1408,89 @@ fn render<'py>(
         ));
     };
 
-    let mut lens = Vec::with_capacity(messages.len());
-    for msg in messages.iter() {
-        lens.push(stringify_len(&msg)?);
-    }
+    // Apply, measuring each input message once and each new message.
+    let writer = Writer {
+        py,
+        keys: &keys,
+        messages,
+    };
+    let lens = match lens {
+        Some(lens) => lens,
+        // SAFETY: the messages are alive (the list holds them) and the GIL is held;
+        // nothing runs during the measurement.
+        None => unsafe { Measurer::new(py).len_each(py, messages.as_ptr())? },
+    };
     let before = list_len(lens.iter().copied());
-    let out = PyList::empty(py);
-    let mut out_lens = Vec::with_capacity(items.len());
-    for item in &items {
-        match item {
+    let count = ffi::Py_ssize_t::try_from(items.len())
+        .map_err(|_| PyValueError::new_err("too many messages"))?;
+    // SAFETY: the GIL is held; `PyList_New(count)` makes a list of `count` empty slots,
+    // each filled once below with a new reference (which `PyList_SetItem` steals). A slot
+    // left empty by an error is fine for the list's deallocation.
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
+    // Per slot: the length when known (a kept message), else measured below.
+    let mut out_lens: Vec<Option<usize>> = Vec::with_capacity(items.len());
+    for (pos, item) in items.iter().enumerate() {
+        let message: Obj = match item {
             Item::Keep(i) => {
-                out.append(messages.get_item(*i)?)?;
-                out_lens.push(lens.get(*i).copied().unwrap_or(0));
-                continue;
+                // SAFETY: the input list is alive and the GIL is held; the borrowed item
+                // gets its own reference for the output list.
+                let Some(message) = (unsafe { list_item(messages.as_ptr(), *i) }) else {
+                    return Err(PyValueError::new_err(
+                        "the message list changed during render",
+                    ));
+                };
+                unsafe { ffi::Py_IncRef(message) };
+                out_lens.push(Some(lens.get(*i).copied().unwrap_or(0)));
+                message
             }
             Item::Stub { src, text } => {
-                let text = text_to_py(&keys, messages, text)?;
-                let stub = stub_message(&keys, &messages.get_item(*src)?, text)?;
-                out_lens.push(stringify_len(&stub)?);
-                out.append(stub)?;
+                out_lens.push(None);
+                writer.stub_message(*src, text)?.into_ptr()
             }
             Item::Assistant {
                 src,
                 purged,
                 strip_thinking,
             } => {
-                let copy =
-                    assistant_copy(&keys, &messages.get_item(*src)?, purged, *strip_thinking)?;
-                out_lens.push(stringify_len(&copy)?);
-                out.append(copy)?;
+                out_lens.push(None);
+                writer
+                    .assistant_copy(*src, purged, *strip_thinking)?
+                    .into_ptr()
             }
             Item::Synthetic {
                 text,
                 timestamp,
                 chain_slot,
             } => {
-                let text = text_to_py(&keys, messages, text)?;
-                let synthetic = synthetic_message(&keys, &index, text, timestamp, *chain_slot)?;
-                out_lens.push(stringify_len(&synthetic)?);
-                out.append(synthetic)?;
+                out_lens.push(None);
+                writer
+                    .synthetic_message(&index, text, timestamp, *chain_slot)?
+                    .into_ptr()
             }
-        }
+        };
+        let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
+        // SAFETY: `out` is a fresh list of `count` slots, `at < count`; the reference is
+        // stolen.
+        unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
     }
-    let after = list_len(out_lens);
-    Ok((out.into_any(), true, before, after, diagnostics, false))
+    // The new messages, measured together: every key seen is held by a message in `out`
+    // (or interned), so the measurer's key cache stays valid.
+    let mut measurer = Measurer::new(py);
+    let mut after_lens = Vec::with_capacity(out_lens.len());
+    for (pos, known) in out_lens.iter().enumerate() {
+        after_lens.push(match *known {
+            Some(len) => len,
+            // SAFETY: `out` is alive and holds the message; the GIL is held.
+            None => unsafe {
+                match list_item(out.as_ptr(), pos) {
+                    Some(message) => measurer.len(py, message)?,
+                    None => 0,
+                }
+            },
+        });
+    }
+    let after = list_len(after_lens);
+    Ok((out, true, before, after, diagnostics, false))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

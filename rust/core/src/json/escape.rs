@@ -175,27 +175,185 @@ pub fn write_units(out: &mut Vec<u8>, units: &[u16]) {
 }
 
 /// UTF-16 length of `JSON.stringify(s)` (quotes included), without building it.
+///
+/// Per UTF-8 byte: a continuation byte adds nothing, any other byte one unit, a 4-byte
+/// lead one more (its code point is a surrogate pair); `"` and `\\` and the short escapes
+/// (`\b \t \n \f \r`) take two units, other bytes below 0x20 six (`\u00xx`).
 pub fn str_len(s: &str) -> usize {
     let bytes = s.as_bytes();
-    let mut total = 2;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let word = load_word(chunk);
-        if word & HIGHS == 0 && escape_mask(word) == 0 {
-            total += 8;
-        } else {
-            total += chunk
-                .iter()
-                .map(|&b| usize::from(ESCAPED_UNITS[usize::from(b)]))
-                .sum::<usize>();
+    let (mut total, done) = wide::units(bytes);
+    for &b in bytes.get(done..).unwrap_or_default() {
+        total += usize::from(ESCAPED_UNITS[usize::from(b)]);
+    }
+    total + 2
+}
+
+/// Escaped UTF-16 units of the leading 16-byte chunks of a byte string, many bytes at a
+/// time: `(units, bytes counted)`.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi64, _mm256_add_epi8, _mm256_and_si256, _mm256_andnot_si256,
+        _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_extracti128_si256, _mm256_loadu_si256,
+        _mm256_max_epu8, _mm256_min_epu8, _mm256_or_si256, _mm256_sad_epu8, _mm256_set1_epi8,
+        _mm256_setzero_si256, _mm256_sub_epi8, _mm_add_epi64, _mm_add_epi8, _mm_and_si128,
+        _mm_andnot_si128, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_cvtsi128_si64, _mm_loadu_si128,
+        _mm_max_epu8, _mm_min_epu8, _mm_or_si128, _mm_sad_epu8, _mm_set1_epi8, _mm_setzero_si128,
+        _mm_srli_si128, _mm_sub_epi8,
+    };
+
+    /// Chunks per round: a byte adds at most 6 to its 8-bit lane (42 * 6 = 252).
+    const ROUND: usize = 42;
+
+    /// Strings at least this long are counted 32 bytes at a time when the CPU can.
+    const WIDE_MIN: usize = 64;
+
+    pub fn units(bytes: &[u8]) -> (usize, usize) {
+        if bytes.len() >= WIDE_MIN && std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked above).
+            let (total, done) = unsafe { units_avx2(bytes) };
+            let (rest, rest_done) = units_sse2(bytes.get(done..).unwrap_or_default());
+            return (total + rest, done + rest_done);
+        }
+        units_sse2(bytes)
+    }
+
+    /// 32-byte chunks.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    unsafe fn units_avx2(bytes: &[u8]) -> (usize, usize) {
+        let chunks = bytes.len() / 32;
+        let ptr = bytes.as_ptr();
+        let zero = _mm256_setzero_si256();
+        let one = _mm256_set1_epi8(1);
+        let x1f = _mm256_set1_epi8(0x1f);
+        let eight = _mm256_set1_epi8(8);
+        let five = _mm256_set1_epi8(5);
+        let four = _mm256_set1_epi8(4);
+        let eleven = _mm256_set1_epi8(11);
+        let quote = _mm256_set1_epi8(b'"' as i8);
+        let backslash = _mm256_set1_epi8(b'\\' as i8);
+        let below_lead = _mm256_set1_epi8(-64); // 0xC0: continuation bytes are below
+        let xf0 = _mm256_set1_epi8(-16); // 0xF0
+        let mut sums = zero;
+        let mut k = 0;
+        while k < chunks {
+            let end = (k + ROUND).min(chunks);
+            let mut acc = zero;
+            while k < end {
+                // Chunk k covers bytes 32k..32k+32, inside `bytes` (k < len / 32).
+                let v = _mm256_loadu_si256(ptr.add(32 * k).cast::<__m256i>());
+                let ctrl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, x1f), v);
+                let d = _mm256_sub_epi8(v, eight);
+                let short = _mm256_andnot_si256(
+                    _mm256_cmpeq_epi8(v, eleven),
+                    _mm256_cmpeq_epi8(_mm256_min_epu8(d, five), d),
+                );
+                let quoted =
+                    _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash));
+                let cont = _mm256_cmpgt_epi8(below_lead, v);
+                let lead4 = _mm256_cmpeq_epi8(_mm256_max_epu8(v, xf0), v);
+                acc = _mm256_add_epi8(acc, one);
+                acc = _mm256_add_epi8(acc, cont);
+                acc = _mm256_sub_epi8(acc, lead4);
+                acc = _mm256_sub_epi8(acc, quoted);
+                acc = _mm256_add_epi8(acc, _mm256_and_si256(ctrl, five));
+                acc = _mm256_sub_epi8(acc, _mm256_and_si256(short, four));
+                k += 1;
+            }
+            sums = _mm256_add_epi64(sums, _mm256_sad_epu8(acc, zero));
+        }
+        let halves = _mm_add_epi64(
+            _mm256_extracti128_si256::<0>(sums),
+            _mm256_extracti128_si256::<1>(sums),
+        );
+        let total = _mm_cvtsi128_si64(halves) + _mm_cvtsi128_si64(_mm_srli_si128::<8>(halves));
+        (usize::try_from(total).unwrap_or(0), chunks * 32)
+    }
+
+    /// 16-byte chunks (SSE2 is part of the x86_64 baseline).
+    fn units_sse2(bytes: &[u8]) -> (usize, usize) {
+        let chunks = bytes.len() / 16;
+        if chunks == 0 {
+            return (0, 0);
+        }
+        // SAFETY: SSE2 is part of the x86_64 baseline; every load reads 16 bytes inside
+        // `bytes` (chunk k covers bytes 16k..16k+16 with k < len / 16).
+        unsafe {
+            let ptr = bytes.as_ptr();
+            let zero = _mm_setzero_si128();
+            let one = _mm_set1_epi8(1);
+            let x1f = _mm_set1_epi8(0x1f);
+            let eight = _mm_set1_epi8(8);
+            let five = _mm_set1_epi8(5);
+            let four = _mm_set1_epi8(4);
+            let eleven = _mm_set1_epi8(11);
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            let below_lead = _mm_set1_epi8(-64); // 0xC0: continuation bytes are below
+            let xf0 = _mm_set1_epi8(-16); // 0xF0
+            let mut sums = zero;
+            let mut k = 0;
+            while k < chunks {
+                let end = (k + ROUND).min(chunks);
+                let mut acc = zero;
+                while k < end {
+                    let v = _mm_loadu_si128(ptr.add(16 * k).cast::<__m128i>());
+                    // v <= 0x1f
+                    let ctrl = _mm_cmpeq_epi8(_mm_min_epu8(v, x1f), v);
+                    // 8 <= v <= 13, v != 11: the short escapes
+                    let d = _mm_sub_epi8(v, eight);
+                    let short = _mm_andnot_si128(
+                        _mm_cmpeq_epi8(v, eleven),
+                        _mm_cmpeq_epi8(_mm_min_epu8(d, five), d),
+                    );
+                    let quoted =
+                        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
+                    // 0x80 <= v <= 0xbf (signed: below 0xc0)
+                    let cont = _mm_cmplt_epi8(v, below_lead);
+                    // v >= 0xf0
+                    let lead4 = _mm_cmpeq_epi8(_mm_max_epu8(v, xf0), v);
+                    // Masks are 0 or -1: subtracting one adds 1.
+                    acc = _mm_add_epi8(acc, one);
+                    acc = _mm_add_epi8(acc, cont);
+                    acc = _mm_sub_epi8(acc, lead4);
+                    acc = _mm_sub_epi8(acc, quoted);
+                    acc = _mm_add_epi8(acc, _mm_and_si128(ctrl, five));
+                    acc = _mm_sub_epi8(acc, _mm_and_si128(short, four));
+                    k += 1;
+                }
+                sums = _mm_add_epi64(sums, _mm_sad_epu8(acc, zero));
+            }
+            let total = _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_srli_si128::<8>(sums));
+            (usize::try_from(total).unwrap_or(0), chunks * 16)
         }
     }
-    total
-        + chunks
-            .remainder()
-            .iter()
-            .map(|&b| usize::from(ESCAPED_UNITS[usize::from(b)]))
-            .sum::<usize>()
+}
+
+/// Escaped UTF-16 units of the leading 8-byte words (no SIMD): pure-ASCII words without
+/// escapes count 8, others are counted byte by byte.
+#[cfg(not(target_arch = "x86_64"))]
+mod wide {
+    use super::{escape_mask, load_word, ESCAPED_UNITS, HIGHS};
+
+    pub fn units(bytes: &[u8]) -> (usize, usize) {
+        let mut total = 0;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = load_word(chunk);
+            if word & HIGHS == 0 && escape_mask(word) == 0 {
+                total += 8;
+            } else {
+                total += chunk
+                    .iter()
+                    .map(|&b| usize::from(ESCAPED_UNITS[usize::from(b)]))
+                    .sum::<usize>();
+            }
+        }
+        (total, bytes.len() - chunks.remainder().len())
+    }
 }
 
 /// UTF-16 length of the escaped, quoted form of a code-unit string.
@@ -303,6 +461,33 @@ mod tests {
         let units: Vec<u16> = "é日😀".encode_utf16().collect();
         assert_eq!(units_utf8_len(&units), 9);
         assert_eq!(units_utf8_len(&[0xD800, 0x41]), 4);
+    }
+
+    #[test]
+    fn wide_counting_matches_the_per_byte_table() {
+        let alphabet: Vec<char> =
+            "ab \"\\\u{0}\u{1}\u{8}\t\n\u{b}\u{c}\r\u{1f}\u{7f}é日😀\u{2028}/"
+                .chars()
+                .collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..200 {
+            for _ in 0..8 {
+                let s: String = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        alphabet[(seed % alphabet.len() as u64) as usize]
+                    })
+                    .collect();
+                let want = 2 + s
+                    .bytes()
+                    .map(|b| usize::from(ESCAPED_UNITS[usize::from(b)]))
+                    .sum::<usize>();
+                assert_eq!(str_len(&s), want, "length of {s:?}");
+                assert_eq!(str_len(&s), utf16_len(&quoted(&s)), "escaped {s:?}");
+            }
+        }
     }
 
     #[test]

@@ -29,14 +29,10 @@ pub fn write_int(out: &mut Vec<u8>, value: i64) {
 }
 
 /// Length of the decimal form of `value`.
+#[inline]
 pub fn int_len(value: i64) -> usize {
-    let mut n = value.unsigned_abs();
-    let mut len = usize::from(value < 0) + 1;
-    while n >= 10 {
-        n /= 10;
-        len += 1;
-    }
-    len
+    let digits = value.unsigned_abs().checked_ilog10().unwrap_or(0) as usize + 1;
+    usize::from(value < 0) + digits
 }
 
 /// The value as an `i64` when it is an integer printed as plain digits by JS.
@@ -62,7 +58,8 @@ pub fn write_number(out: &mut Vec<u8>, x: f64) {
 pub fn number_len(x: f64) -> usize {
     match as_exact_int(x) {
         Some(i) => int_len(i),
-        None => format_json_number(x).len(),
+        None if x.is_finite() => ryu_js::Buffer::new().format_finite(x).len(),
+        None => "null".len(),
     }
 }
 

@@ -5,16 +5,18 @@
 //! range and gets one synthetic `<compressed-chain>` user message right after
 //! its start user message.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
-use super::placeholders::substitute_block_refs;
+use super::placeholders::substitute_block_refs_into;
 use super::plan::{Diagnostic, DiagnosticKind, Item, Piece, Text};
 use super::state::RenderState;
-use super::view::{Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
-use super::Throw;
+use super::stub_replace::write_occ_key;
+use super::view::{Content, IdStr, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts};
+use super::{FastMap, FastSet, Lazy, Throw, ViewsOnly};
 use crate::index::{ChainEntry, JsField};
 use crate::jsnum::format_number;
-use crate::keys::{bare_tool_call_id, format_occ_key};
+use crate::keys::bare_tool_call_id;
 
 /// A resolved range: the start user message and the final assistant message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +40,10 @@ fn ts_strict_eq(ts: Ts, field: &JsField) -> bool {
 /// `resolveRange(entry, messages)`: exactly one user message at the start
 /// timestamp, exactly one assistant at the final timestamp, start before end;
 /// otherwise `None` (no fallback of any kind).
-pub fn resolve_range(entry: &ChainEntry, msgs: &[MsgView]) -> Option<Range> {
+///
+/// One scan of the list; to resolve many entries against the same list, build a
+/// [`RangeIndex`] once.
+pub fn resolve_range<S>(entry: &ChainEntry, msgs: &[MsgView<S>]) -> Option<Range> {
     let final_ts = &entry.final_assistant_timestamp;
     if *final_ts == JsField::Null {
         return None;
@@ -66,6 +71,93 @@ pub fn resolve_range(entry: &ChainEntry, msgs: &[MsgView]) -> Option<Range> {
     }
 }
 
+/// First index and number of matches of one timestamp.
+#[derive(Debug, Clone, Copy)]
+struct Hits {
+    first: usize,
+    count: usize,
+}
+
+impl Hits {
+    fn add(slot: &mut Option<Hits>, i: usize) {
+        match slot {
+            Some(hits) => hits.count += 1,
+            None => *slot = Some(Hits { first: i, count: 1 }),
+        }
+    }
+
+    /// The index when the timestamp matches exactly one message.
+    fn unique(hits: Option<&Hits>) -> Option<usize> {
+        hits.filter(|h| h.count == 1).map(|h| h.first)
+    }
+}
+
+/// The key of a number under strict equality (`-0 === 0`); `None` for NaN, which
+/// equals nothing.
+fn strict_key(x: f64) -> Option<u64> {
+    if x.is_nan() {
+        None
+    } else if x == 0.0 {
+        Some(0)
+    } else {
+        Some(x.to_bits())
+    }
+}
+
+/// [`resolve_range`] for many entries: the user and assistant messages of a list by
+/// timestamp, built in one scan.
+#[derive(Debug, Default)]
+pub struct RangeIndex {
+    users: FastMap<u64, Hits>,
+    assistants: FastMap<u64, Hits>,
+    /// assistants without a `timestamp` key (`undefined === undefined`)
+    absent_assistants: Option<Hits>,
+}
+
+impl RangeIndex {
+    /// Indexes `msgs`.
+    pub fn new<S>(msgs: &[MsgView<S>]) -> Self {
+        let mut index = RangeIndex::default();
+        for (i, msg) in msgs.iter().enumerate() {
+            let map = match msg.role {
+                Role::User => &mut index.users,
+                Role::Assistant => &mut index.assistants,
+                _ => continue,
+            };
+            match msg.timestamp {
+                Ts::Num(x) => {
+                    if let Some(key) = strict_key(x) {
+                        let mut slot = map.get(&key).copied();
+                        Hits::add(&mut slot, i);
+                        if let Some(hits) = slot {
+                            map.insert(key, hits);
+                        }
+                    }
+                }
+                Ts::Absent if msg.role == Role::Assistant => {
+                    Hits::add(&mut index.absent_assistants, i);
+                }
+                Ts::Absent | Ts::Other => {}
+            }
+        }
+        index
+    }
+
+    /// [`resolve_range`] of `entry` over the indexed list.
+    pub fn resolve(&self, entry: &ChainEntry) -> Option<Range> {
+        let end = match &entry.final_assistant_timestamp {
+            JsField::Number(x) => {
+                Hits::unique(strict_key(*x).and_then(|k| self.assistants.get(&k)))
+            }
+            JsField::Absent => Hits::unique(self.absent_assistants.as_ref()),
+            _ => None,
+        }?;
+        let start =
+            Hits::unique(strict_key(entry.start_user_timestamp).and_then(|k| self.users.get(&k)))?;
+        (start < end).then_some(Range { start, end })
+    }
+}
+
 fn report(out: &mut Vec<Diagnostic>, kind: DiagnosticKind, dedup_key: String, detail: String) {
     out.push(Diagnostic {
         kind,
@@ -75,50 +167,41 @@ fn report(out: &mut Vec<Diagnostic>, kind: DiagnosticKind, dedup_key: String, de
 }
 
 /// `Set.prototype.has` between a persisted id and a message id (SameValueZero).
-fn field_is_id(field: &JsField, id: &JsId) -> bool {
+fn field_is_id<S: AsRef<str>>(field: &JsField, id: &JsIdOf<S>) -> bool {
     match (field, id) {
-        (JsField::Str(a), JsId::Str(b)) => a == b,
-        (JsField::Number(a), JsId::Num(_)) => JsId::num(*a) == *id,
-        (JsField::Bool(a), JsId::Bool(b)) => a == b,
-        (JsField::Null, JsId::Null) | (JsField::Absent, JsId::Undefined) => true,
+        (JsField::Str(a), JsIdOf::Str(b)) => a == b.as_ref(),
+        (JsField::Number(a), JsIdOf::Num(b)) => JsIdOf::<&str>::num(*a) == JsIdOf::Num(*b),
+        (JsField::Bool(a), JsIdOf::Bool(b)) => a == b,
+        (JsField::Null, JsIdOf::Null) | (JsField::Absent, JsIdOf::Undefined) => true,
         _ => false,
     }
 }
 
-/// The slot at `i` of the previous phase's output.
-fn slot(slots: Option<&[Item]>, i: usize) -> Item {
-    slots
-        .and_then(|s| s.get(i))
-        .cloned()
-        .unwrap_or(Item::Keep(i))
-}
-
 /// Tool-result text of the message now standing at `i`.
-fn result_text(msgs: &[MsgView], slots: Option<&[Item]>, i: usize) -> Result<Text, Throw> {
+fn result_text<S, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
+    slots: Option<&[Item]>,
+    i: usize,
+    lazy: &mut L,
+) -> Result<Text, Throw> {
     if let Some(Item::Stub { text, .. }) = slots.and_then(|s| s.get(i)) {
         return Ok(text.clone());
     }
-    if msgs.get(i).is_some_and(|m| m.text_throws) {
+    let throws = lazy
+        .text_throws(i)
+        .unwrap_or_else(|| msgs.get(i).is_some_and(|m| m.text_throws));
+    if throws {
         return Err(Throw);
     }
     Ok(Text(vec![Piece::ToolResultText(i)]))
 }
 
-/// `for (const block of msg.content ?? [])` collecting toolCall ids.
-fn iterated_tool_call_ids(msg: &MsgView) -> Result<Vec<&JsId>, Throw> {
-    match &msg.content {
-        Content::Array(_) => msg.tool_call_ids(),
-        // A string iterates its characters: none is a toolCall.
-        Content::Nullish | Content::Str => Ok(Vec::new()),
-        Content::Other => Err(Throw),
-    }
-}
-
 /// Whether a per-batch summary covers a dropped call (04 section 5.5).
-fn overlaps_dropped(
-    refs: &SummaryRefs,
-    dropped_occ_keys: &HashSet<String>,
-    dropped_bare_ids: &HashSet<JsId>,
+fn overlaps_dropped<S: AsRef<str>>(
+    refs: &SummaryRefs<S>,
+    dropped_occ_keys: &FastSet<&str>,
+    dropped_bare_ids: &FastSet<JsIdOf<&str>>,
+    buf: &mut String,
 ) -> Result<bool, Throw> {
     let SummaryRefs::List(items) = refs else {
         return Err(Throw);
@@ -133,13 +216,17 @@ fn overlaps_dropped(
         };
         let hit = match result_timestamp {
             Some(ts) => {
-                dropped_occ_keys.contains(&format!("{}@{}", tool_call_id.to_js_string(), ts))
+                buf.clear();
+                buf.push_str(&tool_call_id.js_str());
+                buf.push('@');
+                buf.push_str(ts);
+                dropped_occ_keys.contains(buf.as_str())
             }
             None => {
-                let JsId::Str(id) = tool_call_id else {
+                let JsIdOf::Str(id) = tool_call_id else {
                     return Err(Throw);
                 };
-                dropped_bare_ids.contains(&JsId::str(bare_tool_call_id(id)))
+                dropped_bare_ids.contains(&JsIdOf::Str(bare_tool_call_id(id.as_ref())))
             }
         };
         if hit {
@@ -149,18 +236,159 @@ fn overlaps_dropped(
     Ok(false)
 }
 
+/// Chain summary texts and block-id lookups of one render, each computed once.
+struct Summaries<'s, St: RenderState + ?Sized> {
+    state: &'s St,
+    /// block id -> the entry with that id, when exactly one entry of the registry has it
+    by_block: HashMap<&'s str, Option<&'s ChainEntry>>,
+    /// `chain_summary_text` by entry address
+    texts: FastMap<usize, Option<Cow<'s, str>>>,
+    /// key -> positions of the per-batch bodies covering it (built on first use)
+    bodies_by_key: Option<FastMap<&'s str, Vec<usize>>>,
+}
+
+impl<'s, St: RenderState + ?Sized> Summaries<'s, St> {
+    fn new(state: &'s St, entries: &[&'s ChainEntry]) -> Self {
+        let mut by_block: HashMap<&'s str, Option<&'s ChainEntry>> = HashMap::new();
+        for &entry in entries {
+            if let Some(block) = entry.block_id.as_str() {
+                by_block
+                    .entry(block)
+                    .and_modify(|found| *found = None)
+                    .or_insert(Some(entry));
+            }
+        }
+        Summaries {
+            state,
+            by_block,
+            texts: FastMap::default(),
+            bodies_by_key: None,
+        }
+    }
+
+    /// `chainSummaryText(entry)`; `None` where the reference throws.
+    fn text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+        let address = entry as *const ChainEntry as usize;
+        if let Some(text) = self.texts.get(&address) {
+            return text.clone();
+        }
+        let text = self.compute_text(entry);
+        self.texts.insert(address, text.clone());
+        text
+    }
+
+    /// `chainSummaryText(entry)` through the key index of the per-batch bodies: the
+    /// bodies sharing a key with the entry, in body order, without repeated texts,
+    /// joined with a blank line.
+    fn compute_text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+        let state = self.state;
+        let Some(bodies) = state.summary_bodies() else {
+            return state.chain_summary_text(entry).map(Cow::Owned);
+        };
+        match &entry.range_summary_text {
+            JsField::Str(text) => return Some(Cow::Borrowed(text)),
+            other if !other.is_nullish() => return Some(Cow::Owned(other.js_string())),
+            _ => {}
+        }
+        let keys = entry.summary_keys()?;
+        let by_key = self.bodies_by_key.get_or_insert_with(|| {
+            let mut by_key: FastMap<&'s str, Vec<usize>> = FastMap::default();
+            for (i, body) in bodies.iter().enumerate() {
+                for key in &body.keys {
+                    let positions = by_key.entry(key.as_str()).or_default();
+                    if positions.last() != Some(&i) {
+                        positions.push(i);
+                    }
+                }
+            }
+            by_key
+        });
+        let mut hits: Vec<usize> = keys
+            .iter()
+            .filter_map(JsField::as_str)
+            .filter_map(|k| by_key.get(k))
+            .flatten()
+            .copied()
+            .collect();
+        hits.sort_unstable();
+        hits.dedup();
+        let mut seen: FastSet<&str> = FastSet::default();
+        let mut texts: Vec<&str> = Vec::with_capacity(hits.len());
+        for i in hits {
+            if let Some(body) = bodies.get(i) {
+                if seen.insert(body.text.as_str()) {
+                    texts.push(&body.text);
+                }
+            }
+        }
+        Some(match texts.as_slice() {
+            [] => Cow::Borrowed(""),
+            [one] => Cow::Borrowed(one),
+            _ => Cow::Owned(texts.join("\n\n")),
+        })
+    }
+
+    /// `findChainEntryByBlockId(b)`.
+    fn entry_by_block_id(&self, block_id: &str) -> Option<&'s ChainEntry> {
+        match self.by_block.get(block_id) {
+            Some(Some(entry)) => Some(entry),
+            // Shared by several entries (or unknown here): the registry decides.
+            _ => self.state.chain_entry_by_block_id(block_id),
+        }
+    }
+}
+
 /// `<compressed-chain id="..." tools="...">\n<body><protected>\n</compressed-chain>`
 /// (04 section 5.4); `Err` where the reference throws building it.
-pub fn synthetic_text<S: RenderState + ?Sized>(
-    state: &S,
+pub fn synthetic_text<St: RenderState + ?Sized>(
+    state: &St,
     entry: &ChainEntry,
     protected: &[(Piece, Text)],
 ) -> Result<Text, Throw> {
-    let summary = state.chain_summary_text(entry).ok_or(Throw)?;
+    let entries = state.chain_entries();
+    let mut summaries = Summaries::new(state, &entries);
+    // `entry` may not be one of the registry's: measure it through a local copy's text.
+    let text = match summaries.compute_text_of(entry) {
+        Some(text) => text,
+        None => return Err(Throw),
+    };
+    synthetic_text_from(&mut summaries, entry, &text, protected)
+}
+
+impl<'s, St: RenderState + ?Sized> Summaries<'s, St> {
+    /// [`Summaries::text`] of an entry not borrowed from the state (not memoized).
+    fn compute_text_of(&mut self, entry: &ChainEntry) -> Option<String> {
+        self.state.chain_summary_text(entry)
+    }
+}
+
+fn synthetic_text_with<'s, St: RenderState + ?Sized>(
+    summaries: &mut Summaries<'s, St>,
+    entry: &'s ChainEntry,
+    protected: &[(Piece, Text)],
+) -> Result<Text, Throw> {
+    let summary = summaries.text(entry).ok_or(Throw)?;
+    synthetic_text_from(summaries, entry, &summary, protected)
+}
+
+fn synthetic_text_from<'s, St: RenderState + ?Sized>(
+    summaries: &mut Summaries<'s, St>,
+    entry: &ChainEntry,
+    summary: &str,
+    protected: &[(Piece, Text)],
+) -> Result<Text, Throw> {
+    let tools = entry.tool_refs_joined().ok_or(Throw)?;
+    let block_id = entry.block_id.js_string();
+    let mut out = String::with_capacity(summary.len() + tools.len() + block_id.len() + 48);
+    out.push_str("<compressed-chain id=\"");
+    out.push_str(&block_id);
+    out.push_str("\" tools=\"");
+    out.push_str(&tools);
+    out.push_str("\">\n");
     let mut lookup_threw = false;
     let lookup = |block_id: &str| {
-        let other = state.chain_entry_by_block_id(block_id)?;
-        match state.chain_summary_text(other) {
+        let other = summaries.entry_by_block_id(block_id)?;
+        match summaries.text(other) {
             Some(text) if !text.is_empty() => Some(text),
             Some(_) => None,
             None => {
@@ -169,18 +397,11 @@ pub fn synthetic_text<S: RenderState + ?Sized>(
             }
         }
     };
-    let body = substitute_block_refs(&summary, lookup, entry.block_id.as_str());
+    substitute_block_refs_into(&mut out, summary, lookup, entry.block_id.as_str());
     if lookup_threw {
         return Err(Throw);
     }
-    let tools = entry.tool_refs_joined().ok_or(Throw)?;
-    let mut text = Text::default();
-    text.lit("<compressed-chain id=\"");
-    text.lit(&entry.block_id.js_string());
-    text.lit("\" tools=\"");
-    text.lit(&tools);
-    text.lit("\">\n");
-    text.lit(&body);
+    let mut text = Text(vec![Piece::Lit(out)]);
     for (tool, output) in protected {
         text.lit("\n\n<protected-output tool=\"");
         text.push(tool.clone());
@@ -192,31 +413,119 @@ pub fn synthetic_text<S: RenderState + ?Sized>(
     Ok(text)
 }
 
+/// The index of the first resolved range (in registry order) other than `k` whose
+/// interior holds `start`: `other.start < start < other.end`.
+struct Containers {
+    /// resolved ranges by ascending start: (start, end)
+    by_start: Vec<(usize, usize)>,
+    /// `prefix_max_end[p]` = the largest end among the first `p` of `by_start`
+    prefix_max_end: Vec<usize>,
+}
+
+impl Containers {
+    fn new(ranges: &[Range]) -> Self {
+        let mut by_start: Vec<(usize, usize)> = ranges.iter().map(|r| (r.start, r.end)).collect();
+        by_start.sort_unstable();
+        let mut prefix_max_end = Vec::with_capacity(by_start.len() + 1);
+        let mut max_end = 0usize;
+        prefix_max_end.push(max_end);
+        for &(_, end) in &by_start {
+            max_end = max_end.max(end);
+            prefix_max_end.push(max_end);
+        }
+        Containers {
+            by_start,
+            prefix_max_end,
+        }
+    }
+
+    /// Whether any range has `range.start < start < range.end` (a range never holds its
+    /// own start, so this is the same as "any other range").
+    fn any_holds(&self, start: usize) -> bool {
+        let before = self.by_start.partition_point(|&(s, _)| s < start);
+        self.prefix_max_end
+            .get(before)
+            .is_some_and(|&end| end > start)
+    }
+}
+
 /// Phase 3 over the phase-2 output (`slots`, `None` = the input unchanged;
 /// phases 1-2 keep positions, roles and timestamps). `None`: no entry was
 /// accepted and the list is unchanged; else the new slots (a new list even if
 /// the content is identical).
-pub fn apply_chain_compressions<S: RenderState + ?Sized>(
-    msgs: &[MsgView],
+pub fn apply_chain_compressions<S: IdStr, St: RenderState + ?Sized>(
+    msgs: &[MsgView<S>],
     slots: Option<&[Item]>,
     entries: &[&ChainEntry],
-    state: &S,
+    state: &St,
     strip_final_thinking: bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Vec<Item>>, Throw> {
+    let mut owned = slots.map(<[Item]>::to_vec);
+    apply_chain(
+        msgs,
+        &mut owned,
+        entries,
+        state,
+        strip_final_thinking,
+        &mut ViewsOnly,
+        diagnostics,
+    )
+}
+
+/// [`apply_chain_compressions`] updating the phase-2 slots in place (they move into the
+/// output instead of being copied): when an entry is accepted, `slots` becomes the new
+/// list (and `true` is returned); otherwise it is left as it was.
+#[allow(clippy::too_many_arguments)]
+pub fn apply_chain_in_place<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
+    slots: &mut Option<Vec<Item>>,
+    entries: &[&ChainEntry],
+    state: &St,
+    strip_final_thinking: bool,
+    lazy: &mut L,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<bool, Throw> {
+    match apply_chain(
+        msgs,
+        slots,
+        entries,
+        state,
+        strip_final_thinking,
+        lazy,
+        diagnostics,
+    )? {
+        Some(out) => {
+            *slots = Some(out);
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
+    slots: &mut Option<Vec<Item>>,
+    entries: &[&ChainEntry],
+    state: &St,
+    strip_final_thinking: bool,
+    lazy: &mut L,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Option<Vec<Item>>, Throw> {
     if entries.is_empty() {
         return Ok(None);
     }
-    let existing: HashSet<&str> = msgs
+    let existing: FastSet<&str> = msgs
         .iter()
         .filter(|m| m.role == Role::User)
         .filter_map(|m| m.synthetic_block_id.as_deref())
         .collect();
 
     // 1. resolve
+    let ranges = RangeIndex::new(msgs);
     let mut resolved: Vec<(&ChainEntry, Range)> = Vec::new();
     for &entry in entries {
-        match resolve_range(entry, msgs) {
+        match ranges.resolve(entry) {
             Some(range) => resolved.push((entry, range)),
             None => {
                 let block = entry.block_id.js_string();
@@ -231,14 +540,22 @@ pub fn apply_chain_compressions<S: RenderState + ?Sized>(
     }
 
     // 2. accept: no start strictly inside another resolved range, one entry per start
+    let resolved_ranges: Vec<Range> = resolved.iter().map(|&(_, r)| r).collect();
+    let containers = Containers::new(&resolved_ranges);
     let mut accepted: Vec<(&ChainEntry, Range)> = Vec::new();
-    let mut claimed: HashSet<usize> = HashSet::new();
+    let mut claimed: FastSet<usize> = FastSet::default();
     for (k, &(entry, range)) in resolved.iter().enumerate() {
-        let container = resolved
-            .iter()
-            .enumerate()
-            .find(|(j, (_, other))| *j != k && range.start > other.start && range.start < other.end)
-            .map(|(_, (other, _))| other.block_id.js_string());
+        let container = if containers.any_holds(range.start) {
+            resolved
+                .iter()
+                .enumerate()
+                .find(|(j, (_, other))| {
+                    *j != k && range.start > other.start && range.start < other.end
+                })
+                .map(|(_, (other, _))| other.block_id.js_string())
+        } else {
+            None
+        };
         if container.is_some() || claimed.contains(&range.start) {
             let block = entry.block_id.js_string();
             let detail = match container {
@@ -267,17 +584,25 @@ pub fn apply_chain_compressions<S: RenderState + ?Sized>(
     let n = msgs.len();
     let mut drop = vec![false; n];
     let mut strip = vec![false; n];
-    let mut insert_after: HashMap<usize, (Text, &ChainEntry)> = HashMap::new();
-    let mut dropped_bare_ids: HashSet<JsId> = HashSet::new();
-    let mut dropped_occ_keys: HashSet<String> = HashSet::new();
+    let mut insert_after: FastMap<usize, (Text, &ChainEntry)> = FastMap::default();
+    let mut dropped_bare_ids: FastSet<JsIdOf<&str>> = FastSet::default();
+    // The occurrence keys of the dropped results: `id@ts` written one after another in
+    // `occ_arena` (spans kept), or the bare id itself without a numeric timestamp.
+    let mut occ_arena = String::new();
+    let mut occ_spans: Vec<(usize, usize)> = Vec::new();
+    let mut bare_keys: Vec<&str> = Vec::new();
     // Keyed by the block id's string form, as the reference's Map is by value.
     let mut protected_by_block: HashMap<String, Vec<(Piece, Text)>> = HashMap::new();
+    let mut summaries = Summaries::new(state, entries);
+    let mut key = String::new();
+    let mut actual: FastSet<JsIdOf<&str>> = FastSet::default();
+    let mut recorded: FastSet<&str> = FastSet::default();
 
     for &(entry, range) in &accepted {
         let protected_ids: &[JsField] =
             entry.protected_tool_call_ids.as_deref().unwrap_or_default();
         let block_key = entry.block_id.js_string();
-        let mut actual: HashSet<&JsId> = HashSet::new();
+        actual.clear();
         for i in range.start + 1..range.end {
             let Some(msg) = msgs.get(i) else { continue };
             if let Some(flag) = drop.get_mut(i) {
@@ -285,21 +610,22 @@ pub fn apply_chain_compressions<S: RenderState + ?Sized>(
             }
             match msg.role {
                 Role::ToolResult => {
-                    let id = &msg.tool_call_id;
+                    let id = msg.tool_call_id.borrowed();
                     actual.insert(id);
-                    dropped_bare_ids.insert(id.clone());
+                    dropped_bare_ids.insert(id);
                     match (msg.timestamp.num(), id) {
                         (Some(ts), _) => {
-                            dropped_occ_keys.insert(format_occ_key(&id.to_js_string(), ts));
+                            write_occ_key(&mut key, &id.js_str(), ts);
+                            let start = occ_arena.len();
+                            occ_arena.push_str(&key);
+                            occ_spans.push((start, occ_arena.len()));
                         }
-                        (None, JsId::Str(s)) => {
-                            dropped_occ_keys.insert(s.clone());
-                        }
+                        (None, JsIdOf::Str(s)) => bare_keys.push(s),
                         // A non-string key can never equal a ref's string key.
                         (None, _) => {}
                     }
-                    if protected_ids.iter().any(|p| field_is_id(p, id)) {
-                        let text = result_text(msgs, slots, i)?;
+                    if protected_ids.iter().any(|p| field_is_id(p, &id)) {
+                        let text = result_text(msgs, slots.as_deref(), i, lazy)?;
                         protected_by_block
                             .entry(block_key.clone())
                             .or_default()
@@ -307,21 +633,32 @@ pub fn apply_chain_compressions<S: RenderState + ?Sized>(
                     }
                 }
                 Role::Assistant => {
-                    for id in iterated_tool_call_ids(msg)? {
-                        actual.insert(id);
-                        dropped_bare_ids.insert(id.clone());
+                    // `for (const block of msg.content ?? [])` collecting toolCall ids.
+                    match &msg.content {
+                        Content::Array(_) => {
+                            for id in msg.checked_blocks()?.call_ids() {
+                                let id = id.borrowed();
+                                actual.insert(id);
+                                dropped_bare_ids.insert(id);
+                            }
+                        }
+                        // A string iterates its characters: none is a toolCall.
+                        Content::Nullish | Content::Str => {}
+                        Content::Other => return Err(Throw),
                     }
                 }
                 _ => {}
             }
         }
         // `(droppedToolCallIds ?? []).map(bareToolCallId)`: a non-string throws.
-        let mut recorded: HashSet<&str> = HashSet::new();
+        recorded.clear();
         for id in entry.dropped_tool_call_ids.as_deref().unwrap_or_default() {
             recorded.insert(bare_tool_call_id(id.as_str().ok_or(Throw)?));
         }
         let mismatch = recorded.len() != actual.len()
-            || recorded.iter().any(|id| !actual.contains(&JsId::str(id)));
+            || recorded
+                .iter()
+                .any(|id| !actual.contains(&JsIdOf::Str(*id)));
         if mismatch {
             let detail = format!(
                 "blockId={block_key} recorded={} actual={}",
@@ -344,9 +681,18 @@ pub fn apply_chain_compressions<S: RenderState + ?Sized>(
             .get(&block_key)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        let text = synthetic_text(state, entry, protected)?;
+        let text = synthetic_text_with(&mut summaries, entry, protected)?;
         insert_after.insert(range.start, (text, entry));
     }
+
+    let mut dropped_occ_keys: FastSet<&str> =
+        FastSet::with_capacity_and_hasher(occ_spans.len() + bare_keys.len(), Default::default());
+    for &(start, end) in &occ_spans {
+        if let Some(k) = occ_arena.get(start..end) {
+            dropped_occ_keys.insert(k);
+        }
+    }
+    dropped_occ_keys.extend(bare_keys.iter().copied());
 
     // 4. emit
     let mut out: Vec<Item> = Vec::with_capacity(n + accepted.len());
@@ -357,14 +703,17 @@ pub fn apply_chain_compressions<S: RenderState + ?Sized>(
             continue;
         }
         if let Some(refs) = &msg.summary {
-            if overlaps_dropped(refs, &dropped_occ_keys, &dropped_bare_ids)? {
+            if overlaps_dropped(refs, &dropped_occ_keys, &dropped_bare_ids, &mut key)? {
                 continue;
             }
         }
-        let current = slot(slots, i);
+        let current = match slots.as_mut().and_then(|s| s.get_mut(i)) {
+            Some(item) => std::mem::replace(item, Item::Keep(i)),
+            None => Item::Keep(i),
+        };
         if msg.role == Role::Assistant && strip.get(i).copied().unwrap_or(false) {
             // `msg.content.filter(c => c.type !== "thinking")`
-            msg.tool_call_ids()?;
+            msg.checked_blocks()?;
             out.push(match current {
                 Item::Assistant { src, purged, .. } => Item::Assistant {
                     src,
@@ -859,7 +1208,7 @@ mod tests {
         // A summary whose toolCallRefs is not an array.
         let mut msgs = chain_msgs();
         let mut bad = custom(500.0);
-        bad.summary = Some(SummaryRefs::NotArray);
+        bad.summary = Some(Box::new(SummaryRefs::NotArray));
         msgs.push(bad);
         assert_eq!(
             apply_chain_compressions(&msgs, None, &entries, &state, false, &mut diags),
@@ -927,6 +1276,147 @@ mod tests {
         assert_eq!(
             apply_chain_compressions(&chain_msgs(), None, &entries, &state, false, &mut diags),
             Err(Throw)
+        );
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    /// Lists whose user and assistant timestamps repeat, go missing or are odd.
+    fn random_msgs(rng: &mut Rng, len: usize) -> Vec<MsgView> {
+        (0..len)
+            .map(|_| {
+                let ts = match rng.below(10) {
+                    0 => Ts::Absent,
+                    1 => Ts::Other,
+                    2 => Ts::Num(f64::NAN),
+                    3 => Ts::Num(-0.0),
+                    _ => Ts::Num(rng.below(12) as f64),
+                };
+                let role = match rng.below(5) {
+                    0 => Role::User,
+                    1 | 2 => Role::Assistant,
+                    3 => Role::ToolResult,
+                    _ => Role::Custom,
+                };
+                MsgView::new(role, ts)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn range_index_resolves_like_the_scan() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..300 {
+            let msgs = random_msgs(&mut rng, 1 + round % 40);
+            let index = RangeIndex::new(&msgs);
+            for _ in 0..20 {
+                let final_ts = match rng.below(8) {
+                    0 => JsField::Absent,
+                    1 => JsField::Null,
+                    2 => JsField::str("3"),
+                    3 => JsField::Number(f64::NAN),
+                    4 => JsField::Number(-0.0),
+                    _ => JsField::Number(rng.below(12) as f64),
+                };
+                let start = match rng.below(6) {
+                    0 => f64::NAN,
+                    1 => -0.0,
+                    _ => rng.below(12) as f64,
+                };
+                let entry = ChainEntry {
+                    start_user_timestamp: start,
+                    final_assistant_timestamp: final_ts,
+                    ..ChainEntry::default()
+                };
+                assert_eq!(
+                    index.resolve(&entry),
+                    resolve_range(&entry, &msgs),
+                    "entry {entry:?} over {msgs:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn containers_find_a_holding_range_like_the_pairwise_check() {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        for _ in 0..500 {
+            let ranges: Vec<Range> = (0..rng.below(8))
+                .map(|_| {
+                    let start = rng.below(20) as usize;
+                    Range {
+                        start,
+                        end: start + 1 + rng.below(10) as usize,
+                    }
+                })
+                .collect();
+            let containers = Containers::new(&ranges);
+            for (k, range) in ranges.iter().enumerate() {
+                let pairwise = ranges.iter().enumerate().any(|(j, other)| {
+                    j != k && range.start > other.start && range.start < other.end
+                });
+                assert_eq!(containers.any_holds(range.start), pairwise, "{ranges:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn indexed_summary_bodies_give_the_scanned_text() {
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let keys = ["a@1", "b@2", "c@3", "d", "e@5", "f@6"];
+        for _ in 0..200 {
+            let mut state = TestState::default();
+            for _ in 0..rng.below(6) {
+                let body_keys: Vec<&str> = (0..rng.below(3))
+                    .map(|_| keys[rng.below(keys.len() as u64) as usize])
+                    .collect();
+                let text = ["S1", "S2", "S3"][rng.below(3) as usize];
+                state = state.body(&body_keys, text);
+            }
+            let entry_keys: Vec<&str> = (0..rng.below(4))
+                .map(|_| keys[rng.below(keys.len() as u64) as usize])
+                .collect();
+            let mut chain = Chain::new("b1", 1.0, 2.0, 3.0).dropped(&entry_keys);
+            if rng.below(2) == 0 {
+                chain = chain.keys(&entry_keys);
+            }
+            if rng.below(5) == 0 {
+                chain = chain.range_summary("R");
+            }
+            let state = state.chain(chain);
+            let entries = state.chain_entries();
+            let Some(entry) = entries.first().copied() else {
+                continue;
+            };
+            let scanned = state.chain_summary_text(entry);
+            let mut summaries = Summaries::new(&state, &entries);
+            let indexed = summaries.text(entry).map(|t| t.into_owned());
+            assert_eq!(indexed, scanned);
+        }
+    }
+
+    #[test]
+    fn opaque_bodies_are_read_through_the_state() {
+        let mut state = example_state();
+        state.opaque_bodies = true;
+        let (out, _) = apply(&chain_msgs(), &state, true);
+        assert_eq!(
+            synthetic(&out.unwrap_or_default()),
+            ["<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>"]
         );
     }
 }

@@ -1,10 +1,48 @@
 //! Phase 2: purge the arguments of errored tool calls after a cooldown (04 section 4).
 
-use std::collections::HashMap;
-
 use super::plan::{Item, Purge};
-use super::view::{Block, Content, JsId, MsgView, Role};
-use super::{Lazy, PurgeConfig, Throw};
+use super::view::{Block, Content, IdStr, JsIdOf, MsgView, Role};
+use super::{FastMap, Lazy, PurgeConfig, Throw};
+
+/// A one-byte digest of an id, for [`Bloom`].
+#[inline]
+fn digest(id: &JsIdOf<&str>) -> u8 {
+    match id {
+        JsIdOf::Str(s) => {
+            let b = s.as_bytes();
+            let last = b.last().copied().unwrap_or(0);
+            let before = b
+                .len()
+                .checked_sub(2)
+                .and_then(|i| b.get(i))
+                .copied()
+                .unwrap_or(0);
+            (b.len() as u8).wrapping_mul(31) ^ last ^ before.rotate_left(3)
+        }
+        _ => 0,
+    }
+}
+
+/// A 256-bit filter over id digests: most ids of an assistant's calls are not errored
+/// ones, and are ruled out without hashing them.
+#[derive(Default)]
+struct Bloom([u64; 4]);
+
+impl Bloom {
+    fn insert(&mut self, id: &JsIdOf<&str>) {
+        let d = digest(id);
+        if let Some(word) = self.0.get_mut(usize::from(d >> 6)) {
+            *word |= 1 << (d & 63);
+        }
+    }
+
+    fn may_contain(&self, id: &JsIdOf<&str>) -> bool {
+        let d = digest(id);
+        self.0
+            .get(usize::from(d >> 6))
+            .is_some_and(|word| word & (1 << (d & 63)) != 0)
+    }
+}
 
 fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
     matches!(slots.and_then(|s| s.get(i)), Some(Item::Stub { .. }))
@@ -12,30 +50,47 @@ fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
 
 /// Phase 2 over the phase-1 output (`slots`, `None` = the input unchanged).
 /// Returns the new slots, or `None` when no block is purged.
-pub fn purge_errored_args<L: Lazy + ?Sized>(
-    msgs: &[MsgView],
+pub fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
     slots: Option<&[Item]>,
     cfg: &PurgeConfig,
     lazy: &mut L,
 ) -> Result<Option<Vec<Item>>, Throw> {
+    let mut out = slots.map(<[Item]>::to_vec);
+    Ok(purge_in_place(msgs, &mut out, cfg, lazy)?
+        .then_some(out)
+        .flatten())
+}
+
+/// [`purge_errored_args`] updating the slots in place (`None` becomes `Some` when a block
+/// is purged). Returns whether a block was purged.
+pub fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
+    slots: &mut Option<Vec<Item>>,
+    cfg: &PurgeConfig,
+    lazy: &mut L,
+) -> Result<bool, Throw> {
     // Bare-id keyed; a later errored result with the same id overwrites.
-    let mut errored_at: HashMap<&JsId, usize> = HashMap::new();
+    let mut errored_at: FastMap<JsIdOf<&str>, usize> = FastMap::default();
+    let mut bloom = Bloom::default();
     let mut turn_count = 0usize;
     for (i, msg) in msgs.iter().enumerate() {
         match msg.role {
             Role::Assistant => turn_count += 1,
             // A phase-1 stub carries `isError: false`.
-            Role::ToolResult if msg.is_error && !is_stub(slots, i) => {
-                errored_at.insert(&msg.tool_call_id, turn_count);
+            Role::ToolResult if msg.is_error && !is_stub(slots.as_deref(), i) => {
+                let id = msg.tool_call_id.borrowed();
+                bloom.insert(&id);
+                errored_at.insert(id, turn_count);
             }
             _ => {}
         }
     }
     if errored_at.is_empty() {
-        return Ok(None);
+        return Ok(false);
     }
     let current = turn_count;
-    let mut out: Option<Vec<Item>> = None;
+    let mut changed = false;
     for (i, msg) in msgs.iter().enumerate() {
         if msg.role != Role::Assistant {
             continue;
@@ -44,34 +99,33 @@ pub fn purge_errored_args<L: Lazy + ?Sized>(
             return Err(Throw);
         };
         let mut purged = Vec::new();
-        for (b, block) in blocks.iter().enumerate() {
-            let (id, has_arguments) = match block {
+        for (b, block) in blocks.iter() {
+            let id = match block {
                 Block::Nullish => return Err(Throw),
-                Block::ToolCall { id, has_arguments } => (id, *has_arguments),
+                Block::ToolCall { id } => id,
                 Block::Thinking | Block::Other => continue,
             };
-            let Some(&error_turn) = errored_at.get(id) else {
+            let id = id.borrowed();
+            if !bloom.may_contain(&id) {
+                continue;
+            }
+            let Some(&error_turn) = errored_at.get(&id) else {
                 continue;
             };
             let age = current.saturating_sub(error_turn) as f64;
             if cfg.cooldown_turns.is_some_and(|c| age < c) {
                 continue;
             }
-            if !has_arguments {
-                // `JSON.stringify(undefined).length` throws.
-                return Err(Throw);
-            }
-            let size = lazy.args_len(i, b);
+            // `JSON.stringify(undefined).length` throws.
+            let size = lazy.args_len(i, b).ok_or(Throw)?;
             if cfg.min_arg_chars.is_some_and(|m| (size as f64) < m) {
                 continue;
             }
             purged.push(Purge { block: b, size });
         }
         if !purged.is_empty() {
-            let slots_out = out.get_or_insert_with(|| match slots {
-                Some(s) => s.to_vec(),
-                None => (0..msgs.len()).map(Item::Keep).collect(),
-            });
+            changed = true;
+            let slots_out = slots.get_or_insert_with(|| (0..msgs.len()).map(Item::Keep).collect());
             if let Some(slot) = slots_out.get_mut(i) {
                 *slot = Item::Assistant {
                     src: i,
@@ -81,7 +135,7 @@ pub fn purge_errored_args<L: Lazy + ?Sized>(
             }
         }
     }
-    Ok(out)
+    Ok(changed)
 }
 
 #[cfg(test)]
@@ -237,21 +291,16 @@ mod tests {
     fn throws_like_the_reference() {
         let mut lens = Lens::default();
         // A candidate block without `arguments`.
-        let mut msgs = session(3);
-        msgs[1] = assistant(
-            2.0,
-            vec![Block::ToolCall {
-                id: JsId::str("e"),
-                has_arguments: false,
-            }],
-        );
+        let msgs = session(3);
+        lens.1.insert((1, 0));
         assert_eq!(
             purge_errored_args(&msgs, None, &DEFAULTS, &mut lens),
             Err(Throw)
         );
+        lens.1.clear();
         // Any assistant with non-array content, once an errored result exists.
         let mut msgs = session(0);
-        let mut odd = MsgView::new(Role::Assistant, Ts::Num(50.0));
+        let mut odd: MsgView = MsgView::new(Role::Assistant, Ts::Num(50.0));
         odd.content = Content::Str;
         msgs.push(odd);
         assert_eq!(

@@ -5,30 +5,48 @@
 
 use std::collections::HashSet;
 
-use super::view::{JsId, MsgView, Role};
+use super::view::{IdStr, JsIdOf, MsgView, Role};
 use crate::keys::occ_key;
 
 /// Tool name of the recovery tool.
 pub const RECOVERY_TOOL: &str = "context_tree_query";
 
+/// Whether the window is on: `recoveryGraceTurns > 0` (zero, negative and NaN disable it).
+pub fn enabled(grace_turns: f64) -> bool {
+    grace_turns.partial_cmp(&0.0) == Some(std::cmp::Ordering::Greater)
+}
+
 /// Occurrence keys of the recovery outputs still in grace.
-pub fn in_grace_keys(msgs: &[MsgView], grace_turns: f64) -> HashSet<String> {
+pub fn in_grace_keys<S: IdStr>(msgs: &[MsgView<S>], grace_turns: f64) -> HashSet<String> {
+    in_grace_keys_with(msgs, grace_turns, |_, msg| msg.is_recovery)
+}
+
+/// [`in_grace_keys`] with `is_recovery(i, msg)` telling whether toolResult `i` is a
+/// recovery output (asked only for those inside the window).
+pub fn in_grace_keys_with<S: IdStr>(
+    msgs: &[MsgView<S>],
+    grace_turns: f64,
+    mut is_recovery: impl FnMut(usize, &MsgView<S>) -> bool,
+) -> HashSet<String> {
     let mut keys = HashSet::new();
     // `!(turns > 0)`: zero, negative and NaN all disable the window.
-    if grace_turns.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+    if !enabled(grace_turns) {
         return keys;
     }
     let now_utg = msgs.iter().filter(|m| m.role == Role::User).count();
     let mut seen = 0usize;
-    for msg in msgs {
+    for (i, msg) in msgs.iter().enumerate() {
         match msg.role {
             Role::User => seen += 1,
-            Role::ToolResult if msg.is_recovery => {
-                if let JsId::Str(id) = &msg.tool_call_id {
-                    // `seen <= now_utg`, so the age is never negative.
-                    let age = now_utg - seen;
-                    if (age as f64) <= grace_turns {
-                        keys.insert(occ_key(id, msg.timestamp.num()).into_owned());
+            Role::ToolResult => {
+                // `seen <= now_utg`, so the age is never negative.
+                let age = now_utg - seen;
+                if (age as f64) > grace_turns {
+                    continue;
+                }
+                if let JsIdOf::Str(id) = &msg.tool_call_id {
+                    if is_recovery(i, msg) {
+                        keys.insert(occ_key(id.as_ref(), msg.timestamp.num()).into_owned());
                     }
                 }
             }
@@ -42,7 +60,7 @@ pub fn in_grace_keys(msgs: &[MsgView], grace_turns: f64) -> HashSet<String> {
 mod tests {
     use super::*;
     use crate::render::testing::{assistant, tc, tool_result, user};
-    use crate::render::view::Ts;
+    use crate::render::view::{JsId, Ts};
 
     fn recovery(id: &str, ts: f64) -> MsgView {
         let mut m = tool_result(id, ts);

@@ -33,10 +33,20 @@ pub(crate) mod testing;
 
 pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
 pub use state::RenderState;
-pub use view::{Block, Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
+pub use view::{
+    Block, Blocks, Content, CowId, IdStr, JsId, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts,
+};
+
+use std::collections::HashSet;
 
 use crate::index::JsField;
 use crate::keys::ProtectedMatcher;
+
+/// A hash map with a fast (non-cryptographic, randomly seeded) hasher.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// A hash set with a fast (non-cryptographic, randomly seeded) hasher.
+pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 /// Thrown by a phase where the reference throws a `TypeError` (04 section 6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,14 +97,70 @@ pub struct RenderConfig<'a> {
 /// Values render computes only when a decision needs them.
 pub trait Lazy {
     /// `JSON.stringify(block.arguments).length` (UTF-16) for block `block` of
-    /// input message `msg`. Only asked for blocks whose `arguments` is present.
-    fn args_len(&mut self, msg: usize, block: usize) -> usize;
+    /// input message `msg`; `None` when the block has no `arguments` (the
+    /// reference throws reading `.length` of `undefined`).
+    fn args_len(&mut self, msg: usize, block: usize) -> Option<usize>;
+
+    /// `msg.toolName === "context_tree_query"` for toolResult `msg`, when the views
+    /// leave it out (`None`: [`MsgView::is_recovery`] holds it).
+    fn is_recovery(&mut self, _msg: usize) -> Option<bool> {
+        None
+    }
+
+    /// Whether extracting the text of toolResult `msg` throws, when the views leave it
+    /// out (`None`: [`MsgView::text_throws`] holds it).
+    fn text_throws(&mut self, _msg: usize) -> Option<bool> {
+        None
+    }
+}
+
+/// A [`Lazy`] that has nothing beyond the views.
+pub struct ViewsOnly;
+
+impl Lazy for ViewsOnly {
+    fn args_len(&mut self, _msg: usize, _block: usize) -> Option<usize> {
+        None
+    }
+}
+
+/// Which message fields the enabled phases read, for a binding that extracts views
+/// lazily (with [`Lazy::is_recovery`] and [`Lazy::text_throws`] answering for the
+/// views). A field not needed may be left at its [`MsgView::new`] value; the role of
+/// every message, the `toolCallId` of every toolResult and the `content` of every
+/// assistant (phase 4 always runs) are always needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// `timestamp` of every toolResult (occurrence keys of phase 1 and the grace window).
+    pub result_timestamps: bool,
+    /// `is_error` of every toolResult (phase 2).
+    pub is_error: bool,
+    /// Phase 3: the `timestamp` of every user and assistant message, `synthetic_block_id`
+    /// of users, `summary` of custom messages, and the `timestamp` of toolResults.
+    pub chain: bool,
+}
+
+impl Needs {
+    /// The fields a render with `cfg` against `state` reads.
+    pub fn of<St: RenderState + ?Sized>(state: &St, cfg: &RenderConfig<'_>) -> Needs {
+        let chain = cfg.chain.is_some() && state.chain_count() > 0;
+        Needs {
+            result_timestamps: state.may_stub() || chain,
+            is_error: cfg.purge.is_some(),
+            chain,
+        }
+    }
 }
 
 /// Runs phases 0-4 over `msgs` (the views of the caller's list, in order).
-pub fn render<S, L>(msgs: &[MsgView], state: &S, cfg: &RenderConfig<'_>, lazy: &mut L) -> RenderPlan
+pub fn render<S, St, L>(
+    msgs: &[MsgView<S>],
+    state: &St,
+    cfg: &RenderConfig<'_>,
+    lazy: &mut L,
+) -> RenderPlan
 where
-    S: RenderState + ?Sized,
+    S: IdStr,
+    St: RenderState + ?Sized,
     L: Lazy + ?Sized,
 {
     let mut diagnostics = Vec::new();
@@ -112,45 +178,47 @@ where
     }
 }
 
-fn run<S, L>(
-    msgs: &[MsgView],
-    state: &S,
+fn run<S, St, L>(
+    msgs: &[MsgView<S>],
+    state: &St,
     cfg: &RenderConfig<'_>,
     lazy: &mut L,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Option<Vec<Item>>, Throw>
 where
-    S: RenderState + ?Sized,
+    S: IdStr,
+    St: RenderState + ?Sized,
     L: Lazy + ?Sized,
 {
-    let in_grace = grace::in_grace_keys(msgs, cfg.recovery_grace_turns);
+    // The grace window only holds back stubs.
+    let in_grace = if state.may_stub() {
+        grace::in_grace_keys_with(msgs, cfg.recovery_grace_turns, |i, msg| {
+            lazy.is_recovery(i).unwrap_or(msg.is_recovery)
+        })
+    } else {
+        HashSet::new()
+    };
     // Phases 1 and 2 map the list one to one: `slots[i]` is what stands at i.
-    let mut slots: Option<Vec<Item>> =
+    let mut current: Option<Vec<Item>> =
         stub_replace::stub_replace(msgs, state, cfg.protection, &in_grace);
     if let Some(purge) = &cfg.purge {
-        if let Some(next) = error_purge::purge_errored_args(msgs, slots.as_deref(), purge, lazy)? {
-            slots = Some(next);
-        }
+        error_purge::purge_in_place(msgs, &mut current, purge, lazy)?;
     }
-    let mut current = slots;
     if let Some(chain) = &cfg.chain {
-        let entries = state.chain_entries();
-        if !entries.is_empty() {
-            if let Some(next) = chain_range::apply_chain_compressions(
+        if state.chain_count() > 0 {
+            let entries = state.chain_entries();
+            chain_range::apply_chain_in_place(
                 msgs,
-                current.as_deref(),
+                &mut current,
                 &entries,
                 state,
                 chain.strip_final_assistant_thinking,
+                lazy,
                 diagnostics,
-            )? {
-                current = Some(next);
-            }
+            )?;
         }
     }
-    if let Some(next) = orphan_sweep::sweep(msgs, current.as_deref(), diagnostics)? {
-        current = Some(next);
-    }
+    orphan_sweep::sweep_in_place(msgs, &mut current, diagnostics)?;
     Ok(current)
 }
 
@@ -387,7 +455,7 @@ mod tests {
             assistant(2.0, vec![tc("a")]),
             tool_result("a", 3.0),
         ];
-        let mut odd = MsgView::new(Role::Assistant, Ts::Num(4.0));
+        let mut odd: MsgView = MsgView::new(Role::Assistant, Ts::Num(4.0));
         odd.content = Content::Nullish;
         msgs.push(odd);
         let state = TestState::default().chain(Chain::new("b9", 50.0, 60.0, 1.0));

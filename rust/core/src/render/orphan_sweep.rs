@@ -4,22 +4,24 @@
 //! other message in between, opened a call with its id that no earlier result
 //! consumed. Providers reject a result without an open call.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use sha1::{Digest, Sha1};
 
 use super::plan::{Diagnostic, DiagnosticKind, Item};
-use super::view::{JsId, MsgView, Role};
-use super::Throw;
+use super::view::{IdStr, JsIdOf, MsgView, Role};
+use super::{FastSet, Throw};
 
 /// Ids shown in the diagnostic detail.
 const SHOWN_IDS: usize = 5;
 
+/// Calls opened by one assistant beyond this count are kept in a hash set.
+const SMALL_OPEN: usize = 16;
+
 /// The orphan-sweep diagnostic for the swept ids (in list order).
-pub fn orphan_diagnostic(swept: &[JsId]) -> Diagnostic {
-    let mut sorted: Vec<&JsId> = swept.iter().collect();
-    sorted.sort_by(|a, b| JsId::js_sort_cmp(a, b));
+pub fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnostic {
+    let mut sorted: Vec<&JsIdOf<S>> = swept.iter().collect();
+    sorted.sort_by(|a, b| JsIdOf::js_sort_cmp(a, b));
     let joined: Vec<String> = sorted.iter().map(|id| id.join_string()).collect();
     let digest = Sha1::digest(joined.join(",").as_bytes());
     let mut dedup_key = String::with_capacity(16);
@@ -43,17 +45,79 @@ pub fn orphan_diagnostic(swept: &[JsId]) -> Diagnostic {
     }
 }
 
+/// The set of calls the nearest assistant opened and no result consumed yet: a short
+/// list (the usual one to three calls), a hash set for long ones.
+#[derive(Default)]
+struct Open<'a> {
+    small: Vec<JsIdOf<&'a str>>,
+    large: FastSet<JsIdOf<&'a str>>,
+}
+
+impl<'a> Open<'a> {
+    fn clear(&mut self) {
+        self.small.clear();
+        if !self.large.is_empty() {
+            self.large.clear();
+        }
+    }
+
+    /// `open = new Set(ids)`.
+    fn reset<S: IdStr + 'a>(&mut self, ids: impl Iterator<Item = &'a JsIdOf<S>>) {
+        self.clear();
+        for id in ids {
+            let id = id.borrowed();
+            if !self.large.is_empty() {
+                self.large.insert(id);
+            } else if !self.small.contains(&id) {
+                if self.small.len() < SMALL_OPEN {
+                    self.small.push(id);
+                } else {
+                    self.large.extend(self.small.drain(..));
+                    self.large.insert(id);
+                }
+            }
+        }
+    }
+
+    /// `open.delete(id)`: whether it was open.
+    fn take(&mut self, id: &JsIdOf<&'a str>) -> bool {
+        if !self.large.is_empty() {
+            return self.large.remove(id);
+        }
+        match self.small.iter().position(|x| x == id) {
+            Some(at) => {
+                self.small.swap_remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Phase 4 over the phase-3 output (`items`, `None` = the input unchanged).
 /// `None` when nothing is orphaned.
-pub fn sweep(
-    msgs: &[MsgView],
+pub fn sweep<S: IdStr>(
+    msgs: &[MsgView<S>],
     items: Option<&[Item]>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Option<Vec<Item>>, Throw> {
-    let count = items.map_or(msgs.len(), <[Item]>::len);
-    let mut open: HashSet<&JsId> = HashSet::new();
+    let mut out = items.map(<[Item]>::to_vec);
+    Ok(sweep_in_place(msgs, &mut out, diagnostics)?
+        .then_some(out)
+        .flatten())
+}
+
+/// [`sweep`] updating the items in place (`None` becomes `Some` when a message is
+/// swept). Returns whether one was.
+pub fn sweep_in_place<S: IdStr>(
+    msgs: &[MsgView<S>],
+    items: &mut Option<Vec<Item>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<bool, Throw> {
+    let count = items.as_ref().map_or(msgs.len(), Vec::len);
+    let mut open = Open::default();
     let mut orphans: Vec<usize> = Vec::new();
-    let mut swept: Vec<JsId> = Vec::new();
+    let mut swept: Vec<JsIdOf<&str>> = Vec::new();
     for pos in 0..count {
         let src = match items {
             Some(list) => list.get(pos).and_then(Item::src),
@@ -65,29 +129,33 @@ pub fn sweep(
             continue;
         };
         match msg.role {
-            Role::Assistant => open = msg.tool_call_ids()?.into_iter().collect(),
+            Role::Assistant => open.reset(msg.checked_blocks()?.call_ids()),
             Role::ToolResult => {
-                if !open.remove(&msg.tool_call_id) {
+                let id = msg.tool_call_id.borrowed();
+                if !open.take(&id) {
                     orphans.push(pos);
-                    swept.push(msg.tool_call_id.clone());
+                    swept.push(id);
                 }
             }
             _ => open.clear(),
         }
     }
     if orphans.is_empty() {
-        return Ok(None);
+        return Ok(false);
     }
     diagnostics.push(orphan_diagnostic(&swept));
-    let orphan_set: HashSet<usize> = orphans.into_iter().collect();
-    let out = (0..count)
-        .filter(|pos| !orphan_set.contains(pos))
-        .filter_map(|pos| match items {
-            Some(list) => list.get(pos).cloned(),
-            None => Some(Item::Keep(pos)),
-        })
-        .collect();
-    Ok(Some(out))
+    let list = items.get_or_insert_with(|| (0..count).map(Item::Keep).collect());
+    let mut next_orphan = orphans.iter().copied().peekable();
+    let mut pos = 0usize;
+    list.retain(|_| {
+        let keep = next_orphan.peek() != Some(&pos);
+        if !keep {
+            next_orphan.next();
+        }
+        pos += 1;
+        keep
+    });
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -243,7 +311,7 @@ mod tests {
 
     #[test]
     fn assistant_content_that_is_not_an_array_throws() {
-        let mut odd = MsgView::new(Role::Assistant, Ts::Num(1.0));
+        let mut odd: MsgView = MsgView::new(Role::Assistant, Ts::Num(1.0));
         odd.content = Content::Str;
         assert_eq!(sweep(&[odd], None, &mut Vec::new()), Err(Throw));
         assert_eq!(

@@ -3,14 +3,29 @@
 /// Replaces every `\{b(\d+)\}` (ASCII digits, leading zeros kept) with
 /// `lookup("b" + digits)`, except the block's own id and unknown ids, which
 /// stay literal. One level only: inserted text is not re-scanned.
-pub fn substitute_block_refs<F>(text: &str, mut lookup: F, self_block_id: Option<&str>) -> String
+pub fn substitute_block_refs<F>(text: &str, lookup: F, self_block_id: Option<&str>) -> String
 where
     F: FnMut(&str) -> Option<String>,
 {
-    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
+    substitute_block_refs_into(&mut out, text, lookup, self_block_id);
+    out
+}
+
+/// [`substitute_block_refs`] appending to `out`.
+pub fn substitute_block_refs_into<F, T>(
+    out: &mut String,
+    text: &str,
+    mut lookup: F,
+    self_block_id: Option<&str>,
+) where
+    F: FnMut(&str) -> Option<T>,
+    T: AsRef<str>,
+{
+    let bytes = text.as_bytes();
     let mut copied = 0;
     let mut i = 0;
+    let mut block_id = String::new();
     while let Some(found) = text.get(i..).and_then(|rest| rest.find("{b")) {
         let start = i + found;
         let digits_start = start + 2;
@@ -20,11 +35,13 @@ where
         }
         if end > digits_start && bytes.get(end) == Some(&b'}') {
             // All indices sit on ASCII bytes, so they are char boundaries.
-            let block_id = format!("b{}", text.get(digits_start..end).unwrap_or_default());
+            block_id.clear();
+            block_id.push('b');
+            block_id.push_str(text.get(digits_start..end).unwrap_or_default());
             if self_block_id != Some(block_id.as_str()) {
                 if let Some(replacement) = lookup(&block_id) {
                     out.push_str(text.get(copied..start).unwrap_or_default());
-                    out.push_str(&replacement);
+                    out.push_str(replacement.as_ref());
                     copied = end + 1;
                 }
             }
@@ -34,7 +51,6 @@ where
         }
     }
     out.push_str(text.get(copied..).unwrap_or_default());
-    out
 }
 
 #[cfg(test)]

@@ -5,12 +5,17 @@
 //! summaries: their fields keep JS value semantics ([`JsField`]), which the
 //! stub and synthetic templates interpolate.
 
-use crate::index::{ChainEntry, Index, JsField, Record};
+use crate::index::{ChainEntry, Index, JsField, Record, SummaryBody};
 
 /// Read access to the pruner state during a render.
 pub trait RenderState {
     /// `isSummarized(key)`: the key is indexed or is a dedup alias (strict).
     fn is_summarized(&self, key: &str) -> bool;
+    /// False only when no key can be summarized and no bare id is a legacy record (an
+    /// empty index): phase 1 then replaces nothing and needs no lookup.
+    fn may_stub(&self) -> bool {
+        true
+    }
     /// `hasLegacyBareRecord(id)`: a pure-legacy bare id.
     fn has_legacy_bare_record(&self, id: &str) -> bool;
     /// `getRecord(x)` (through `resolveToolCallId`).
@@ -19,12 +24,22 @@ pub trait RenderState {
     fn short_ref(&self, key: &str) -> Option<&str>;
     /// `getChainEntries()`: registry values ascending by `startUserTimestamp`.
     fn chain_entries(&self) -> Vec<&ChainEntry>;
+    /// `getChainEntries().length`.
+    fn chain_count(&self) -> usize {
+        self.chain_entries().len()
+    }
     /// `findChainEntryByBlockId(b)`: first registry value in insertion order.
     fn chain_entry_by_block_id(&self, block_id: &str) -> Option<&ChainEntry>;
     /// Render's `chainSummaryText(entry)`: `rangeSummaryText` when present,
     /// else the per-batch text for `droppedOccurrenceKeys ?? droppedToolCallIds`;
     /// `None` where the reference throws (neither key list is an array).
     fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String>;
+    /// The per-batch summary bodies in append order, when the state keeps them as
+    /// [`SummaryBody`] values: render then indexes them by key once instead of scanning
+    /// them for every chain entry.
+    fn summary_bodies(&self) -> Option<&[SummaryBody]> {
+        None
+    }
 }
 
 impl RenderState for Index {
@@ -32,12 +47,19 @@ impl RenderState for Index {
         Index::is_summarized(self, key)
     }
 
+    fn may_stub(&self) -> bool {
+        // `is_summarized` reads the key index and the dedup aliases; a legacy bare record
+        // is a key of the index.
+        self.record_count() > 0 || self.alias_count() > 0
+    }
+
     fn has_legacy_bare_record(&self, id: &str) -> bool {
         Index::has_legacy_bare_record(self, id)
     }
 
     fn record(&self, key: &str) -> Option<&Record> {
-        self.get_record(key)
+        // An indexed key resolves to itself: one lookup instead of two.
+        self.record_by_key(key).or_else(|| self.get_record(key))
     }
 
     fn short_ref(&self, key: &str) -> Option<&str> {
@@ -48,12 +70,20 @@ impl RenderState for Index {
         Index::chain_entries(self)
     }
 
+    fn chain_count(&self) -> usize {
+        Index::chain_count(self)
+    }
+
     fn chain_entry_by_block_id(&self, block_id: &str) -> Option<&ChainEntry> {
         self.find_chain_by_block_id(block_id)
     }
 
     fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String> {
         Index::chain_summary_text(self, entry)
+    }
+
+    fn summary_bodies(&self) -> Option<&[SummaryBody]> {
+        Some(Index::summary_bodies(self))
     }
 }
 

@@ -4,37 +4,90 @@ use std::collections::HashSet;
 
 use super::plan::{Item, Piece, Text};
 use super::state::{template_or, RenderState};
-use super::view::{JsId, MsgView, Role, Ts};
+use super::view::{IdStr, JsIdOf, MsgView, Role, Ts};
 use super::Protection;
 use crate::index::Record;
-use crate::keys::format_occ_key;
+use crate::jsnum::format_number;
+
+/// Integers up to this magnitude print as their plain digits.
+const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
+
+/// Appends `String(x)` for a number `x` (integers without going through a float formatter).
+pub fn push_js_number(out: &mut String, x: f64) {
+    if x.fract() == 0.0 && x.abs() <= EXACT_INT_LIMIT {
+        // Integral and within +-2^53: the cast is exact (and prints -0 as 0, as JS does).
+        let value = x as i64;
+        let mut digits = [0u8; 20];
+        let mut n = value.unsigned_abs();
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if value < 0 {
+            out.push('-');
+        }
+        // ASCII digits: always valid UTF-8.
+        if let Ok(text) = std::str::from_utf8(digits.get(start..).unwrap_or_default()) {
+            out.push_str(text);
+        }
+    } else {
+        out.push_str(&format_number(x));
+    }
+}
+
+/// Writes `occKey(id, ts)` (`id + "@" + String(ts)`) into `buf`.
+pub fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
+    buf.clear();
+    buf.push_str(id);
+    buf.push('@');
+    push_js_number(buf, ts);
+}
 
 /// The key phase 1 looks a toolResult up by: its occurrence key when the
-/// timestamp is a number, else the raw `toolCallId` (`None` when that is not a
-/// string: no map holds a non-string key).
-fn lookup_base(msg: &MsgView) -> Option<String> {
+/// timestamp is a number (written into `buf`), else the raw `toolCallId`
+/// (`None` when that is not a string: no map holds a non-string key).
+fn lookup_base<'a, S: IdStr>(msg: &'a MsgView<S>, buf: &'a mut String) -> Option<&'a str> {
     match (msg.timestamp, &msg.tool_call_id) {
-        (Ts::Num(ts), id) => Some(format_occ_key(&id.to_js_string(), ts)),
-        (_, JsId::Str(id)) => Some(id.clone()),
+        (Ts::Num(ts), id) => {
+            write_occ_key(buf, &id.js_str(), ts);
+            Some(buf.as_str())
+        }
+        (_, JsIdOf::Str(id)) => Some(id.as_ref()),
         _ => None,
     }
 }
 
 /// Decides the stub for one toolResult, or `None` to keep it verbatim.
-pub fn stub_for<S: RenderState + ?Sized>(
+pub fn stub_for<S: IdStr, St: RenderState + ?Sized>(
     index: usize,
-    msg: &MsgView,
-    state: &S,
+    msg: &MsgView<S>,
+    state: &St,
     protection: Option<&dyn Protection>,
     in_grace: &HashSet<String>,
+) -> Option<Text> {
+    stub_with(index, msg, state, protection, in_grace, &mut String::new())
+}
+
+fn stub_with<S: IdStr, St: RenderState + ?Sized>(
+    index: usize,
+    msg: &MsgView<S>,
+    state: &St,
+    protection: Option<&dyn Protection>,
+    in_grace: &HashSet<String>,
+    buf: &mut String,
 ) -> Option<Text> {
     if msg.role != Role::ToolResult {
         return None;
     }
-    let key = lookup_base(msg);
-    let lookup = match (&key, &msg.tool_call_id) {
-        (Some(k), _) if state.is_summarized(k) => k.as_str(),
-        (_, JsId::Str(id)) if state.has_legacy_bare_record(id) => id.as_str(),
+    let key = lookup_base(msg, buf);
+    let lookup = match (key, &msg.tool_call_id) {
+        (Some(k), _) if state.is_summarized(k) => k,
+        (_, JsIdOf::Str(id)) if state.has_legacy_bare_record(id.as_ref()) => id.as_ref(),
         _ => return None,
     };
     let record = state.record(lookup);
@@ -43,25 +96,41 @@ pub fn stub_for<S: RenderState + ?Sized>(
             return None;
         }
     }
-    if key.as_ref().is_some_and(|k| in_grace.contains(k)) {
+    if key.is_some_and(|k| in_grace.contains(k)) {
         return None;
     }
-    let reference = match state.short_ref(lookup) {
-        Some(short) => Piece::Lit(short.to_owned()),
-        None => Piece::ToolCallId(index),
-    };
-    Some(match record {
-        Some(rec) if rec.spill_path.is_truthy() => spill_stub(rec, reference),
-        _ => summary_stub(reference),
+    Some(match (record, state.short_ref(lookup)) {
+        (Some(rec), short) if rec.spill_path.is_truthy() => {
+            let reference = match short {
+                Some(short) => Piece::Lit(short.to_owned()),
+                None => Piece::ToolCallId(index),
+            };
+            spill_stub(rec, reference)
+        }
+        (_, Some(short)) => summary_stub_text(short),
+        (_, None) => summary_stub(Piece::ToolCallId(index)),
     })
+}
+
+const SUMMARY_STUB_HEAD: &str = "[Summarized in pruner summary, ref `";
+const SUMMARY_STUB_TAIL: &str = "`. Use context_tree_query to retrieve full output.]";
+
+/// [`summary_stub`] for a literal ref, built in one allocation.
+pub fn summary_stub_text(reference: &str) -> Text {
+    let mut text =
+        String::with_capacity(SUMMARY_STUB_HEAD.len() + reference.len() + SUMMARY_STUB_TAIL.len());
+    text.push_str(SUMMARY_STUB_HEAD);
+    text.push_str(reference);
+    text.push_str(SUMMARY_STUB_TAIL);
+    Text(vec![Piece::Lit(text)])
 }
 
 /// `[Summarized in pruner summary, ref `<ref>`. Use context_tree_query to retrieve full output.]`
 pub fn summary_stub(reference: Piece) -> Text {
     let mut text = Text::default();
-    text.lit("[Summarized in pruner summary, ref `");
+    text.lit(SUMMARY_STUB_HEAD);
     text.push(reference);
-    text.lit("`. Use context_tree_query to retrieve full output.]");
+    text.lit(SUMMARY_STUB_TAIL);
     text
 }
 
@@ -83,15 +152,22 @@ pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
 }
 
 /// Phase 1 over the whole list: `None` when no toolResult is replaced.
-pub fn stub_replace<S: RenderState + ?Sized>(
-    msgs: &[MsgView],
-    state: &S,
+pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
+    msgs: &[MsgView<S>],
+    state: &St,
     protection: Option<&dyn Protection>,
     in_grace: &HashSet<String>,
 ) -> Option<Vec<Item>> {
+    if !state.may_stub() {
+        return None;
+    }
     let mut items: Option<Vec<Item>> = None;
+    let mut buf = String::new();
     for (i, msg) in msgs.iter().enumerate() {
-        if let Some(text) = stub_for(i, msg, state, protection, in_grace) {
+        if msg.role != Role::ToolResult {
+            continue;
+        }
+        if let Some(text) = stub_with(i, msg, state, protection, in_grace, &mut buf) {
             let slots = items.get_or_insert_with(|| (0..msgs.len()).map(Item::Keep).collect());
             if let Some(slot) = slots.get_mut(i) {
                 *slot = Item::Stub { src: i, text };

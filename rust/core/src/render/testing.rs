@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use super::state::RenderState;
 use super::view::{Block, Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
 use super::{Lazy, Throw};
-use crate::index::{ChainEntry, JsField, Record};
+use crate::index::{ChainEntry, JsField, Record, SummaryBody};
 
 pub fn user(ts: f64) -> MsgView {
     MsgView::new(Role::User, Ts::Num(ts))
@@ -13,21 +13,18 @@ pub fn user(ts: f64) -> MsgView {
 
 pub fn synthetic_user(ts: f64, block_id: &str) -> MsgView {
     let mut m = user(ts);
-    m.synthetic_block_id = Some(block_id.to_owned());
+    m.synthetic_block_id = Some(block_id.into());
     m
 }
 
 pub fn assistant(ts: f64, blocks: Vec<Block>) -> MsgView {
     let mut m = MsgView::new(Role::Assistant, Ts::Num(ts));
-    m.content = Content::Array(blocks);
+    m.content = Content::Array(blocks.into());
     m
 }
 
 pub fn tc(id: &str) -> Block {
-    Block::ToolCall {
-        id: JsId::str(id),
-        has_arguments: true,
-    }
+    Block::ToolCall { id: JsId::str(id) }
 }
 
 pub fn tool_result(id: &str, ts: f64) -> MsgView {
@@ -49,14 +46,14 @@ pub fn custom(ts: f64) -> MsgView {
 /// A summary message whose refs are `(toolCallId, resultTimestamp)`.
 pub fn summary(ts: f64, refs: &[(&str, Option<f64>)]) -> MsgView {
     let mut m = custom(ts);
-    m.summary = Some(SummaryRefs::List(
+    m.summary = Some(Box::new(SummaryRefs::List(
         refs.iter()
             .map(|(id, rts)| SummaryRef::Ref {
                 tool_call_id: JsId::str(id),
                 result_timestamp: rts.map(crate::jsnum::format_number),
             })
             .collect(),
-    ));
+    )));
     m
 }
 
@@ -145,7 +142,9 @@ pub struct TestState {
     pub aliases: HashMap<String, String>,
     pub legacy: HashSet<String>,
     pub refs: HashMap<String, String>,
-    pub bodies: Vec<(Vec<String>, String)>,
+    pub bodies: Vec<SummaryBody>,
+    /// Hide the bodies from render's key index (it then calls `chain_summary_text`).
+    pub opaque_bodies: bool,
     pub chains: Vec<ChainEntry>,
 }
 
@@ -172,10 +171,10 @@ impl TestState {
     }
 
     pub fn body(mut self, keys: &[&str], text: &str) -> Self {
-        self.bodies.push((
-            keys.iter().map(|s| (*s).to_owned()).collect(),
-            text.to_owned(),
-        ));
+        self.bodies.push(SummaryBody {
+            keys: keys.iter().map(|s| (*s).to_owned()).collect(),
+            text: text.to_owned(),
+        });
         self
     }
 
@@ -186,11 +185,11 @@ impl TestState {
 
     fn per_batch_summary_text(&self, keys: &[&str]) -> String {
         let mut texts: Vec<&str> = Vec::new();
-        for (body_keys, text) in &self.bodies {
-            if body_keys.iter().any(|k| keys.contains(&k.as_str()))
-                && !texts.contains(&text.as_str())
+        for body in &self.bodies {
+            if body.keys.iter().any(|k| keys.contains(&k.as_str()))
+                && !texts.contains(&body.text.as_str())
             {
-                texts.push(text);
+                texts.push(&body.text);
             }
         }
         texts.join("\n\n")
@@ -227,6 +226,10 @@ impl RenderState for TestState {
             .find(|c| c.block_id.as_str() == Some(block_id))
     }
 
+    fn summary_bodies(&self) -> Option<&[SummaryBody]> {
+        (!self.opaque_bodies).then_some(self.bodies.as_slice())
+    }
+
     fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String> {
         if !entry.range_summary_text.is_nullish() {
             return Some(entry.range_summary_text.js_string());
@@ -240,13 +243,20 @@ impl RenderState for TestState {
     }
 }
 
-/// Argument lengths by (message, block); 1000 when not listed.
+/// Argument lengths by (message, block); 1000 when not listed; blocks in the second
+/// set have no `arguments`.
 #[derive(Default)]
-pub struct Lens(pub HashMap<(usize, usize), usize>);
+pub struct Lens(
+    pub HashMap<(usize, usize), usize>,
+    pub HashSet<(usize, usize)>,
+);
 
 impl Lazy for Lens {
-    fn args_len(&mut self, msg: usize, block: usize) -> usize {
-        self.0.get(&(msg, block)).copied().unwrap_or(1000)
+    fn args_len(&mut self, msg: usize, block: usize) -> Option<usize> {
+        if self.1.contains(&(msg, block)) {
+            return None;
+        }
+        Some(self.0.get(&(msg, block)).copied().unwrap_or(1000))
     }
 }
 

@@ -1,8 +1,20 @@
 //! Light views of messages: only the fields render decides on.
+//!
+//! The views are generic over how a string id is held (`S`): owned `String`s by default
+//! (tests, chain detection), or strings borrowed from the caller's message objects (the
+//! Python binding), so a render copies no id.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::fmt::Debug;
+use std::hash::Hash;
 
 use crate::jsnum::format_number;
+
+/// How a view holds a string: `String`, `Cow<str>`, `&str`, ...
+pub trait IdStr: AsRef<str> + Clone + Eq + Hash + Debug {}
+
+impl<T: AsRef<str> + Clone + Eq + Hash + Debug> IdStr for T {}
 
 /// `msg.role`, reduced to the values render distinguishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,10 +60,10 @@ impl Ts {
 /// A JS value used as a tool-call id: a Map/Set key compared with SameValueZero.
 /// Provider ids are strings; the other variants only keep odd inputs from
 /// matching where the reference would not match them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum JsId {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JsIdOf<S> {
     /// a string id
-    Str(String),
+    Str(S),
     /// `undefined` (the key is absent)
     Undefined,
     /// `null`
@@ -64,7 +76,20 @@ pub enum JsId {
     Object(usize),
 }
 
-impl JsId {
+/// An id holding its string.
+pub type JsId = JsIdOf<String>;
+
+/// An id whose string is borrowed (or, rarely, owned).
+pub type CowId<'a> = JsIdOf<Cow<'a, str>>;
+
+impl JsIdOf<String> {
+    /// A string id.
+    pub fn str(s: &str) -> Self {
+        JsIdOf::Str(s.to_owned())
+    }
+}
+
+impl<S> JsIdOf<S> {
     /// A number id.
     pub fn num(x: f64) -> Self {
         let canonical = if x == 0.0 {
@@ -74,51 +99,77 @@ impl JsId {
         } else {
             x
         };
-        JsId::Num(canonical.to_bits())
+        JsIdOf::Num(canonical.to_bits())
     }
+}
 
-    /// A string id.
-    pub fn str(s: &str) -> Self {
-        JsId::Str(s.to_owned())
-    }
-
+impl<S: AsRef<str>> JsIdOf<S> {
     /// The string, for a string id.
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            JsId::Str(s) => Some(s),
+            JsIdOf::Str(s) => Some(s.as_ref()),
             _ => None,
+        }
+    }
+
+    /// The same id with its string borrowed (cheap to copy, hash and compare).
+    pub fn borrowed(&self) -> JsIdOf<&str> {
+        match self {
+            JsIdOf::Str(s) => JsIdOf::Str(s.as_ref()),
+            JsIdOf::Undefined => JsIdOf::Undefined,
+            JsIdOf::Null => JsIdOf::Null,
+            JsIdOf::Bool(b) => JsIdOf::Bool(*b),
+            JsIdOf::Num(bits) => JsIdOf::Num(*bits),
+            JsIdOf::Object(tag) => JsIdOf::Object(*tag),
+        }
+    }
+
+    /// The same id holding its own string.
+    pub fn to_owned_id(&self) -> JsId {
+        match self.borrowed() {
+            JsIdOf::Str(s) => JsIdOf::Str(s.to_owned()),
+            JsIdOf::Undefined => JsIdOf::Undefined,
+            JsIdOf::Null => JsIdOf::Null,
+            JsIdOf::Bool(b) => JsIdOf::Bool(b),
+            JsIdOf::Num(bits) => JsIdOf::Num(bits),
+            JsIdOf::Object(tag) => JsIdOf::Object(tag),
         }
     }
 
     /// `String(id)` (template literals, `+` concatenation).
     pub fn to_js_string(&self) -> String {
+        self.js_str().into_owned()
+    }
+
+    /// `String(id)`, borrowed when the id is a string.
+    pub fn js_str(&self) -> Cow<'_, str> {
         match self {
-            JsId::Str(s) => s.clone(),
-            JsId::Undefined => "undefined".to_owned(),
-            JsId::Null => "null".to_owned(),
-            JsId::Bool(b) => b.to_string(),
-            JsId::Num(bits) => format_number(f64::from_bits(*bits)),
-            JsId::Object(_) => "[object Object]".to_owned(),
+            JsIdOf::Str(s) => Cow::Borrowed(s.as_ref()),
+            JsIdOf::Undefined => Cow::Borrowed("undefined"),
+            JsIdOf::Null => Cow::Borrowed("null"),
+            JsIdOf::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
+            JsIdOf::Num(bits) => Cow::Owned(format_number(f64::from_bits(*bits))),
+            JsIdOf::Object(_) => Cow::Borrowed("[object Object]"),
         }
     }
 
     /// How `Array.prototype.join` prints the element (`null`/`undefined` as `""`).
     pub fn join_string(&self) -> String {
         match self {
-            JsId::Undefined | JsId::Null => String::new(),
+            JsIdOf::Undefined | JsIdOf::Null => String::new(),
             other => other.to_js_string(),
         }
     }
 
     /// Default `Array.prototype.sort` order: `undefined` last, everything else
     /// by `String(x)` compared in UTF-16 code units.
-    pub fn js_sort_cmp(a: &JsId, b: &JsId) -> Ordering {
+    pub fn js_sort_cmp(a: &Self, b: &Self) -> Ordering {
         match (a, b) {
-            (JsId::Undefined, JsId::Undefined) => Ordering::Equal,
-            (JsId::Undefined, _) => Ordering::Greater,
-            (_, JsId::Undefined) => Ordering::Less,
+            (JsIdOf::Undefined, JsIdOf::Undefined) => Ordering::Equal,
+            (JsIdOf::Undefined, _) => Ordering::Greater,
+            (_, JsIdOf::Undefined) => Ordering::Less,
             _ => {
-                let (x, y) = (a.to_js_string(), b.to_js_string());
+                let (x, y) = (a.js_str(), b.js_str());
                 x.encode_utf16().cmp(y.encode_utf16())
             }
         }
@@ -127,15 +178,13 @@ impl JsId {
 
 /// One element of an array `content`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Block {
+pub enum Block<S = String> {
     /// `null` / `undefined`: reading `.type` throws
     Nullish,
     /// `type === "toolCall"`
     ToolCall {
         /// `block.id`
-        id: JsId,
-        /// the `arguments` key is present
-        has_arguments: bool,
+        id: JsIdOf<S>,
     },
     /// `type === "thinking"` (redacted ones included)
     Thinking,
@@ -143,11 +192,97 @@ pub enum Block {
     Other,
 }
 
+/// The elements of an array `content` that render reads - its toolCall blocks and its
+/// `null` elements - with their positions in the array. Other elements are not kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocks<S = String> {
+    /// The first kept element (most assistant messages have one tool call).
+    first: Option<Block<S>>,
+    /// Its position.
+    first_index: u32,
+    /// Number of elements of the array.
+    len: u32,
+    /// The kept elements after the first, with their positions.
+    rest: Vec<(u32, Block<S>)>,
+}
+
+impl<S> Default for Blocks<S> {
+    fn default() -> Self {
+        Blocks {
+            first: None,
+            first_index: 0,
+            len: 0,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl<S> Blocks<S> {
+    /// Appends the next element of the array.
+    pub fn push(&mut self, block: Block<S>) {
+        let index = self.len;
+        // A Python list longer than 2^32 elements cannot be built in memory that a
+        // render could walk; saturate rather than wrap.
+        self.len = self.len.saturating_add(1);
+        if matches!(block, Block::Thinking | Block::Other) {
+            return;
+        }
+        if self.first.is_none() {
+            self.first = Some(block);
+            self.first_index = index;
+        } else {
+            self.rest.push((index, block));
+        }
+    }
+
+    /// The kept elements (toolCall and `null` ones) with their positions, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Block<S>)> {
+        self.first
+            .iter()
+            .map(|block| (self.first_index as usize, block))
+            .chain(
+                self.rest
+                    .iter()
+                    .map(|(index, block)| (*index as usize, block)),
+            )
+    }
+
+    /// Number of elements of the array.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether an element is `null` / `undefined`.
+    pub fn has_nullish(&self) -> bool {
+        self.iter().any(|(_, b)| matches!(b, Block::Nullish))
+    }
+
+    /// The ids of the toolCall blocks, in order.
+    pub fn call_ids(&self) -> impl Iterator<Item = &JsIdOf<S>> {
+        self.iter().filter_map(|(_, b)| call_id(b))
+    }
+}
+
+impl<S> From<Vec<Block<S>>> for Blocks<S> {
+    fn from(blocks: Vec<Block<S>>) -> Self {
+        let mut out = Blocks::default();
+        for block in blocks {
+            out.push(block);
+        }
+        out
+    }
+}
+
 /// `msg.content` of an assistant message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Content {
+pub enum Content<S = String> {
     /// an array
-    Array(Vec<Block>),
+    Array(Blocks<S>),
     /// absent or `null`
     Nullish,
     /// a string
@@ -158,11 +293,11 @@ pub enum Content {
 
 /// One item of a summary message's `details.toolCallRefs`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SummaryRef {
+pub enum SummaryRef<S = String> {
     /// an object item
     Ref {
         /// `r.toolCallId`
-        tool_call_id: JsId,
+        tool_call_id: JsIdOf<S>,
         /// `String(r.resultTimestamp)` unless it is `undefined`
         result_timestamp: Option<String>,
     },
@@ -172,22 +307,25 @@ pub enum SummaryRef {
 
 /// `msg.details?.toolCallRefs ?? []` of a summary message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SummaryRefs {
+pub enum SummaryRefs<S = String> {
     /// an array (missing refs read as empty)
-    List(Vec<SummaryRef>),
+    List(Vec<SummaryRef<S>>),
     /// present but not an array: `.some` is not a function
     NotArray,
 }
 
 /// The fields render reads from one message.
+///
+/// A binding may leave out what no enabled phase reads (see [`crate::render::Needs`]):
+/// such fields keep their [`MsgView::new`] values.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MsgView {
+pub struct MsgView<S = String> {
     /// `msg.role`
     pub role: Role,
     /// `msg.timestamp`
     pub timestamp: Ts,
     /// toolResult: `msg.toolCallId`
-    pub tool_call_id: JsId,
+    pub tool_call_id: JsIdOf<S>,
     /// toolResult: `msg.isError === true`
     pub is_error: bool,
     /// toolResult: `msg.toolName === "context_tree_query"`
@@ -195,20 +333,20 @@ pub struct MsgView {
     /// toolResult: extracting its text throws (an array `content` holding `null`)
     pub text_throws: bool,
     /// assistant: `msg.content`
-    pub content: Content,
+    pub content: Content<S>,
     /// user: the id of `^<compressed-chain id="([^"]+)"` in `content[0].text`
-    pub synthetic_block_id: Option<String>,
+    pub synthetic_block_id: Option<Box<str>>,
     /// custom with `customType === "context-prune-summary"`: its refs
-    pub summary: Option<SummaryRefs>,
+    pub summary: Option<Box<SummaryRefs<S>>>,
 }
 
-impl MsgView {
+impl<S> MsgView<S> {
     /// A message of `role` with nothing else render looks at.
     pub fn new(role: Role, timestamp: Ts) -> Self {
         MsgView {
             role,
             timestamp,
-            tool_call_id: JsId::Undefined,
+            tool_call_id: JsIdOf::Undefined,
             is_error: false,
             is_recovery: false,
             text_throws: false,
@@ -218,21 +356,31 @@ impl MsgView {
         }
     }
 
-    /// The toolCall ids of an assistant's content, in block order; `Err` where
-    /// the reference's `.filter`/`.map` over the content throws.
-    pub fn tool_call_ids(&self) -> Result<Vec<&JsId>, super::Throw> {
+    /// The blocks of an assistant's array content, checked the way the reference's
+    /// `.filter(b => b.type === "toolCall")` reads them: `Err` for a non-array content or
+    /// a `null` element.
+    pub fn checked_blocks(&self) -> Result<&Blocks<S>, super::Throw> {
         let Content::Array(blocks) = &self.content else {
             return Err(super::Throw);
         };
-        let mut ids = Vec::new();
-        for block in blocks {
-            match block {
-                Block::Nullish => return Err(super::Throw),
-                Block::ToolCall { id, .. } => ids.push(id),
-                Block::Thinking | Block::Other => {}
-            }
+        if blocks.has_nullish() {
+            return Err(super::Throw);
         }
-        Ok(ids)
+        Ok(blocks)
+    }
+
+    /// The toolCall ids of an assistant's content, in block order; `Err` where
+    /// the reference's `.filter`/`.map` over the content throws.
+    pub fn tool_call_ids(&self) -> Result<Vec<&JsIdOf<S>>, super::Throw> {
+        Ok(self.checked_blocks()?.call_ids().collect())
+    }
+}
+
+/// The id of a toolCall block.
+pub fn call_id<S>(block: &Block<S>) -> Option<&JsIdOf<S>> {
+    match block {
+        Block::ToolCall { id } => Some(id),
+        _ => None,
     }
 }
 
