@@ -34,12 +34,13 @@ before every prompt, as a new ``pi --continue`` process would.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import jsjson, jstime
 from .config import Config
@@ -60,8 +61,14 @@ from .session import ABSENT, SessionFile
 from .summarize.base import Summarizer
 
 if TYPE_CHECKING:
+    from typing_extensions import ParamSpec
+
     from .condenser import Condenser
     from .triggers import ContextUsage
+
+    _P = ParamSpec("_P")
+
+_R = TypeVar("_R")
 
 __all__ = [
     "CONTEXT_WINDOW",
@@ -640,25 +647,19 @@ async def replay_async(
     return await runner.run()
 
 
-def replay(
-    source: SessionFile,
-    config: Config,
-    summarizer: Summarizer,
-    options: Optional[ReplayOptions] = None,
-    *,
-    on_progress: Optional[Callable[[int, int], None]] = None,
-    condenser_factory: Optional[Callable[..., Condenser]] = None,
-    session_model: Optional[Summarizer] = None,
-) -> ReplayResult:
-    """Synchronous :func:`replay_async` (runs its own event loop)."""
-    return asyncio.run(
-        replay_async(
-            source,
-            config,
-            summarizer,
-            options,
-            on_progress=on_progress,
-            condenser_factory=condenser_factory,
-            session_model=session_model,
-        )
-    )
+def _synchronous(
+    coroutine_function: Callable[_P, Coroutine[Any, Any, _R]], name: str
+) -> Callable[_P, _R]:
+    """``coroutine_function`` run to completion in its own event loop, as function ``name``
+    (same parameters; ``inspect.signature`` follows ``__wrapped__`` to them)."""
+
+    @functools.wraps(coroutine_function)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return asyncio.run(coroutine_function(*args, **kwargs))
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"Synchronous :func:`{coroutine_function.__name__}` (runs its own event loop)."
+    return run
+
+
+replay = _synchronous(replay_async, "replay")

@@ -8,25 +8,25 @@ retries are off: `SummarizerRunner` owns the retry policy.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from collections.abc import Mapping
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
-from .base import Completion, CompletionRequest, Cost, ModelRef, StopReason, SummarizerError, Usage
-from .pricing import ModelPrice, cost_of, find_price
-from .runner import (
-    RETRYABLE_STATUS,
-    ProviderError,
-    api_error_details,
-    require_sdk,
-    retry_after_seconds,
+from ._client_common import (
+    NO_KEY,
+    Prices,
+    SDKSummarizer,
+    append_text,
+    connection_error,
+    field,
+    http_error,
+    joined_text,
+    make_usage,
 )
+from .base import Completion, CompletionRequest, StopReason, SummarizerError, Usage
+from .runner import ProviderError, api_error_details, require_sdk
 
 __all__ = ["THINKING_BUDGETS", "AnthropicSummarizer"]
-
-Prices = Union[ModelPrice, Mapping[str, Mapping[str, float]]]
 
 THINKING_BUDGETS: Mapping[str, int] = {
     "minimal": 1024,
@@ -43,7 +43,6 @@ _TRANSIENT_TYPES = frozenset(
     {"overloaded_error", "rate_limit_error", "api_error", "timeout_error", "internal_server_error"}
 )
 _AUTH_TYPES = frozenset({"authentication_error", "permission_error"})
-_NO_KEY = "not-needed"
 
 
 def _stop_reason(reason: Optional[str]) -> tuple[StopReason, Optional[str]]:
@@ -56,16 +55,6 @@ def _stop_reason(reason: Optional[str]) -> tuple[StopReason, Optional[str]]:
     if reason == "refusal":
         return "error", "Provider stop_reason: refusal"
     return "stop", None  # end_turn, stop_sequence, pause_turn
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
 
 
 class _Tokens:
@@ -86,12 +75,12 @@ class _Tokens:
             ("cache_read", "cache_read_input_tokens"),
             ("cache_write", "cache_creation_input_tokens"),
         ):
-            value = _field(usage, name)
+            value = field(usage, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, attr, value)
 
 
-class AnthropicSummarizer:
+class AnthropicSummarizer(SDKSummarizer):
     """A summarizer calling `model` through the Anthropic messages API.
 
     `base_url` defaults to `ANTHROPIC_BASE_URL`, else Anthropic's API; `api_key` to
@@ -100,6 +89,8 @@ class AnthropicSummarizer:
     plain request. `prices` is a `ModelPrice` or a `summarizerPrices` table over the
     built-in prices. `client` is an `anthropic.AsyncAnthropic` to use as is.
     """
+
+    _sdk = "anthropic"
 
     def __init__(
         self,
@@ -114,28 +105,17 @@ class AnthropicSummarizer:
         name: Optional[str] = None,
         max_tokens: int = 4096,
     ) -> None:
-        if client is None:
-            require_sdk("anthropic", "anthropic")  # fail early, naming the extra
-        self._model = ModelRef(provider=provider, id=model, name=name)
-        self._base_url = base_url
-        self._api_key = api_key
-        self._stream = stream
-        self._max_tokens = max_tokens
-        self._price = (
-            prices if isinstance(prices, ModelPrice) else find_price(provider, model, prices)
+        super().__init__(
+            model,
+            provider=provider,
+            base_url=base_url,
+            api_key=api_key,
+            stream=stream,
+            prices=prices,
+            client=client,
+            name=name,
         )
-        self._given_client = client
-        self._loop_client: Optional[tuple[asyncio.AbstractEventLoop, Any]] = None
-
-    @property
-    def model(self) -> ModelRef:
-        """The model's identity (`provider/id`, optional display name)."""
-        return self._model
-
-    @property
-    def price(self) -> Optional[ModelPrice]:
-        """The price used for the cost of each call (None: unknown, cost 0)."""
-        return self._price
+        self._max_tokens = max_tokens
 
     def _resolve_key(self) -> str:
         if self._api_key:
@@ -144,30 +124,16 @@ class AnthropicSummarizer:
         if value:
             return value
         if self._base_url or os.environ.get("ANTHROPIC_BASE_URL"):
-            return _NO_KEY
+            return NO_KEY
         raise SummarizerError(
             f"no API key for {self._model.label}: set ANTHROPIC_API_KEY or pass api_key",
             auth=True,
         )
 
-    def _client(self) -> Any:
-        if self._given_client is not None:
-            return self._given_client
-        loop = asyncio.get_running_loop()
-        if self._loop_client is not None and self._loop_client[0] is loop:
-            return self._loop_client[1]
-        sdk = require_sdk("anthropic", "anthropic")
-        client = sdk.AsyncAnthropic(
+    def _new_client(self, sdk: Any) -> Any:
+        return sdk.AsyncAnthropic(
             api_key=self._resolve_key(), base_url=self._base_url, max_retries=0
         )
-        self._loop_client = (loop, client)
-        return client
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections of the client made for the running event loop."""
-        current, self._loop_client = self._loop_client, None
-        if current is not None:
-            await current[1].close()
 
     def _params(self, request: CompletionRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -189,21 +155,16 @@ class AnthropicSummarizer:
         opens and on every content-block event (text, thinking, tool input)."""
         client = self._client()
         params = self._params(request)
-        try:
-            if self._stream:
-                return await self._streamed(client, params, on_event)
-            response = await client.messages.create(**params)
-            on_event()
-            return self._from_message(response)
-        except SummarizerError:
-            raise
-        except json.JSONDecodeError as exc:
-            raise ProviderError(f"{self._model.label}: malformed response: {exc}") from exc
-        except Exception as exc:
-            mapped = self._map_error(exc)
-            if mapped is None:
-                raise
-            raise mapped from exc
+        if self._stream:
+            return await self._guarded(self._streamed(client, params, on_event))
+        return await self._guarded(self._plain(client, params, on_event))
+
+    async def _plain(
+        self, client: Any, params: dict[str, Any], on_event: Callable[[], None]
+    ) -> Completion:
+        response = await client.messages.create(**params)
+        on_event()
+        return self._from_message(response)
 
     async def _streamed(
         self, client: Any, params: dict[str, Any], on_event: Callable[[], None]
@@ -215,75 +176,52 @@ class AnthropicSummarizer:
         stop: Optional[str] = None
         try:
             async for event in stream:
-                kind = _field(event, "type")
+                kind = field(event, "type")
                 if kind == "message_start":
-                    tokens.update(_field(_field(event, "message"), "usage"))
+                    tokens.update(field(field(event, "message"), "usage"))
                 elif kind == "content_block_start":
-                    block = _field(event, "content_block")
-                    block_type = _field(block, "type")
+                    block = field(event, "content_block")
+                    block_type = field(block, "type")
                     if block_type == "text":
-                        blocks.append(["text", _field(block, "text") or ""])
+                        blocks.append(["text", field(block, "text") or ""])
                     else:
                         blocks.append([str(block_type), ""])
                     on_event()
                 elif kind == "content_block_delta":
-                    delta = _field(event, "delta")
-                    if _field(delta, "type") == "text_delta":
-                        if not blocks or blocks[-1][0] != "text":
-                            blocks.append(["text", ""])
-                        blocks[-1][1] += _field(delta, "text") or ""
+                    delta = field(event, "delta")
+                    if field(delta, "type") == "text_delta":
+                        append_text(blocks, "text", field(delta, "text") or "")
                     on_event()
                 elif kind == "content_block_stop":
                     on_event()
                 elif kind == "message_delta":
-                    reason = _field(_field(event, "delta"), "stop_reason")
+                    reason = field(field(event, "delta"), "stop_reason")
                     if reason:
                         stop = reason
-                    tokens.update(_field(event, "usage"))
+                    tokens.update(field(event, "usage"))
         finally:
             await stream.close()
-        stop_reason, error = _stop_reason(stop)
-        return Completion(
-            text="\n".join(text for kind, text in blocks if kind == "text"),
-            stop_reason=stop_reason,
-            usage=self._usage(tokens),
-            model=self._model,
-            error_message=error,
-        )
+        return self._completion(joined_text(blocks), _stop_reason(stop), self._usage(tokens))
 
     def _from_message(self, message: Any) -> Completion:
         texts = [
-            _field(block, "text") or ""
-            for block in (_field(message, "content") or [])
-            if _field(block, "type") == "text"
+            field(block, "text") or ""
+            for block in (field(message, "content") or [])
+            if field(block, "type") == "text"
         ]
         tokens = _Tokens()
-        tokens.update(_field(message, "usage"))
-        stop_reason, error = _stop_reason(_field(message, "stop_reason"))
-        return Completion(
-            text="\n".join(texts),
-            stop_reason=stop_reason,
-            usage=self._usage(tokens),
-            model=self._model,
-            error_message=error,
-        )
+        tokens.update(field(message, "usage"))
+        stop = _stop_reason(field(message, "stop_reason"))
+        return self._completion("\n".join(texts), stop, self._usage(tokens))
 
     def _usage(self, tokens: _Tokens) -> Usage:
         # input_tokens excludes the cache reads and writes, which are reported apart.
-        cost: Cost = cost_of(
+        return make_usage(
             self._price,
             input=tokens.input,
             output=tokens.output,
             cache_read=tokens.cache_read,
             cache_write=tokens.cache_write,
-        )
-        return Usage(
-            input=tokens.input,
-            output=tokens.output,
-            cache_read=tokens.cache_read,
-            cache_write=tokens.cache_write,
-            total_tokens=tokens.input + tokens.output + tokens.cache_read + tokens.cache_write,
-            cost=cost,
         )
 
     def _map_error(self, exc: Exception) -> Optional[SummarizerError]:
@@ -293,23 +231,17 @@ class AnthropicSummarizer:
         if isinstance(exc, sdk.APIStatusError):
             status = int(exc.status_code)
             message, kind = api_error_details(getattr(exc, "body", None))
-            detail = message or getattr(exc, "message", "") or str(exc)
             if status < 400:
                 # An `error` event inside a 200 stream: its type says what happened.
+                detail = message or getattr(exc, "message", "") or str(exc)
                 return ProviderError(
                     f"{label}: {kind or 'stream error'}: {detail}",
                     retryable=kind in _TRANSIENT_TYPES,
                     auth=kind in _AUTH_TYPES,
                 )
-            return ProviderError(
-                f"{label}: HTTP {status}: {detail}",
-                status=status,
-                retry_after=retry_after_seconds(getattr(exc.response, "headers", None)),
-                retryable=status in RETRYABLE_STATUS or status >= 500,
-                auth=status in (401, 403),
-            )
+            return http_error(label, exc, status, message)
         if isinstance(exc, (sdk.APITimeoutError, sdk.APIConnectionError)):
-            return ProviderError(f"{label}: connection error: {exc}", retryable=True)
+            return connection_error(label, exc)
         if isinstance(exc, sdk.AnthropicError):
             return SummarizerError(f"{label}: {exc}")
         return None

@@ -40,14 +40,15 @@ use pi_condense_core::render::{
     self as core_render, Block, Blocks, ChainConfig, Content, CowId, Item, JsIdOf, Lazy, MsgView,
     Needs, Piece, Protection, PurgeConfig, RenderConfig, Role, SummaryRef, SummaryRefs, Text, Ts,
 };
-use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
 use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
+use crate::pyvalue::js_number;
 
 /// Deepest nesting `String(array)` follows.
 const MAX_JS_STRING_DEPTH: usize = 64;
@@ -209,31 +210,7 @@ unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
     } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
         return Ok(Some(ffi::PyFloat_AsDouble(obj)));
     }
-    number_of_any(&Borrowed::from_ptr(py, obj))
-}
-
-/// [`number_of`] for any object (subclasses, huge ints).
-fn number_of_any(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    if value.is_instance_of::<PyBool>() {
-        return Ok(None);
-    }
-    if let Ok(f) = value.downcast::<PyFloat>() {
-        return Ok(Some(f.value()));
-    }
-    if value.is_instance_of::<PyInt>() {
-        return match value.extract::<f64>() {
-            Ok(x) => Ok(Some(x)),
-            Err(err) if err.is_instance_of::<PyOverflowError>(value.py()) => {
-                Ok(Some(if value.lt(0)? {
-                    f64::NEG_INFINITY
-                } else {
-                    f64::INFINITY
-                }))
-            }
-            Err(err) => Err(err),
-        };
-    }
-    Ok(None)
+    js_number(&Borrowed::from_ptr(py, obj))
 }
 
 unsafe fn timestamp_of(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
@@ -275,7 +252,7 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
     if let Ok(s) = value.downcast::<PyString>() {
         return Ok(s.to_string_lossy().into_owned());
     }
-    if let Some(x) = number_of_any(value)? {
+    if let Some(x) = js_number(value)? {
         return Ok(format_number(x));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {

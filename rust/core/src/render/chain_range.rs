@@ -750,7 +750,8 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
 mod tests {
     use super::*;
     use crate::render::testing::{
-        assistant, custom, ok, summary, synthetic_user, tc, tool_result, user, Chain, TestState,
+        assistant, custom, ok, reused_id_turns, summary, synthetic_user, tc, tool_result, user,
+        Chain, TestState,
     };
     use crate::render::view::{Block, Ts};
 
@@ -787,6 +788,12 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The synthetic texts of `apply(msgs, state, strip)`'s items (none without a change).
+    fn synthetic_of(msgs: &[MsgView], state: &TestState, strip: bool) -> Vec<String> {
+        let (out, _) = apply(msgs, state, strip);
+        synthetic(&out.unwrap_or_default())
     }
 
     /// user 100, assistant 200 (tc1), toolResult 300, final assistant 400.
@@ -849,9 +856,8 @@ mod tests {
                 .dropped(&["tc1"])
                 .range_summary(""),
         );
-        let (out, _) = apply(&chain_msgs(), &state, true);
         assert_eq!(
-            synthetic(&out.unwrap_or_default()),
+            synthetic_of(&chain_msgs(), &state, true),
             ["<compressed-chain id=\"b1\" tools=\"\">\n\n</compressed-chain>"]
         );
     }
@@ -861,8 +867,7 @@ mod tests {
         let state = TestState::default()
             .body(&["tc1"], "LEGACY")
             .chain(Chain::new("b1", 100.0, 400.0, 9000.0).dropped(&["tc1"]));
-        let (out, _) = apply(&chain_msgs(), &state, true);
-        assert!(synthetic(&out.unwrap_or_default())[0].contains("\nLEGACY\n"));
+        assert!(synthetic_of(&chain_msgs(), &state, true)[0].contains("\nLEGACY\n"));
     }
 
     #[test]
@@ -1057,9 +1062,8 @@ mod tests {
                 .refs(&["t7"])
                 .protect(&["p1"]),
         );
-        let (out, _) = apply(&msgs, &state, false);
         assert_eq!(
-            synthetic(&out.unwrap_or_default()),
+            synthetic_of(&msgs, &state, false),
             ["<compressed-chain id=\"b2\" tools=\"t7\">\nS\n\n<protected-output tool=\"<name 2>\">\n<text 2>\n</protected-output>\n</compressed-chain>"]
         );
     }
@@ -1110,9 +1114,8 @@ mod tests {
                     .dropped(&["tc1"])
                     .range_summary("see {b1} and {b2} and {b3}"),
             );
-        let (out, _) = apply(&msgs, &state, false);
         assert_eq!(
-            synthetic(&out.unwrap_or_default()),
+            synthetic_of(&msgs, &state, false),
             ["<compressed-chain id=\"b2\" tools=\"\">\nsee FIRST {b2} and {b2} and {b3}\n</compressed-chain>"]
         );
     }
@@ -1128,19 +1131,7 @@ mod tests {
 
     #[test]
     fn two_disjoint_chains() {
-        let msgs = vec![
-            user(100.0),
-            assistant(110.0, vec![tc("bash_23")]),
-            tool_result("bash_23", 120.0),
-            assistant(130.0, vec![]),
-            user(200.0),
-            assistant(210.0, vec![tc("bash_23")]),
-            tool_result("bash_23", 220.0),
-            assistant(230.0, vec![]),
-            user(300.0),
-            assistant(310.0, vec![tc("bash_23")]),
-            tool_result("bash_23", 320.0),
-        ];
+        let msgs = reused_id_turns("bash_23", &[100.0, 200.0, 300.0]);
         let state = TestState::default()
             .body(&["bash_23@120"], "FIRST")
             .body(&["bash_23@220"], "SECOND")
@@ -1413,9 +1404,8 @@ mod tests {
     fn opaque_bodies_are_read_through_the_state() {
         let mut state = example_state();
         state.opaque_bodies = true;
-        let (out, _) = apply(&chain_msgs(), &state, true);
         assert_eq!(
-            synthetic(&out.unwrap_or_default()),
+            synthetic_of(&chain_msgs(), &state, true),
             ["<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>"]
         );
     }

@@ -225,7 +225,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::testing::{
-        assistant, errored, rec, summary, tc, tool_result, user, Chain, Lens, TestState,
+        assistant, errored, rec, reused_id_turns, summary, tc, tool_result, user, Chain, Lens,
+        TestState,
     };
     use super::*;
 
@@ -415,16 +416,8 @@ mod tests {
     #[test]
     fn orphan_sweep_cleans_up_after_chain_drops_and_keeps_the_live_reuse() {
         // id-collision shape: a compressed chain and a live turn reusing bash_23.
-        let msgs = vec![
-            user(100.0),
-            assistant(110.0, vec![tc("bash_23")]),
-            tool_result("bash_23", 120.0),
-            assistant(130.0, vec![]),
-            user(200.0),
-            assistant(210.0, vec![tc("bash_23")]),
-            tool_result("bash_23", 220.0),
-            summary(230.0, &[("bash_23", Some(120.0))]),
-        ];
+        let mut msgs = reused_id_turns("bash_23", &[100.0, 200.0]);
+        msgs.push(summary(230.0, &[("bash_23", Some(120.0))]));
         let state = TestState::default()
             .record("bash_23@120", rec("bash"))
             .short_ref_of("bash_23@120", "t1")

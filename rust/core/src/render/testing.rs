@@ -33,6 +33,22 @@ pub fn tool_result(id: &str, ts: f64) -> MsgView {
     m
 }
 
+/// Turns that each call the tool `id` again (the id-collision shape): per start `t`, user `t`,
+/// assistant `t + 10` calling `id`, its result at `t + 20`, then (but for the last turn) a
+/// final assistant at `t + 30`.
+pub fn reused_id_turns(id: &str, starts: &[f64]) -> Vec<MsgView> {
+    let mut msgs = Vec::with_capacity(starts.len() * 4);
+    for (i, &t) in starts.iter().enumerate() {
+        if i > 0 {
+            msgs.push(assistant(starts[i - 1] + 30.0, vec![]));
+        }
+        msgs.push(user(t));
+        msgs.push(assistant(t + 10.0, vec![tc(id)]));
+        msgs.push(tool_result(id, t + 20.0));
+    }
+    msgs
+}
+
 pub fn errored(id: &str, ts: f64) -> MsgView {
     let mut m = tool_result(id, ts);
     m.is_error = true;
