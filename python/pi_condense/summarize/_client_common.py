@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping
 from typing import Any, Optional, Union
 
@@ -101,7 +102,7 @@ def connection_error(label: str, exc: Exception) -> ProviderError:
     return ProviderError(f"{label}: connection error: {exc}", retryable=True)
 
 
-class SDKSummarizer:
+class SDKSummarizer(ABC):
     """The part of a summarizer on an official SDK that does not depend on the API.
 
     Subclasses set `_sdk` (the SDK module, also the name of its extra) and implement
@@ -145,13 +146,13 @@ class SDKSummarizer:
         server reports one)."""
         return self._price
 
+    @abstractmethod
     def _new_client(self, sdk: Any) -> Any:
         """A new SDK client (`sdk` is the SDK module), its own retries off."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _map_error(self, exc: Exception) -> Optional[SummarizerError]:
         """The SDK's exception as a `SummarizerError` (None: not an SDK error)."""
-        raise NotImplementedError
 
     def _client(self) -> Any:
         if self._given_client is not None:
