@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -29,7 +28,6 @@ from _agent import (
     new_session,
 )
 from _llm_servers import (
-    PROXY_ENV,
     LoopbackLLMServer,
     Recorded,
     Reply,
@@ -44,11 +42,12 @@ from pi_condense.summarize.anthropic_client import AnthropicSummarizer
 from pi_condense.summarize.deterministic import DeterministicSummarizer
 from pi_condense.summarize.openai_client import OpenAISummarizer
 from pi_condense.summarize.resolve import resolve_summarizers
-from test_condense_cli import env, small_session
+from test_condense_cli import small_session
+from test_condense_llm import PROVIDER_ENV
+from test_condense_llm import run as run_cli
 
 MODEL = "loop-model"
 CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
-PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 BIG = "A" * 1500
 
 # The reference's texts (spec 05 section 13.3, spec 08 section 3).
@@ -311,22 +310,6 @@ def test_warning_once_per_resolution_or_per_call_in_reference_mode(compat: str, 
 
 
 # ================================================================================== CLI
-
-
-def run_cli(args: list[str], agent_dir: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI as a subprocess reaching 127.0.0.1 directly, with no provider settings."""
-    environ = env(agent_dir)
-    for name in (*PROXY_ENV, *PROVIDER_ENV):
-        environ.pop(name, None)
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=environ,
-        timeout=120,
-        check=False,
-    )
 
 
 def block(tmp_path: Path, **settings: Any) -> Path:

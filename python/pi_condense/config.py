@@ -29,7 +29,6 @@ In reference mode a string ``protectedTools`` matches by substring (``String.inc
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -56,6 +55,7 @@ from pydantic.alias_generators import to_camel
 
 from . import jsjson
 from .errors import ConfigError, JsonError
+from .fsio import write_atomic
 
 __all__ = [
     "BATCHING_MODES",
@@ -1124,31 +1124,5 @@ def save_config(config: Config, path: Union[str, os.PathLike[str], None] = None)
     data = (jsjson.dumps(document, indent=2) + "\n").encode("utf-8")
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(f"{file.name}.{secrets.token_hex(8)}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, file.stat().st_mode & 0o7777)
-        os.replace(tmp, file)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(file.parent)
+    write_atomic(file, data, tmp, mode_from=file)
     return file
-
-
-def _fsync_dir(directory: Path) -> None:
-    if os.name == "nt":
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

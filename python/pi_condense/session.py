@@ -62,6 +62,7 @@ from typing import Any, Callable, Optional, Union, cast
 
 from . import jsjson, jstime
 from .errors import SessionError
+from .fsio import fsync_dir
 
 __all__ = [
     "ABSENT",
@@ -451,21 +452,6 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _fsync_dir(directory: str) -> None:
-    if sys.platform == "win32":  # pragma: no cover
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _describe(value: Any) -> str:
     if value is None:
         return "null"
@@ -710,7 +696,7 @@ class SessionFile:
             ) from exc
         finally:
             os.close(fd)
-        _fsync_dir(os.path.dirname(name))
+        fsync_dir(os.path.dirname(name))
         session._header = header
         session._file_objects.append(header)
         session._consumed(line)

@@ -15,7 +15,6 @@ fsynced and renamed over the target, so a crash never leaves a truncated blob be
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import re
@@ -25,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from . import jsjson, jstime
 from .capture import CapturedBatch, call_key
+from .fsio import write_atomic
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
 
@@ -106,16 +106,7 @@ def write_blob(path: str, text: str) -> None:
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(js_utf8(text))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, js_utf8(text), tmp)
 
 
 def alias_entry_data(new_key: str, original_key: str) -> dict[str, Any]:

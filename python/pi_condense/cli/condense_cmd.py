@@ -10,7 +10,6 @@ current directory) and reports what was reclaimed;
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
 import sys
@@ -23,6 +22,7 @@ from rich.table import Table
 
 from .. import jsjson
 from ..config import Config
+from ..fsio import write_atomic
 from ..render import render
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
@@ -133,15 +133,7 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 def _write_atomic(target: Path, text: str) -> None:
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(target, text.encode("utf-8"), tmp)
 
 
 def _cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
