@@ -110,7 +110,18 @@ def render(
     protected_tools: list[str] | None = None,
     protected_paths: list[str] | None = None,
     protected_tool_predicate: _Callable[[str], bool] | None = None,
+    sizes: SizeMemo | None = None,
 ) -> tuple[list[_Any], bool, int, int, list[tuple[str, str, str]], bool]: ...
+
+# --- size memo (rust/py/src/size_memo.rs) ---
+
+@_final
+class SizeMemo:
+    def __new__(cls) -> SizeMemo: ...
+    def __len__(self) -> int: ...
+    @property
+    def stats(self) -> tuple[int, int]: ...
+    def clear(self) -> None: ...
 
 # --- chains (rust/py/src/chains.rs) ---
 

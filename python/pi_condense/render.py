@@ -112,6 +112,7 @@ def render(messages: list[Any], state: PrunerState, config: Config) -> RenderRes
         protected_tools=list(config.protected_tools),
         protected_paths=list(config.protected_paths),
         protected_tool_predicate=_tool_predicate(config),
+        sizes=state.sizes,
     )
     return RenderResult(
         messages=out,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, TypedDict, Union
 
-from ._core import Index
+from ._core import Index, SizeMemo
 from .session import SessionFile
 
 __all__ = [
@@ -125,7 +125,7 @@ class PrunerState:
     the caller's job.
     """
 
-    __slots__ = ("frontier", "index", "stats")
+    __slots__ = ("frontier", "index", "sizes", "stats")
 
     def __init__(
         self,
@@ -139,6 +139,10 @@ class PrunerState:
         """The prune frontier in effect, or None."""
         self.stats: Stats = stats if stats is not None else normalize_stats(None)
         """Cumulative summarizer stats (the replayed totals are also the cost baseline)."""
+        self.sizes: SizeMemo = SizeMemo()
+        """JSON lengths of the messages last rendered against this state, reused by the next
+        render for every message whose objects are unchanged (exact: see README
+        "Performance"). It holds references to those messages until the next render."""
 
     @classmethod
     def from_branch(cls, entries: Iterable[Mapping[str, Any]]) -> PrunerState:

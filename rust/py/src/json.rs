@@ -744,7 +744,7 @@ enum Step {
     Value(*mut ffi::PyObject, u32),
     /// A dict key: its quoted length plus the colon.
     Key(*mut ffi::PyObject),
-    /// Element `i` of [`Measurer::len_each`] is complete.
+    /// Element `i` of [`Measurer::len_each_then`] is complete.
     End(usize),
 }
 
@@ -939,20 +939,9 @@ impl Measurer {
         Ok(total)
     }
 
-    /// `JSON.stringify(item).length` of every item of a list.
-    ///
-    /// # Safety
-    /// `list` must be a live list and the GIL held.
-    pub(crate) unsafe fn len_each(
-        &mut self,
-        py: Python<'_>,
-        list: *mut ffi::PyObject,
-    ) -> PyResult<Vec<usize>> {
-        self.len_each_then(py, list, |_, _| Ok(()))
-    }
-
-    /// [`Measurer::len_each`], calling `then(i, item)` right after item `i` is measured
-    /// (while its objects are still in the CPU caches). `then` must not run Python code.
+    /// `JSON.stringify(item).length` of every item of a list, calling `then(i, item)`
+    /// right after item `i` is measured (while its objects are still in the CPU caches).
+    /// `then` must not run Python code.
     ///
     /// # Safety
     /// `list` must be a live list and the GIL held.

@@ -8,6 +8,7 @@ mod json;
 mod keys;
 mod pyvalue;
 mod render;
+mod size_memo;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keys::register(m)?;
     index::register(m)?;
     render::register(m)?;
+    size_memo::register(m)?;
     chains::register(m)?;
     Ok(())
 }

@@ -11,7 +11,10 @@
 //! changes nothing the input list itself comes back with sizes 0.
 //!
 //! Sizes: each input message is measured once (its length is reused for the output)
-//! and each new message once. When the state cannot stub or compress anything, the
+//! and each new message once; a copied assistant that only lost blocks is the original's
+//! length minus theirs. With a `SizeMemo` (`size_memo`), a message the previous render
+//! measured and that is still made of the very same objects is not measured again.
+//! When the state cannot stub or compress anything, the
 //! views are read on their own in a prefetching pipeline and a render that changes
 //! nothing never measures. When it can (a change is then likely), every message is
 //! measured and read in one pass, right after its objects were walked; if the render
@@ -49,6 +52,7 @@ use pyo3::{intern, IntoPyObjectExt};
 use crate::index::PyIndex;
 use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
 use crate::pyvalue::js_number;
+use crate::size_memo::{self, PySizeMemo};
 
 /// Deepest nesting `String(array)` follows.
 const MAX_JS_STRING_DEPTH: usize = 64;
@@ -1138,13 +1142,14 @@ impl<'py> Writer<'_, 'py> {
         Ok(out)
     }
 
-    /// `{...msg, content}` with purged `arguments` and/or thinking blocks removed.
+    /// `{...msg, content}` with purged `arguments` and/or thinking blocks removed; also
+    /// the removed blocks and the length of the original content list.
     fn assistant_copy(
         &self,
         src: usize,
         purged: &[core_render::Purge],
         strip_thinking: bool,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<Bound<'py, PyAny>>, usize)> {
         let py = self.py;
         let original = self
             .messages
@@ -1156,6 +1161,7 @@ impl<'py> Writer<'_, 'py> {
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("content"))?;
         let blocks = content.downcast::<PyList>()?;
         let new_content = PyList::empty(py);
+        let mut removed = Vec::new();
         for (b, block) in blocks.iter().enumerate() {
             if let Some(purge) = purged.iter().find(|p| p.block == b) {
                 let copy = block.downcast::<PyDict>()?.copy()?;
@@ -1170,6 +1176,7 @@ impl<'py> Writer<'_, 'py> {
                 let thinking =
                     unsafe { str_is(self.keys.get(block.as_ptr(), K::Kind)?, "thinking") };
                 if thinking {
+                    removed.push(block);
                     continue;
                 }
             }
@@ -1177,7 +1184,7 @@ impl<'py> Writer<'_, 'py> {
         }
         let copy = original.copy()?;
         copy.set_item(self.key(K::Content), new_content)?;
-        Ok(copy)
+        Ok((copy, removed, blocks.len()))
     }
 
     /// `{role: "user", content: [{type: "text", text}], timestamp: entry.compressedAt}`.
@@ -1257,6 +1264,7 @@ type RenderOutput<'py> = (
     protected_tools = None,
     protected_paths = None,
     protected_tool_predicate = None,
+    sizes = None,
 ))]
 #[allow(clippy::too_many_arguments)]
 fn render<'py>(
@@ -1271,8 +1279,10 @@ fn render<'py>(
     protected_tools: Option<Vec<Bound<'py, PyString>>>,
     protected_paths: Option<Vec<Bound<'py, PyString>>>,
     protected_tool_predicate: Option<Bound<'py, PyAny>>,
+    sizes: Option<PyRef<'py, PySizeMemo>>,
 ) -> PyResult<RenderOutput<'py>> {
     let py = messages.py();
+    let mut memo_guard = sizes.as_ref().map(|s| s.lock());
     layout(py);
     let keys = Keys::new(py);
     let protection = match (
@@ -1333,15 +1343,20 @@ fn render<'py>(
         unsafe {
             if speculate {
                 let mut read_error = false;
-                let measured = Measurer::new(py).len_each_then(py, list, |_, msg| {
-                    views.push(MsgView::new(Role::Other, Ts::Absent));
-                    let read = match views.last_mut() {
-                        Some(view) => reader.read_into(msg, view),
-                        None => Ok(()),
-                    };
-                    read_error = read.is_err();
-                    read
-                });
+                let measured = size_memo::len_each_then(
+                    py,
+                    list,
+                    memo_guard.as_deref_mut().map(|g| &mut g.0),
+                    |_, msg| {
+                        views.push(MsgView::new(Role::Other, Ts::Absent));
+                        let read = match views.last_mut() {
+                            Some(view) => reader.read_into(msg, view),
+                            None => Ok(()),
+                        };
+                        read_error = read.is_err();
+                        read
+                    },
+                );
                 match measured {
                     Ok(measured) => lens = Some(measured),
                     Err(err) if read_error => return Err(err),
@@ -1395,7 +1410,14 @@ fn render<'py>(
         Some(lens) => lens,
         // SAFETY: the messages are alive (the list holds them) and the GIL is held;
         // nothing runs during the measurement.
-        None => unsafe { Measurer::new(py).len_each(py, messages.as_ptr())? },
+        None => unsafe {
+            size_memo::len_each_then(
+                py,
+                messages.as_ptr(),
+                memo_guard.as_deref_mut().map(|g| &mut g.0),
+                |_, _| Ok(()),
+            )?
+        },
     };
     let before = list_len(lens.iter().copied());
     let count = ffi::Py_ssize_t::try_from(items.len())
@@ -1429,10 +1451,27 @@ fn render<'py>(
                 purged,
                 strip_thinking,
             } => {
-                out_lens.push(None);
-                writer
-                    .assistant_copy(*src, purged, *strip_thinking)?
-                    .into_ptr()
+                let (copy, removed, blocks) =
+                    writer.assistant_copy(*src, purged, *strip_thinking)?;
+                // Only blocks left out: the copy is the original minus those blocks and
+                // their commas (all other members are the very same objects).
+                let known = match lens.get(*src) {
+                    Some(&len) if purged.is_empty() => {
+                        let mut measurer = Measurer::new(py);
+                        let mut gone = 0usize;
+                        for block in &removed {
+                            // SAFETY: the block is alive (held by `removed`) and the GIL
+                            // is held.
+                            gone += unsafe { measurer.len(py, block.as_ptr())? };
+                        }
+                        let k = removed.len();
+                        let commas = if k == blocks { k.saturating_sub(1) } else { k };
+                        len.checked_sub(gone + commas)
+                    }
+                    _ => None,
+                };
+                out_lens.push(known);
+                copy.into_ptr()
             }
             Item::Synthetic {
                 text,

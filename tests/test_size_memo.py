@@ -1,0 +1,173 @@
+"""The size memo: message lengths reused across renders, exact under any in-place change.
+
+Every expected size is ``jsjson.length`` of the list (JS ``JSON.stringify(...).length``,
+checked against the reference's vectors in test_jsjson.py), measured fresh by the test.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import sys
+from typing import Any, Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pi_condense import jsjson
+from pi_condense.render import RenderResult, render
+from pi_condense.state import PrunerState
+from test_render import NO_CHAIN, example, text
+
+Messages = list[dict[str, Any]]
+
+
+def render_checked(messages: Messages, state: PrunerState) -> RenderResult:
+    res = render(messages, state, NO_CHAIN)
+    assert res.pruned
+    assert res.before_chars == jsjson.length(messages)
+    assert res.after_chars == jsjson.length(res.messages)
+    return res
+
+
+def test_repeated_renders_reuse_every_length() -> None:
+    messages, state = example()
+    first = render_checked(messages, state)
+    assert state.sizes.stats == (0, 4)
+    assert len(state.sizes) == 4
+    for _ in range(3):
+        again = render_checked(messages, state)
+        assert (again.before_chars, again.after_chars) == (first.before_chars, first.after_chars)
+    assert state.sizes.stats == (12, 4)
+
+
+def _set_nested_text(m: Messages) -> None:
+    m[3]["content"][1]["text"] = 'say "hi"\n\u2028 \ud800'
+
+
+def _append_block(m: Messages) -> None:
+    m[0]["content"].append(text("more"))
+
+
+def _reorder_keys(m: Messages) -> None:
+    m[1]["api"] = m[1].pop("api")
+
+
+def _replace_number(m: Messages) -> None:
+    m[0]["timestamp"] = 1.5e300
+
+
+def _deep_argument(m: Messages) -> None:
+    m[1]["content"][0]["arguments"]["cmd"] = "x" * 100
+
+
+def _equal_but_new_object(m: Messages) -> None:
+    m[2]["toolName"] = "".join(["ba", "sh"])
+
+
+def _add_key(m: Messages) -> None:
+    m[3]["usage"]["input"] = 12
+
+
+def _delete_key(m: Messages) -> None:
+    m[3].pop("stopReason", None)
+
+
+def _replace_message(m: Messages) -> None:
+    m[0] = copy.deepcopy(m[0])
+
+
+def _empty_list(m: Messages) -> None:
+    m[3]["content"][-1]["extra"] = []
+
+
+MUTATIONS: list[Callable[[Messages], None]] = [
+    _set_nested_text,
+    _append_block,
+    _reorder_keys,
+    _replace_number,
+    _deep_argument,
+    _equal_but_new_object,
+    _add_key,
+    _delete_key,
+    _replace_message,
+    _empty_list,
+]
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS, ids=lambda f: f.__name__.strip("_"))
+def test_an_in_place_change_is_measured_again(mutate: Callable[[Messages], None]) -> None:
+    messages, state = example()
+    render_checked(messages, state)
+    hits, misses = state.sizes.stats
+    mutate(messages)
+    render_checked(messages, state)
+    # Exactly one message changed: it is measured, the three others are reused.
+    assert state.sizes.stats == (hits + 3, misses + 1)
+
+
+@given(st.lists(st.sampled_from(MUTATIONS), max_size=8))
+def test_sizes_stay_exact_across_any_sequence_of_changes(
+    mutations: list[Callable[[Messages], None]],
+) -> None:
+    messages, state = example()
+    render_checked(messages, state)
+    for mutate in mutations:
+        mutate(messages)
+        render_checked(messages, state)
+
+
+def test_a_string_replaced_many_times_is_never_confused_with_its_predecessor() -> None:
+    # Strings of one size, freed and allocated over and over: the allocator hands the same
+    # addresses out again, which an address-only check would mistake for the old string.
+    messages, state = example()
+    block = messages[3]["content"][1]
+    rng = random.Random(7)
+    for _ in range(300):
+        block["text"] = None  # frees the previous body, unless the memo holds it
+        block["text"] = "".join(rng.choice('ab"\\\n') for _ in range(40))
+        render_checked(messages, state)
+
+
+def test_messages_of_other_types_are_measured_every_time() -> None:
+    messages, state = example()
+    messages[1]["usage"] = {"cost": (1, 2.5)}  # a tuple: not remembered
+    render_checked(messages, state)
+    render_checked(messages, state)
+    assert state.sizes.stats == (3, 5)
+    messages[1]["usage"]["cost"] = (1, 2.5, "three")
+    render_checked(messages, state)
+
+
+def test_the_memo_only_holds_the_messages_of_the_latest_list() -> None:
+    messages, state = example()
+    probe = messages[0]
+    alone = sys.getrefcount(probe)
+    render_checked(messages, state)
+    assert sys.getrefcount(probe) == alone + 1
+    others, _ = example()
+    render(others, state, NO_CHAIN)
+    assert sys.getrefcount(probe) == alone
+    assert len(state.sizes) == 4
+    render(messages, state, NO_CHAIN)
+    state.sizes.clear()
+    assert sys.getrefcount(probe) == alone
+    assert len(state.sizes) == 0
+
+
+def test_a_message_listed_twice_is_counted_twice() -> None:
+    messages, state = example()
+    messages.insert(1, messages[0])
+    render_checked(messages, state)
+    render_checked(messages, state)
+    assert len(state.sizes) == 4
+
+
+def test_a_render_that_changes_nothing_still_reports_no_sizes() -> None:
+    messages, state = example()
+    render_checked(messages, state)
+    res = render([messages[0]], state, NO_CHAIN)
+    assert (res.pruned, res.before_chars, res.after_chars) == (False, 0, 0)
+    # The state can stub, so the list was measured ahead (and only it is remembered).
+    assert len(state.sizes) == 1
