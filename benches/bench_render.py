@@ -4,9 +4,13 @@ Two workloads, each against ``orjson.dumps(messages)`` of the very list rendered
 
 - full render: the context of ``large-default`` (the reference's pruned replay session: 203
   summarized results, 57 summaries and 65 compressed chains per copy) scaled x10 / x100,
-  rendered against its own rebuilt state with the vector's config. Target: <= 0.5x. The
-  output is checked against the reference's ``render.json``, rewritten per copy
-  (``generate.expected_render``), and both char counts against the JS lengths;
+  rendered against its own rebuilt state with the vector's config, again and again as a
+  host does before every model call: the state's size memo knows every message from the
+  previous round. Target: <= 0.5x. The output is checked against the reference's
+  ``render.json``, rewritten per copy (``generate.expected_render``), and both char counts
+  against the JS lengths;
+- cold full render: the same, with the size memo emptied before each round (the first
+  render of a session: every message is measured);
 - no-op render: the context of the raw fixture ``large-session`` scaled the same way
   (nothing summarized, no chains, no orphan, no errored call worth purging), rendered with
   the same config: every phase runs and changes nothing, and the very input list comes back.
@@ -25,6 +29,9 @@ from pi_condense.config import Config
 from pi_condense.render import render
 
 Record = Callable[[Any, str, str, int], None]
+
+# Rounds of the cold render (pedantic mode: setup runs before each round).
+COLD_ROUNDS = 15
 
 
 def test_orjson_dumps_pruned_context(
@@ -54,6 +61,27 @@ def test_render_full(
     assert result.before_chars == jsjson.length(messages)
     assert result.after_chars == jsjson.length(expected)
     assert result.after_chars < result.before_chars
+
+
+def test_render_full_cold(
+    benchmark: Any,
+    record: Record,
+    pruned: generate.Workload,
+    vector_config: Config,
+    copies: int,
+) -> None:
+    messages, state = pruned.messages, pruned.state
+
+    def forget_sizes() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        state.sizes.clear()
+        return (messages, state, vector_config), {}
+
+    result = benchmark.pedantic(render, setup=forget_sizes, rounds=COLD_ROUNDS, warmup_rounds=1)
+    record(benchmark, "cold", "subject", copies)
+    assert state.sizes.stats[0] == 0 or len(state.sizes) == len(messages)
+    assert result.messages == generate.expected_render(copies)
+    assert result.before_chars == jsjson.length(messages)
+    assert result.after_chars == jsjson.length(result.messages)
 
 
 def test_orjson_dumps_noop_context(

@@ -23,6 +23,8 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyList, PyString, PyType};
 
+use crate::size_memo::Trail;
+
 #[cfg(not(windows))]
 extern "C" {
     // Part of the stable ABI since 3.10 and exported (outside the limited API) by every
@@ -810,6 +812,8 @@ pub(crate) struct Measurer {
     steps: Vec<Step>,
     keys: Box<[(usize, usize); KEY_CACHE_SLOTS]>,
     numbers: Box<[(u64, usize); NUMBER_CACHE_SLOTS]>,
+    /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
+    trail: Option<Trail>,
 }
 
 impl Measurer {
@@ -820,6 +824,7 @@ impl Measurer {
             keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
             // Slot 0 holds the bits of 0.0, never asked for (an exact integer).
             numbers: Box::new([(0, 1); NUMBER_CACHE_SLOTS]),
+            trail: None,
         }
     }
 
@@ -898,14 +903,21 @@ impl Measurer {
         let mut count = 0usize;
         let mut keys_len = 0usize;
         let mut plain = true;
+        let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
         while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
             if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
                 plain = false;
                 break;
             }
             keys_len += self.key_len(py, key)?;
+            if let Some(trail) = self.trail.as_mut() {
+                trail.key(key);
+            }
             self.steps.push(Step::Value(value, depth + 1));
             count += 1;
+        }
+        if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
+            trail.close_dict(at, count, plain);
         }
         if !plain {
             self.steps.truncate(base);
@@ -937,6 +949,22 @@ impl Measurer {
         let mut total = 0usize;
         self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
         Ok(total)
+    }
+
+    /// [`Measurer::len`], and the trail of `root` for a [`crate::size_memo::SizeMemo`]
+    /// (`None` when the memo does not admit it).
+    ///
+    /// # Safety
+    /// `root` must be a live object and the GIL held.
+    pub(crate) unsafe fn len_recorded(
+        &mut self,
+        py: Python<'_>,
+        root: *mut ffi::PyObject,
+    ) -> PyResult<(usize, Option<Vec<usize>>)> {
+        self.trail = Some(Trail::default());
+        let len = self.len(py, root);
+        let trail = self.trail.take().and_then(Trail::finish);
+        Ok((len?, trail))
     }
 
     /// `JSON.stringify(item).length` of every item of a list, calling `then(i, item)`
@@ -1017,7 +1045,13 @@ impl Measurer {
                     continue;
                 }
             };
-            *total += match kind(obj) {
+            let kind = kind(obj);
+            if let Some(trail) = self.trail.as_mut() {
+                if !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
+                    trail.leaf(obj);
+                }
+            }
+            *total += match kind {
                 Kind::Str => self.str_len(py, obj)?,
                 Kind::Dict => {
                     check_depth(depth as usize)?;
@@ -1026,7 +1060,11 @@ impl Measurer {
                 kind @ (Kind::List | Kind::Tuple) => {
                     check_depth(depth as usize)?;
                     let is_list = matches!(kind, Kind::List);
-                    if let Some(items) = list_slice(py, obj).filter(|_| is_list) {
+                    let items = list_slice(py, obj).filter(|_| is_list);
+                    if let Some(trail) = self.trail.as_mut() {
+                        trail.list(obj, items.map(<[_]>::len), depth);
+                    }
+                    if let Some(items) = items {
                         for &item in items.iter().rev() {
                             self.steps.push(Step::Value(item, depth + 1));
                         }

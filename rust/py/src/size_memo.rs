@@ -5,7 +5,8 @@
 //! nearly the same list before every model call: the previous messages (the very same
 //! objects) plus a few new ones. The memo keeps, per message object, its measured length
 //! and a *trail*: every object of the message's tree in walk order (dicts, their keys,
-//! lists, leaves), each held by a strong reference.
+//! lists, leaves), each held by a strong reference. The trail is recorded by the very walk
+//! that measures the message ([`Trail`]), so remembering costs little on top of measuring.
 //!
 //! A later render reuses the length when the message is still made of the very same
 //! objects: each container of the trail is walked again (size, key order and the identity
@@ -74,54 +75,85 @@ unsafe fn is_plain_leaf(obj: Obj) -> bool {
         || obj == ffi::Py_None()
 }
 
-/// Appends the trail of `obj` to `out`; `false` when the tree holds something the memo
-/// does not admit (then `out` holds a partial trail the caller discards).
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held; no Python code runs.
-unsafe fn record(py: Python<'_>, obj: Obj, depth: usize, out: &mut Vec<usize>) -> bool {
-    let address = obj as usize;
-    if address & TAG_MASK != 0 {
-        return false;
+/// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the
+/// walk's order: a dict is `DICT|dict, size, key1 .. keyN` followed by the trails of its
+/// values in order; a list is `LIST|list, size` followed by the trails of its items; a
+/// leaf is its address. Anything the memo does not admit spoils the trail.
+#[derive(Default)]
+pub(crate) struct Trail {
+    words: Vec<usize>,
+    spoiled: bool,
+}
+
+impl Trail {
+    /// The finished trail (`None` if spoiled).
+    pub(crate) fn finish(self) -> Option<Vec<usize>> {
+        (!self.spoiled).then_some(self.words)
     }
-    let ty = ffi::Py_TYPE(obj);
-    if ty == addr_of_mut!(ffi::PyDict_Type) {
-        if depth >= MAX_DEPTH {
-            return false;
+
+    fn push_object(&mut self, obj: Obj, tag: usize) {
+        if obj as usize & TAG_MASK != 0 {
+            self.spoiled = true;
+        } else if !self.spoiled {
+            self.words.push(obj as usize | tag);
         }
-        let Ok(size) = usize::try_from(ffi::PyDict_Size(obj)) else {
-            return false;
-        };
-        out.push(address | TAG_DICT);
-        out.push(size << 2 | TAG_COUNT);
-        let (mut pos, mut key, mut value) = (0, null_mut(), null_mut());
-        while ffi::PyDict_Next(obj, &mut pos, &mut key, &mut value) != 0 {
-            if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type)
-                || key as usize & TAG_MASK != 0
+    }
+
+    /// A value that is not a dict, list or tuple.
+    ///
+    /// # Safety
+    /// `obj` must be a live object and the GIL held.
+    pub(crate) unsafe fn leaf(&mut self, obj: Obj) {
+        if is_plain_leaf(obj) {
+            self.push_object(obj, TAG_LEAF);
+        } else {
+            self.spoiled = true;
+        }
+    }
+
+    /// A dict at `depth` is opened: where its size goes, for [`Trail::close_dict`].
+    ///
+    /// # Safety
+    /// `dict` must be a live object and the GIL held.
+    pub(crate) unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
+        if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
+            self.spoiled = true;
+            return None;
+        }
+        self.push_object(dict, TAG_DICT);
+        self.words.push(TAG_COUNT);
+        Some(self.words.len() - 1)
+    }
+
+    /// A key of the dict opened last (an exact str: the walk checked).
+    pub(crate) fn key(&mut self, key: Obj) {
+        self.push_object(key, TAG_LEAF);
+    }
+
+    /// The dict opened at `at` had `count` members (`plain`: all keys exact strs).
+    pub(crate) fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
+        if !plain {
+            self.spoiled = true;
+        } else if let Some(word) = self.words.get_mut(at) {
+            *word = count << 2 | TAG_COUNT;
+        }
+    }
+
+    /// A list or tuple at `depth`, with its items when the walk reads them directly.
+    ///
+    /// # Safety
+    /// `list` must be a live object and the GIL held.
+    pub(crate) unsafe fn list(&mut self, list: Obj, items: Option<usize>, depth: u32) {
+        match items {
+            Some(count)
+                if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type)
+                    && (depth as usize) < MAX_DEPTH =>
             {
-                return false;
+                self.push_object(list, TAG_LIST);
+                self.words.push(count << 2 | TAG_COUNT);
             }
-            out.push(key as usize | TAG_LEAF);
-            if !record(py, value, depth + 1, out) {
-                return false;
-            }
+            _ => self.spoiled = true,
         }
-        true
-    } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        if depth >= MAX_DEPTH {
-            return false;
-        }
-        let Some(items) = list_items(py, obj) else {
-            return false;
-        };
-        out.push(address | TAG_LIST);
-        out.push(items.len() << 2 | TAG_COUNT);
-        items.iter().all(|&item| record(py, item, depth + 1, out))
-    } else if is_plain_leaf(obj) {
-        out.push(address | TAG_LEAF);
-        true
-    } else {
-        false
     }
 }
 
@@ -159,26 +191,68 @@ unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) 
     *pos += 1;
     let size = count >> 2;
     if tag == TAG_DICT {
-        if usize::try_from(ffi::PyDict_Size(obj)).ok() != Some(size) {
-            return false;
-        }
+        // The keys, in order, then the values' trees.
+        let mut values: SmallValues = SmallValues::new();
         let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
         while ffi::PyDict_Next(obj, &mut at, &mut key, &mut value) != 0 {
-            if trail.get(*pos) != Some(&(key as usize)) {
+            if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
                 return false;
             }
             *pos += 1;
-            if !same_tree(py, value, trail, pos) {
-                return false;
-            }
+            values.push(value);
         }
-        true
+        values.len() == size
+            && values
+                .as_slice()
+                .iter()
+                .all(|&value| same_tree(py, value, trail, pos))
     } else {
         match list_items(py, obj) {
             Some(items) if items.len() == size => {
                 items.iter().all(|&item| same_tree(py, item, trail, pos))
             }
             _ => false,
+        }
+    }
+}
+
+/// The values of one dict: on the stack for the usual few, on the heap beyond.
+struct SmallValues {
+    inline: [Obj; 16],
+    len: usize,
+    spill: Vec<Obj>,
+}
+
+impl SmallValues {
+    fn new() -> Self {
+        SmallValues {
+            inline: [null_mut(); 16],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, value: Obj) {
+        if self.len < self.inline.len() {
+            self.inline[self.len] = value;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.inline);
+            }
+            self.spill.push(value);
+        }
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[Obj] {
+        if self.len <= self.inline.len() {
+            self.inline.get(..self.len).unwrap_or_default()
+        } else {
+            &self.spill
         }
     }
 }
@@ -201,16 +275,11 @@ impl SizeMemo {
         self.generation += 1;
     }
 
-    /// Remembers `len` as the length of `msg` (measured just now), when the memo admits
-    /// its tree.
+    /// Remembers `len` as the length of `msg`, with the trail the measurement recorded.
     ///
     /// # Safety
-    /// `msg` must be a live object and the GIL held; no Python code runs.
-    pub(crate) unsafe fn remember(&mut self, py: Python<'_>, msg: Obj, len: usize) {
-        let mut trail = Vec::new();
-        if !record(py, msg, 0, &mut trail) {
-            return;
-        }
+    /// `msg` and every object of `trail` must be alive and the GIL held.
+    pub(crate) unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Vec<usize>) {
         for &word in &trail {
             if word & TAG_MASK != TAG_COUNT {
                 ffi::Py_IncRef((word & !TAG_MASK) as Obj);
@@ -381,7 +450,7 @@ pub(crate) unsafe fn len_each_then(
     memo.begin();
     let generation = memo.generation;
     let mut lens = Vec::with_capacity(count);
-    let mut fresh: Vec<(Obj, usize)> = Vec::new();
+    let mut fresh: Vec<(Obj, usize, Vec<usize>)> = Vec::new();
     let (mut hits, mut misses) = (0, 0);
     {
         let found: Vec<Option<&Entry>> = items
@@ -408,8 +477,10 @@ pub(crate) unsafe fn len_each_then(
                 }
                 None => {
                     misses += 1;
-                    let len = measurer.len(py, item)?;
-                    fresh.push((item, len));
+                    let (len, trail) = measurer.len_recorded(py, item)?;
+                    if let Some(trail) = trail {
+                        fresh.push((item, len, trail));
+                    }
                     len
                 }
             };
@@ -419,8 +490,8 @@ pub(crate) unsafe fn len_each_then(
     }
     memo.hits += hits;
     memo.misses += misses;
-    for (item, len) in fresh {
-        memo.remember(py, item, len);
+    for (item, len, trail) in fresh {
+        memo.remember(item, len, trail);
     }
     memo.sweep();
     Ok(lens)
