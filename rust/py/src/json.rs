@@ -814,6 +814,8 @@ pub(crate) struct Measurer {
     numbers: Box<[(u64, usize); NUMBER_CACHE_SLOTS]>,
     /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
     trail: Option<Trail>,
+    /// The trails of the elements measured so far by [`Measurer::len_each_recorded_then`].
+    trails: Vec<Option<Vec<usize>>>,
 }
 
 impl Measurer {
@@ -825,6 +827,7 @@ impl Measurer {
             // Slot 0 holds the bits of 0.0, never asked for (an exact integer).
             numbers: Box::new([(0, 1); NUMBER_CACHE_SLOTS]),
             trail: None,
+            trails: Vec::new(),
         }
     }
 
@@ -967,6 +970,25 @@ impl Measurer {
         Ok((len?, trail))
     }
 
+    /// [`Measurer::len_each_then`], and the trail of every item (`None` where the memo
+    /// does not admit it).
+    ///
+    /// # Safety
+    /// `list` must be a live list and the GIL held.
+    #[allow(clippy::type_complexity)]
+    pub(crate) unsafe fn len_each_recorded_then(
+        &mut self,
+        py: Python<'_>,
+        list: *mut ffi::PyObject,
+        then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
+    ) -> PyResult<(Vec<usize>, Vec<Option<Vec<usize>>>)> {
+        self.trail = Some(Trail::default());
+        self.trails.clear();
+        let lens = self.len_each_then(py, list, then);
+        self.trail = None;
+        Ok((lens?, std::mem::take(&mut self.trails)))
+    }
+
     /// `JSON.stringify(item).length` of every item of a list, calling `then(i, item)`
     /// right after item `i` is measured (while its objects are still in the CPU caches).
     /// `then` must not run Python code.
@@ -1039,6 +1061,9 @@ impl Measurer {
                 Step::End(i) => {
                     if let Some(len) = lens.get_mut(i) {
                         *len = *total - element_start;
+                    }
+                    if let Some(trail) = self.trail.as_mut() {
+                        self.trails.push(std::mem::take(trail).finish());
                     }
                     element_start = *total;
                     ended(i)?;

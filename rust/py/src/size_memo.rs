@@ -438,6 +438,21 @@ pub(crate) unsafe fn len_each_then(
     let Some(memo) = memo else {
         return Measurer::new(py).len_each_then(py, list, then);
     };
+    memo.begin();
+    if memo.entries.is_empty() {
+        // Nothing to reuse (a first render): the pipelined walk over the whole list.
+        let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, then)?;
+        memo.misses += lens.len() as u64;
+        for (i, (len, trail)) in lens.iter().zip(trails).enumerate() {
+            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+            match (item.is_null(), trail) {
+                (false, Some(trail)) => memo.remember(item, *len, trail),
+                (true, _) => ffi::PyErr_Clear(),
+                _ => {}
+            }
+        }
+        return Ok(lens);
+    }
     let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
     let mut items = Vec::with_capacity(count);
     for i in 0..count {
@@ -447,7 +462,6 @@ pub(crate) unsafe fn len_each_then(
         }
         items.push(item);
     }
-    memo.begin();
     let generation = memo.generation;
     let mut lens = Vec::with_capacity(count);
     let mut fresh: Vec<(Obj, usize, Vec<usize>)> = Vec::new();
