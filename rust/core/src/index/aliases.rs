@@ -8,15 +8,20 @@ impl Index {
     /// any) to `new_key`. This is the reconstruction second pass applied to one alias entry; it
     /// does not skip `new_key == original_key` (the reference's replay does not either).
     pub fn apply_alias(&mut self, new_key: &str, original_key: &str) {
-        self.alias_to_original
-            .insert(new_key, original_key.to_owned());
-        if let Some(short) = self
-            .key_to_alias
-            .get(original_key)
-            .filter(|s| !s.is_empty())
-        {
-            let short = short.clone();
-            self.key_to_alias.insert(new_key.to_owned(), short);
+        let original = self.key_id(original_key);
+        let alias = self.key_id(new_key);
+        let short = self
+            .facts
+            .get(original)
+            .and_then(|f| f.short)
+            .filter(|&s| !self.shorts.get(s).is_empty());
+        if let Some(facts) = self.facts.get_mut(alias) {
+            if facts.original.replace(original).is_none() {
+                self.aliased.push(alias);
+            }
+            if short.is_some() {
+                facts.short = short;
+            }
         }
     }
 
@@ -33,17 +38,21 @@ impl Index {
 
     /// The original key of a dedup alias key.
     pub fn original_of(&self, alias_key: &str) -> Option<&str> {
-        self.alias_to_original.get(alias_key).map(String::as_str)
+        let original = self.facts_of(alias_key)?.original?;
+        Some(self.keys.get(original))
     }
 
     /// Dedup aliases `(aliasKey, originalKey)` in insertion order.
     pub fn aliases(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.alias_to_original.iter().map(|(a, o)| (a, o.as_str()))
+        self.aliased.iter().filter_map(|&id| {
+            let original = self.facts.get(id)?.original?;
+            Some((self.keys.get(id), self.keys.get(original)))
+        })
     }
 
     /// Number of dedup aliases.
     pub fn alias_count(&self) -> usize {
-        self.alias_to_original.len()
+        self.aliased.len()
     }
 }
 

@@ -1,9 +1,12 @@
 //! The compressed-chain registry and the block-id issuer (spec 02 section 4, 03 sections 8
 //! and 11).
 
+use std::cmp::Ordering;
+
 use super::field::parse_int10;
 use super::{js_max, Index, JsField};
 use crate::jsnum::format_number;
+use crate::render::chain_facts::ChainFacts;
 
 /// The fields of a `context-prune-chain` entry (`ChainCompressionEntry`) that render and the
 /// flush read. `slot` names the original entry object in the caller's store.
@@ -93,12 +96,26 @@ impl Index {
     pub fn register_chain(&mut self, mut entry: ChainEntry) -> &ChainEntry {
         let slot = self.chains.len();
         entry.slot = slot;
-        let key = registry_key(entry.start_user_timestamp);
+        let start = entry.start_user_timestamp;
+        let key = registry_key(start);
         match self.chain_registry.iter_mut().find(|(k, _)| *k == key) {
-            Some(existing) => existing.1 = slot,
+            Some(existing) => {
+                let replaced = std::mem::replace(&mut existing.1, slot);
+                self.chain_order.retain(|&s| s != replaced);
+            }
             None => self.chain_registry.push((key, slot)),
         }
+        self.chain_facts.push(&entry);
         self.chains.push(entry);
+        // No two registry entries compare equal (equal bits share a registry key), so the
+        // sorted position is unique and the order matches a stable sort of the registry.
+        let chains = &self.chains;
+        let at = self.chain_order.partition_point(|&s| {
+            chains
+                .get(s)
+                .is_some_and(|e| e.start_user_timestamp.total_cmp(&start) == Ordering::Less)
+        });
+        self.chain_order.insert(at, slot);
         &self.chains[slot]
     }
 
@@ -111,9 +128,20 @@ impl Index {
 
     /// `getChainEntries()`: registry values sorted by `startUserTimestamp` ascending.
     pub fn chain_entries(&self) -> Vec<&ChainEntry> {
-        let mut entries: Vec<&ChainEntry> = self.registry_entries().collect();
-        entries.sort_by(|a, b| a.start_user_timestamp.total_cmp(&b.start_user_timestamp));
-        entries
+        self.chain_order
+            .iter()
+            .filter_map(|&slot| self.chains.get(slot))
+            .collect()
+    }
+
+    /// What render derives from `entry` alone, computed when it was registered; `None` when
+    /// `entry` is not an entry of this index.
+    pub fn chain_facts(&self, entry: &ChainEntry) -> Option<ChainFacts<'_>> {
+        let own = self.chains.get(entry.slot)?;
+        if !std::ptr::eq(own, entry) {
+            return None;
+        }
+        self.chain_facts.get(entry.slot)
     }
 
     /// Number of registered chains.
@@ -214,6 +242,47 @@ mod tests {
             ix.chain_at(0).map(|e| e.block_id.js_string()).as_deref(),
             Some("b2")
         );
+    }
+
+    #[test]
+    fn chain_order_is_a_stable_sort_of_the_registry() {
+        let starts = [
+            5.0,
+            -0.0,
+            f64::NAN,
+            3.0,
+            0.0,
+            f64::INFINITY,
+            -f64::NAN,
+            5.0,
+            -7.5,
+            f64::NEG_INFINITY,
+            3.0,
+            1e300,
+        ];
+        let mut ix = Index::new();
+        for (i, &start) in starts.iter().enumerate() {
+            ix.register_chain(chain(&format!("b{i}"), start));
+            let mut expected: Vec<&ChainEntry> = ix.registry_entries().collect();
+            expected.sort_by(|a, b| a.start_user_timestamp.total_cmp(&b.start_user_timestamp));
+            let slots = |v: Vec<&ChainEntry>| v.iter().map(|e| e.slot).collect::<Vec<_>>();
+            assert_eq!(slots(ix.chain_entries()), slots(expected), "after {i}");
+        }
+        assert_eq!(ix.chain_count(), 8);
+    }
+
+    #[test]
+    fn chain_facts_belong_to_the_index_entry() {
+        let mut ix = Index::new();
+        ix.register_chain(chain("b1", 1.0));
+        ix.register_chain(chain("b2", 1.0));
+        let current = ix.chain_entries()[0];
+        assert_eq!(ix.chain_facts(current).map(|f| f.block_key), Some("b2"));
+        let replaced = ix.chain_at(0).and_then(|e| ix.chain_facts(e));
+        assert_eq!(replaced.map(|f| f.block_key), Some("b1"));
+        // A copy is not the index's entry, even with the same slot.
+        let copy = current.clone();
+        assert!(ix.chain_facts(&copy).is_none());
     }
 
     #[test]

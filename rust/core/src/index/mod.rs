@@ -18,6 +18,7 @@
 //! | reference | here |
 //! |---|---|
 //! | `isSummarized(key)` | [`Index::is_summarized`] |
+//! | `isSummarized` + `getRecord` + `getShortRefForToolCallId` of one key | [`Index::summarized`] |
 //! | `hasLegacyBareRecord(id)` | [`Index::has_legacy_bare_record`] |
 //! | `resolveToolCallId(x)` | [`Index::resolve`] |
 //! | `getRecord(x)` | [`Index::get_record`] |
@@ -45,109 +46,84 @@ pub mod reconstruct;
 pub mod records;
 pub mod refs;
 pub mod summaries;
+pub mod table;
 
-use std::collections::HashMap;
+use crate::render::chain_facts::ChainFactsTable;
+use crate::render::FastMap;
 
 pub use chains::ChainEntry;
 pub use field::JsField;
 pub use reconstruct::{classify, EntryKind, Rebuilt, Replay};
-pub use records::{HashSeed, Occurrence, Record};
+pub use records::{HashSeed, Occurrence, Record, Summarized};
 pub use refs::ShortRef;
-pub use summaries::SummaryBody;
+pub use summaries::{BodyIndex, SummaryBody};
+pub use table::StrTable;
 
-/// A string-keyed map that iterates in first-insertion order; re-inserting a key replaces its
-/// value in place (JS `Map` semantics). Nothing is ever removed except by [`OrderedMap::clear`].
-#[derive(Clone, Debug, Default)]
-pub struct OrderedMap<V> {
-    positions: HashMap<String, usize>,
-    entries: Vec<(String, V)>,
-}
-
-impl<V> OrderedMap<V> {
-    /// An empty map.
-    pub fn new() -> Self {
-        OrderedMap {
-            positions: HashMap::new(),
-            entries: Vec::new(),
-        }
-    }
-
-    /// The value under `key`.
-    pub fn get(&self, key: &str) -> Option<&V> {
-        let &i = self.positions.get(key)?;
-        self.entries.get(i).map(|(_, v)| v)
-    }
-
-    /// Whether `key` is present.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.positions.contains_key(key)
-    }
-
-    /// Sets `key` to `value`, keeping the key's original position when it exists.
-    pub fn insert(&mut self, key: &str, value: V) {
-        if let Some(&i) = self.positions.get(key) {
-            if let Some(slot) = self.entries.get_mut(i) {
-                slot.1 = value;
-                return;
-            }
-        }
-        self.positions.insert(key.to_owned(), self.entries.len());
-        self.entries.push((key.to_owned(), value));
-    }
-
-    /// Entries in insertion order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v))
-    }
-
-    /// Number of keys.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether the map is empty.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Removes everything.
-    pub fn clear(&mut self) {
-        self.positions.clear();
-        self.entries.clear();
-    }
+/// Everything the index holds under one key string (an occurrence key, a legacy bare key, a
+/// dedup alias key or a dedup original), so that one hash lookup answers `isSummarized`,
+/// `getRecord` and `getShortRefForToolCallId` together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct KeyFacts {
+    /// `index[key]`: the slot of the current record indexed under the key.
+    record: Option<usize>,
+    /// `aliasToOriginal[key]`: the id of the original key, when the key is a dedup alias.
+    original: Option<usize>,
+    /// `keyToAlias[key]`: the id of the short ref in `Index::shorts`.
+    short: Option<usize>,
 }
 
 /// The pruner index (reference `ToolCallIndexer` + the block-ref issuer). See the module docs
 /// for the lookup API.
+///
+/// The reference's string-keyed maps over keys (`index`, `aliasToOriginal`, `keyToAlias`) are
+/// held as one interned key table with [`KeyFacts`] per key, plus the insertion orders the
+/// reference's `Map` iteration shows; `aliasToKey` likewise over the interned short refs.
 #[derive(Clone, Debug)]
 pub struct Index {
     /// Every record ever indexed, in indexing order; `Record::slot` is the position here.
     /// Records overwritten under the same key stay (their slot is no longer referenced by
-    /// `index`), so slots are stable.
+    /// any key), so slots are stable.
     records: Vec<Record>,
-    /// occurrence key -> slot of the current record.
-    index: OrderedMap<usize>,
+    /// Every key string the index knows; `facts[id]` is what it knows about key `id`.
+    keys: StrTable,
+    /// Per key id (same length as `keys`).
+    facts: Vec<KeyFacts>,
+    /// Ids of the keys of `index`, in first-insertion order (a re-indexed key keeps its place).
+    indexed: Vec<usize>,
+    /// Ids of the dedup alias keys (`aliasToOriginal`), in first-insertion order.
+    aliased: Vec<usize>,
     /// bare id -> every key indexed under it (insertion order, no duplicates).
-    bare_id_to_keys: HashMap<String, Vec<String>>,
-    /// short ref -> key.
-    alias_to_key: OrderedMap<String>,
-    /// key (or dedup alias key) -> short ref.
-    key_to_alias: HashMap<String, String>,
+    bare_id_to_keys: FastMap<String, Vec<String>>,
+    /// Number of strings that are both a key of `index` and a bare id of `bare_id_to_keys`:
+    /// `hasLegacyBareRecord` holds for none while it is zero (the usual case), which spares
+    /// render a lookup per tool result that is not summarized.
+    bare_keyed: usize,
+    /// Every short ref string the index knows (`aliasToKey` keys, `keyToAlias` values).
+    shorts: StrTable,
+    /// Per short ref id: `aliasToKey[short]` as a key id (same length as `shorts`).
+    short_keys: Vec<Option<usize>>,
+    /// Ids of the short refs of `aliasToKey`, in first-registration order.
+    short_order: Vec<usize>,
     /// Next `t<N>` number (a JS number; may exceed 2^53 or be infinite on absurd input).
     next_short: f64,
     /// content hash -> first key seen with it.
-    hash_to_original: HashMap<String, String>,
+    hash_to_original: FastMap<String, String>,
     /// Hash seeds not yet applied to `hash_to_original`, in order (see [`HashSeed`]).
     pending_seeds: Vec<(String, HashSeed)>,
-    /// dedup alias key -> original key.
-    alias_to_original: OrderedMap<String>,
     /// Per-batch summary bodies, in append order.
     summary_bodies: Vec<SummaryBody>,
+    /// `summary_bodies` by covered key.
+    body_index: BodyIndex,
     /// Every chain entry ever registered; `ChainEntry::slot` is the position here.
     chains: Vec<ChainEntry>,
+    /// Per entry of `chains` (same positions): what render derives from the entry alone.
+    chain_facts: ChainFactsTable,
     /// startUserTimestamp (normalized bits) -> position in `chains` of the current entry,
     /// in first-registration order.
     chain_registry: Vec<(u64, usize)>,
+    /// The positions in `chains` of the registry's entries in `getChainEntries()` order
+    /// (ascending `startUserTimestamp`).
+    chain_order: Vec<usize>,
     /// Next `b<N>` number.
     next_block: f64,
 }
@@ -163,17 +139,24 @@ impl Index {
     pub fn new() -> Self {
         Index {
             records: Vec::new(),
-            index: OrderedMap::new(),
-            bare_id_to_keys: HashMap::new(),
-            alias_to_key: OrderedMap::new(),
-            key_to_alias: HashMap::new(),
+            keys: StrTable::new(),
+            facts: Vec::new(),
+            indexed: Vec::new(),
+            aliased: Vec::new(),
+            bare_id_to_keys: FastMap::default(),
+            bare_keyed: 0,
+            shorts: StrTable::new(),
+            short_keys: Vec::new(),
+            short_order: Vec::new(),
             next_short: 1.0,
-            hash_to_original: HashMap::new(),
+            hash_to_original: FastMap::default(),
             pending_seeds: Vec::new(),
-            alias_to_original: OrderedMap::new(),
             summary_bodies: Vec::new(),
+            body_index: BodyIndex::default(),
             chains: Vec::new(),
+            chain_facts: ChainFactsTable::new(),
             chain_registry: Vec::new(),
+            chain_order: Vec::new(),
             next_block: 1.0,
         }
     }
@@ -181,6 +164,29 @@ impl Index {
     /// Resets every field (reference `reconstructFromSession` step 1 + block counter reset).
     pub fn clear(&mut self) {
         *self = Index::new();
+    }
+
+    /// The id of `key`, interning it (with empty facts) first if needed.
+    fn key_id(&mut self, key: &str) -> usize {
+        let id = self.keys.intern(key);
+        if self.facts.len() < self.keys.len() {
+            self.facts.resize(self.keys.len(), KeyFacts::default());
+        }
+        id
+    }
+
+    /// The facts of `key` (`None`: the index never saw it).
+    fn facts_of(&self, key: &str) -> Option<&KeyFacts> {
+        self.facts.get(self.keys.find(key)?)
+    }
+
+    /// The id of short ref `short`, interning it first if needed.
+    fn short_id(&mut self, short: &str) -> usize {
+        let id = self.shorts.intern(short);
+        if self.short_keys.len() < self.shorts.len() {
+            self.short_keys.resize(self.shorts.len(), None);
+        }
+        id
     }
 }
 
@@ -196,21 +202,6 @@ pub(crate) fn js_max(a: f64, b: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ordered_map_keeps_first_position_on_reinsert() {
-        let mut m = OrderedMap::new();
-        m.insert("a", 1);
-        m.insert("b", 2);
-        m.insert("a", 3);
-        let got: Vec<_> = m.iter().map(|(k, v)| (k.to_owned(), *v)).collect();
-        assert_eq!(got, vec![("a".to_owned(), 3), ("b".to_owned(), 2)]);
-        assert_eq!(m.get("a"), Some(&3));
-        assert_eq!(m.len(), 2);
-        m.clear();
-        assert!(m.is_empty());
-        assert!(!m.contains_key("a"));
-    }
 
     #[test]
     fn js_max_propagates_nan() {

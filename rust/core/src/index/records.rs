@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use super::{Index, JsField};
+use super::{Index, JsField, KeyFacts};
 use crate::keys::{format_occ_key, parse_occ_key};
 
 /// The fields of one persisted `ToolCallRecord` that decisions read (spec 02 section 1).
@@ -109,6 +109,15 @@ impl<'a> Occurrence<'a> {
     }
 }
 
+/// What [`Index::summarized`] finds about a summarized key.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summarized<'a> {
+    /// `getRecord(key)`.
+    pub record: Option<&'a Record>,
+    /// `getShortRefForToolCallId(key)`.
+    pub short_ref: Option<&'a str>,
+}
+
 /// Where the dedup hash of a record comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HashSeed {
@@ -131,7 +140,22 @@ impl Index {
         let slot = self.records.len();
         record.key.clone_from(&key);
         record.slot = slot;
-        self.index.insert(&key, slot);
+        let id = self.key_id(&key);
+        if let Some(facts) = self.facts.get_mut(id) {
+            if facts.record.replace(slot).is_none() {
+                self.indexed.push(id);
+                if self.bare_id_to_keys.contains_key(&key) {
+                    self.bare_keyed += 1;
+                }
+            }
+        }
+        if !self.bare_id_to_keys.contains_key(&record.tool_call_id)
+            && self
+                .facts_of(&record.tool_call_id)
+                .is_some_and(|f| f.record.is_some())
+        {
+            self.bare_keyed += 1;
+        }
         let keys = self
             .bare_id_to_keys
             .entry(record.tool_call_id.clone())
@@ -203,13 +227,41 @@ impl Index {
 
     /// `isSummarized(key)`: the key is indexed or is a dedup alias. Strict: no bare-id fallback.
     pub fn is_summarized(&self, key: &str) -> bool {
-        self.index.contains_key(key) || self.alias_to_original.contains_key(key)
+        self.facts_of(key)
+            .is_some_and(|f| f.record.is_some() || f.original.is_some())
+    }
+
+    /// `isSummarized(key)`, and when it holds, `getRecord(key)` and
+    /// `getShortRefForToolCallId(key)`: what render's phase 1 asks of every tool result, with
+    /// one hash lookup (two for a dedup alias, whose record is its original's).
+    pub fn summarized(&self, key: &str) -> Option<Summarized<'_>> {
+        self.summarized_by(key, self.facts_of(key)?)
+    }
+
+    /// [`Index::summarized`] for keys looked up roughly in the order they were first indexed
+    /// (render's tool results are): `hint` carries the position of the previous key from one
+    /// call to the next, so the next key is usually found right after it without hashing.
+    pub fn summarized_near(&self, key: &str, hint: &mut usize) -> Option<Summarized<'_>> {
+        self.summarized_by(key, self.facts.get(self.keys.find_near(key, hint)?)?)
+    }
+
+    fn summarized_by(&self, key: &str, facts: &KeyFacts) -> Option<Summarized<'_>> {
+        let record = match facts.record {
+            Some(slot) => self.records.get(slot),
+            None if facts.original.is_some() => self.get_record(key),
+            None => return None,
+        };
+        Some(Summarized {
+            record,
+            short_ref: facts.short.map(|short| self.shorts.get(short)),
+        })
     }
 
     /// `hasLegacyBareRecord(id)`: a record is indexed under the bare `id` and it is the only key
     /// of that id (pure legacy). The pruner's only sanctioned bare-id path.
     pub fn has_legacy_bare_record(&self, id: &str) -> bool {
-        self.index.contains_key(id)
+        self.bare_keyed > 0
+            && self.facts_of(id).is_some_and(|f| f.record.is_some())
             && self
                 .bare_id_to_keys
                 .get(id)
@@ -220,13 +272,17 @@ impl Index {
     /// checked against the index); a short ref -> its key; a bare id with exactly one key -> that
     /// key; otherwise `None` (an ambiguous bare id fails closed).
     pub fn resolve<'a>(&'a self, input: &'a str) -> Option<&'a str> {
-        if self.index.contains_key(input) {
-            return Some(input);
+        if let Some(facts) = self.facts_of(input) {
+            if facts.record.is_some() {
+                return Some(input);
+            }
+            if let Some(original) = facts.original.map(|id| self.keys.get(id)) {
+                if !original.is_empty() {
+                    return Some(original);
+                }
+            }
         }
-        if let Some(original) = self.alias_to_original.get(input).filter(|k| !k.is_empty()) {
-            return Some(original);
-        }
-        if let Some(key) = self.alias_to_key.get(input).filter(|k| !k.is_empty()) {
+        if let Some(key) = self.key_for_short_ref(input).filter(|k| !k.is_empty()) {
             return Some(key);
         }
         match self.bare_id_to_keys.get(input).map(Vec::as_slice) {
@@ -237,8 +293,7 @@ impl Index {
 
     /// The current record under exactly `key` (no resolution).
     pub fn record_by_key(&self, key: &str) -> Option<&Record> {
-        let &slot = self.index.get(key)?;
-        self.records.get(slot)
+        self.records.get(self.facts_of(key)?.record?)
     }
 
     /// The record stored at `slot` (also records since replaced under their key).
@@ -274,7 +329,7 @@ impl Index {
                     .collect()
             })
             .unwrap_or_default();
-        for (alias_key, original_key) in self.alias_to_original.iter() {
+        for (alias_key, original_key) in self.aliases() {
             let parsed = parse_occ_key(alias_key);
             if parsed.tool_call_id != input {
                 continue;
@@ -299,14 +354,15 @@ impl Index {
 
     /// `getIndex()` values: the current records in key insertion order.
     pub fn records(&self) -> impl Iterator<Item = &Record> {
-        self.index
+        self.indexed
             .iter()
-            .filter_map(|(_, &slot)| self.records.get(slot))
+            .filter_map(|&id| self.facts.get(id)?.record)
+            .filter_map(|slot| self.records.get(slot))
     }
 
     /// Number of indexed keys (`getIndex().size`).
     pub fn record_count(&self) -> usize {
-        self.index.len()
+        self.indexed.len()
     }
 
     /// The keys indexed under a bare id, in insertion order.
@@ -395,6 +451,26 @@ mod tests {
     }
 
     #[test]
+    fn summarized_answers_three_lookups_at_once() {
+        let mut ix = Index::new();
+        ix.add_batch([seeded(rec("a", Some(1.0), 1.0))]);
+        ix.register_refs(&[super::super::ShortRef::new("t1", "a", Some(1.0))]);
+        ix.apply_alias("d@2", "a@1");
+        ix.apply_alias("gone@3", "missing@9");
+        for key in ["a@1", "d@2", "gone@3", "a", "zz", "t1", "missing@9"] {
+            let expected = ix.is_summarized(key).then(|| Summarized {
+                record: ix.record_by_key(key).or_else(|| ix.get_record(key)),
+                short_ref: ix.short_ref(key),
+            });
+            assert_eq!(ix.summarized(key), expected, "{key}");
+        }
+        let found = ix.summarized("d@2");
+        assert_eq!(found.and_then(|f| f.record).map(|r| r.slot), Some(0));
+        assert_eq!(found.and_then(|f| f.short_ref), Some("t1"));
+        assert_eq!(ix.summarized("gone@3").map(|f| f.record), Some(None));
+    }
+
+    #[test]
     fn single_occurrence_resolves_from_bare_id() {
         let mut ix = Index::new();
         ix.add_batch([seeded(rec("bash_1", Some(50.0), 10.0))]);
@@ -429,6 +505,25 @@ mod tests {
             .map(|o| o.record().key.clone())
             .collect();
         assert_eq!(keys, vec!["bash_23", "bash_23@2150"]);
+    }
+
+    #[test]
+    fn legacy_bare_rung_without_a_legacy_record() {
+        // An id that looks like an occurrence key is the bare id of its own record (with a
+        // timestamp) and, as a string, the key of another record: the reference's checks
+        // both pass.
+        let mut ix = Index::new();
+        assert!(!ix.has_legacy_bare_record("x@5"));
+        ix.add_batch([seeded(rec("x@5", Some(9.0), 1.0))]);
+        assert!(!ix.has_legacy_bare_record("x@5"));
+        ix.add_batch([seeded(rec("x", Some(5.0), 1.0))]);
+        assert!(ix.has_legacy_bare_record("x@5"));
+        // The other order.
+        let mut ix = Index::new();
+        ix.add_batch([seeded(rec("y", Some(5.0), 1.0))]);
+        ix.add_batch([seeded(rec("y@5", Some(9.0), 1.0))]);
+        assert!(ix.has_legacy_bare_record("y@5"));
+        assert!(!ix.has_legacy_bare_record("y"));
     }
 
     #[test]

@@ -56,8 +56,16 @@ impl Index {
             }
             let key = r.key();
             if r.short_id != key {
-                self.alias_to_key.insert(&r.short_id, key.clone());
-                self.key_to_alias.insert(key, r.short_id.clone());
+                let short = self.short_id(&r.short_id);
+                let key = self.key_id(&key);
+                if let Some(slot) = self.short_keys.get_mut(short) {
+                    if slot.replace(key).is_none() {
+                        self.short_order.push(short);
+                    }
+                }
+                if let Some(facts) = self.facts.get_mut(key) {
+                    facts.short = Some(short);
+                }
             }
             if let Some(n) = short_ref_number(&r.short_id) {
                 self.next_short = js_max(self.next_short, n + 1.0);
@@ -92,17 +100,22 @@ impl Index {
     /// `getShortRefForToolCallId(key)`: the short ref registered for a key (or dedup alias key);
     /// `None` for legacy refs and unknown keys (callers then print the raw id).
     pub fn short_ref(&self, key: &str) -> Option<&str> {
-        self.key_to_alias.get(key).map(String::as_str)
+        let short = self.facts_of(key)?.short?;
+        Some(self.shorts.get(short))
     }
 
     /// The key a short ref denotes (`aliasToKey[shortId]`).
     pub fn key_for_short_ref(&self, short_id: &str) -> Option<&str> {
-        self.alias_to_key.get(short_id).map(String::as_str)
+        let key = (*self.short_keys.get(self.shorts.find(short_id)?)?)?;
+        Some(self.keys.get(key))
     }
 
     /// Registered short refs and their keys, in first-registration order.
     pub fn short_refs(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.alias_to_key.iter().map(|(s, k)| (s, k.as_str()))
+        self.short_order.iter().filter_map(|&short| {
+            let key = (*self.short_keys.get(short)?)?;
+            Some((self.shorts.get(short), self.keys.get(key)))
+        })
     }
 
     /// `getToolRefsForToolCallIds(keys)`: the non-empty short ref of each key, in order. Not

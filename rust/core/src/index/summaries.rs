@@ -1,7 +1,8 @@
 //! Per-batch summary bodies (spec 03 section 8): the texts a compressed chain's synthetic
 //! message falls back to.
 
-use std::collections::HashSet;
+use super::StrTable;
+use crate::render::FastSet;
 
 use super::Index;
 
@@ -14,14 +15,97 @@ pub struct SummaryBody {
     pub text: String,
 }
 
+/// The per-batch summary bodies by covered key: what a chain's summary text looks up for
+/// each of its dropped keys. Kept up to date by the index as bodies are pushed, so a render
+/// does not rebuild it.
+#[derive(Clone, Debug, Default)]
+pub struct BodyIndex {
+    /// Every key of every body, in first-seen order.
+    keys: StrTable,
+    /// Per key id: the positions of the bodies covering it.
+    positions: Vec<Positions>,
+}
+
+/// Ascending body positions without repeats; most keys are covered by one body.
+#[derive(Clone, Debug)]
+enum Positions {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+impl Positions {
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Positions::One(p) => std::slice::from_ref(p),
+            Positions::Many(ps) => ps,
+        }
+    }
+}
+
+impl BodyIndex {
+    /// The index of `bodies`.
+    pub fn new(bodies: &[SummaryBody]) -> Self {
+        let mut index = BodyIndex::default();
+        for (position, body) in bodies.iter().enumerate() {
+            index.add(position, body);
+        }
+        index
+    }
+
+    /// Adds the body at `position` (after every body added so far).
+    pub fn add(&mut self, position: usize, body: &SummaryBody) {
+        for key in &body.keys {
+            let id = self.keys.intern(key);
+            // A new key's id is the next position.
+            let Some(slot) = self.positions.get_mut(id) else {
+                self.positions.push(Positions::One(position));
+                continue;
+            };
+            match slot {
+                Positions::One(first) => {
+                    if *first != position {
+                        *slot = Positions::Many(vec![*first, position]);
+                    }
+                }
+                Positions::Many(all) => {
+                    if all.last() != Some(&position) {
+                        all.push(position);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Positions of the bodies covering `key`, ascending.
+    pub fn positions(&self, key: &str) -> &[usize] {
+        self.positions_near(key, &mut 0)
+    }
+
+    /// [`BodyIndex::positions`] for keys asked roughly in the order the bodies listed them
+    /// (see [`StrTable::find_near`]; start `hint` at 0).
+    pub fn positions_near(&self, key: &str, hint: &mut usize) -> &[usize] {
+        self.keys
+            .find_near(key, hint)
+            .and_then(|id| self.positions.get(id))
+            .map_or(&[], Positions::as_slice)
+    }
+}
+
 impl Index {
     /// Reconstruction rule: push the body iff `text` is non-empty (even with no keys).
     pub fn push_summary_body(&mut self, keys: Vec<String>, text: String) -> bool {
         if text.is_empty() {
             return false;
         }
-        self.summary_bodies.push(SummaryBody { keys, text });
+        let body = SummaryBody { keys, text };
+        self.body_index.add(self.summary_bodies.len(), &body);
+        self.summary_bodies.push(body);
         true
+    }
+
+    /// The bodies by covered key.
+    pub fn body_index(&self) -> &BodyIndex {
+        &self.body_index
     }
 
     /// `registerSummaryBody(keys, text)` (flush): push iff `text` and `keys` are non-empty.
@@ -47,7 +131,7 @@ impl Index {
         if keys.is_empty() {
             return false;
         }
-        let wanted: HashSet<&str> = keys.iter().map(AsRef::as_ref).collect();
+        let wanted: FastSet<&str> = keys.iter().map(AsRef::as_ref).collect();
         self.summary_bodies
             .iter()
             .any(|b| b.keys.iter().any(|k| wanted.contains(k.as_str())))
@@ -69,8 +153,8 @@ impl Index {
         if keys.is_empty() {
             return Vec::new();
         }
-        let wanted: HashSet<&str> = keys.iter().map(AsRef::as_ref).collect();
-        let mut seen: HashSet<&str> = HashSet::new();
+        let wanted: FastSet<&str> = keys.iter().map(AsRef::as_ref).collect();
+        let mut seen: FastSet<&str> = FastSet::default();
         let mut out = Vec::new();
         for (i, body) in self.summary_bodies.iter().enumerate() {
             if body.keys.iter().any(|k| wanted.contains(k.as_str())) && seen.insert(&body.text) {
@@ -111,6 +195,25 @@ mod tests {
         assert!(ix.has_summary_covering_any(&["zz", "c@3"]));
         assert!(!ix.has_summary_covering_any(&["zz"]));
         assert!(!ix.has_summary_covering_any::<&str>(&[]));
+    }
+
+    #[test]
+    fn body_index_follows_pushed_bodies() {
+        let mut ix = Index::new();
+        ix.push_summary_body(keys(&["a@1", "b@2", "a@1"]), "S1".to_owned());
+        ix.push_summary_body(keys(&["e@5"]), String::new());
+        ix.register_summary_body(keys(&["b@2"]), "S2".to_owned());
+        ix.register_summary_body(keys(&["b@2", "a@1"]), "S3".to_owned());
+        assert_eq!(ix.body_index().positions("a@1"), [0, 2]);
+        assert_eq!(ix.body_index().positions("b@2"), [0, 1, 2]);
+        let mut hint = 0;
+        assert_eq!(ix.body_index().positions_near("b@2", &mut hint), [0, 1, 2]);
+        assert_eq!(ix.body_index().positions_near("a@1", &mut hint), [0, 2]);
+        assert!(ix.body_index().positions("e@5").is_empty());
+        let rebuilt = BodyIndex::new(ix.summary_bodies());
+        for key in ["a@1", "b@2", "e@5", "zz"] {
+            assert_eq!(rebuilt.positions(key), ix.body_index().positions(key));
+        }
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct Glob {
     tokens: Vec<Token>,
     /// Bit `i` set when token `i` (< 64) may match the empty string.
     empty: u64,
+    /// The literal units after the last wildcard, when all ASCII: a matching text ends
+    /// with them (a whole-text match), so most paths are ruled out by their last bytes.
+    ascii_tail: Option<Box<[u8]>>,
 }
 
 impl Glob {
@@ -98,11 +101,51 @@ impl Glob {
             .enumerate()
             .filter(|(_, token)| token.can_be_empty())
             .fold(0u64, |mask, (i, _)| mask | (1 << i));
+        let literal_tail = tokens
+            .iter()
+            .rev()
+            .map_while(|token| match token {
+                Token::Lit(unit) => u8::try_from(*unit).ok().filter(u8::is_ascii),
+                _ => None,
+            })
+            .collect::<Vec<u8>>();
+        let all_literal_ascii = tokens
+            .iter()
+            .rev()
+            .take_while(|token| matches!(token, Token::Lit(_)))
+            .count()
+            == literal_tail.len();
+        let ascii_tail = all_literal_ascii.then(|| literal_tail.into_iter().rev().collect());
         Glob {
             pattern: pattern.to_vec(),
             tokens,
             empty,
+            ascii_tail,
         }
+    }
+
+    /// Whether `path`, read with every `\` as `/`, ends with the literal ASCII units that
+    /// end the glob; `false` means it cannot match (`true` when the glob's ending is not
+    /// ASCII: not checked).
+    fn may_match_path(&self, path: &str) -> bool {
+        let Some(tail) = self.ascii_tail.as_deref() else {
+            return true;
+        };
+        // ASCII units are single bytes in both encodings.
+        let bytes = path.as_bytes();
+        bytes
+            .len()
+            .checked_sub(tail.len())
+            .and_then(|start| bytes.get(start..))
+            .is_some_and(|last| {
+                last.iter().zip(tail).all(|(&byte, &unit)| {
+                    if byte == b'\\' {
+                        unit == b'/'
+                    } else {
+                        byte == unit
+                    }
+                })
+            })
     }
 
     /// The pattern as given, in UTF-16 code units.
@@ -349,9 +392,9 @@ impl ProtectedMatcher {
 
     /// Whether `path`, with every `\` replaced by `/`, fully matches any glob.
     pub fn matches_path(&self, path: &str) -> bool {
-        self.globs
-            .iter()
-            .any(|g| g.matches_units(path.encode_utf16().map(normalize_slash)))
+        self.globs.iter().any(|g| {
+            g.may_match_path(path) && g.matches_units(path.encode_utf16().map(normalize_slash))
+        })
     }
 
     /// [`ProtectedMatcher::matches_path`] over UTF-16 code units.
@@ -600,5 +643,70 @@ mod tests {
         path.extend(utf16(".md"));
         assert!(m.matches_path_utf16(&path));
         assert!(!m.matches_path_utf16(&utf16("h/src/a.md")));
+    }
+    #[test]
+    fn the_ending_check_never_rules_out_a_match() {
+        let pattern_parts = [
+            "**/",
+            "**",
+            "*",
+            "?",
+            "/",
+            "\\",
+            "a",
+            ".md",
+            "skills",
+            "\u{e9}",
+            "\u{1F600}",
+            "*.md",
+        ];
+        let path_parts = [
+            "a",
+            "b",
+            "/",
+            "\\",
+            ".md",
+            "skills",
+            "\u{e9}",
+            "x.md",
+            "\u{1F600}",
+            "md",
+            "",
+        ];
+        let mut seed = 12345u64;
+        let mut pick = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        let mut matched = 0;
+        for _ in 0..400 {
+            let pattern: String = (0..1 + pick(5)).map(|_| pattern_parts[pick(12)]).collect();
+            let glob = Glob::new(&pattern);
+            let matcher = ProtectedMatcher::new::<&str, &str>(&[], &[pattern.as_str()]);
+            for _ in 0..40 {
+                let path: String = (0..pick(6)).map(|_| path_parts[pick(11)]).collect();
+                let full = glob.matches_units(path.encode_utf16().map(normalize_slash));
+                assert_eq!(matcher.matches_path(&path), full, "{pattern:?} {path:?}");
+                assert!(glob.may_match_path(&path) || !full, "{pattern:?} {path:?}");
+                matched += usize::from(full);
+            }
+        }
+        assert!(
+            matched > 100,
+            "the random cases match too rarely: {matched}"
+        );
+        let md = Glob::new("**/*.md");
+        assert!(!md.may_match_path("a/b.txt"));
+        assert!(md.may_match_path("a\\b.md"));
+        assert!(Glob::new("a/**/").may_match_path("zzz"));
+        assert!(!Glob::new("x/").may_match_path("a\\x"));
+        assert!(Glob::new("x/").may_match_path("a\\x\\"));
+        // A non-ASCII ending is not checked.
+        assert!(Glob::new("*\u{e9}").may_match_path("abc"));
+        let skills = ProtectedMatcher::new::<&str, &str>(&[], &["**/skills/**/*.md"]);
+        assert!(skills.matches_path("C:\\w\\skills\\x\\SKILL.md"));
+        assert!(!skills.matches_path("/w/skills/x/SKILL.txt"));
     }
 }

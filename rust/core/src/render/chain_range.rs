@@ -6,15 +6,16 @@
 //! its start user message.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
+use super::chain_facts::{ChainFacts, ChainFactsTable, StrList};
+use super::ids::ResultKeys;
 use super::placeholders::substitute_block_refs_into;
 use super::plan::{Diagnostic, DiagnosticKind, Item, Piece, Text};
 use super::state::RenderState;
-use super::stub_replace::write_occ_key;
+use super::stub_replace::{write_occ_key, Phase1};
 use super::view::{Content, IdStr, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts};
 use super::{FastMap, FastSet, Lazy, Throw, ViewsOnly};
-use crate::index::{ChainEntry, JsField};
+use crate::index::{BodyIndex, ChainEntry, JsField};
 use crate::jsnum::format_number;
 use crate::keys::bare_tool_call_id;
 
@@ -108,8 +109,13 @@ fn strict_key(x: f64) -> Option<u64> {
 /// timestamp, built in one scan.
 #[derive(Debug, Default)]
 pub struct RangeIndex {
-    users: FastMap<u64, Hits>,
-    assistants: FastMap<u64, Hits>,
+    /// user messages by timestamp key
+    users: FastMap<u64, Option<Hits>>,
+    /// assistant messages by timestamp key
+    assistants: FastMap<u64, Option<Hits>>,
+    /// Only the timestamps the maps were seeded with are counted (see
+    /// [`RangeIndex::for_entries`]); otherwise every one is.
+    seeded: bool,
     /// assistants without a `timestamp` key (`undefined === undefined`)
     absent_assistants: Option<Hits>,
 }
@@ -119,43 +125,121 @@ impl RangeIndex {
     pub fn new<S>(msgs: &[MsgView<S>]) -> Self {
         let mut index = RangeIndex::default();
         for (i, msg) in msgs.iter().enumerate() {
-            let map = match msg.role {
-                Role::User => &mut index.users,
-                Role::Assistant => &mut index.assistants,
-                _ => continue,
-            };
-            match msg.timestamp {
-                Ts::Num(x) => {
-                    if let Some(key) = strict_key(x) {
-                        let mut slot = map.get(&key).copied();
-                        Hits::add(&mut slot, i);
-                        if let Some(hits) = slot {
-                            map.insert(key, hits);
-                        }
-                    }
-                }
-                Ts::Absent if msg.role == Role::Assistant => {
-                    Hits::add(&mut index.absent_assistants, i);
-                }
-                Ts::Absent | Ts::Other => {}
+            index.add(i, msg);
+        }
+        index
+    }
+
+    /// Indexes `msgs` for resolving `entries` only: a message whose timestamp no entry names
+    /// is skipped (most of them), which keeps the maps small. Messages are then fed with
+    /// [`RangeIndex::add`].
+    fn for_entries(entries: &[&ChainEntry]) -> Self {
+        let mut index = RangeIndex {
+            seeded: true,
+            ..RangeIndex::default()
+        };
+        for entry in entries {
+            if let Some(key) = strict_key(entry.start_user_timestamp) {
+                index.users.insert(key, None);
+            }
+            if let Some(key) = entry
+                .final_assistant_timestamp
+                .as_number()
+                .and_then(strict_key)
+            {
+                index.assistants.insert(key, None);
             }
         }
         index
     }
 
+    /// Counts message `i` (messages are added in list order).
+    fn add<S>(&mut self, i: usize, msg: &MsgView<S>) {
+        let map = match msg.role {
+            Role::User => &mut self.users,
+            Role::Assistant => &mut self.assistants,
+            _ => return,
+        };
+        match msg.timestamp {
+            Ts::Num(x) => {
+                if let Some(key) = strict_key(x) {
+                    let slot = if self.seeded {
+                        map.get_mut(&key)
+                    } else {
+                        Some(map.entry(key).or_default())
+                    };
+                    if let Some(slot) = slot {
+                        Hits::add(slot, i);
+                    }
+                }
+            }
+            Ts::Absent if msg.role == Role::Assistant => {
+                Hits::add(&mut self.absent_assistants, i);
+            }
+            Ts::Absent | Ts::Other => {}
+        }
+    }
+
     /// [`resolve_range`] of `entry` over the indexed list.
     pub fn resolve(&self, entry: &ChainEntry) -> Option<Range> {
         let end = match &entry.final_assistant_timestamp {
-            JsField::Number(x) => {
-                Hits::unique(strict_key(*x).and_then(|k| self.assistants.get(&k)))
-            }
+            JsField::Number(x) => Hits::unique(
+                strict_key(*x)
+                    .and_then(|k| self.assistants.get(&k))
+                    .and_then(Option::as_ref),
+            ),
             JsField::Absent => Hits::unique(self.absent_assistants.as_ref()),
             _ => None,
         }?;
-        let start =
-            Hits::unique(strict_key(entry.start_user_timestamp).and_then(|k| self.users.get(&k)))?;
+        let start = Hits::unique(
+            strict_key(entry.start_user_timestamp)
+                .and_then(|k| self.users.get(&k))
+                .and_then(Option::as_ref),
+        )?;
         (start < end).then_some(Range { start, end })
     }
+}
+
+/// How far back [`ordered_match`] looks for a repeated id: past the calls of one assistant.
+const LOOKBACK: usize = 32;
+
+/// Whether the distinct ids of `ids` are exactly `recorded` (distinct ids), decided without
+/// hashing when the ids come in recorded order: each new id is the next recorded one and
+/// each repeated id (a result after its call) one of the last [`LOOKBACK`] matched. `false`
+/// means "not shown equal this way".
+fn ordered_match(ids: &[JsIdOf<&str>], recorded: StrList<'_>) -> bool {
+    let mut next = 0;
+    for id in ids {
+        let JsIdOf::Str(id) = id else {
+            return false;
+        };
+        if recorded.get(next) == Some(*id) {
+            next += 1;
+            continue;
+        }
+        let lookback = next.saturating_sub(LOOKBACK)..next;
+        if !lookback.rev().any(|k| recorded.get(k) == Some(*id)) {
+            return false;
+        }
+    }
+    next == recorded.len()
+}
+
+/// The `range-id-mismatch` check: `None` when the distinct `ids` are the `recorded` ids,
+/// else the number of distinct `ids` (the diagnostic's `actual=`). `set` is scratch space.
+fn id_mismatch<'a>(
+    ids: &[JsIdOf<&'a str>],
+    recorded: StrList<'_>,
+    set: &mut FastSet<JsIdOf<&'a str>>,
+) -> Option<usize> {
+    if ordered_match(ids, recorded) {
+        return None;
+    }
+    set.clear();
+    set.extend(ids.iter().copied());
+    let differ =
+        recorded.len() != set.len() || recorded.iter().any(|id| !set.contains(&JsIdOf::Str(id)));
+    differ.then_some(set.len())
 }
 
 fn report(out: &mut Vec<Diagnostic>, kind: DiagnosticKind, dedup_key: String, detail: String) {
@@ -177,15 +261,18 @@ fn field_is_id<S: AsRef<str>>(field: &JsField, id: &JsIdOf<S>) -> bool {
     }
 }
 
-/// Tool-result text of the message now standing at `i`.
+/// Tool-result text of the message now standing at `i` (a stub's text may be deferred by
+/// `phase1`).
 fn result_text<S, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: Option<&[Item]>,
     i: usize,
     lazy: &mut L,
+    phase1: Option<&Phase1<'_>>,
 ) -> Result<Text, Throw> {
     if let Some(Item::Stub { text, .. }) = slots.and_then(|s| s.get(i)) {
-        return Ok(text.clone());
+        let deferred = phase1.and_then(|p| p.stub_text(i));
+        return Ok(deferred.unwrap_or_else(|| text.clone()));
     }
     let throws = lazy
         .text_throws(i)
@@ -196,11 +283,47 @@ fn result_text<S, L: Lazy + ?Sized>(
     Ok(Text(vec![Piece::ToolResultText(i)]))
 }
 
+/// The dropped calls as the per-batch summary check asks about them: by occurrence key
+/// (results only) and by id (calls and results). Each set is built on first use, so a list
+/// without per-batch summaries builds none.
+struct Dropped<'a> {
+    /// the ids of the dropped calls and results
+    ids: &'a [JsIdOf<&'a str>],
+    /// the spans of the dropped results' keys in `key_text`
+    key_spans: &'a [(usize, usize)],
+    key_text: &'a str,
+    keys: Option<FastSet<&'a str>>,
+    bare: Option<FastSet<JsIdOf<&'a str>>>,
+}
+
+impl<'a> Dropped<'a> {
+    fn has_key(&mut self, key: &str) -> bool {
+        let (spans, text) = (self.key_spans, self.key_text);
+        self.keys
+            .get_or_insert_with(|| {
+                let mut keys = FastSet::with_capacity_and_hasher(spans.len(), Default::default());
+                keys.extend(
+                    spans
+                        .iter()
+                        .filter_map(|&(start, end)| text.get(start..end)),
+                );
+                keys
+            })
+            .contains(key)
+    }
+
+    fn has_id(&mut self, id: &str) -> bool {
+        let ids = self.ids;
+        self.bare
+            .get_or_insert_with(|| ids.iter().copied().collect())
+            .contains(&JsIdOf::Str(id))
+    }
+}
+
 /// Whether a per-batch summary covers a dropped call (04 section 5.5).
 fn overlaps_dropped<S: AsRef<str>>(
     refs: &SummaryRefs<S>,
-    dropped_occ_keys: &FastSet<&str>,
-    dropped_bare_ids: &FastSet<JsIdOf<&str>>,
+    dropped: &mut Dropped<'_>,
     buf: &mut String,
 ) -> Result<bool, Throw> {
     let SummaryRefs::List(items) = refs else {
@@ -220,13 +343,13 @@ fn overlaps_dropped<S: AsRef<str>>(
                 buf.push_str(&tool_call_id.js_str());
                 buf.push('@');
                 buf.push_str(ts);
-                dropped_occ_keys.contains(buf.as_str())
+                dropped.has_key(buf)
             }
             None => {
                 let JsIdOf::Str(id) = tool_call_id else {
                     return Err(Throw);
                 };
-                dropped_bare_ids.contains(&JsIdOf::Str(bare_tool_call_id(id.as_ref())))
+                dropped.has_id(bare_tool_call_id(id.as_ref()))
             }
         };
         if hit {
@@ -237,37 +360,50 @@ fn overlaps_dropped<S: AsRef<str>>(
 }
 
 /// Chain summary texts and block-id lookups of one render, each computed once.
-struct Summaries<'s, St: RenderState + ?Sized> {
+struct Summaries<'s, 'e, St: RenderState + ?Sized> {
     state: &'s St,
+    /// the registry (`getChainEntries()`)
+    entries: &'e [&'s ChainEntry],
     /// block id -> the entry with that id, when exactly one entry of the registry has it
-    by_block: HashMap<&'s str, Option<&'s ChainEntry>>,
-    /// `chain_summary_text` by entry address
+    /// (built for the first `{bN}` placeholder)
+    by_block: Option<FastMap<&'s str, Option<&'s ChainEntry>>>,
+    /// `chain_summary_text` of the entries placeholders named, by entry address
     texts: FastMap<usize, Option<Cow<'s, str>>>,
-    /// key -> positions of the per-batch bodies covering it (built on first use)
-    bodies_by_key: Option<FastMap<&'s str, Vec<usize>>>,
+    /// the per-batch bodies by key, when the state does not keep them so (built on first use)
+    local_bodies: Option<BodyIndex>,
+    /// lookup hint into the bodies' keys (chains ask for them in about the bodies' order)
+    body_hint: usize,
+    /// scratch: positions of the bodies an entry's keys hit
+    hits: Vec<usize>,
 }
 
-impl<'s, St: RenderState + ?Sized> Summaries<'s, St> {
-    fn new(state: &'s St, entries: &[&'s ChainEntry]) -> Self {
-        let mut by_block: HashMap<&'s str, Option<&'s ChainEntry>> = HashMap::new();
-        for &entry in entries {
-            if let Some(block) = entry.block_id.as_str() {
-                by_block
-                    .entry(block)
-                    .and_modify(|found| *found = None)
-                    .or_insert(Some(entry));
-            }
-        }
+impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
+    fn new(state: &'s St, entries: &'e [&'s ChainEntry]) -> Self {
         Summaries {
             state,
-            by_block,
+            entries,
+            by_block: None,
             texts: FastMap::default(),
-            bodies_by_key: None,
+            local_bodies: None,
+            body_hint: 0,
+            hits: Vec::new(),
         }
     }
 
-    /// `chainSummaryText(entry)`; `None` where the reference throws.
+    /// [`Summaries::text`] for the entry being rendered (nothing else asks for its text
+    /// unless a placeholder names it, so it is not memoized).
+    fn own_text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+        match &entry.range_summary_text {
+            JsField::Str(text) => Some(Cow::Borrowed(text)),
+            _ => self.compute_text(entry),
+        }
+    }
+
+    /// `chainSummaryText(entry)` (memoized); `None` where the reference throws.
     fn text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+        if let JsField::Str(text) = &entry.range_summary_text {
+            return Some(Cow::Borrowed(text));
+        }
         let address = entry as *const ChainEntry as usize;
         if let Some(text) = self.texts.get(&address) {
             return text.clone();
@@ -290,34 +426,43 @@ impl<'s, St: RenderState + ?Sized> Summaries<'s, St> {
             other if !other.is_nullish() => return Some(Cow::Owned(other.js_string())),
             _ => {}
         }
-        let keys = entry.summary_keys()?;
-        let by_key = self.bodies_by_key.get_or_insert_with(|| {
-            let mut by_key: FastMap<&'s str, Vec<usize>> = FastMap::default();
-            for (i, body) in bodies.iter().enumerate() {
-                for key in &body.keys {
-                    let positions = by_key.entry(key.as_str()).or_default();
-                    if positions.last() != Some(&i) {
-                        positions.push(i);
-                    }
+        let by_key = match state.body_index() {
+            Some(index) => index,
+            None => self
+                .local_bodies
+                .get_or_insert_with(|| BodyIndex::new(bodies)),
+        };
+        let hits = &mut self.hits;
+        hits.clear();
+        // The keys as the state keeps them (stored together), else read from the entry.
+        match state.chain_facts(entry) {
+            Some(facts) => {
+                for key in facts.summary_keys?.iter() {
+                    hits.extend_from_slice(by_key.positions_near(key, &mut self.body_hint));
                 }
             }
-            by_key
-        });
-        let mut hits: Vec<usize> = keys
-            .iter()
-            .filter_map(JsField::as_str)
-            .filter_map(|k| by_key.get(k))
-            .flatten()
-            .copied()
-            .collect();
+            None => {
+                for key in entry.summary_keys()?.iter().filter_map(JsField::as_str) {
+                    hits.extend_from_slice(by_key.positions_near(key, &mut self.body_hint));
+                }
+            }
+        }
         hits.sort_unstable();
         hits.dedup();
-        let mut seen: FastSet<&str> = FastSet::default();
         let mut texts: Vec<&str> = Vec::with_capacity(hits.len());
-        for i in hits {
+        // A chain usually has a few bodies: a scan then beats a hash set.
+        let few = hits.len() <= 16;
+        let mut seen: FastSet<&str> = FastSet::default();
+        for &i in hits.iter() {
             if let Some(body) = bodies.get(i) {
-                if seen.insert(body.text.as_str()) {
-                    texts.push(&body.text);
+                let text = body.text.as_str();
+                let new = if few {
+                    !texts.contains(&text)
+                } else {
+                    seen.insert(text)
+                };
+                if new {
+                    texts.push(text);
                 }
             }
         }
@@ -329,8 +474,21 @@ impl<'s, St: RenderState + ?Sized> Summaries<'s, St> {
     }
 
     /// `findChainEntryByBlockId(b)`.
-    fn entry_by_block_id(&self, block_id: &str) -> Option<&'s ChainEntry> {
-        match self.by_block.get(block_id) {
+    fn entry_by_block_id(&mut self, block_id: &str) -> Option<&'s ChainEntry> {
+        let entries = self.entries;
+        let by_block = self.by_block.get_or_insert_with(|| {
+            let mut by_block: FastMap<&'s str, Option<&'s ChainEntry>> = FastMap::default();
+            for &entry in entries {
+                if let Some(block) = entry.block_id.as_str() {
+                    by_block
+                        .entry(block)
+                        .and_modify(|found| *found = None)
+                        .or_insert(Some(entry));
+                }
+            }
+            by_block
+        });
+        match by_block.get(block_id) {
             Some(Some(entry)) => Some(entry),
             // Shared by several entries (or unknown here): the registry decides.
             _ => self.state.chain_entry_by_block_id(block_id),
@@ -347,44 +505,43 @@ pub fn synthetic_text<St: RenderState + ?Sized>(
 ) -> Result<Text, Throw> {
     let entries = state.chain_entries();
     let mut summaries = Summaries::new(state, &entries);
-    // `entry` may not be one of the registry's: measure it through a local copy's text.
-    let text = match summaries.compute_text_of(entry) {
-        Some(text) => text,
-        None => return Err(Throw),
-    };
-    synthetic_text_from(&mut summaries, entry, &text, protected)
-}
-
-impl<'s, St: RenderState + ?Sized> Summaries<'s, St> {
-    /// [`Summaries::text`] of an entry not borrowed from the state (not memoized).
-    fn compute_text_of(&mut self, entry: &ChainEntry) -> Option<String> {
-        self.state.chain_summary_text(entry)
-    }
+    // `entry` may not be one of the registry's: its text is not memoized.
+    let text = state.chain_summary_text(entry).ok_or(Throw)?;
+    let mut facts = ChainFactsTable::new();
+    facts.push(entry);
+    let facts = facts.get(0).ok_or(Throw)?;
+    synthetic_text_from(&mut summaries, entry, &facts, &text, protected)
 }
 
 fn synthetic_text_with<'s, St: RenderState + ?Sized>(
-    summaries: &mut Summaries<'s, St>,
+    summaries: &mut Summaries<'s, '_, St>,
     entry: &'s ChainEntry,
+    facts: &ChainFacts<'_>,
     protected: &[(Piece, Text)],
 ) -> Result<Text, Throw> {
-    let summary = summaries.text(entry).ok_or(Throw)?;
-    synthetic_text_from(summaries, entry, &summary, protected)
+    if let Some(prefix) = facts.prefix {
+        // Head and summary known in advance: no lookup, no placeholder to substitute.
+        let mut out = String::with_capacity(prefix.len() + SYNTHETIC_TAIL.len());
+        out.push_str(prefix);
+        return Ok(finish_synthetic(out, protected));
+    }
+    let summary = summaries.own_text(entry).ok_or(Throw)?;
+    synthetic_text_from(summaries, entry, facts, &summary, protected)
 }
 
+/// The end of every synthetic text.
+const SYNTHETIC_TAIL: &str = "\n</compressed-chain>";
+
 fn synthetic_text_from<'s, St: RenderState + ?Sized>(
-    summaries: &mut Summaries<'s, St>,
+    summaries: &mut Summaries<'s, '_, St>,
     entry: &ChainEntry,
+    facts: &ChainFacts<'_>,
     summary: &str,
     protected: &[(Piece, Text)],
 ) -> Result<Text, Throw> {
-    let tools = entry.tool_refs_joined().ok_or(Throw)?;
-    let block_id = entry.block_id.js_string();
-    let mut out = String::with_capacity(summary.len() + tools.len() + block_id.len() + 48);
-    out.push_str("<compressed-chain id=\"");
-    out.push_str(&block_id);
-    out.push_str("\" tools=\"");
-    out.push_str(&tools);
-    out.push_str("\">\n");
+    let head = facts.head.ok_or(Throw)?;
+    let mut out = String::with_capacity(head.len() + summary.len() + SYNTHETIC_TAIL.len());
+    out.push_str(head);
     let mut lookup_threw = false;
     let lookup = |block_id: &str| {
         let other = summaries.entry_by_block_id(block_id)?;
@@ -401,6 +558,12 @@ fn synthetic_text_from<'s, St: RenderState + ?Sized>(
     if lookup_threw {
         return Err(Throw);
     }
+    Ok(finish_synthetic(out, protected))
+}
+
+/// The synthetic text from its head and summary (`out`): the protected outputs, then the
+/// closing tag.
+fn finish_synthetic(out: String, protected: &[(Piece, Text)]) -> Text {
     let mut text = Text(vec![Piece::Lit(out)]);
     for (tool, output) in protected {
         text.lit("\n\n<protected-output tool=\"");
@@ -409,8 +572,8 @@ fn synthetic_text_from<'s, St: RenderState + ?Sized>(
         text.extend(output);
         text.lit("\n</protected-output>");
     }
-    text.lit("\n</compressed-chain>");
-    Ok(text)
+    text.lit(SYNTHETIC_TAIL);
+    text
 }
 
 /// The index of the first resolved range (in registry order) other than `k` whose
@@ -470,6 +633,7 @@ pub fn apply_chain_compressions<S: IdStr, St: RenderState + ?Sized>(
         strip_final_thinking,
         &mut ViewsOnly,
         diagnostics,
+        None,
     )
 }
 
@@ -486,6 +650,32 @@ pub fn apply_chain_in_place<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized
     lazy: &mut L,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<bool, Throw> {
+    apply_chain_in_place_keyed(
+        msgs,
+        slots,
+        entries,
+        state,
+        strip_final_thinking,
+        lazy,
+        diagnostics,
+        None,
+    )
+}
+
+/// [`apply_chain_in_place`] after [`super::stub_replace::stub_replace_deferred`]: the
+/// occurrence keys of the dropped results are read from the keys phase 1 wrote (see
+/// [`ResultKeys`]), and the text of a stub from `phase1`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn apply_chain_in_place_keyed<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
+    slots: &mut Option<Vec<Item>>,
+    entries: &[&ChainEntry],
+    state: &St,
+    strip_final_thinking: bool,
+    lazy: &mut L,
+    diagnostics: &mut Vec<Diagnostic>,
+    phase1: Option<&Phase1<'_>>,
+) -> Result<bool, Throw> {
     match apply_chain(
         msgs,
         slots,
@@ -494,6 +684,7 @@ pub fn apply_chain_in_place<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized
         strip_final_thinking,
         lazy,
         diagnostics,
+        phase1,
     )? {
         Some(out) => {
             *slots = Some(out);
@@ -503,26 +694,33 @@ pub fn apply_chain_in_place<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized
     }
 }
 
-fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
-    msgs: &[MsgView<S>],
+#[allow(clippy::too_many_arguments)]
+fn apply_chain<'m, S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
+    msgs: &'m [MsgView<S>],
     slots: &mut Option<Vec<Item>>,
     entries: &[&ChainEntry],
     state: &St,
     strip_final_thinking: bool,
     lazy: &mut L,
     diagnostics: &mut Vec<Diagnostic>,
+    phase1: Option<&'m Phase1<'_>>,
 ) -> Result<Option<Vec<Item>>, Throw> {
     if entries.is_empty() {
         return Ok(None);
     }
-    let existing: FastSet<&str> = msgs
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .filter_map(|m| m.synthetic_block_id.as_deref())
-        .collect();
-
+    // One scan: the ranges' messages by timestamp, and the block ids of the synthetic
+    // messages already in the list.
+    let mut ranges = RangeIndex::for_entries(entries);
+    let mut existing: FastSet<&str> = FastSet::default();
+    for (i, msg) in msgs.iter().enumerate() {
+        ranges.add(i, msg);
+        if msg.role == Role::User {
+            if let Some(block) = msg.synthetic_block_id.as_deref() {
+                existing.insert(block);
+            }
+        }
+    }
     // 1. resolve
-    let ranges = RangeIndex::new(msgs);
     let mut resolved: Vec<(&ChainEntry, Range)> = Vec::new();
     for &entry in entries {
         match ranges.resolve(entry) {
@@ -538,7 +736,6 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
             }
         }
     }
-
     // 2. accept: no start strictly inside another resolved range, one entry per start
     let resolved_ranges: Vec<Range> = resolved.iter().map(|&(_, r)| r).collect();
     let containers = Containers::new(&resolved_ranges);
@@ -579,30 +776,44 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     if accepted.is_empty() {
         return Ok(None);
     }
-
     // 3. drop sets and per-entry facts
     let n = msgs.len();
     let mut drop = vec![false; n];
     let mut strip = vec![false; n];
-    let mut insert_after: FastMap<usize, (Text, &ChainEntry)> = FastMap::default();
-    let mut dropped_bare_ids: FastSet<JsIdOf<&str>> = FastSet::default();
-    // The occurrence keys of the dropped results: `id@ts` written one after another in
-    // `occ_arena` (spans kept), or the bare id itself without a numeric timestamp.
+    // (start, synthetic text, entry) per accepted entry; starts are distinct (claimed).
+    let mut insert_after: Vec<(usize, Text, &ChainEntry)> = Vec::with_capacity(accepted.len());
+    // The occurrence keys of the dropped results (`id@ts`, or the bare id itself without a
+    // numeric timestamp): spans of phase 1's keys when it kept them, else of `occ_arena`
+    // where they are written here.
+    let keys = phase1.and_then(|p| p.keys.complete());
     let mut occ_arena = String::new();
     let mut occ_spans: Vec<(usize, usize)> = Vec::new();
-    let mut bare_keys: Vec<&str> = Vec::new();
     // Keyed by the block id's string form, as the reference's Map is by value.
-    let mut protected_by_block: HashMap<String, Vec<(Piece, Text)>> = HashMap::new();
+    let mut protected_by_block: FastMap<String, Vec<(Piece, Text)>> = FastMap::default();
     let mut summaries = Summaries::new(state, entries);
+    // The facts of the entries when the state does not keep them.
+    let mut local_facts = ChainFactsTable::new();
     let mut key = String::new();
+    // The ids of the calls and results inside the accepted ranges, range after range.
+    let mut range_ids: Vec<JsIdOf<&str>> = Vec::new();
     let mut actual: FastSet<JsIdOf<&str>> = FastSet::default();
-    let mut recorded: FastSet<&str> = FastSet::default();
+    // Where the walk is in `keys` (ranges mostly come in list order).
+    let mut cursor = 0;
 
     for &(entry, range) in &accepted {
+        let facts = match state.chain_facts(entry) {
+            Some(facts) => facts,
+            None => {
+                local_facts.push(entry);
+                local_facts.get(local_facts.len() - 1).ok_or(Throw)?
+            }
+        };
         let protected_ids: &[JsField] =
             entry.protected_tool_call_ids.as_deref().unwrap_or_default();
-        let block_key = entry.block_id.js_string();
-        actual.clear();
+        let first_id = range_ids.len();
+        if let Some(keys) = keys {
+            keys.rewind(range.start + 1, &mut cursor);
+        }
         for i in range.start + 1..range.end {
             let Some(msg) = msgs.get(i) else { continue };
             if let Some(flag) = drop.get_mut(i) {
@@ -610,24 +821,38 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
             }
             match msg.role {
                 Role::ToolResult => {
-                    let id = msg.tool_call_id.borrowed();
-                    actual.insert(id);
-                    dropped_bare_ids.insert(id);
-                    match (msg.timestamp.num(), id) {
-                        (Some(ts), _) => {
+                    let kept = keys.and_then(|k| Some((k, k.span_of(i, &mut cursor)?)));
+                    let id = match (kept, &msg.tool_call_id) {
+                        // A string id starts the key phase 1 wrote: read that copy.
+                        (Some((k, (start, _))), JsIdOf::Str(raw)) => k
+                            .text()
+                            .get(start..start + raw.as_ref().len())
+                            .map_or(msg.tool_call_id.borrowed(), JsIdOf::Str),
+                        _ => msg.tool_call_id.borrowed(),
+                    };
+                    range_ids.push(id);
+                    match (kept, msg.timestamp.num(), id) {
+                        (Some((_, span)), _, _) => occ_spans.push(span),
+                        (None, Some(ts), _) => {
                             write_occ_key(&mut key, &id.js_str(), ts);
                             let start = occ_arena.len();
                             occ_arena.push_str(&key);
                             occ_spans.push((start, occ_arena.len()));
                         }
-                        (None, JsIdOf::Str(s)) => bare_keys.push(s),
+                        (None, None, JsIdOf::Str(s)) => {
+                            let start = occ_arena.len();
+                            occ_arena.push_str(s);
+                            occ_spans.push((start, occ_arena.len()));
+                        }
                         // A non-string key can never equal a ref's string key.
-                        (None, _) => {}
+                        (None, None, _) => {}
                     }
-                    if protected_ids.iter().any(|p| field_is_id(p, &id)) {
-                        let text = result_text(msgs, slots.as_deref(), i, lazy)?;
+                    if !protected_ids.is_empty()
+                        && protected_ids.iter().any(|p| field_is_id(p, &id))
+                    {
+                        let text = result_text(msgs, slots.as_deref(), i, lazy, phase1)?;
                         protected_by_block
-                            .entry(block_key.clone())
+                            .entry(facts.block_key.to_owned())
                             .or_default()
                             .push((Piece::ToolName(i), text));
                     }
@@ -636,11 +861,8 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
                     // `for (const block of msg.content ?? [])` collecting toolCall ids.
                     match &msg.content {
                         Content::Array(_) => {
-                            for id in msg.checked_blocks()?.call_ids() {
-                                let id = id.borrowed();
-                                actual.insert(id);
-                                dropped_bare_ids.insert(id);
-                            }
+                            range_ids
+                                .extend(msg.checked_blocks()?.call_ids().map(JsIdOf::borrowed));
                         }
                         // A string iterates its characters: none is a toolCall.
                         Content::Nullish | Content::Str => {}
@@ -651,24 +873,19 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
             }
         }
         // `(droppedToolCallIds ?? []).map(bareToolCallId)`: a non-string throws.
-        recorded.clear();
-        for id in entry.dropped_tool_call_ids.as_deref().unwrap_or_default() {
-            recorded.insert(bare_tool_call_id(id.as_str().ok_or(Throw)?));
-        }
-        let mismatch = recorded.len() != actual.len()
-            || recorded
-                .iter()
-                .any(|id| !actual.contains(&JsIdOf::Str(*id)));
-        if mismatch {
+        let recorded = facts.recorded.ok_or(Throw)?;
+        let ids = range_ids.get(first_id..).unwrap_or_default();
+        if let Some(actual) = id_mismatch(ids, recorded, &mut actual) {
             let detail = format!(
-                "blockId={block_key} recorded={} actual={}",
+                "blockId={} recorded={} actual={}",
+                facts.block_key,
                 recorded.len(),
-                actual.len()
+                actual
             );
             report(
                 diagnostics,
                 DiagnosticKind::RangeIdMismatch,
-                block_key.clone(),
+                facts.block_key.to_owned(),
                 detail,
             );
         }
@@ -677,40 +894,44 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
                 *flag = true;
             }
         }
-        let protected = protected_by_block
-            .get(&block_key)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let text = synthetic_text_with(&mut summaries, entry, protected)?;
-        insert_after.insert(range.start, (text, entry));
+        let protected = if protected_by_block.is_empty() {
+            &[][..]
+        } else {
+            protected_by_block
+                .get(facts.block_key)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+        };
+        let text = synthetic_text_with(&mut summaries, entry, &facts, protected)?;
+        insert_after.push((range.start, text, entry));
     }
+    insert_after.sort_unstable_by_key(|&(start, _, _)| start);
 
-    let mut dropped_occ_keys: FastSet<&str> =
-        FastSet::with_capacity_and_hasher(occ_spans.len() + bare_keys.len(), Default::default());
-    for &(start, end) in &occ_spans {
-        if let Some(k) = occ_arena.get(start..end) {
-            dropped_occ_keys.insert(k);
-        }
-    }
-    dropped_occ_keys.extend(bare_keys.iter().copied());
-
+    let mut dropped = Dropped {
+        ids: &range_ids,
+        key_spans: &occ_spans,
+        key_text: keys.map_or(occ_arena.as_str(), ResultKeys::text),
+        keys: None,
+        bare: None,
+    };
     // 4. emit
     let mut out: Vec<Item> = Vec::with_capacity(n + accepted.len());
+    let mut pending = insert_after.into_iter().peekable();
+    // The phase-2 slots move into `out` (one per message; a dropped message's is dropped).
+    let mut phase2 = slots.take().map(Vec::into_iter);
     for (i, msg) in msgs.iter().enumerate() {
+        let slot = phase2.as_mut().and_then(Iterator::next);
         let droppable =
             matches!(msg.role, Role::Assistant | Role::ToolResult) || msg.summary.is_some();
         if drop.get(i).copied().unwrap_or(false) && droppable {
             continue;
         }
         if let Some(refs) = &msg.summary {
-            if overlaps_dropped(refs, &dropped_occ_keys, &dropped_bare_ids, &mut key)? {
+            if overlaps_dropped(refs, &mut dropped, &mut key)? {
                 continue;
             }
         }
-        let current = match slots.as_mut().and_then(|s| s.get_mut(i)) {
-            Some(item) => std::mem::replace(item, Item::Keep(i)),
-            None => Item::Keep(i),
-        };
+        let current = slot.unwrap_or(Item::Keep(i));
         if msg.role == Role::Assistant && strip.get(i).copied().unwrap_or(false) {
             // `msg.content.filter(c => c.type !== "thinking")`
             msg.checked_blocks()?;
@@ -729,7 +950,10 @@ fn apply_chain<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         } else {
             out.push(current);
         }
-        if let Some((text, entry)) = insert_after.remove(&i) {
+        // The synthetic message of a range goes right after its start (an entry whose start
+        // was skipped above inserts nothing).
+        while pending.next_if(|&(start, _, _)| start < i).is_some() {}
+        if let Some((_, text, entry)) = pending.next_if(|&(start, _, _)| start == i) {
             if !entry
                 .block_id
                 .as_str()
@@ -1306,6 +1530,62 @@ mod tests {
                 MsgView::new(role, ts)
             })
             .collect()
+    }
+
+    #[test]
+    fn id_mismatch_agrees_with_set_comparison() {
+        let mut table = ChainFactsTable::new();
+        let lists: [&[&str]; 4] = [&["a", "b", "c"], &[], &["a"], &["b", "a"]];
+        for list in lists {
+            table.push(&Chain::new("b1", 1.0, 2.0, 3.0).dropped(list).0);
+        }
+        let id_lists: [&[JsIdOf<&str>]; 9] = [
+            &[
+                JsIdOf::Str("a"),
+                JsIdOf::Str("b"),
+                JsIdOf::Str("a"),
+                JsIdOf::Str("c"),
+            ],
+            &[JsIdOf::Str("a"), JsIdOf::Str("a")],
+            &[],
+            &[JsIdOf::Str("c"), JsIdOf::Str("b"), JsIdOf::Str("a")],
+            &[
+                JsIdOf::Str("a"),
+                JsIdOf::Str("b"),
+                JsIdOf::Str("c"),
+                JsIdOf::Str("d"),
+            ],
+            &[JsIdOf::Str("b"), JsIdOf::Str("a"), JsIdOf::Str("b")],
+            &[JsIdOf::Null],
+            &[JsIdOf::Str("a"), JsIdOf::Null],
+            &[JsIdOf::Str("a"), JsIdOf::Str("b")],
+        ];
+        let mut scratch = FastSet::default();
+        for k in 0..table.len() {
+            let recorded = table.get(k).and_then(|f| f.recorded);
+            let Some(recorded) = recorded else {
+                unreachable!()
+            };
+            for ids in id_lists {
+                let actual: FastSet<JsIdOf<&str>> = ids.iter().copied().collect();
+                let want: FastSet<JsIdOf<&str>> = recorded.iter().map(JsIdOf::Str).collect();
+                let expected = (actual != want).then_some(actual.len());
+                assert_eq!(
+                    id_mismatch(ids, recorded, &mut scratch),
+                    expected,
+                    "{ids:?} vs {k}"
+                );
+                if ordered_match(ids, recorded) {
+                    assert!(expected.is_none());
+                }
+            }
+        }
+        // In recorded order, a call then its result: decided without the set.
+        let Some(recorded) = table.get(0).and_then(|f| f.recorded) else {
+            unreachable!()
+        };
+        assert!(ordered_match(id_lists[0], recorded));
+        assert!(!ordered_match(id_lists[3], recorded));
     }
 
     #[test]

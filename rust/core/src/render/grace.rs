@@ -33,9 +33,20 @@ pub fn in_grace_keys_with<S: IdStr>(
     if !enabled(grace_turns) {
         return keys;
     }
-    let now_utg = msgs.iter().filter(|m| m.role == Role::User).count();
+    // The window is the tail of the list: walk back to the user message that makes the
+    // age exceed the window (only the tail is read; the outputs are then visited in order).
+    let (mut start, mut now_utg) = (0, 0usize);
+    for (i, msg) in msgs.iter().enumerate().rev() {
+        if msg.role == Role::User {
+            if (now_utg + 1) as f64 > grace_turns {
+                start = i + 1;
+                break;
+            }
+            now_utg += 1;
+        }
+    }
     let mut seen = 0usize;
-    for (i, msg) in msgs.iter().enumerate() {
+    for (i, msg) in msgs.iter().enumerate().skip(start) {
         match msg.role {
             Role::User => seen += 1,
             Role::ToolResult => {
@@ -133,6 +144,21 @@ mod tests {
         assert!(keys.contains("q2"));
         assert!(keys.contains("q3"));
         assert!(!keys.contains("q1"));
+    }
+
+    #[test]
+    fn the_window_counts_user_turns_from_the_end() {
+        // Recovery outputs after 0..=5 later user turns: ages 5 down to 0.
+        let mut msgs = Vec::new();
+        for k in 0..6 {
+            msgs.push(user(f64::from(k) * 10.0));
+            msgs.push(recovery(&format!("q{k}"), f64::from(k) * 10.0 + 1.0));
+        }
+        for (turns, expected) in [(0.5, 1), (1.0, 2), (2.5, 3), (5.0, 6), (f64::INFINITY, 6)] {
+            let keys = in_grace_keys(&msgs, turns);
+            assert_eq!(keys.len(), expected, "{turns}");
+            assert!(keys.contains("q5@51"));
+        }
     }
 
     #[test]

@@ -17,9 +17,11 @@
 //! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
 //! diagnostics reported before the throw survive.
 
+pub mod chain_facts;
 pub mod chain_range;
 pub mod error_purge;
 pub mod grace;
+pub mod ids;
 pub mod orphan_sweep;
 pub mod placeholders;
 pub mod plan;
@@ -199,15 +201,16 @@ where
         HashSet::new()
     };
     // Phases 1 and 2 map the list one to one: `slots[i]` is what stands at i.
+    let mut phase1 = stub_replace::Phase1::default();
     let mut current: Option<Vec<Item>> =
-        stub_replace::stub_replace(msgs, state, cfg.protection, &in_grace);
+        stub_replace::stub_replace_deferred(msgs, state, cfg.protection, &in_grace, &mut phase1);
     if let Some(purge) = &cfg.purge {
         error_purge::purge_in_place(msgs, &mut current, purge, lazy)?;
     }
     if let Some(chain) = &cfg.chain {
         if state.chain_count() > 0 {
             let entries = state.chain_entries();
-            chain_range::apply_chain_in_place(
+            chain_range::apply_chain_in_place_keyed(
                 msgs,
                 &mut current,
                 &entries,
@@ -215,20 +218,27 @@ where
                 chain.strip_final_assistant_thinking,
                 lazy,
                 diagnostics,
+                Some(&phase1),
             )?;
         }
     }
     orphan_sweep::sweep_in_place(msgs, &mut current, diagnostics)?;
+    // The stubs still standing get their texts.
+    if let Some(items) = &mut current {
+        phase1.finish(items);
+    }
     Ok(current)
 }
 
 #[cfg(test)]
 mod tests {
     use super::testing::{
-        assistant, errored, rec, reused_id_turns, summary, tc, tool_result, user, Chain, Lens,
+        assistant, errored, ok, rec, reused_id_turns, summary, tc, tool_result, user, Chain, Lens,
         TestState,
     };
     use super::*;
+    use crate::index::Index;
+    use crate::render::view::JsId;
 
     const CHAIN_ON: ChainConfig = ChainConfig {
         strip_final_assistant_thinking: true,
@@ -478,7 +488,7 @@ mod tests {
 
     #[test]
     fn worked_example_against_the_real_index() {
-        use crate::index::{ChainEntry, Index, JsField, Record, ShortRef};
+        use crate::index::{ChainEntry, JsField, Record, ShortRef};
         let mut index = Index::new();
         let mut record = Record::new("tc1", JsField::Number(300.0));
         record.tool_name = JsField::str("bash");
@@ -510,6 +520,238 @@ mod tests {
         assert!(
             matches!(&plan.items.unwrap_or_default()[2], Item::Stub { text, .. }
             if text.as_literal().is_some_and(|t| t.contains("ref `t1`")))
+        );
+    }
+
+    /// A list exercising every phase: stubs inside a compressed range (one of them a
+    /// protected output, whose stub text moves into the synthetic message), a legacy bare
+    /// stub, per-batch summaries covering dropped results by key and by bare id, a spilled
+    /// stub that stays, an errored call purged after its cooldown, an orphan, and an entry
+    /// that does not resolve.
+    fn pipeline_case() -> (Vec<MsgView>, TestState, Index) {
+        use crate::index::{ChainEntry, Record, ShortRef};
+        use crate::render::testing::spilled;
+        let mut bare = tool_result("b", 0.0);
+        bare.timestamp = Ts::Absent;
+        let mut numbered = tool_result("", 230.0);
+        numbered.tool_call_id = JsId::num(7.0);
+        let msgs = vec![
+            user(100.0),
+            assistant(200.0, vec![tc("a"), tc("p")]),
+            tool_result("a", 210.0),
+            tool_result("p", 220.0),
+            numbered,
+            assistant(300.0, vec![tc("b")]),
+            bare,
+            assistant(400.0, vec![Block::Thinking]),
+            summary(450.0, &[("a", Some(210.0))]),
+            summary(460.0, &[("b", None)]),
+            summary(465.0, &[("x", Some(1.0)), ("7", Some(230.0))]),
+            summary(470.0, &[("c", Some(610.0))]),
+            user(500.0),
+            assistant(600.0, vec![tc("c")]),
+            tool_result("c", 610.0),
+            assistant(700.0, vec![tc("e")]),
+            errored("e", 710.0),
+            assistant(800.0, vec![tc("f")]),
+            tool_result("f", 810.0),
+            assistant(900.0, vec![tc("g")]),
+            tool_result("g", 910.0),
+            tool_result("zz", 920.0),
+        ];
+        let spill = || spilled("fetch", "/s/c.txt", Some(70000.0), Some("HEAD"));
+        let range = |entry: Chain| {
+            entry
+                .dropped(&["a", "p", "b"])
+                .keys(&["a@210", "p@220"])
+                .refs(&["t1", "t2"])
+                .protect(&["p"])
+                .range_summary("R {b9}")
+        };
+        let test_state = TestState::default()
+            .record("a@210", rec("bash"))
+            .record("p@220", rec("read"))
+            .record("c@610", spill())
+            .legacy("b", rec("bash"))
+            .short_ref_of("a@210", "t1")
+            .short_ref_of("p@220", "t2")
+            .body(&["x@1"], "BODY")
+            .chain(range(Chain::new("b1", 100.0, 400.0, 9.0)))
+            .chain(Chain::new("b9", 999.0, 1999.0, 9.0).keys(&["x@1"]));
+        let mut index = Index::new();
+        for (id, ts, record) in [
+            ("a", Some(210.0), rec("bash")),
+            ("p", Some(220.0), rec("read")),
+            ("c", Some(610.0), spill()),
+            ("b", None, rec("bash")),
+        ] {
+            let mut r = Record::new(id, ts.map_or(JsField::Absent, JsField::Number));
+            r.tool_name = record.tool_name;
+            r.spill_path = record.spill_path;
+            r.spill_bytes = record.spill_bytes;
+            r.result_preview = record.result_preview;
+            index.index_record(r);
+        }
+        index.register_refs(&[
+            ShortRef::new("t1", "a", Some(210.0)),
+            ShortRef::new("t2", "p", Some(220.0)),
+        ]);
+        index.push_summary_body(vec!["x@1".into()], "BODY".into());
+        for chain in &test_state.chains {
+            index.register_chain(ChainEntry {
+                slot: 0,
+                ..chain.clone()
+            });
+        }
+        (msgs, test_state, index)
+    }
+
+    /// The phases run one by one through their public entry points, texts built eagerly.
+    fn phase_by_phase<St: RenderState>(
+        msgs: &[MsgView],
+        state: &St,
+        purge: &PurgeConfig,
+        lens: &mut Lens,
+    ) -> (Option<Vec<Item>>, Vec<Diagnostic>) {
+        let s1 = stub_replace::stub_replace(msgs, state, None, &grace::in_grace_keys(msgs, 3.0));
+        let s2 = ok(error_purge::purge_errored_args(
+            msgs,
+            s1.as_deref(),
+            purge,
+            lens,
+        ))
+        .or(s1);
+        let mut diags = Vec::new();
+        let entries = state.chain_entries();
+        let s3 = ok(chain_range::apply_chain_compressions(
+            msgs,
+            s2.as_deref(),
+            &entries,
+            state,
+            true,
+            &mut diags,
+        ))
+        .or(s2);
+        let s4 = ok(orphan_sweep::sweep(msgs, s3.as_deref(), &mut diags)).or(s3);
+        (s4, plan::dedup(diags))
+    }
+
+    #[test]
+    fn the_pipeline_matches_the_phases_run_one_by_one() {
+        let (msgs, test_state, index) = pipeline_case();
+        let purge = PurgeConfig {
+            cooldown_turns: Some(2.0),
+            min_arg_chars: Some(10.0),
+        };
+        let expected = phase_by_phase(&msgs, &test_state, &purge, &mut Lens::default());
+        let items = expected.0.clone().unwrap_or_default();
+        // The case covers what it means to.
+        let srcs: Vec<Option<usize>> = items.iter().map(Item::src).collect();
+        assert_eq!(
+            srcs,
+            [0, 99, 7, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20].map(|i| (i != 99).then_some(i))
+        );
+        assert!(matches!(&items[1], Item::Synthetic { text, .. } if text.0.len() > 1));
+        assert!(matches!(&items[6], Item::Stub { text, .. }
+            if matches!(text.0.first(), Some(Piece::Lit(t)) if t.starts_with("[Oversized"))));
+        assert!(matches!(&items[7], Item::Assistant { purged, .. } if purged.len() == 1));
+        let kinds: Vec<DiagnosticKind> = expected.1.iter().map(|d| d.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                DiagnosticKind::UnresolvedRange,
+                DiagnosticKind::RangeIdMismatch,
+                DiagnosticKind::OrphanSweep
+            ]
+        );
+        let config = cfg(Some(CHAIN_ON), Some(purge));
+        for plan in [
+            render(&msgs, &test_state, &config, &mut Lens::default()),
+            render(&msgs, &index, &config, &mut Lens::default()),
+        ] {
+            assert!(!plan.threw);
+            assert_eq!((plan.items, plan.diagnostics), expected);
+        }
+        // Against the index, the phases one by one agree too.
+        assert_eq!(
+            phase_by_phase(&msgs, &index, &purge, &mut Lens::default()),
+            expected
+        );
+    }
+
+    #[test]
+    fn an_index_grown_between_renders_renders_like_one_built_at_once() {
+        use crate::index::{ChainEntry, Record, ShortRef};
+        let (msgs, _, whole) = pipeline_case();
+        let config = cfg(Some(CHAIN_ON), None);
+        // The same mutations, one at a time, rendering after each.
+        let mut grown = Index::new();
+        let mut renders = Vec::new();
+        let mut render_now =
+            |ix: &Index| renders.push(render(&msgs, ix, &config, &mut Lens::default()));
+        render_now(&grown);
+        for (id, ts) in [
+            ("a", Some(210.0)),
+            ("p", Some(220.0)),
+            ("c", Some(610.0)),
+            ("b", None),
+        ] {
+            grown.index_record(Record::new(id, ts.map_or(JsField::Absent, JsField::Number)));
+            render_now(&grown);
+        }
+        grown.register_refs(&[ShortRef::new("t1", "a", Some(210.0))]);
+        render_now(&grown);
+        grown.register_refs(&[ShortRef::new("t2", "p", Some(220.0))]);
+        grown.push_summary_body(vec!["x@1".into()], "BODY".into());
+        render_now(&grown);
+        for chain in whole.chain_entries().into_iter().rev() {
+            grown.register_chain(ChainEntry {
+                slot: 0,
+                ..chain.clone()
+            });
+            render_now(&grown);
+        }
+        assert_eq!(renders.len(), 9);
+        // Records carry no tool names here: compare with a whole index built the same way.
+        let mut rebuilt = Index::new();
+        for (id, ts) in [
+            ("a", Some(210.0)),
+            ("p", Some(220.0)),
+            ("c", Some(610.0)),
+            ("b", None),
+        ] {
+            rebuilt.index_record(Record::new(id, ts.map_or(JsField::Absent, JsField::Number)));
+        }
+        rebuilt.register_refs(&[
+            ShortRef::new("t1", "a", Some(210.0)),
+            ShortRef::new("t2", "p", Some(220.0)),
+        ]);
+        rebuilt.push_summary_body(vec!["x@1".into()], "BODY".into());
+        for chain in whole.chain_entries().into_iter().rev() {
+            rebuilt.register_chain(ChainEntry {
+                slot: 0,
+                ..chain.clone()
+            });
+        }
+        let last = render(&msgs, &grown, &config, &mut Lens::default());
+        assert_eq!(last, render(&msgs, &rebuilt, &config, &mut Lens::default()));
+        assert!(last.items.is_some_and(|items| items
+            .iter()
+            .any(|item| matches!(item, Item::Synthetic { .. }))));
+        // Each intermediate state renders like a fresh index of the same content: the
+        // state right after the records (stubs, no chains yet) for one.
+        let mut records_only = Index::new();
+        for (id, ts) in [
+            ("a", Some(210.0)),
+            ("p", Some(220.0)),
+            ("c", Some(610.0)),
+            ("b", None),
+        ] {
+            records_only.index_record(Record::new(id, ts.map_or(JsField::Absent, JsField::Number)));
+        }
+        assert_eq!(
+            renders[4],
+            render(&msgs, &records_only, &config, &mut Lens::default())
         );
     }
 }

@@ -12,6 +12,33 @@ where
     out
 }
 
+/// The next `{b<digits>}` placeholder of `text` at or after byte `from`: its start, and the
+/// end of its digits (where the closing `}` is).
+fn next_block_ref(text: &str, mut from: usize) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    // `find(char)` is a memchr scan; most summaries hold no `{` at all.
+    while let Some(found) = text.get(from..).and_then(|rest| rest.find('{')) {
+        let start = from + found;
+        if bytes.get(start + 1) == Some(&b'b') {
+            let digits_start = start + 2;
+            let mut end = digits_start;
+            while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+                end += 1;
+            }
+            if end > digits_start && bytes.get(end) == Some(&b'}') {
+                return Some((start, end));
+            }
+        }
+        from = start + 1;
+    }
+    None
+}
+
+/// Whether `text` holds a `{b<digits>}` placeholder (otherwise substitution keeps it as is).
+pub fn has_block_ref(text: &str) -> bool {
+    next_block_ref(text, 0).is_some()
+}
+
 /// [`substitute_block_refs`] appending to `out`.
 pub fn substitute_block_refs_into<F, T>(
     out: &mut String,
@@ -22,33 +49,22 @@ pub fn substitute_block_refs_into<F, T>(
     F: FnMut(&str) -> Option<T>,
     T: AsRef<str>,
 {
-    let bytes = text.as_bytes();
     let mut copied = 0;
-    let mut i = 0;
     let mut block_id = String::new();
-    while let Some(found) = text.get(i..).and_then(|rest| rest.find("{b")) {
-        let start = i + found;
-        let digits_start = start + 2;
-        let mut end = digits_start;
-        while bytes.get(end).is_some_and(u8::is_ascii_digit) {
-            end += 1;
-        }
-        if end > digits_start && bytes.get(end) == Some(&b'}') {
-            // All indices sit on ASCII bytes, so they are char boundaries.
-            block_id.clear();
-            block_id.push('b');
-            block_id.push_str(text.get(digits_start..end).unwrap_or_default());
-            if self_block_id != Some(block_id.as_str()) {
-                if let Some(replacement) = lookup(&block_id) {
-                    out.push_str(text.get(copied..start).unwrap_or_default());
-                    out.push_str(replacement.as_ref());
-                    copied = end + 1;
-                }
+    let mut from = 0;
+    while let Some((start, end)) = next_block_ref(text, from) {
+        // All indices sit on ASCII bytes, so they are char boundaries.
+        block_id.clear();
+        block_id.push('b');
+        block_id.push_str(text.get(start + 2..end).unwrap_or_default());
+        if self_block_id != Some(block_id.as_str()) {
+            if let Some(replacement) = lookup(&block_id) {
+                out.push_str(text.get(copied..start).unwrap_or_default());
+                out.push_str(replacement.as_ref());
+                copied = end + 1;
             }
-            i = end + 1;
-        } else {
-            i = start + 1;
         }
+        from = end + 1;
     }
     out.push_str(text.get(copied..).unwrap_or_default());
 }
@@ -92,6 +108,16 @@ mod tests {
             substitute_block_refs("{b1} {b7}", lookup, Some("b1")),
             "{b1} {b7}"
         );
+    }
+
+    #[test]
+    fn placeholder_detection() {
+        for text in ["{b1}", "x {b{b22} y", "{b007}"] {
+            assert!(has_block_ref(text), "{text}");
+        }
+        for text in ["", "{b}", "{b1", "{ b1}", "{B1}", "{b1x}", "b1}", "{{b}1}"] {
+            assert!(!has_block_ref(text), "{text}");
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! summaries: their fields keep JS value semantics ([`JsField`]), which the
 //! stub and synthetic templates interpolate.
 
-use crate::index::{ChainEntry, Index, JsField, Record, SummaryBody};
+use super::chain_facts::ChainFacts;
+pub use crate::index::Summarized;
+use crate::index::{BodyIndex, ChainEntry, Index, JsField, Record, SummaryBody};
 
 /// Read access to the pruner state during a render.
 pub trait RenderState {
@@ -15,6 +17,19 @@ pub trait RenderState {
     /// empty index): phase 1 then replaces nothing and needs no lookup.
     fn may_stub(&self) -> bool {
         true
+    }
+    /// `isSummarized(key)`, and when it holds, `record(key)` and `short_ref(key)`: phase 1's
+    /// questions about a tool result, which a state may answer with one lookup.
+    fn summarized(&self, key: &str) -> Option<Summarized<'_>> {
+        self.is_summarized(key).then(|| Summarized {
+            record: self.record(key),
+            short_ref: self.short_ref(key),
+        })
+    }
+    /// [`RenderState::summarized`] for keys asked roughly in the order the state learned
+    /// them: `hint` is the state's to carry from one call to the next (start it at 0).
+    fn summarized_near(&self, key: &str, _hint: &mut usize) -> Option<Summarized<'_>> {
+        self.summarized(key)
     }
     /// `hasLegacyBareRecord(id)`: a pure-legacy bare id.
     fn has_legacy_bare_record(&self, id: &str) -> bool;
@@ -40,6 +55,16 @@ pub trait RenderState {
     fn summary_bodies(&self) -> Option<&[SummaryBody]> {
         None
     }
+    /// [`RenderState::summary_bodies`] by covered key, when the state keeps that index
+    /// (render builds it otherwise).
+    fn body_index(&self) -> Option<&BodyIndex> {
+        None
+    }
+    /// The [`ChainFacts`] of `entry`, when the state keeps them for its entries (render
+    /// derives them otherwise).
+    fn chain_facts(&self, _entry: &ChainEntry) -> Option<ChainFacts<'_>> {
+        None
+    }
 }
 
 impl RenderState for Index {
@@ -51,6 +76,14 @@ impl RenderState for Index {
         // `is_summarized` reads the key index and the dedup aliases; a legacy bare record
         // is a key of the index.
         self.record_count() > 0 || self.alias_count() > 0
+    }
+
+    fn summarized(&self, key: &str) -> Option<Summarized<'_>> {
+        Index::summarized(self, key)
+    }
+
+    fn summarized_near(&self, key: &str, hint: &mut usize) -> Option<Summarized<'_>> {
+        Index::summarized_near(self, key, hint)
     }
 
     fn has_legacy_bare_record(&self, id: &str) -> bool {
@@ -84,6 +117,14 @@ impl RenderState for Index {
 
     fn summary_bodies(&self) -> Option<&[SummaryBody]> {
         Some(Index::summary_bodies(self))
+    }
+
+    fn body_index(&self) -> Option<&BodyIndex> {
+        Some(Index::body_index(self))
+    }
+
+    fn chain_facts(&self, entry: &ChainEntry) -> Option<ChainFacts<'_>> {
+        Index::chain_facts(self, entry)
     }
 }
 

@@ -2,8 +2,9 @@
 
 use std::collections::HashSet;
 
+use super::ids::ResultKeys;
 use super::plan::{Item, Piece, Text};
-use super::state::{template_or, RenderState};
+use super::state::{template_or, RenderState, Summarized};
 use super::view::{IdStr, JsIdOf, MsgView, Role, Ts};
 use super::Protection;
 use crate::index::Record;
@@ -70,36 +71,52 @@ pub fn stub_for<S: IdStr, St: RenderState + ?Sized>(
     protection: Option<&dyn Protection>,
     in_grace: &HashSet<String>,
 ) -> Option<Text> {
-    stub_with(index, msg, state, protection, in_grace, &mut String::new())
-}
-
-fn stub_with<S: IdStr, St: RenderState + ?Sized>(
-    index: usize,
-    msg: &MsgView<S>,
-    state: &St,
-    protection: Option<&dyn Protection>,
-    in_grace: &HashSet<String>,
-    buf: &mut String,
-) -> Option<Text> {
     if msg.role != Role::ToolResult {
         return None;
     }
-    let key = lookup_base(msg, buf);
-    let lookup = match (key, &msg.tool_call_id) {
-        (Some(k), _) if state.is_summarized(k) => k,
-        (_, JsIdOf::Str(id)) if state.has_legacy_bare_record(id.as_ref()) => id.as_ref(),
+    let mut buf = String::new();
+    let key = lookup_base(msg, &mut buf);
+    let found = stub_with(msg, key, state, protection, in_grace, &mut 0)?;
+    Some(stub_text(index, found))
+}
+
+/// Whether toolResult `msg` is stubbed, given its lookup key and the state's lookup hint
+/// (see [`RenderState::summarized_near`]): what its stub shows, or `None` to keep it.
+fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
+    msg: &MsgView<S>,
+    key: Option<&str>,
+    state: &'s St,
+    protection: Option<&dyn Protection>,
+    in_grace: &HashSet<String>,
+    hint: &mut usize,
+) -> Option<Summarized<'s>> {
+    // `isSummarized(key)`, else the pure-legacy bare id; then the record and short ref of
+    // whichever matched.
+    let found = match (
+        key.and_then(|k| state.summarized_near(k, hint)),
+        &msg.tool_call_id,
+    ) {
+        (Some(found), _) => found,
+        (None, JsIdOf::Str(id)) if state.has_legacy_bare_record(id.as_ref()) => Summarized {
+            record: state.record(id.as_ref()),
+            short_ref: state.short_ref(id.as_ref()),
+        },
         _ => return None,
     };
-    let record = state.record(lookup);
-    if let (Some(matcher), Some(rec)) = (protection, record) {
+    if let (Some(matcher), Some(rec)) = (protection, found.record) {
         if matcher.is_protected(&rec.tool_name, rec.args_path.as_deref()) {
             return None;
         }
     }
-    if key.is_some_and(|k| in_grace.contains(k)) {
+    if !in_grace.is_empty() && key.is_some_and(|k| in_grace.contains(k)) {
         return None;
     }
-    Some(match (record, state.short_ref(lookup)) {
+    Some(found)
+}
+
+/// The text of the stub of toolResult `index` showing `found`.
+fn stub_text(index: usize, found: Summarized<'_>) -> Text {
+    match (found.record, found.short_ref) {
         (Some(rec), short) if rec.spill_path.is_truthy() => {
             let reference = match short {
                 Some(short) => Piece::Lit(short.to_owned()),
@@ -109,7 +126,7 @@ fn stub_with<S: IdStr, St: RenderState + ?Sized>(
         }
         (_, Some(short)) => summary_stub_text(short),
         (_, None) => summary_stub(Piece::ToolCallId(index)),
-    })
+    }
 }
 
 const SUMMARY_STUB_HEAD: &str = "[Summarized in pruner summary, ref `";
@@ -158,22 +175,79 @@ pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
     protection: Option<&dyn Protection>,
     in_grace: &HashSet<String>,
 ) -> Option<Vec<Item>> {
+    let mut phase1 = Phase1::default();
+    let mut items = stub_replace_deferred(msgs, state, protection, in_grace, &mut phase1);
+    if let Some(items) = &mut items {
+        phase1.finish(items);
+    }
+    items
+}
+
+/// What phase 1 leaves for the later phases of a render ([`stub_replace_deferred`]).
+#[derive(Debug, Default)]
+pub struct Phase1<'s> {
+    /// The lookup keys of the tool results.
+    pub(crate) keys: ResultKeys,
+    /// The stubs whose text is not written yet, by ascending message index.
+    deferred: Vec<(usize, Summarized<'s>)>,
+}
+
+impl Phase1<'_> {
+    /// The text of the stub of message `i` when it is deferred.
+    pub(crate) fn stub_text(&self, i: usize) -> Option<Text> {
+        let at = self.deferred.binary_search_by_key(&i, |&(at, _)| at).ok()?;
+        let &(_, found) = self.deferred.get(at)?;
+        Some(stub_text(i, found))
+    }
+
+    /// Writes the texts of the deferred stubs still among `items` (in list order).
+    pub(crate) fn finish(&self, items: &mut [Item]) {
+        let mut deferred = self.deferred.iter().peekable();
+        for item in items {
+            let Item::Stub { src, text } = item else {
+                continue;
+            };
+            while deferred.next_if(|&&(at, _)| at < *src).is_some() {}
+            if let Some(&(_, found)) = deferred.next_if(|&&(at, _)| at == *src) {
+                *text = stub_text(*src, found);
+            }
+        }
+    }
+}
+
+/// [`stub_replace`] for the rest of a render, which it leaves `phase1`: the lookup keys, and
+/// the stubs' texts. Those are only written by [`Phase1::finish`] once the later phases are
+/// done (each [`Item::Stub`] holds an empty text until then), because phase 3 drops most
+/// stubbed results; a text it needs before is [`Phase1::stub_text`].
+pub fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
+    msgs: &[MsgView<S>],
+    state: &'s St,
+    protection: Option<&dyn Protection>,
+    in_grace: &HashSet<String>,
+    phase1: &mut Phase1<'s>,
+) -> Option<Vec<Item>> {
     if !state.may_stub() {
         return None;
     }
     let mut items: Option<Vec<Item>> = None;
-    let mut buf = String::new();
+    let mut hint = 0;
     for (i, msg) in msgs.iter().enumerate() {
         if msg.role != Role::ToolResult {
             continue;
         }
-        if let Some(text) = stub_with(i, msg, state, protection, in_grace, &mut buf) {
+        let key = phase1.keys.push(i, msg);
+        if let Some(found) = stub_with(msg, key, state, protection, in_grace, &mut hint) {
+            phase1.deferred.push((i, found));
             let slots = items.get_or_insert_with(|| (0..msgs.len()).map(Item::Keep).collect());
             if let Some(slot) = slots.get_mut(i) {
-                *slot = Item::Stub { src: i, text };
+                *slot = Item::Stub {
+                    src: i,
+                    text: Text::default(),
+                };
             }
         }
     }
+    phase1.keys.set_complete();
     items
 }
 
