@@ -1282,7 +1282,8 @@ fn render<'py>(
     sizes: Option<PyRef<'py, PySizeMemo>>,
 ) -> PyResult<RenderOutput<'py>> {
     let py = messages.py();
-    let mut memo_guard = sizes.as_ref().map(|s| s.lock());
+    // A render from inside a render (a protection predicate) does without the memo.
+    let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
     layout(py);
     let keys = Keys::new(py);
     let protection = match (
@@ -1343,24 +1344,25 @@ fn render<'py>(
         unsafe {
             if speculate {
                 let mut read_error = false;
-                let measured = size_memo::len_each_then(
+                let measured = size_memo::measure_and_read(
                     py,
                     list,
                     memo_guard.as_deref_mut().map(|g| &mut g.0),
+                    Some(reader.needs),
                     |_, msg| {
-                        views.push(MsgView::new(Role::Other, Ts::Absent));
-                        let read = match views.last_mut() {
-                            Some(view) => reader.read_into(msg, view),
-                            None => Ok(()),
-                        };
+                        let mut view = MsgView::new(Role::Other, Ts::Absent);
+                        let read = reader.read_into(msg, &mut view);
                         read_error = read.is_err();
-                        read
+                        read.map(|()| view)
                     },
                 );
                 match measured {
-                    Ok(measured) => lens = Some(measured),
+                    Ok((measured, read)) => {
+                        lens = Some(measured);
+                        views = read;
+                    }
                     Err(err) if read_error => return Err(err),
-                    Err(_) => views.clear(),
+                    Err(_) => {}
                 }
             }
             if lens.is_none() {
@@ -1411,12 +1413,14 @@ fn render<'py>(
         // SAFETY: the messages are alive (the list holds them) and the GIL is held;
         // nothing runs during the measurement.
         None => unsafe {
-            size_memo::len_each_then(
+            let (lens, _) = size_memo::measure_and_read(
                 py,
                 messages.as_ptr(),
                 memo_guard.as_deref_mut().map(|g| &mut g.0),
-                |_, _| Ok(()),
-            )?
+                None,
+                |_, _| Ok(MsgView::new(Role::Other, Ts::Absent)),
+            )?;
+            lens
         },
     };
     let before = list_len(lens.iter().copied());

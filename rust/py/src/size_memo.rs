@@ -21,11 +21,13 @@
 //! Entries a render does not look at are released at its end ([`SizeMemo::sweep`]), so the
 //! memo holds (references to) the messages of the latest measured list only.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::ptr::{addr_of_mut, null_mut};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use pi_condense_core::render::FastMap;
+use pi_condense_core::render::{FastMap, MsgView, Needs};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
@@ -49,6 +51,8 @@ struct Entry {
     trail: Box<[usize]>,
     /// The render that last used this entry.
     seen: Cell<u64>,
+    /// The message's view, when one was read (it borrows from the trail's objects).
+    view: Option<KeptView>,
 }
 
 /// Lengths of message objects, valid while their trees are unchanged (module docs).
@@ -271,7 +275,7 @@ unsafe fn release(trail: &[usize]) {
 
 impl SizeMemo {
     /// Starts a render: entries used from now on are kept by the next [`SizeMemo::sweep`].
-    pub(crate) fn begin(&mut self) {
+    fn begin(&mut self) {
         self.generation += 1;
     }
 
@@ -279,7 +283,7 @@ impl SizeMemo {
     ///
     /// # Safety
     /// `msg` and every object of `trail` must be alive and the GIL held.
-    pub(crate) unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Vec<usize>) {
+    unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Vec<usize>, view: Option<KeptView>) {
         for &word in &trail {
             if word & TAG_MASK != TAG_COUNT {
                 ffi::Py_IncRef((word & !TAG_MASK) as Obj);
@@ -289,6 +293,7 @@ impl SizeMemo {
             len,
             trail: trail.into_boxed_slice(),
             seen: Cell::new(self.generation),
+            view,
         };
         if let Some(old) = self.entries.insert(msg as usize, entry) {
             release(&old.trail);
@@ -300,7 +305,7 @@ impl SizeMemo {
     /// # Safety
     /// The GIL must be held. Releasing may free objects (of plain JSON types only: no
     /// Python code runs).
-    pub(crate) unsafe fn sweep(&mut self) {
+    unsafe fn sweep(&mut self) {
         let generation = self.generation;
         let mut stale = Vec::new();
         self.entries.retain(|_, entry| {
@@ -352,16 +357,23 @@ pub(crate) struct SendMemo(pub(crate) SizeMemo);
 unsafe impl Send for SendMemo {}
 
 impl PySizeMemo {
-    /// The memo (the GIL is held by the caller, so the lock is never contended).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, SendMemo> {
-        match self.memo.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
+    /// The memo, unless a render is using it (the GIL is held by the caller, so only a
+    /// render up the same thread's stack can hold the lock).
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, SendMemo>> {
+        match self.memo.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut SizeMemo) -> R) -> R {
-        f(&mut self.lock().0)
+    fn with<R>(&self, f: impl FnOnce(&mut SizeMemo) -> R) -> PyResult<R> {
+        match self.try_lock() {
+            Some(mut guard) => Ok(f(&mut guard.0)),
+            None => Err(PyRuntimeError::new_err(
+                "the size memo is in use by a render (called from a protection predicate?)",
+            )),
+        }
     }
 }
 
@@ -375,19 +387,19 @@ impl PySizeMemo {
     }
 
     /// Number of messages remembered.
-    fn __len__(&self) -> usize {
+    fn __len__(&self) -> PyResult<usize> {
         self.with(|memo| memo.entries.len())
     }
 
     /// `(hits, misses)` of the lookups so far (a miss: a message new to the memo, or changed).
     #[getter]
-    fn stats(&self) -> (u64, u64) {
+    fn stats(&self) -> PyResult<(u64, u64)> {
         self.with(|memo| (memo.hits, memo.misses))
     }
 
     /// Forgets every message (releases the references).
-    fn clear(&self) {
-        self.with(SizeMemo::clear);
+    fn clear(&self) -> PyResult<()> {
+        self.with(SizeMemo::clear)
     }
 }
 
@@ -419,39 +431,74 @@ unsafe fn prefetch_tables(trail: &[usize]) {
     }
 }
 
-/// `JSON.stringify(item).length` of every item of `list`, reusing and refreshing the
-/// lengths `memo` remembers, calling `then(i, item)` right after item `i` is checked or
-/// measured (while its objects are in the CPU caches). Without a memo this is
-/// [`Measurer::len_each_then`].
-///
-/// Remembered messages are checked in a pipeline: the containers of the messages a few
-/// places ahead are prefetched, so that the cache misses of the check overlap.
+/// A message view as render reads it, its strings borrowed from the message's objects.
+pub(crate) type View<'a> = MsgView<Cow<'a, str>>;
+
+/// A view kept by an entry, with the fields it was read for.
+struct KeptView {
+    needs: Needs,
+    view: View<'static>,
+}
+
+/// Keeps `view` (read with `needs`) for an entry of the message it was read from.
 ///
 /// # Safety
-/// `list` must be a live list and the GIL held; `then` must not run Python code.
-pub(crate) unsafe fn len_each_then(
+/// Every string `view` borrows must belong to an object of the entry's trail (the view
+/// reader only borrows from the message's own objects, all of which the trail holds).
+unsafe fn keep_view(view: &View<'_>, needs: Needs) -> KeptView {
+    KeptView {
+        needs,
+        view: std::mem::transmute::<View<'_>, View<'static>>(view.clone()),
+    }
+}
+
+/// The length of every message of `list` and its view (`read(i, message)`), reusing what
+/// `memo` remembers of the messages that are still made of the very same objects, and
+/// remembering the others. Views are remembered and reused only when `needs` (the fields
+/// `read` reads) is given. Without a memo this is [`Measurer::len_each_then`] with `read`
+/// called right after each message is measured (while its objects are in the CPU caches).
+///
+/// Remembered messages are checked in a pipeline: the containers of the messages a few
+/// places ahead are prefetched, so that the cache misses of the check overlap. A first
+/// render (nothing remembered) measures the whole list in the measurer's own pipeline.
+///
+/// # Safety
+/// `list` must be a live list and the GIL held; `read` must not run Python code and must
+/// only borrow strings from the message it is given.
+pub(crate) unsafe fn measure_and_read<'a>(
     py: Python<'_>,
     list: Obj,
     memo: Option<&mut SizeMemo>,
-    mut then: impl FnMut(usize, Obj) -> PyResult<()>,
-) -> PyResult<Vec<usize>> {
+    needs: Option<Needs>,
+    mut read: impl FnMut(usize, Obj) -> PyResult<View<'a>>,
+) -> PyResult<(Vec<usize>, Vec<View<'a>>)> {
+    let mut views = Vec::new();
     let Some(memo) = memo else {
-        return Measurer::new(py).len_each_then(py, list, then);
+        let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
+            views.push(read(i, item)?);
+            Ok(())
+        })?;
+        return Ok((lens, views));
     };
     memo.begin();
     if memo.entries.is_empty() {
-        // Nothing to reuse (a first render): the pipelined walk over the whole list.
-        let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, then)?;
+        let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
+            views.push(read(i, item)?);
+            Ok(())
+        })?;
         memo.misses += lens.len() as u64;
         for (i, (len, trail)) in lens.iter().zip(trails).enumerate() {
             let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-            match (item.is_null(), trail) {
-                (false, Some(trail)) => memo.remember(item, *len, trail),
-                (true, _) => ffi::PyErr_Clear(),
+            match (item.is_null(), trail, views.get(i)) {
+                (false, Some(trail), Some(view)) => {
+                    let kept = needs.map(|needs| keep_view(view, needs));
+                    memo.remember(item, *len, trail, kept);
+                }
+                (true, _, _) => ffi::PyErr_Clear(),
                 _ => {}
             }
         }
-        return Ok(lens);
+        return Ok((lens, views));
     }
     let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
     let mut items = Vec::with_capacity(count);
@@ -464,7 +511,9 @@ pub(crate) unsafe fn len_each_then(
     }
     let generation = memo.generation;
     let mut lens = Vec::with_capacity(count);
-    let mut fresh: Vec<(Obj, usize, Vec<usize>)> = Vec::new();
+    views.reserve(count);
+    // Messages measured now (`trail: None` - a remembered one whose view is refreshed).
+    let mut fresh: Vec<(usize, Obj, usize, Option<Vec<usize>>)> = Vec::new();
     let (mut hits, mut misses) = (0, 0);
     {
         let found: Vec<Option<&Entry>> = items
@@ -483,32 +532,51 @@ pub(crate) unsafe fn len_each_then(
                 let mut pos = 0;
                 same_tree(py, item, &entry.trail, &mut pos) && pos == entry.trail.len()
             });
-            let len = match remembered {
+            match remembered {
                 Some(entry) => {
                     entry.seen.set(generation);
                     hits += 1;
-                    entry.len
+                    lens.push(entry.len);
+                    match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
+                        Some(kept) => views.push(kept.view.clone()),
+                        None => {
+                            views.push(read(i, item)?);
+                            if needs.is_some() {
+                                fresh.push((i, item, entry.len, None));
+                            }
+                        }
+                    }
                 }
                 None => {
                     misses += 1;
                     let (len, trail) = measurer.len_recorded(py, item)?;
-                    if let Some(trail) = trail {
-                        fresh.push((item, len, trail));
+                    lens.push(len);
+                    views.push(read(i, item)?);
+                    if trail.is_some() {
+                        fresh.push((i, item, len, trail));
                     }
-                    len
                 }
-            };
-            lens.push(len);
-            then(i, item)?;
+            }
         }
     }
     memo.hits += hits;
     memo.misses += misses;
-    for (item, len, trail) in fresh {
-        memo.remember(item, len, trail);
+    for (i, item, len, trail) in fresh {
+        let kept = match (views.get(i), needs) {
+            (Some(view), Some(needs)) => Some(keep_view(view, needs)),
+            _ => None,
+        };
+        match trail {
+            Some(trail) => memo.remember(item, len, trail, kept),
+            None => {
+                if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
+                    entry.view = kept;
+                }
+            }
+        }
     }
     memo.sweep();
-    Ok(lens)
+    Ok((lens, views))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
