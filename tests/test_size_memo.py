@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pi_condense import jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
-from test_render import NO_CHAIN, example, text
+from test_render import NO_CHAIN, cfg, example, text
 
 Messages = list[dict[str, Any]]
 
@@ -82,7 +82,20 @@ def _empty_list(m: Messages) -> None:
     m[3]["content"][-1]["extra"] = []
 
 
-MUTATIONS: list[Callable[[Messages], None]] = [
+def _rename_call(m: Messages) -> None:
+    m[2]["toolCallId"] = "tc9"
+
+
+def _retime_result(m: Messages) -> None:
+    m[2]["timestamp"] = 301
+
+
+def _change_role(m: Messages) -> None:
+    m[3]["role"] = "user"
+
+
+# Edits that leave the render pruning the same way (only sizes change).
+SIZE_MUTATIONS: list[Callable[[Messages], None]] = [
     _set_nested_text,
     _append_block,
     _reorder_keys,
@@ -95,8 +108,11 @@ MUTATIONS: list[Callable[[Messages], None]] = [
     _empty_list,
 ]
 
+# ... and edits that change what the render decides.
+MUTATIONS = [*SIZE_MUTATIONS, _rename_call, _retime_result, _change_role]
 
-@pytest.mark.parametrize("mutate", MUTATIONS, ids=lambda f: f.__name__.strip("_"))
+
+@pytest.mark.parametrize("mutate", SIZE_MUTATIONS, ids=lambda f: f.__name__.strip("_"))
 def test_an_in_place_change_is_measured_again(mutate: Callable[[Messages], None]) -> None:
     messages, state = example()
     render_checked(messages, state)
@@ -107,15 +123,43 @@ def test_an_in_place_change_is_measured_again(mutate: Callable[[Messages], None]
     assert state.sizes.stats == (hits + 3, misses + 1)
 
 
+def render_fresh(messages: Messages) -> RenderResult:
+    """The render against a new state (nothing remembered) equal to example()'s."""
+    _, fresh = example()
+    return render(messages, fresh, NO_CHAIN)
+
+
 @given(st.lists(st.sampled_from(MUTATIONS), max_size=8))
-def test_sizes_stay_exact_across_any_sequence_of_changes(
+def test_a_render_after_any_sequence_of_changes_is_the_fresh_render(
     mutations: list[Callable[[Messages], None]],
 ) -> None:
     messages, state = example()
     render_checked(messages, state)
     for mutate in mutations:
         mutate(messages)
-        render_checked(messages, state)
+        res = render(messages, state, NO_CHAIN)
+        fresh = render_fresh(messages)
+        assert res.messages == fresh.messages
+        assert (res.pruned, res.before_chars, res.after_chars, res.diagnostics) == (
+            fresh.pruned,
+            fresh.before_chars,
+            fresh.after_chars,
+            fresh.diagnostics,
+        )
+        if res.pruned:
+            assert res.before_chars == jsjson.length(messages)
+            assert res.after_chars == jsjson.length(res.messages)
+
+
+def test_remembered_views_are_read_again_for_a_config_that_reads_more() -> None:
+    messages, state = example()
+    render_checked(messages, state)  # chain compression off: no timestamps of users read
+    with_chain = cfg()
+    res = render(messages, state, with_chain)
+    _, fresh = example()
+    assert res.messages == render(messages, fresh, with_chain).messages
+    assert res.messages[1]["content"][0]["text"].startswith('<compressed-chain id="b1"')
+    assert render(messages, state, NO_CHAIN).messages == render_fresh(messages).messages
 
 
 def test_a_string_replaced_many_times_is_never_confused_with_its_predecessor() -> None:
