@@ -58,7 +58,9 @@ struct Entry {
 /// Lengths of message objects, valid while their trees are unchanged (module docs).
 #[derive(Default)]
 pub(crate) struct SizeMemo {
-    entries: FastMap<usize, Entry>,
+    /// Boxed: the table stays small (scanned for every message), and an entry's address
+    /// is known, to prefetch it, before it is read.
+    entries: FastMap<usize, Box<Entry>>,
     generation: u64,
     hits: u64,
     misses: u64,
@@ -295,7 +297,7 @@ impl SizeMemo {
             seen: Cell::new(self.generation),
             view,
         };
-        if let Some(old) = self.entries.insert(msg as usize, entry) {
+        if let Some(old) = self.entries.insert(msg as usize, Box::new(entry)) {
             release(&old.trail);
         }
     }
@@ -518,10 +520,14 @@ pub(crate) unsafe fn measure_and_read<'a>(
     {
         let found: Vec<Option<&Entry>> = items
             .iter()
-            .map(|&item| memo.entries.get(&(item as usize)))
+            .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
             .collect();
         let mut measurer = Measurer::new(py);
         for (i, &item) in items.iter().enumerate() {
+            if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
+                let entry: *const Entry = *ahead;
+                prefetch(entry.cast::<u8>());
+            }
             if let Some(Some(ahead)) = found.get(i + AHEAD) {
                 prefetch_headers(&ahead.trail);
             }
