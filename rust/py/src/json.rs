@@ -23,7 +23,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyList, PyString, PyType};
 
-use crate::size_memo::Trail;
+use crate::size_memo::{release, Recorded, Trail};
 
 #[cfg(not(windows))]
 extern "C" {
@@ -815,7 +815,9 @@ pub(crate) struct Measurer {
     /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
     trail: Option<Trail>,
     /// The trails of the elements measured so far by [`Measurer::len_each_recorded_then`].
-    trails: Vec<Option<Vec<usize>>>,
+    trails: Vec<Option<Recorded>>,
+    /// The trail buffer between recordings.
+    spare: Option<Trail>,
 }
 
 impl Measurer {
@@ -828,6 +830,7 @@ impl Measurer {
             numbers: Box::new([(0, 1); NUMBER_CACHE_SLOTS]),
             trail: None,
             trails: Vec::new(),
+            spare: None,
         }
     }
 
@@ -963,11 +966,21 @@ impl Measurer {
         &mut self,
         py: Python<'_>,
         root: *mut ffi::PyObject,
-    ) -> PyResult<(usize, Option<Vec<usize>>)> {
-        self.trail = Some(Trail::default());
+    ) -> PyResult<(usize, Option<Recorded>)> {
+        self.trail = Some(self.spare.take().unwrap_or_default());
         let len = self.len(py, root);
-        let trail = self.trail.take().and_then(Trail::finish);
-        Ok((len?, trail))
+        let Some(mut trail) = self.trail.take() else {
+            return len.map(|len| (len, None));
+        };
+        let result = match len {
+            Ok(len) => Ok((len, trail.finish())),
+            Err(err) => {
+                trail.discard();
+                Err(err)
+            }
+        };
+        self.spare = Some(trail);
+        result
     }
 
     /// [`Measurer::len_each_then`], and the trail of every item (`None` where the memo
@@ -975,18 +988,34 @@ impl Measurer {
     ///
     /// # Safety
     /// `list` must be a live list and the GIL held.
-    #[allow(clippy::type_complexity)]
     pub(crate) unsafe fn len_each_recorded_then(
         &mut self,
         py: Python<'_>,
         list: *mut ffi::PyObject,
         then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
-    ) -> PyResult<(Vec<usize>, Vec<Option<Vec<usize>>>)> {
+    ) -> PyResult<(Vec<usize>, Vec<Option<Recorded>>)> {
         self.trail = Some(Trail::default());
         self.trails.clear();
         let lens = self.len_each_then(py, list, then);
-        self.trail = None;
-        Ok((lens?, std::mem::take(&mut self.trails)))
+        let trail = self.trail.take();
+        let trails = std::mem::take(&mut self.trails);
+        match lens {
+            Ok(lens) => {
+                if let Some(mut trail) = trail {
+                    trail.discard(); // empty: the last element ended it
+                }
+                Ok((lens, trails))
+            }
+            Err(err) => {
+                for finished in trails.into_iter().flatten() {
+                    release(&finished);
+                }
+                if let Some(mut trail) = trail {
+                    trail.discard();
+                }
+                Err(err)
+            }
+        }
     }
 
     /// `JSON.stringify(item).length` of every item of a list, calling `then(i, item)`
@@ -1063,7 +1092,7 @@ impl Measurer {
                         *len = *total - element_start;
                     }
                     if let Some(trail) = self.trail.as_mut() {
-                        self.trails.push(std::mem::take(trail).finish());
+                        self.trails.push(trail.finish());
                     }
                     element_start = *total;
                     ended(i)?;

@@ -81,10 +81,17 @@ unsafe fn is_plain_leaf(obj: Obj) -> bool {
         || obj == ffi::Py_None()
 }
 
+/// A finished trail (it owns a reference to each of its objects).
+pub(crate) type Recorded = Box<[usize]>;
+
 /// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the
 /// walk's order: a dict is `DICT|dict, size, key1 .. keyN` followed by the trails of its
 /// values in order; a list is `LIST|list, size` followed by the trails of its items; a
 /// leaf is its address. Anything the memo does not admit spoils the trail.
+///
+/// The trail takes a reference to each object as it records it (the object was just read:
+/// its header is in the CPU cache); [`Trail::finish`] hands them over, and a spoiled or
+/// discarded trail gives them back.
 #[derive(Default)]
 pub(crate) struct Trail {
     words: Vec<usize>,
@@ -92,15 +99,42 @@ pub(crate) struct Trail {
 }
 
 impl Trail {
-    /// The finished trail (`None` if spoiled).
-    pub(crate) fn finish(self) -> Option<Vec<usize>> {
-        (!self.spoiled).then_some(self.words)
+    /// The finished trail, owning a reference to each of its objects (`None` if spoiled);
+    /// the trail is then empty again, ready for the next value (its buffer is reused).
+    pub(crate) fn finish(&mut self) -> Option<Recorded> {
+        let done = (!self.spoiled).then(|| Box::from(self.words.as_slice()));
+        self.words.clear();
+        self.spoiled = false;
+        done
     }
 
-    fn push_object(&mut self, obj: Obj, tag: usize) {
-        if obj as usize & TAG_MASK != 0 {
+    /// Gives back the references of an unfinished trail.
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    pub(crate) unsafe fn discard(&mut self) {
+        release(&self.words);
+        self.words.clear();
+        self.spoiled = false;
+    }
+
+    /// # Safety
+    /// The GIL must be held.
+    unsafe fn spoil(&mut self) {
+        if !self.spoiled {
             self.spoiled = true;
+            release(&self.words);
+            self.words = Vec::new();
+        }
+    }
+
+    /// # Safety
+    /// `obj` must be a live object and the GIL held.
+    unsafe fn push_object(&mut self, obj: Obj, tag: usize) {
+        if obj as usize & TAG_MASK != 0 {
+            self.spoil();
         } else if !self.spoiled {
+            ffi::Py_IncRef(obj);
             self.words.push(obj as usize | tag);
         }
     }
@@ -113,7 +147,7 @@ impl Trail {
         if is_plain_leaf(obj) {
             self.push_object(obj, TAG_LEAF);
         } else {
-            self.spoiled = true;
+            self.spoil();
         }
     }
 
@@ -123,23 +157,31 @@ impl Trail {
     /// `dict` must be a live object and the GIL held.
     pub(crate) unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
         if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
-            self.spoiled = true;
-            return None;
+            self.spoil();
         }
         self.push_object(dict, TAG_DICT);
+        if self.spoiled {
+            return None;
+        }
         self.words.push(TAG_COUNT);
         Some(self.words.len() - 1)
     }
 
     /// A key of the dict opened last (an exact str: the walk checked).
-    pub(crate) fn key(&mut self, key: Obj) {
+    ///
+    /// # Safety
+    /// `key` must be a live object and the GIL held.
+    pub(crate) unsafe fn key(&mut self, key: Obj) {
         self.push_object(key, TAG_LEAF);
     }
 
     /// The dict opened at `at` had `count` members (`plain`: all keys exact strs).
-    pub(crate) fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    pub(crate) unsafe fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
         if !plain {
-            self.spoiled = true;
+            self.spoil();
         } else if let Some(word) = self.words.get_mut(at) {
             *word = count << 2 | TAG_COUNT;
         }
@@ -156,9 +198,11 @@ impl Trail {
                     && (depth as usize) < MAX_DEPTH =>
             {
                 self.push_object(list, TAG_LIST);
-                self.words.push(count << 2 | TAG_COUNT);
+                if !self.spoiled {
+                    self.words.push(count << 2 | TAG_COUNT);
+                }
             }
-            _ => self.spoiled = true,
+            _ => self.spoil(),
         }
     }
 }
@@ -267,7 +311,7 @@ impl SmallValues {
 ///
 /// # Safety
 /// The GIL must be held and the trail's references owned by the caller.
-unsafe fn release(trail: &[usize]) {
+pub(crate) unsafe fn release(trail: &[usize]) {
     for &word in trail {
         if word & TAG_MASK != TAG_COUNT {
             ffi::Py_DecRef((word & !TAG_MASK) as Obj);
@@ -281,19 +325,15 @@ impl SizeMemo {
         self.generation += 1;
     }
 
-    /// Remembers `len` as the length of `msg`, with the trail the measurement recorded.
+    /// Remembers `len` as the length of `msg`, with the trail the measurement recorded
+    /// (and the references it owns).
     ///
     /// # Safety
-    /// `msg` and every object of `trail` must be alive and the GIL held.
-    unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Vec<usize>, view: Option<KeptView>) {
-        for &word in &trail {
-            if word & TAG_MASK != TAG_COUNT {
-                ffi::Py_IncRef((word & !TAG_MASK) as Obj);
-            }
-        }
+    /// The GIL must be held.
+    unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Recorded, view: Option<KeptView>) {
         let entry = Entry {
             len,
-            trail: trail.into_boxed_slice(),
+            trail,
             seen: Cell::new(self.generation),
             view,
         };
@@ -496,8 +536,14 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     let kept = needs.map(|needs| keep_view(view, needs));
                     memo.remember(item, *len, trail, kept);
                 }
-                (true, _, _) => ffi::PyErr_Clear(),
-                _ => {}
+                (null, trail, _) => {
+                    if null {
+                        ffi::PyErr_Clear();
+                    }
+                    if let Some(trail) = trail {
+                        release(&trail);
+                    }
+                }
             }
         }
         return Ok((lens, views));
@@ -515,7 +561,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
     let mut lens = Vec::with_capacity(count);
     views.reserve(count);
     // Messages measured now (`trail: None` - a remembered one whose view is refreshed).
-    let mut fresh: Vec<(usize, Obj, usize, Option<Vec<usize>>)> = Vec::new();
+    let mut fresh: Vec<(usize, Obj, usize, Option<Recorded>)> = Vec::new();
     let (mut hits, mut misses) = (0, 0);
     {
         let found: Vec<Option<&Entry>> = items
@@ -523,6 +569,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
             .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
             .collect();
         let mut measurer = Measurer::new(py);
+        let mut failed = None;
         for (i, &item) in items.iter().enumerate() {
             if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
                 let entry: *const Entry = *ahead;
@@ -546,7 +593,13 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
                         Some(kept) => views.push(kept.view.clone()),
                         None => {
-                            views.push(read(i, item)?);
+                            match read(i, item) {
+                                Ok(view) => views.push(view),
+                                Err(err) => {
+                                    failed = Some(err);
+                                    break;
+                                }
+                            }
                             if needs.is_some() {
                                 fresh.push((i, item, entry.len, None));
                             }
@@ -555,16 +608,38 @@ pub(crate) unsafe fn measure_and_read<'a>(
                 }
                 None => {
                     misses += 1;
-                    let (len, trail) = measurer.len_recorded(py, item)?;
+                    let (len, trail) = match measurer.len_recorded(py, item) {
+                        Ok(measured) => measured,
+                        Err(err) => {
+                            failed = Some(err);
+                            break;
+                        }
+                    };
                     lens.push(len);
-                    views.push(read(i, item)?);
                     if trail.is_some() {
                         fresh.push((i, item, len, trail));
+                    }
+                    match read(i, item) {
+                        Ok(view) => views.push(view),
+                        Err(err) => {
+                            failed = Some(err);
+                            break;
+                        }
                     }
                 }
             }
         }
+        if let Some(err) = failed {
+            // The references of the trails recorded so far go back.
+            for (_, _, _, trail) in fresh {
+                if let Some(trail) = trail {
+                    release(&trail);
+                }
+            }
+            return Err(err);
+        }
     }
+
     memo.hits += hits;
     memo.misses += misses;
     for (i, item, len, trail) in fresh {
