@@ -215,3 +215,24 @@ def test_a_render_that_changes_nothing_still_reports_no_sizes() -> None:
     assert (res.pruned, res.before_chars, res.after_chars) == (False, 0, 0)
     # The state can stub, so the list was measured ahead (and only it is remembered).
     assert len(state.sizes) == 1
+
+
+def test_a_value_that_cannot_be_measured_leaves_no_reference_behind() -> None:
+    messages, state = example()
+    probe = messages[0]["content"][0]["text"]
+    alone = sys.getrefcount(probe)
+    messages[2]["details"] = {"odd": {1, 2}}  # a set: not JSON
+    with pytest.raises(TypeError):
+        render(messages, state, NO_CHAIN)
+    assert sys.getrefcount(probe) == alone
+    assert len(state.sizes) == 0
+    # Remembered first, then a message turns unmeasurable: the render fails, and only the
+    # references of the messages remembered before stay.
+    messages[2]["details"] = {"exitCode": 0}
+    render_checked(messages, state)
+    held = sys.getrefcount(probe)
+    assert held == alone + 1
+    messages[3]["usage"] = {"odd": {1}}
+    with pytest.raises(TypeError):
+        render(messages, state, NO_CHAIN)
+    assert sys.getrefcount(probe) == held
