@@ -337,8 +337,11 @@ impl SizeMemo {
             seen: Cell::new(self.generation),
             view,
         };
-        if let Some(old) = self.entries.insert(msg as usize, Box::new(entry)) {
-            release(&old.trail);
+        if let Some(mut old) = self.entries.insert(msg as usize, Box::new(entry)) {
+            // The view borrows from the trail's objects: dropped before they are released.
+            let trail = std::mem::take(&mut old.trail);
+            drop(old);
+            release(&trail);
         }
     }
 
@@ -367,10 +370,12 @@ impl SizeMemo {
         if entries.is_empty() {
             return;
         }
+        // The views borrow from the trails' objects: dropped before those are released.
+        let trails: Vec<Recorded> = entries.into_values().map(|entry| entry.trail).collect();
         Python::with_gil(|_| {
-            for entry in entries.values() {
-                // SAFETY: the GIL is held and the entry owns its references.
-                unsafe { release(&entry.trail) };
+            for trail in &trails {
+                // SAFETY: the GIL is held and the trail owns its references.
+                unsafe { release(trail) };
             }
         });
     }
