@@ -435,3 +435,28 @@ def test_identity_sizes_and_no_mutation(case: Case) -> None:
         if id(message) not in inputs:
             # A new message is a stub, an assistant copy or a synthetic chain message.
             assert message["role"] in ("toolResult", "assistant", "user")
+
+
+@given(cases(), st.data())
+def test_a_state_that_remembers_renders_like_a_fresh_one(case: Case, data: st.DataObject) -> None:
+    # The size memo reuses the lengths and views of messages made of the same objects: a
+    # render after renders of this list, of a shorter list and of an edited list must equal
+    # the render against a state that remembers nothing.
+    state = case.state
+    render(case.messages, state, case.config)
+    cut = data.draw(st.integers(0, len(case.messages)), label="cut")
+    render(case.messages[:cut], state, case.config)
+    messages = copy.deepcopy(case.messages) if data.draw(st.booleans(), label="copy") else None
+    for message in case.messages if messages is None else []:
+        if message.get("role") == "toolResult" and data.draw(st.booleans(), label="edit"):
+            message["content"] = [_text("edited")]
+    current = case.messages if messages is None else messages
+    remembered = render(current, state, case.config)
+    fresh = render(current, case.state, case.config)
+    assert remembered.messages == fresh.messages
+    assert (remembered.pruned, remembered.before_chars, remembered.after_chars) == (
+        fresh.pruned,
+        fresh.before_chars,
+        fresh.after_chars,
+    )
+    assert remembered.diagnostics == fresh.diagnostics
