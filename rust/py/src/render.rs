@@ -54,6 +54,9 @@ use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Me
 use crate::pyvalue::js_number;
 use crate::size_memo::{self, PySizeMemo};
 
+/// How many output slots ahead a kept message's header is prefetched.
+const KEEP_AHEAD: usize = 8;
+
 /// Deepest nesting `String(array)` follows.
 const MAX_JS_STRING_DEPTH: usize = 64;
 
@@ -1432,7 +1435,18 @@ fn render<'py>(
     let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
     // Per slot: the length when known (a kept message), else measured below.
     let mut out_lens: Vec<Option<usize>> = Vec::with_capacity(items.len());
+    // Kept messages get a reference: their headers were last read long ago (before the
+    // decision), so they are requested a few slots ahead.
+    let ahead_header = |pos: usize| {
+        if let Some(Item::Keep(i)) = items.get(pos + KEEP_AHEAD) {
+            // SAFETY: the input list is alive and the GIL is held.
+            if let Some(message) = unsafe { list_item(messages.as_ptr(), *i) } {
+                prefetch(message);
+            }
+        }
+    };
     for (pos, item) in items.iter().enumerate() {
+        ahead_header(pos);
         let message: Obj = match item {
             Item::Keep(i) => {
                 // SAFETY: the input list is alive and the GIL is held; the borrowed item

@@ -563,11 +563,14 @@ pub(crate) unsafe fn measure_and_read<'a>(
         items.push(item);
     }
     let generation = memo.generation;
+    let before = memo.entries.len();
     let mut lens = Vec::with_capacity(count);
     views.reserve(count);
     // Messages measured now (`trail: None` - a remembered one whose view is refreshed).
     let mut fresh: Vec<(usize, Obj, usize, Option<Recorded>)> = Vec::new();
     let (mut hits, mut misses) = (0, 0);
+    // Remembered entries seen by this render (a message may be listed twice).
+    let mut distinct = 0;
     {
         let found: Vec<Option<&Entry>> = items
             .iter()
@@ -592,7 +595,9 @@ pub(crate) unsafe fn measure_and_read<'a>(
             });
             match remembered {
                 Some(entry) => {
-                    entry.seen.set(generation);
+                    if entry.seen.replace(generation) != generation {
+                        distinct += 1;
+                    }
                     hits += 1;
                     lens.push(entry.len);
                     match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
@@ -661,7 +666,11 @@ pub(crate) unsafe fn measure_and_read<'a>(
             }
         }
     }
-    memo.sweep();
+    // Nothing to release when every remembered entry was seen (the usual case: the same
+    // history again, plus new messages).
+    if distinct < before {
+        memo.sweep();
+    }
     Ok((lens, views))
 }
 
