@@ -478,6 +478,23 @@ unsafe fn prefetch_tables(trail: &[usize]) {
     }
 }
 
+/// The items of a list (borrowed: the list holds them).
+///
+/// # Safety
+/// `list` must be a live list and the GIL held.
+unsafe fn items_of(py: Python<'_>, list: Obj) -> PyResult<Vec<Obj>> {
+    let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
+    let mut items = Vec::with_capacity(count);
+    for i in 0..count {
+        let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+        if item.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        items.push(item);
+    }
+    Ok(items)
+}
+
 /// A message view as render reads it, its strings borrowed from the message's objects.
 pub(crate) type View<'a> = MsgView<Cow<'a, str>>;
 
@@ -528,40 +545,26 @@ pub(crate) unsafe fn measure_and_read<'a>(
         return Ok((lens, views));
     };
     memo.begin();
+    let items = items_of(py, list)?;
     if memo.entries.is_empty() {
         let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
             views.push(read(i, item)?);
             Ok(())
         })?;
         memo.misses += lens.len() as u64;
-        for (i, (len, trail)) in lens.iter().zip(trails).enumerate() {
-            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-            match (item.is_null(), trail, views.get(i)) {
-                (false, Some(trail), Some(view)) => {
+        for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
+            match (trail, views.get(i)) {
+                (Some(trail), Some(view)) => {
                     let kept = needs.map(|needs| keep_view(view, needs));
                     memo.remember(item, *len, trail, kept);
                 }
-                (null, trail, _) => {
-                    if null {
-                        ffi::PyErr_Clear();
-                    }
-                    if let Some(trail) = trail {
-                        release(&trail);
-                    }
-                }
+                (Some(trail), None) => release(&trail),
+                (None, _) => {}
             }
         }
         return Ok((lens, views));
     }
-    let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
-    let mut items = Vec::with_capacity(count);
-    for i in 0..count {
-        let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-        if item.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        items.push(item);
-    }
+    let count = items.len();
     let generation = memo.generation;
     let before = memo.entries.len();
     let mut lens = Vec::with_capacity(count);
