@@ -236,3 +236,27 @@ def test_a_value_that_cannot_be_measured_leaves_no_reference_behind() -> None:
     with pytest.raises(TypeError):
         render(messages, state, NO_CHAIN)
     assert sys.getrefcount(probe) == held
+
+
+def test_a_change_undone_is_still_reused() -> None:
+    # The dict's version tag moved on, so its keys and values are compared one by one:
+    # the very same objects again, so the length is reused.
+    messages, state = example()
+    render_checked(messages, state)
+    hits, misses = state.sizes.stats
+    api = messages[1]["api"]
+    messages[1]["api"] = "other"
+    messages[1]["api"] = api
+    render_checked(messages, state)
+    assert state.sizes.stats == (hits + 4, misses)
+
+
+def test_dict_versions_are_read_where_cpython_has_them() -> None:
+    from pi_condense import _core
+
+    expected = (
+        sys.implementation.name == "cpython"
+        and (3, 9) <= sys.version_info[:2] <= (3, 13)
+        and sys.maxsize > 2**32
+    )
+    assert _core.layout_features()["dict_versions"] is expected

@@ -21,7 +21,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyVal
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyList, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
 use crate::size_memo::{release, Recorded, Trail};
 
@@ -160,6 +160,8 @@ pub(crate) struct Layout {
     ascii_data: usize,
     /// `PyListObject.ob_item` follows the variable-size header (else use the API).
     list_items: bool,
+    /// `PyDictObject.ma_version_tag` is read by [`dict_version`] (else it reads 0).
+    dict_version: bool,
 }
 
 /// `PyASCIIObject.length`, `.state` (bit 5 `compact`, bit 6 `ascii`), `PyVarObject.ob_size`
@@ -169,6 +171,8 @@ const STR_STATE_AT: usize = 32;
 const STR_COMPACT_ASCII: u32 = 0b110_0000;
 const VAR_SIZE_AT: usize = 16;
 const LIST_ITEMS_AT: usize = 24;
+/// `PyDictObject.ma_version_tag` offset (CPython 3.9-3.13, 64-bit).
+const DICT_VERSION_AT: usize = 24;
 
 static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
 
@@ -183,6 +187,7 @@ fn calibrate(py: Python<'_>) -> Layout {
     let off = Layout {
         ascii_data: 0,
         list_items: false,
+        dict_version: false,
     };
     let cpython = py
         .import("sys")
@@ -244,7 +249,79 @@ fn calibrate(py: Python<'_>) -> Layout {
         Layout {
             ascii_data: if ascii_ok { ascii_data } else { 0 },
             list_items: list_ok,
+            dict_version: cfg!(target_pointer_width = "64")
+                && version.minor <= 13
+                && dict_versions_behave(py).unwrap_or(false),
         }
+    }
+}
+
+/// Reads the version tag of `dict` at its CPython 3.9-3.13 offset.
+///
+/// # Safety
+/// `dict` must be a live dict of one of those versions and the GIL held.
+unsafe fn read_version(dict: &Bound<'_, PyDict>) -> u64 {
+    dict.as_ptr()
+        .cast::<u8>()
+        .add(DICT_VERSION_AT)
+        .cast::<u64>()
+        .read_unaligned()
+}
+
+/// Whether the version tags read back as CPython promises (PEP 509): a new tag, never
+/// seen before and never 0, for every new dict and every change of a dict, and the same
+/// tag while a dict does not change (other dicts changing or not).
+///
+/// # Safety
+/// The GIL must be held; only on CPython 3.9-3.13 (the field is at the offset read).
+unsafe fn dict_versions_behave(py: Python<'_>) -> PyResult<bool> {
+    let (dict, other) = (PyDict::new(py), PyDict::new(py));
+    let mut seen = vec![read_version(&dict), read_version(&other)];
+    type Change<'c> = &'c dyn Fn(&Bound<'_, PyDict>) -> PyResult<()>;
+    let changes: [Change<'_>; 7] = [
+        &|d| d.set_item("k", 1),
+        &|d| d.set_item("k", 2),
+        &|d| d.set_item("j", "v"),
+        &|d| d.del_item("k"),
+        &|d| {
+            let more = PyDict::new(py);
+            more.set_item("u", 1)?;
+            d.update(more.as_mapping())
+        },
+        &|d| d.call_method1("pop", ("j",)).map(drop),
+        &|d| {
+            d.set_item("x", 0)?;
+            d.clear();
+            Ok(())
+        },
+    ];
+    for change in changes {
+        change(&dict)?;
+        let after = read_version(&dict);
+        if after == 0 || seen.contains(&after) || read_version(&other) != seen[1] {
+            return Ok(false);
+        }
+        seen.push(after);
+    }
+    Ok(seen[0] != 0 && seen[1] != 0 && seen[0] != seen[1])
+}
+
+/// The version tag of a dict (`PyDictObject.ma_version_tag`, CPython 3.9-3.13): each
+/// dict gets a new one, from a counter of the whole interpreter, when it is made and at
+/// every change of its keys or values. So a live dict still showing the tag read earlier
+/// has not changed since. 0 where the layout is not verified (nothing can be concluded).
+///
+/// # Safety
+/// `dict` must be a live dict (or dict subclass) and the GIL held.
+#[inline(always)]
+pub(crate) unsafe fn dict_version(dict: *mut ffi::PyObject) -> u64 {
+    match LAYOUT.get() {
+        Some(layout) if layout.dict_version => dict
+            .cast::<u8>()
+            .add(DICT_VERSION_AT)
+            .cast::<u64>()
+            .read_unaligned(),
+        _ => 0,
     }
 }
 
@@ -1330,7 +1407,20 @@ fn reformat_json<'py>(
     }
 }
 
+/// Which object layouts this interpreter lets the module read directly (diagnostics and
+/// tests): `ascii_text`, `list_items`, `dict_versions`.
+#[pyfunction]
+fn layout_features(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let layout = layout(py);
+    let features = PyDict::new(py);
+    features.set_item("ascii_text", layout.ascii_data != 0)?;
+    features.set_item("list_items", layout.list_items)?;
+    features.set_item("dict_versions", layout.dict_version)?;
+    Ok(features)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(layout_features, m)?)?;
     m.add_function(wrap_pyfunction!(stringify, m)?)?;
     m.add_function(wrap_pyfunction!(stringify_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(stringify_len, m)?)?;

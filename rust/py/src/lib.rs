@@ -7,6 +7,7 @@ mod index;
 mod json;
 mod keys;
 mod pyvalue;
+mod read_memo;
 mod render;
 mod size_memo;
 

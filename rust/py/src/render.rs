@@ -52,6 +52,7 @@ use pyo3::{intern, IntoPyObjectExt};
 use crate::index::PyIndex;
 use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
 use crate::pyvalue::js_number;
+use crate::read_memo;
 use crate::size_memo::{self, PySizeMemo};
 
 /// How many output slots ahead a kept message's header is prefetched.
@@ -1341,7 +1342,9 @@ fn render<'py>(
     let mut lens: Option<Vec<usize>> = None;
     let plan = {
         let list = messages.as_ptr();
-        let mut views: Vec<MsgView<Cow<'_, str>>> = Vec::with_capacity(messages.len());
+        let mut views: Vec<MsgView<Cow<'_, str>>> = Vec::new();
+        // The views decided on: `views`, or the read memo's own.
+        let mut remembered: Option<&[MsgView<Cow<'_, str>>]> = None;
         // SAFETY: `list` is a live list and the GIL is held; see above for the lifetime
         // of the borrowed strings. Reading views runs no Python code.
         unsafe {
@@ -1370,7 +1373,19 @@ fn render<'py>(
             }
             if lens.is_none() {
                 let items: Vec<Obj> = list_items(list).collect();
-                views = reader.read_all(&items)?;
+                match memo_guard.as_deref_mut() {
+                    // Owned views are not remembered (a predicate runs Python code).
+                    Some(memo) if !reader.owned => {
+                        remembered = Some(read_memo::read_views(
+                            py,
+                            &items,
+                            &mut memo.0.reads,
+                            reader.needs,
+                            |batch| reader.read_all(batch),
+                        )?);
+                    }
+                    _ => views = reader.read_all(&items)?,
+                }
             }
         }
         let mut lazy = ArgLens {
@@ -1380,7 +1395,7 @@ fn render<'py>(
             measurer: None,
             keep_measurer: !reader.owned,
         };
-        let plan = core_render::render(&views, state, &cfg, &mut lazy);
+        let plan = core_render::render(remembered.unwrap_or(&views), state, &cfg, &mut lazy);
         if let Some(err) = lazy.error.into_inner() {
             return Err(err);
         }

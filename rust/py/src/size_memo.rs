@@ -31,7 +31,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::json::{list_slice, prefetch, prefetch_body, Measurer};
+use crate::json::{dict_version, list_slice, prefetch, prefetch_body, Measurer};
+use crate::read_memo::ReadMemo;
 
 type Obj = *mut ffi::PyObject;
 
@@ -61,9 +62,20 @@ pub(crate) struct SizeMemo {
     /// Boxed: the table stays small (scanned for every message), and an entry's address
     /// is known, to prefetch it, before it is read.
     entries: FastMap<usize, Box<Entry>>,
+    /// The views of the latest render that did not measure.
+    pub(crate) reads: ReadMemo,
     generation: u64,
     hits: u64,
     misses: u64,
+}
+
+/// A dict's version tag as a trail word: tagged like a size (so that [`release`] skips
+/// it), `TAG_COUNT` alone when the tag is not known (0) or too large to shift.
+fn version_word(version: u64) -> usize {
+    usize::try_from(version)
+        .ok()
+        .filter(|&v| v != 0 && v >> (usize::BITS - 2) == 0)
+        .map_or(TAG_COUNT, |v| v << 2 | TAG_COUNT)
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -163,6 +175,7 @@ impl Trail {
         if self.spoiled {
             return None;
         }
+        self.words.push(version_word(dict_version(dict)));
         self.words.push(TAG_COUNT);
         Some(self.words.len() - 1)
     }
@@ -235,12 +248,31 @@ unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) 
     if word & !TAG_MASK != obj as usize {
         return false;
     }
+    // A dict's version word comes before its size.
+    let version = if tag == TAG_DICT {
+        let Some(&version) = trail.get(*pos) else {
+            return false;
+        };
+        *pos += 1;
+        Some(version)
+    } else {
+        None
+    };
     let Some(&count) = trail.get(*pos) else {
         return false;
     };
     *pos += 1;
     let size = count >> 2;
-    if tag == TAG_DICT {
+    if let Some(version) = version {
+        if version != TAG_COUNT && version_word(dict_version(obj)) == version {
+            // Unchanged since recorded: the very same keys and values. Only the
+            // containers among the values may have changed inside.
+            *pos += size;
+            return (0..size).all(|_| match trail.get(*pos) {
+                Some(&word) => same_tree(py, (word & !TAG_MASK) as Obj, trail, pos),
+                None => false,
+            });
+        }
         // The keys, in order, then the values' trees.
         let mut values: SmallValues = SmallValues::new();
         let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
@@ -366,6 +398,7 @@ impl SizeMemo {
     }
 
     fn clear(&mut self) {
+        self.reads.clear();
         let entries = std::mem::take(&mut self.entries);
         if entries.is_empty() {
             return;
@@ -444,6 +477,13 @@ impl PySizeMemo {
         self.with(|memo| (memo.hits, memo.misses))
     }
 
+    /// `(reused, read)`: message views a render that did not measure took from the
+    /// memo, and views it read, so far.
+    #[getter]
+    fn read_stats(&self) -> PyResult<(u64, u64)> {
+        self.with(|memo| memo.reads.stats())
+    }
+
     /// Forgets every message (releases the references).
     fn clear(&self) -> PyResult<()> {
         self.with(SizeMemo::clear)
@@ -470,9 +510,11 @@ fn prefetch_headers(trail: &[usize]) {
 /// # Safety
 /// The trail's objects must be alive (the memo holds them) and the GIL held.
 unsafe fn prefetch_tables(trail: &[usize]) {
-    for &word in trail {
+    for (at, &word) in trail.iter().enumerate() {
         let tag = word & TAG_MASK;
-        if tag == TAG_DICT || tag == TAG_LIST {
+        // A dict with a version tag is read only if the tag changed.
+        let versioned = tag == TAG_DICT && trail.get(at + 1).is_some_and(|&v| v != TAG_COUNT);
+        if tag == TAG_LIST || (tag == TAG_DICT && !versioned) {
             prefetch_body((word & !TAG_MASK) as Obj);
         }
     }

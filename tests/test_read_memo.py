@@ -1,0 +1,303 @@
+"""The read memo: views reused by renders that do not measure, exact under any change.
+
+The state here can neither stub nor compress (nothing summarized, no chain), so a render
+only reads views and decides the phases that need no state: error purge and orphan sweep.
+Every expectation is the render of the same list against a new state (nothing
+remembered); the edits below change what those phases decide, so a stale view would show.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pi_condense import _core
+from pi_condense.render import RenderResult, render
+from pi_condense.state import PrunerState
+from test_render import assistant, call, cfg, result, text, thinking, user
+
+Messages = list[Any]
+
+CONFIG = cfg()
+VERSIONS = _core.layout_features()["dict_versions"]
+
+
+def baseline() -> tuple[Messages, PrunerState]:
+    """A session the render leaves alone: every call answered, no failed call."""
+    messages: Messages = [
+        user(100),
+        assistant(200, call("tc1", cmd="x" * 600)),
+        result("tc1", 300, "boom"),
+        user(400),
+        assistant(500, call("tc2"), text("ok")),
+        result("tc2", 600),
+        user(700),
+        assistant(800, thinking(), text("done")),
+        user(900),
+        user(1000),
+    ]
+    return messages, PrunerState()
+
+
+def fresh(messages: Messages, config: Any = CONFIG) -> RenderResult:
+    return render(messages, PrunerState(), config)
+
+
+def assert_same(res: RenderResult, messages: Messages, config: Any = CONFIG) -> None:
+    expected = fresh(messages, config)
+    assert res.messages == expected.messages
+    assert (res.pruned, res.before_chars, res.after_chars, res.diagnostics) == (
+        expected.pruned,
+        expected.before_chars,
+        expected.after_chars,
+        expected.diagnostics,
+    )
+    if not res.pruned:
+        assert res.messages is messages
+
+
+def test_the_baseline_is_a_no_op() -> None:
+    messages, state = baseline()
+    res = render(messages, state, CONFIG)
+    assert res.messages is messages
+    assert (res.pruned, res.before_chars, res.after_chars) == (False, 0, 0)
+
+
+def test_repeated_renders_reuse_every_view() -> None:
+    messages, state = baseline()
+    n = len(messages)
+    for _ in range(3):
+        assert render(messages, state, CONFIG).messages is messages
+    if VERSIONS:
+        assert state.sizes.read_stats == (2 * n, n)
+    else:
+        assert state.sizes.read_stats == (0, 3 * n)
+    # Nothing is measured, so no size is remembered.
+    assert len(state.sizes) == 0
+
+
+def _fail_first_call(m: Messages) -> None:
+    m[2]["isError"] = True  # an old failed call with long arguments: purged
+
+
+def _rename_result(m: Messages) -> None:
+    m[5]["toolCallId"] = "elsewhere"  # an orphan: swept
+
+
+def _rename_call(m: Messages) -> None:
+    m[4]["content"][0]["id"] = "elsewhere"  # a block dict changes, its message does not
+
+
+def _drop_call_block(m: Messages) -> None:
+    del m[4]["content"][0]  # the content list changes, no dict does
+
+
+def _swap_block_for_copy(m: Messages) -> None:
+    m[4]["content"][0] = dict(m[4]["content"][0], id="elsewhere")
+
+
+def _replace_content(m: Messages) -> None:
+    m[4]["content"] = [text("no call after all")]
+
+
+def _retype_block(m: Messages) -> None:
+    m[1]["content"][0]["type"] = "text"
+
+
+def _change_role(m: Messages) -> None:
+    m[3]["role"] = "assistant"
+
+
+def _equal_copy(m: Messages) -> None:
+    m[4] = copy.deepcopy(m[4])
+
+
+def _same_value_again(m: Messages) -> None:
+    m[5]["toolCallId"] = m[5]["toolCallId"]
+
+
+def _content_becomes_text(m: Messages) -> None:
+    m[1]["content"] = "plain text"
+
+
+def _insert_first(m: Messages) -> None:
+    m.insert(0, user(50))
+
+
+def _remove_a_user(m: Messages) -> None:
+    del m[3]
+
+
+def _append_message(m: Messages) -> None:
+    m.append(user(1100))
+
+
+def _truncate(m: Messages) -> None:
+    del m[6:]
+
+
+def _non_dict_block(m: Messages) -> None:
+    m[7]["content"].append("a bare string")
+
+
+def _non_dict_message(m: Messages) -> None:
+    m[8] = ["not", "a", "message"]
+
+
+# Edits of one message in place (the positions stay).
+ONE_MESSAGE = [
+    _fail_first_call,
+    _rename_result,
+    _rename_call,
+    _drop_call_block,
+    _swap_block_for_copy,
+    _replace_content,
+    _retype_block,
+    _change_role,
+    _equal_copy,
+    _content_becomes_text,
+    _non_dict_block,
+    _non_dict_message,
+]
+
+MUTATIONS = [
+    *ONE_MESSAGE,
+    _same_value_again,
+    _insert_first,
+    _remove_a_user,
+    _append_message,
+    _truncate,
+]
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS, ids=lambda f: f.__name__.strip("_"))
+def test_a_render_after_a_change_is_the_fresh_render(mutate: Callable[[Messages], None]) -> None:
+    messages, state = baseline()
+    render(messages, state, CONFIG)
+    mutate(messages)
+    assert_same(render(messages, state, CONFIG), messages)
+    assert_same(render(messages, state, CONFIG), messages)
+
+
+@pytest.mark.parametrize("mutate", ONE_MESSAGE, ids=lambda f: f.__name__.strip("_"))
+def test_only_the_changed_message_is_read_again(mutate: Callable[[Messages], None]) -> None:
+    messages, state = baseline()
+    render(messages, state, CONFIG)
+    reused, read = state.sizes.read_stats
+    mutate(messages)
+    render(messages, state, CONFIG)
+    n = len(messages)
+    if VERSIONS:
+        assert state.sizes.read_stats == (reused + n - 1, read + 1)
+    else:
+        assert state.sizes.read_stats == (reused, read + n)
+
+
+@given(st.lists(st.sampled_from(MUTATIONS), max_size=8))
+def test_a_render_after_any_sequence_of_changes_is_the_fresh_render(
+    mutations: list[Callable[[Messages], None]],
+) -> None:
+    messages, state = baseline()
+    render(messages, state, CONFIG)
+    for mutate in mutations:
+        try:
+            mutate(messages)
+        except (IndexError, KeyError, TypeError):
+            continue  # an edit that does not fit what earlier edits left (nothing changed)
+        assert_same(render(messages, state, CONFIG), messages)
+
+
+def flat_result(tool_call_id: str) -> dict[str, Any]:
+    # One dict and nothing nested: made right after the previous one was freed, it is
+    # handed that one's memory.
+    return {"role": "toolResult", "toolCallId": tool_call_id, "content": "out", "timestamp": 600}
+
+
+def test_a_new_message_at_a_freed_address_is_read_again() -> None:
+    messages, state = baseline()
+    messages[5] = flat_result("tc2")
+    reused_address = 0
+    for k in range(200):
+        before = id(messages[5])
+        messages[5] = None  # frees the previous message
+        messages[5] = flat_result("tc2" if k % 2 else "elsewhere")
+        reused_address += id(messages[5]) == before
+        assert_same(render(messages, state, CONFIG), messages)
+    # The allocator did hand the same address out again (else this test proves nothing).
+    assert reused_address > 0
+
+
+def test_a_new_block_at_a_freed_address_is_read_again() -> None:
+    messages, state = baseline()
+    blocks = messages[4]["content"]
+    reused_address = 0
+    for k in range(200):
+        before = id(blocks[0])
+        blocks[0] = None
+        blocks[0] = {"type": "toolCall", "id": "tc2" if k % 2 else "elsewhere", "name": "bash"}
+        reused_address += id(blocks[0]) == before
+        assert_same(render(messages, state, CONFIG), messages)
+    assert reused_address > 0
+
+
+def test_views_are_read_again_for_a_config_that_reads_other_fields() -> None:
+    messages, state = baseline()
+    render(messages, state, CONFIG)
+    no_purge = cfg(purgeErrors={"enabled": False})
+    reused, read = state.sizes.read_stats
+    messages[2]["isError"] = True
+    assert_same(render(messages, state, no_purge), messages, no_purge)
+    assert state.sizes.read_stats == (reused, read + len(messages))
+    assert_same(render(messages, state, CONFIG), messages)
+
+
+def test_without_a_chain_a_summary_message_is_remembered_too() -> None:
+    messages, state = baseline()
+    summary = {
+        "role": "custom",
+        "customType": "context-prune-summary",
+        "content": "s",
+        "details": {"toolCallRefs": [{"toolCallId": "tc1"}]},
+        "timestamp": 650,
+    }
+    messages.insert(6, summary)
+    render(messages, state, CONFIG)
+    render(messages, state, CONFIG)
+    # No chain registered: phase 3 reads nothing of it.
+    if VERSIONS:
+        assert state.sizes.read_stats == (len(messages), len(messages))
+
+
+def test_a_predicate_render_leaves_the_memo_alone() -> None:
+    messages, state = baseline()
+    render(messages, state, CONFIG)
+    stats = state.sizes.read_stats
+    out = _core.render(
+        messages,
+        state.index,
+        recovery_grace_turns=3.0,
+        purge_errors=True,
+        cooldown_turns=2.0,
+        min_arg_chars=500.0,
+        chain_compression=True,
+        strip_final_assistant_thinking=True,
+        protected_tools=[],
+        protected_paths=[],
+        protected_tool_predicate=lambda name: False,
+        sizes=state.sizes,
+    )
+    assert out[0] is messages
+    assert state.sizes.read_stats == stats
+
+
+def test_clear_forgets_the_views() -> None:
+    messages, state = baseline()
+    render(messages, state, CONFIG)
+    state.sizes.clear()
+    reused, read = state.sizes.read_stats
+    render(messages, state, CONFIG)
+    assert state.sizes.read_stats == (reused, read + len(messages))
