@@ -114,26 +114,30 @@ impl ReadMemo {
     /// # Safety
     /// `msg` must be a live object and the GIL held.
     #[inline]
-    unsafe fn holds(&self, py: Python<'_>, i: usize, msg: Obj) -> Option<()> {
-        let slot = self.slots.get(i)?;
+    unsafe fn holds(&self, py: Python<'_>, i: usize, msg: Obj) -> bool {
+        let Some(slot) = self.slots.get(i) else {
+            return false;
+        };
         if slot.msg != msg as usize || !is_exact_dict(msg) || dict_version(msg) != slot.version {
-            return None;
+            return false;
         }
-        if slot.list != 0 {
-            // The message did not change: its content is the very list read then.
-            let items = list_slice(py, slot.list as Obj)?;
-            let recorded = self.blocks.get(slot.start..slot.end)?;
-            if items.len() != recorded.len() {
-                return None;
-            }
-            for (&item, &(address, version)) in items.iter().zip(recorded) {
-                if item as usize != address || !is_exact_dict(item) || dict_version(item) != version
-                {
-                    return None;
-                }
-            }
+        if slot.list == 0 {
+            return true;
         }
-        Some(())
+        // The message did not change: its content is the very list read then.
+        let (Some(items), Some(recorded)) = (
+            list_slice(py, slot.list as Obj),
+            self.blocks.get(slot.start..slot.end),
+        ) else {
+            return false;
+        };
+        items.len() == recorded.len()
+            && items
+                .iter()
+                .zip(recorded)
+                .all(|(&item, &(address, version))| {
+                    item as usize == address && is_exact_dict(item) && dict_version(item) == version
+                })
     }
 
     /// Requests what checking position `i` reads.
@@ -282,7 +286,7 @@ pub(crate) unsafe fn read_views<'m, 'a>(
     for (i, &msg) in items.iter().enumerate() {
         memo.prefetch_message(i + AHEAD);
         memo.prefetch_blocks(i + AHEAD / 2);
-        if memo.holds(py, i, msg).is_none() {
+        if !memo.holds(py, i, msg) {
             missing.push(i);
         }
     }
