@@ -14,12 +14,12 @@
 //! and each new message once; a copied assistant that only lost blocks is the original's
 //! length minus theirs. With a `SizeMemo` (`size_memo`), a message the previous render
 //! measured and that is still made of the very same objects is neither measured nor read
-//! again: its length and view are reused. When the state cannot stub or compress
-//! anything, the views are read on their own in a prefetching pipeline (or taken from the
-//! memo's views by position, `read_memo`, where their dicts' version tags vouch for them)
-//! and a render that changes nothing never measures. When it can (a change is then likely), every message is
-//! measured and read in one pass, right after its objects were walked; if the render
-//! then changes nothing after all, the sizes are dropped (still 0), and a value that
+//! again: its length and view are reused. When the state cannot stub or compress anything,
+//! the views are read on their own in a prefetching pipeline (or taken from the memo's
+//! views by position, `read_memo`, where their dicts' version tags vouch for them) and a
+//! render that changes nothing never measures. When it can (a change is then likely), every
+//! message is measured and read in one pass, right after its objects were walked; if the
+//! render then changes nothing after all, the sizes are dropped (still 0), and a value that
 //! cannot be measured raises only when the render changes something.
 //!
 //! Untouched messages are the caller's own objects; stubs, copied assistants and

@@ -13,12 +13,12 @@
 //! of every key and item compared with the trail); leaves are compared by address only,
 //! without being read. A dict still showing the version tag recorded with it
 //! ([`dict_version`]: CPython gives each dict a new one at every change) holds the very
-//! same keys and values, so only its container values are walked. This is exact, not a heuristic: the references the trail holds keep
-//! every recorded object alive, so no other object can take one of their addresses, and
-//! the only leaves admitted (exact `str`, `int`, `float`, `bool`, `None`) are immutable.
-//! Equal trails therefore mean equal JSON text. A message holding anything else (a
-//! subclass, a tuple, `ABSENT`, a non-str key) or nested deeper than [`MAX_DEPTH`] is not
-//! remembered: it is measured on every render.
+//! same keys and values, so only its container values are walked. This is exact, not a
+//! heuristic: the references the trail holds keep every recorded object alive, so no other
+//! object can take one of their addresses, and the only leaves admitted (exact `str`,
+//! `int`, `float`, `bool`, `None`) are immutable. Equal trails therefore mean equal JSON
+//! text. A message holding anything else (a subclass, a tuple, `ABSENT`, a non-str key) or
+//! nested deeper than [`MAX_DEPTH`] is not remembered: it is measured on every render.
 //!
 //! Entries a render does not look at are released at its end ([`SizeMemo::sweep`]), so the
 //! memo holds (references to) the messages of the latest measured list only.
@@ -98,10 +98,10 @@ unsafe fn is_plain_leaf(obj: Obj) -> bool {
 /// A finished trail (it owns a reference to each of its objects).
 pub(crate) type Recorded = Box<[usize]>;
 
-/// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the
-/// walk's order: a dict is `DICT|dict, version, size, key1 .. keyN` followed by the trails
-/// of its values in order ([`version_word`]); a list is `LIST|list, size` followed by the trails of its items; a
-/// leaf is its address. Anything the memo does not admit spoils the trail.
+/// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the walk's
+/// order: a dict is `DICT|dict, version, size, key1 .. keyN` followed by the trails of its
+/// values in order ([`version_word`]); a list is `LIST|list, size` followed by the trails
+/// of its items; a leaf is its address. Anything the memo does not admit spoils the trail.
 ///
 /// The trail takes a reference to each object as it records it (the object was just read:
 /// its header is in the CPU cache); [`Trail::finish`] hands them over, and a spoiled or
