@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 from pi_condense import _core
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
-from test_render import assistant, call, cfg, result, text, thinking, user
+from test_render import (
+    assert_same_render,
+    assistant,
+    call,
+    cfg,
+    result,
+    text,
+    thinking,
+    user,
+)
 
 Messages = list[Any]
 
@@ -48,14 +57,7 @@ def fresh(messages: Messages, config: Any = CONFIG) -> RenderResult:
 
 
 def assert_same(res: RenderResult, messages: Messages, config: Any = CONFIG) -> None:
-    expected = fresh(messages, config)
-    assert res.messages == expected.messages
-    assert (res.pruned, res.before_chars, res.after_chars, res.diagnostics) == (
-        expected.pruned,
-        expected.before_chars,
-        expected.after_chars,
-        expected.diagnostics,
-    )
+    assert_same_render(res, fresh(messages, config))
     if not res.pruned:
         assert res.messages is messages
 

@@ -160,6 +160,17 @@ def utf16_len(s: str) -> int:
     return len(s.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def assert_same_render(res: RenderResult, expected: RenderResult) -> None:
+    """``res`` has the messages, flags, sizes and diagnostics of ``expected``."""
+    assert res.messages == expected.messages
+    assert (res.pruned, res.before_chars, res.after_chars, res.diagnostics) == (
+        expected.pruned,
+        expected.before_chars,
+        expected.after_chars,
+        expected.diagnostics,
+    )
+
+
 def assert_sizes(before: list[Any], res: RenderResult) -> None:
     assert res.before_chars == utf16_len(dumps(before))
     assert res.after_chars == utf16_len(dumps(res.messages))

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pi_condense import jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
-from test_render import NO_CHAIN, cfg, example, text
+from test_render import NO_CHAIN, assert_same_render, cfg, example, text
 
 Messages = list[dict[str, Any]]
 
@@ -138,14 +138,7 @@ def test_a_render_after_any_sequence_of_changes_is_the_fresh_render(
     for mutate in mutations:
         mutate(messages)
         res = render(messages, state, NO_CHAIN)
-        fresh = render_fresh(messages)
-        assert res.messages == fresh.messages
-        assert (res.pruned, res.before_chars, res.after_chars, res.diagnostics) == (
-            fresh.pruned,
-            fresh.before_chars,
-            fresh.after_chars,
-            fresh.diagnostics,
-        )
+        assert_same_render(res, render_fresh(messages))
         if res.pruned:
             assert res.before_chars == jsjson.length(messages)
             assert res.after_chars == jsjson.length(res.messages)

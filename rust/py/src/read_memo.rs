@@ -42,9 +42,10 @@ type Obj = *mut ffi::PyObject;
 /// prefetched (blocks half as far ahead).
 const AHEAD: usize = 8;
 
-/// What one position's view was read from.
+/// What one position's view was read from (all 0: nothing remembered there).
+#[derive(Default)]
 struct Slot {
-    /// The message (0: nothing remembered at this position).
+    /// The message.
     msg: usize,
     /// Its version tag.
     version: u64,
@@ -55,19 +56,6 @@ struct Slot {
     /// The list's items, `(address, version tag)`, at `blocks[start..end]`.
     start: usize,
     end: usize,
-}
-
-impl Slot {
-    fn empty() -> Self {
-        Slot {
-            msg: 0,
-            version: 0,
-            list: 0,
-            array: 0,
-            start: 0,
-            end: 0,
-        }
-    }
 }
 
 /// Views by list position, valid while the dicts they were read from are unchanged
@@ -169,12 +157,12 @@ impl ReadMemo {
     /// `msg` must be a live object and the GIL held; `view` must have been read from
     /// `msg` with the memo's needs, without Python code running since.
     unsafe fn remember(&mut self, py: Python<'_>, i: usize, msg: Obj, view: View<'_>) {
-        let slot = self.slot_for(py, msg, &view).unwrap_or_else(Slot::empty);
+        let slot = self.slot_for(py, msg, &view).unwrap_or_default();
         // SAFETY: the view is only handed out for a later render while every object it
         // borrows from is unchanged (hence alive): see `holds`.
         let view = std::mem::transmute::<View<'_>, View<'static>>(view);
         while self.slots.len() < i {
-            self.slots.push(Slot::empty());
+            self.slots.push(Slot::default());
             self.views.push(MsgView::new(Role::Other, Ts::Absent));
         }
         match (self.slots.get_mut(i), self.views.get_mut(i)) {
@@ -214,9 +202,11 @@ impl ReadMemo {
             }
             Role::ToolResult | Role::Other => false,
         };
-        let mut slot = Slot::empty();
-        slot.msg = msg as usize;
-        slot.version = version;
+        let mut slot = Slot {
+            msg: msg as usize,
+            version,
+            ..Slot::default()
+        };
         if reads_content {
             let content = ffi::PyDict_GetItemWithError(msg, intern!(py, "content").as_ptr());
             if content.is_null() {
