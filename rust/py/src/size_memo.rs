@@ -271,6 +271,10 @@ unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) 
             // containers among the values may have changed inside.
             *pos += size;
             return (0..size).all(|_| match trail.get(*pos) {
+                Some(&word) if word & TAG_MASK == TAG_LEAF => {
+                    *pos += 1;
+                    true
+                }
                 Some(&word) => same_tree(py, (word & !TAG_MASK) as Obj, trail, pos),
                 None => false,
             });
