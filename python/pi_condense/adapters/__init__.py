@@ -1,0 +1,7 @@
+"""Provider message formats <-> Pi message shapes (see :mod:`pi_condense.adapters.base`)."""
+
+from __future__ import annotations
+
+from .base import Codec, Out, Unit
+
+__all__ = ["Codec", "Out", "Unit"]
