@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._core import __version__
 from .condenser import Condenser
 from .config import Config, load_config, save_config
-from .errors import CondenseError, ConfigError, JsonError, SessionError
+from .errors import CondenseError, CondenseWarning, ConfigError, JsonError, SessionError
 from .render import RenderDiagnostic, RenderResult, render
 from .session import LoadWarning, SessionContext, SessionFile
 from .state import PrunerState
@@ -14,6 +14,7 @@ from .tools import ContextTreeQuery, ToolRegistry, condense_tools
 
 __all__ = [
     "CondenseError",
+    "CondenseWarning",
     "Condenser",
     "Config",
     "ConfigError",

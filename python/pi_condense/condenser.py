@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -34,6 +35,7 @@ from .chains import (
     compress_chains_in_flush,
 )
 from .config import Config, load_config
+from .errors import CondenseWarning
 from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render
@@ -113,6 +115,7 @@ class Condenser:
         self._resolve_notes: list[tuple[str, str]] = []
         # (entry count, leaf) the lazily built state was read at, until the first event.
         self._built_at: Optional[tuple[int, Optional[str]]] = None
+        self._warned_disabled = False
 
     @classmethod
     def open(
@@ -239,6 +242,21 @@ class Condenser:
 
     # ------------------------------------------------------------------ events
 
+    def _disabled(self, rt: Runtime) -> bool:
+        """True when pruning is off; says so once (an event arriving is a sign the caller
+        expected pruning)."""
+        if rt.config.enabled:
+            return False
+        if not self._warned_disabled:
+            self._warned_disabled = True
+            text = (
+                "pi-condense: pruning is disabled (contextPrune.enabled is false), so this "
+                "Condenser changes nothing; pass a config with enabled: true"
+            )
+            warnings.warn(text, CondenseWarning, stacklevel=3)
+            self._ui.notify(text, "warning")
+        return True
+
     def _reconstruct(self) -> Runtime:
         rt = self._runtime()
         if self._built_at != (len(self._session), self._session.leaf_id):
@@ -282,7 +300,7 @@ class Condenser:
         """
         rt = self._runtime()
         config = rt.config
-        if not config.enabled:
+        if self._disabled(rt):
             return None
         has_results = len(tool_results) > 0
         if not has_results and not rt.rearmed:
@@ -360,7 +378,7 @@ class Condenser:
         """
         rt = self._runtime()
         config = rt.config
-        if not config.enabled or config.prune_on != "agent-message":
+        if self._disabled(rt) or config.prune_on != "agent-message":
             return None
         if not is_final_assistant(message):
             return None
@@ -384,7 +402,7 @@ class Condenser:
         nothing changes. Diagnostics the render reports are written to the session once each.
         """
         rt = self._runtime()
-        if not rt.config.enabled:
+        if self._disabled(rt):
             return RenderResult(messages, False, 0, 0)
         source = messages
         if rt.live_summaries:

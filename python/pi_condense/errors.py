@@ -17,3 +17,8 @@ class ConfigError(CondenseError):
 
 class JsonError(CondenseError, ValueError):
     """A text is not valid JSON as JavaScript's JSON.parse would accept it."""
+
+
+class CondenseWarning(UserWarning):
+    """Something pi-condense was asked to do will not happen as the caller likely expects
+    (pruning disabled, an unknown config key, a message list in another format)."""

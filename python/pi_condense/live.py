@@ -1,0 +1,632 @@
+"""The live driver: a host's whole history in on every model call, the condensed history out.
+
+Agent frameworks hand their model the whole conversation on every call, in the provider's
+format, without timestamps. :class:`LiveDriver` turns that into what the pruner needs:
+
+- it finds what is new since the previous call (the common case: the history grew at its
+  end), recognises its own output when the framework wrote it back into its history, and
+  treats an edited, truncated or forked history as a new branch of the session (Pi's tree)
+  from the last message both share, so nothing is ever keyed against the wrong message;
+- every message gets a unique, increasing timestamp when it is first seen; it is stored with
+  the message in a Pi session file, so occurrence keys (``id@timestamp``) never collide, even
+  when the model reuses tool-call ids, and a restarted process finds the same keys again;
+- it emits Pi's events in Pi's order (``message_end`` for every message before it is stored,
+  ``turn_end`` once a turn's tool results are in, ``agent_end`` after a run's final reply),
+  so the flushes happen where the extension would run them; a run's final reply is only seen
+  at the next call, or at :meth:`LiveDriver.flush` / :meth:`LiveDriver.close`;
+- it renders the history (:meth:`pi_condense.condenser.Condenser.context`) and converts the
+  result back with the host format's :class:`~pi_condense.adapters.base.Codec`, handing back
+  the caller's very own objects for every message the render did not touch.
+
+The driver runs its pruner work on one event loop in a thread of its own, so the synchronous
+entry points work everywhere, also inside a running event loop (Jupyter), and the async ones
+do not block the caller's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import os
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Generic, Optional, TypeVar, Union
+
+from . import jstime
+from .adapters.base import Codec, Out, Unit
+from .capture import is_final_assistant
+from .condenser import Condenser
+from .config import Config, agent_dir
+from .errors import CondenseError
+from .render import RenderResult
+from .session import SessionFile
+from .summarize.base import Summarizer
+from .tools.registry import ToolRegistry, condense_tools
+from .triggers import ContextUsage
+
+__all__ = ["LiveDriver", "LiveStats", "SessionSpec", "default_session_path", "open_session"]
+
+log = logging.getLogger(__name__)
+
+H = TypeVar("H")
+T = TypeVar("T")
+
+SessionSpec = Union[SessionFile, str, "os.PathLike[str]", None]
+"""A session: a :class:`SessionFile`, a path (loaded, or created when missing), ``":memory:"``
+(kept in memory only), or None (a new file in Pi's sessions directory)."""
+
+MEMORY = ":memory:"
+
+_HOST_ROLES = ("user", "assistant", "toolResult")
+"""The roles of the messages a host's history holds (the others are the pruner's own)."""
+
+
+def default_session_path(cwd: str, session_id: str, now_ms: int) -> Path:
+    """Where Pi would keep a new session for ``cwd``:
+    ``<agentDir>/sessions/--<cwd-encoded>--/<timestamp>_<id>.jsonl``."""
+    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    encoded = trimmed.replace("/", "-").replace("\\", "-").replace(":", "-")
+    stamp = jstime.to_iso_string(now_ms).replace(":", "-").replace(".", "-")
+    return agent_dir() / "sessions" / f"--{encoded}--" / f"{stamp}_{session_id}.jsonl"
+
+
+def open_session(
+    session: SessionSpec, *, cwd: Optional[str] = None, clock: Optional[Callable[[], int]] = None
+) -> SessionFile:
+    """The :class:`SessionFile` a driver writes to (see :data:`SessionSpec`)."""
+    if isinstance(session, SessionFile):
+        return session
+    here = cwd if cwd is not None else os.getcwd()
+    if session is None:
+        import uuid
+
+        session_id = str(uuid.uuid4())
+        now = clock() if clock is not None else jstime.now_ms()
+        path = default_session_path(here, session_id, now)
+        return SessionFile.create(path, here, session_id=session_id, clock=clock)
+    if os.fspath(session) == MEMORY:
+        return SessionFile.in_memory(here, clock=clock)
+    path = Path(os.fspath(session))
+    if path.exists():
+        return SessionFile.load(path, clock=clock)
+    return SessionFile.create(path, here, clock=clock)
+
+
+def _config(config: Union[Config, Mapping[str, Any], None]) -> Config:
+    if isinstance(config, Config):
+        return config
+    settings = {"enabled": True, **(dict(config) if config is not None else {})}
+    return Config.from_settings_dict(settings)
+
+
+def _summarizers(
+    summarizer: Union[Summarizer, str, None],
+) -> tuple[Optional[Summarizer], Summarizer]:
+    """(explicit summarizer or None, the session model: the offline summarizer by default)."""
+    from .summarize import make_summarizer
+    from .summarize.deterministic import DeterministicSummarizer
+
+    if isinstance(summarizer, str):
+        return make_summarizer(summarizer), DeterministicSummarizer()
+    return summarizer, DeterministicSummarizer()
+
+
+def _bare(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The message without its timestamp: what a host's history can be compared with."""
+    return {k: v for k, v in message.items() if k != "timestamp"}
+
+
+def _has_tool_calls(message: Mapping[str, Any]) -> bool:
+    return not is_final_assistant(message)
+
+
+def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The length of the common prefix of two item lists (identity, else equality)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n:
+        x, y = a[i], b[i]
+        if x is not y:
+            try:
+                if not bool(x == y):
+                    break
+            except Exception:
+                break
+        i += 1
+    return i
+
+
+@dataclass
+class _Known:
+    """One host message as the session stores it."""
+
+    message: dict[str, Any]  # the Pi message, with its timestamp (what the render gets)
+    bare: dict[str, Any]  # the same without the timestamp (what the host's history holds)
+    entry_id: str
+    items: tuple[Any, ...] = ()  # the host items of the latest call it came from
+
+
+@dataclass
+class LiveStats:
+    """What the driver did so far (this process)."""
+
+    calls: int = 0
+    messages_seen: int = 0
+    rebuilds: int = 0
+    written_back: int = 0
+    chars_in: int = 0
+    chars_out: int = 0
+    last: Optional[RenderResult] = None
+
+
+@dataclass
+class _Run:
+    """Where the agent loop is: Pi's run and turn bookkeeping."""
+
+    active: bool = False
+    turn_index: int = 0
+    has_assistant: bool = False
+    assistant: Optional[dict[str, Any]] = None
+    results: list[Any] = field(default_factory=list)
+
+
+class _Loop:
+    """One event loop in a daemon thread: where all of a driver's pruner work runs."""
+
+    def __init__(self) -> None:
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="pi-condense-live", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self._start())
+
+    def in_loop(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            loop.close()
+
+
+class LiveDriver(Generic[H]):
+    """pi-condense for a host that hands over its whole history on every model call.
+
+    ``codec`` converts the host's format (see :mod:`pi_condense.adapters`). ``session`` is
+    where the conversation and the pruner's entries are kept (:data:`SessionSpec`): pass the
+    same path again after a restart to continue with the same refs. ``config`` is a
+    :class:`~pi_condense.config.Config` or a ``contextPrune`` dict; a dict is enabled unless
+    it says ``"enabled": false`` (Pi's settings file is not read). ``summarizer`` is a
+    summarizer object or a spec string (``"openai:gpt-4o-mini"``, ...); the default is the
+    offline summarizer, which is also the fallback when an API summarizer fails.
+    ``context_window`` sizes the budget triggers' usage estimate; ``clock`` gives epoch ms.
+    """
+
+    def __init__(
+        self,
+        codec: Codec[H],
+        *,
+        session: SessionSpec = None,
+        config: Union[Config, Mapping[str, Any], None] = None,
+        summarizer: Union[Summarizer, str, None] = None,
+        cwd: Optional[str] = None,
+        context_window: int = 200_000,
+        clock: Optional[Callable[[], int]] = None,
+        notify: Optional[Callable[[str, str], None]] = None,
+    ) -> None:
+        self.codec = codec
+        self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
+        self._session = open_session(session, cwd=cwd, clock=clock)
+        self._window = context_window
+        self._notify_sink = notify
+        explicit, fallback = _summarizers(summarizer)
+        self._condenser = Condenser(
+            self._session,
+            _config(config),
+            summarizer=explicit,
+            session_model=fallback,
+            clock=self._clock,
+            context_usage=self._context_usage,
+            notify=self._notify,
+        )
+        self._loop = _Loop()
+        self._serial: Optional[asyncio.Lock] = None
+        self.stats = LiveStats()
+        self._tools: Optional[ToolRegistry] = None
+        self._started = False
+        self._raw: list[Any] = []
+        self._known: list[_Known] = []
+        self._items_of: dict[int, tuple[Any, ...]] = {}
+        self._last_ts = 0
+        self._run = _Run()
+        self._prev_items: list[Any] = []
+        self._prev_units: list[Unit] = []
+        self._host_counts: list[int] = [0]  # host messages in the first k previous units
+        self._last_out: Optional[list[Any]] = None
+
+    # ------------------------------------------------------------------ public
+
+    @property
+    def session(self) -> SessionFile:
+        """The session file the conversation and the pruner's entries are written to."""
+        return self._session
+
+    @property
+    def condenser(self) -> Condenser:
+        """The :class:`~pi_condense.condenser.Condenser` behind this driver."""
+        return self._condenser
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """``context_tree_query`` and the session recovery tools over this session."""
+        if self._tools is None:
+            self._tools = condense_tools(self._session, refresh=False)
+        return self._tools
+
+    def execute(
+        self,
+        name: str,
+        arguments: Union[Mapping[str, Any], str, None],
+        tool_call_id: Optional[str] = None,
+    ) -> str:
+        """Run one of :attr:`tools` for the model; returns the tool result's text."""
+        return self.tools.execute(name, arguments, tool_call_id=tool_call_id)
+
+    def condense(self, history: Sequence[H]) -> list[H]:
+        """The history to send instead of ``history`` (call before every model call)."""
+        return self._sync(self._condense(list(history)))
+
+    async def acondense(self, history: Sequence[H]) -> list[H]:
+        """:meth:`condense` for async hosts."""
+        return await self._async(self._condense(list(history)))
+
+    def flush(self, history: Optional[Sequence[H]] = None) -> None:
+        """Take in ``history`` (e.g. with the run's final reply), close the run as Pi does at
+        its end, and summarize everything still pending (``/pruner now``)."""
+        self._sync(self._flush(None if history is None else list(history)))
+
+    async def aflush(self, history: Optional[Sequence[H]] = None) -> None:
+        """:meth:`flush` for async hosts."""
+        await self._async(self._flush(None if history is None else list(history)))
+
+    def close(self, history: Optional[Sequence[H]] = None) -> None:
+        """:meth:`flush`, then stop the driver's worker thread (it restarts if used again)."""
+        try:
+            self.flush(history)
+        finally:
+            self._loop.stop()
+
+    async def aclose(self, history: Optional[Sequence[H]] = None) -> None:
+        """:meth:`close` for async hosts."""
+        try:
+            await self.aflush(history)
+        finally:
+            self._loop.stop()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop.in_loop():
+            coro.close()
+            raise CondenseError("a LiveDriver was called from inside its own pruner work")
+        return self._loop.submit(coro).result()
+
+    async def _async(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(self._loop.submit(coro))
+
+    def _lock(self) -> asyncio.Lock:
+        """One model call's work at a time (created in the driver's own loop)."""
+        if self._serial is None:
+            self._serial = asyncio.Lock()
+        return self._serial
+
+    def _notify(self, text: str, level: str) -> None:
+        if self._notify_sink is not None:
+            self._notify_sink(text, level)
+        elif level in ("warning", "error"):
+            log.warning("%s", text)
+        else:
+            log.info("%s", text)
+
+    def _context_usage(self) -> Optional[ContextUsage]:
+        from .replay_log import pi_context_usage
+
+        tokens, percent = pi_context_usage(self._session, self._raw, self._window)
+        return ContextUsage(tokens, self._window, percent)
+
+    async def _guard(self, name: str, step: Callable[[], Any]) -> Any:
+        """Run one pruner event; a failure is reported and never reaches the host's loop."""
+        try:
+            outcome = step()
+            if inspect.isawaitable(outcome):
+                outcome = await outcome
+            return outcome
+        except Exception as exc:
+            log.exception("pi-condense: %s failed", name)
+            self._notify(f"pruner: {name} failed: {type(exc).__name__}: {exc}", "error")
+            return None
+
+    # ------------------------------------------------------------------ session state
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._condenser.session_start()
+        self._load_branch()
+
+    def _load_branch(self) -> None:
+        """Take the raw context and the host messages from the session's current branch."""
+        self._raw = []
+        self._known = []
+        self._items_of = {}
+        self._last_ts = 0
+        messages = self._session.build_context().messages
+        # the context holds copies: pair its host messages with the branch's message entries
+        # from the end (a compaction only leaves out a prefix)
+        ids = [
+            e["id"]
+            for e in self._session.branch()
+            if e.get("type") == "message"
+            and isinstance(e.get("message"), dict)
+            and e["message"].get("role") in _HOST_ROLES
+        ]
+        hosts = sum(1 for m in messages if isinstance(m, dict) and m.get("role") in _HOST_ROLES)
+        id_at = iter(ids[len(ids) - hosts :] if hosts <= len(ids) else [""] * hosts)
+        for message in messages:
+            self._raw.append(message)
+            ts = message.get("timestamp") if isinstance(message, dict) else None
+            if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+                self._last_ts = max(self._last_ts, int(ts))
+            if isinstance(message, dict) and message.get("role") in _HOST_ROLES:
+                self._known.append(_Known(message, _bare(message), next(id_at, "")))
+        self._run = self._run_state()
+
+    def _run_state(self) -> _Run:
+        """The agent loop's position after the known messages (all their events were sent)."""
+        run = _Run()
+        for known in self._known:
+            message = known.message
+            role = message.get("role")
+            if role == "user":
+                run = _Run(active=True)
+            elif role == "assistant":
+                run.active = True
+                run.has_assistant = True
+                stop = message.get("stopReason")
+                if stop in ("error", "aborted") or not _has_tool_calls(message):
+                    run = _Run()
+                else:
+                    if run.assistant is not None:
+                        run.turn_index += 1
+                    run.assistant, run.results = message, []
+            elif role == "toolResult" and run.assistant is not None:
+                run.results.append(message)
+        return run
+
+    def _next_timestamp(self) -> int:
+        ts = max(int(self._clock()), self._last_ts + 1)
+        self._last_ts = ts
+        return ts
+
+    # ------------------------------------------------------------------ the events
+
+    async def _turn_end(self) -> None:
+        run = self._run
+        message, results, index = run.assistant, list(run.results), run.turn_index
+        await self._guard("turn_end", lambda: self._condenser.turn_end(message, results, index))
+        run.turn_index += 1
+        run.assistant = None
+        run.results = []
+        run.has_assistant = False
+
+    async def _agent_end(self) -> None:
+        await self._guard("agent_end", self._condenser.agent_end)
+        self._run = _Run()
+
+    async def _deliver(self, bare: dict[str, Any], items: tuple[Any, ...]) -> None:
+        message = dict(bare)
+        message["timestamp"] = self._next_timestamp()
+        await self._guard("message_end", lambda: self._condenser.message_end(message))
+        entry_id = self._session.append_message(message)
+        self._raw.append(message)
+        self._known.append(_Known(message, bare, entry_id, items))
+        self._items_of[id(message)] = items
+        self.stats.messages_seen += 1
+        run = self._run
+        role = message.get("role")
+        if role == "assistant":
+            run.has_assistant = True
+            run.assistant, run.results = message, []
+            if message.get("stopReason") in ("error", "aborted") or not _has_tool_calls(message):
+                await self._turn_end()
+                await self._agent_end()
+        elif role == "toolResult" and run.assistant is not None:
+            run.results.append(message)
+
+    async def _take(self, bare: dict[str, Any], items: tuple[Any, ...]) -> None:
+        """One new host message, with the events Pi sends around it."""
+        run = self._run
+        role = bare.get("role")
+        if role == "user":
+            if run.assistant is not None:
+                await self._turn_end()
+                await self._agent_end()
+            elif run.active and run.has_assistant:
+                await self._agent_end()
+            if not self._run.active:
+                self._run = _Run(active=True)
+        elif role == "assistant":
+            if run.assistant is not None:
+                await self._turn_end()
+            elif not run.active:
+                self._run = _Run(active=True)
+        await self._deliver(bare, items)
+
+    def _fork_at(self, shared: int) -> None:
+        """The history left the session's branch after ``shared`` host messages: continue on a
+        new branch of the session from there (Pi's tree), with the state of that branch."""
+        if shared < len(self._known):
+            entry = self._session.get_entry(self._known[shared].entry_id)
+            parent = entry.get("parentId") if entry is not None else None
+            self._session.set_leaf(parent if isinstance(parent, str) else None)
+            self._condenser.session_tree()
+            self._load_branch()
+            self.stats.rebuilds += 1
+
+    # ------------------------------------------------------------------ one model call
+
+    def _decode(self, items: list[Any]) -> tuple[list[Unit], int]:
+        """Units of ``items`` and how many of them the previous call's decode already had
+        (only what differs from the previous call's items is decoded again)."""
+        same = _same_items(items, self._prev_items)
+        units = self._prev_units
+        keep = 0
+        lo, hi = 0, len(units)
+        while lo < hi:  # the number of previous units lying wholly within the shared prefix
+            mid = (lo + hi) // 2
+            if units[mid].stop <= same:
+                lo = mid + 1
+            else:
+                hi = mid
+        keep = lo
+        start = units[keep - 1].stop if keep else 0
+        fresh = self.codec.decode(items, start)
+        del units[keep:]
+        del self._host_counts[keep + 1 :]
+        count = self._host_counts[-1]
+        for unit in fresh:
+            units.append(unit)
+            if unit.message is not None:
+                count += 1
+            self._host_counts.append(count)
+        self._prev_items = items
+        return units, keep
+
+    def _unwrite(self, items: list[Any]) -> list[Any]:
+        """A history that starts with our last output stands for the raw history behind it."""
+        out = self._last_out
+        if out is not None and len(items) >= len(out) and _same_items(items, out) == len(out):
+            self.stats.written_back += 1
+            return self._prev_items + items[len(out) :]
+        return items
+
+    async def _ingest(self, items: list[Any]) -> list[Unit]:
+        self._start()
+        items = self._unwrite(items)
+        units, keep = self._decode(items)
+        # the previous call's host messages are the session's first ones: start after them
+        shared = min(self._host_counts[keep], len(self._known))
+        fresh = [
+            (u.message, tuple(items[u.start : u.stop]))
+            for u in units[keep:]
+            if u.message is not None
+        ]
+        matched = 0
+        while (
+            shared + matched < len(self._known)
+            and matched < len(fresh)
+            and fresh[matched][0] == self._known[shared + matched].bare
+        ):
+            self._remember_items(shared + matched, fresh[matched][1])
+            matched += 1
+        if shared + matched < len(self._known):
+            prefix = [
+                (u.message, tuple(items[u.start : u.stop]))
+                for u in units[:keep]
+                if u.message is not None
+            ][:shared]
+            self._fork_at(shared + matched)
+            for i, (_bare, chunk) in enumerate(prefix + fresh[:matched]):
+                if i < len(self._known):
+                    self._remember_items(i, chunk)
+        for bare, chunk in fresh[matched:]:
+            assert bare is not None
+            await self._take(bare, chunk)
+        return units
+
+    def _remember_items(self, position: int, items: tuple[Any, ...]) -> None:
+        known = self._known[position]
+        known.items = items
+        self._items_of[id(known.message)] = items
+
+    async def _condense(self, items: list[Any]) -> list[Any]:
+        async with self._lock():
+            units = await self._ingest(items)
+            if self._run.assistant is not None and self._run.results:
+                await self._turn_end()
+            self.stats.calls += 1
+            result: Optional[RenderResult] = await self._guard(
+                "context", lambda: self._condenser.context(self._raw)
+            )
+            self.stats.last = result
+            if result is None or not result.pruned or result.threw:
+                if result is not None:
+                    self.stats.chars_in += result.before_chars
+                    self.stats.chars_out += result.before_chars
+                self._last_out = None
+                return list(self._prev_items)
+            out = self._encode(result.messages, units)
+            self.stats.chars_in += result.before_chars
+            self.stats.chars_out += result.after_chars
+            self._last_out = out
+            return list(out)
+
+    def _encode(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
+        items = self._prev_items
+        position = {id(k.message): i for i, k in enumerate(self._known)}
+        # host-only items (system prompts, ...) stay before the host message that followed them
+        anchored: list[tuple[int, tuple[Any, ...]]] = []
+        host = 0
+        for unit in units:
+            if unit.message is None:
+                anchored.append((host, tuple(items[unit.start : unit.stop])))
+            else:
+                host += 1
+        outs: list[Out] = []
+        a = 0
+        while a < len(anchored) and anchored[a][0] == 0:
+            outs.append(Out(None, anchored[a][1]))
+            a += 1
+        for message in rendered:
+            at = position.get(id(message))
+            if at is not None:
+                while a < len(anchored) and anchored[a][0] <= at:
+                    outs.append(Out(None, anchored[a][1]))
+                    a += 1
+            outs.append(Out(message, self._items_of.get(id(message), ())))
+        outs.extend(Out(None, chunk) for _, chunk in anchored[a:])
+        return self.codec.encode(outs)
+
+    async def _flush(self, items: Optional[list[Any]]) -> None:
+        async with self._lock():
+            if items is not None:
+                await self._ingest(items)
+            else:
+                self._start()
+            if self._run.assistant is not None:
+                await self._turn_end()
+            if self._run.active:
+                await self._agent_end()
+            if self._condenser.config.enabled and self._condenser.capture_pending():
+                await self._guard("flush", self._condenser.flush_now)

@@ -1,0 +1,301 @@
+"""The live driver (pi_condense.live) over real session files, with Pi-shaped host messages.
+
+The host here is a scripted agent loop that keeps its own history (as frameworks do) and hands
+the whole of it to the driver before every model call; its model reuses the tool-call id
+``call_0`` on every turn and no message carries a timestamp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+
+from pi_condense import Config, CondenseWarning, SessionFile
+from pi_condense.adapters.pi_messages import PiCodec
+from pi_condense.live import LiveDriver, default_session_path
+
+REF = re.compile(r"ref `(t\d+)`")
+
+
+class Clock:
+    """Epoch ms that advance by a fixed step on every reading (deterministic runs)."""
+
+    def __init__(self, start: int = 1_800_000_000_000, step: int = 7) -> None:
+        self.ms = start
+        self.step = step
+
+    def __call__(self) -> int:
+        self.ms += self.step
+        return self.ms
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def call(path: str, call_id: str = "call_0") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "toolCall", "id": call_id, "name": "read", "arguments": {"path": path}}
+        ],
+        "stopReason": "toolUse",
+    }
+
+
+def output(path: str) -> str:
+    return f"contents of {path}\n" + "".join(f"{path} line {n}\n" for n in range(150))
+
+
+def result(path: str, call_id: str = "call_0") -> dict[str, Any]:
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "read",
+        "content": [{"type": "text", "text": output(path)}],
+        "isError": False,
+    }
+
+
+def final(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop"}
+
+
+Host = Callable[[list[Any], list[Any]], list[Any]]
+"""How a host's history evolves after a call: (history, what was sent) -> next history."""
+
+
+def keep_raw(history: list[Any], sent: list[Any]) -> list[Any]:
+    return history
+
+
+def write_back(history: list[Any], sent: list[Any]) -> list[Any]:
+    """pydantic-ai's way: the processed list replaces the history."""
+    return list(sent)
+
+
+def run_agent(
+    driver: LiveDriver[Any],
+    prompts: int,
+    turns: int,
+    host: Host = keep_raw,
+    history: Optional[list[Any]] = None,
+    start: int = 0,
+) -> tuple[list[Any], list[list[Any]], list[list[Any]]]:
+    """A scripted agent: per prompt ``turns`` tool calls (always ``call_0``) then a reply.
+
+    Returns the host's final history, every request sent and every raw history behind it.
+    """
+    history = [] if history is None else history
+    raw: list[Any] = list(history)
+    sent_all: list[list[Any]] = []
+    raw_all: list[list[Any]] = []
+    for p in range(start, start + prompts):
+        history.append(user(f"task {p}"))
+        raw.append(history[-1])
+        for t in range(turns + 1):
+            sent = driver.condense(history)
+            sent_all.append(sent)
+            raw_all.append(list(raw))
+            history = host(history, sent)
+            new = [final(f"done {p}")] if t == turns else [call(f"f{p}_{t}.txt")]
+            if t < turns:
+                new.append(result(f"f{p}_{t}.txt"))
+            history.extend(new)
+            raw.extend(new)
+    return history, sent_all, raw_all
+
+
+def check_request(messages: list[Any]) -> None:
+    """What a provider checks: every tool result follows its call, every call is answered."""
+    open_calls: list[str] = []
+    for message in messages:
+        role = message["role"]
+        assert role in ("user", "assistant", "toolResult", "custom", "system"), role
+        if role == "assistant":
+            assert not open_calls, f"calls without results: {open_calls}"
+            open_calls = [b["id"] for b in message["content"] if b["type"] == "toolCall"]
+        elif role == "toolResult":
+            assert message["toolCallId"] in open_calls, message["toolCallId"]
+            open_calls.remove(message["toolCallId"])
+        else:
+            assert not open_calls, f"calls without results: {open_calls}"
+
+
+def chars(requests: list[list[Any]]) -> int:
+    return sum(len(json.dumps(r)) for r in requests)
+
+
+def refs_in(messages: list[Any]) -> set[str]:
+    return set(REF.findall(json.dumps(messages)))
+
+
+def assert_refs_return_their_own_output(driver: LiveDriver[Any], messages: list[Any]) -> int:
+    """Every stub in ``messages`` recovers the output of the very call it replaced."""
+    checked = 0
+    for i, message in enumerate(messages):
+        if message["role"] != "toolResult":
+            continue
+        found = REF.findall(json.dumps(message))
+        if not found:
+            continue
+        (ref,) = found
+        path = next(
+            b["arguments"]["path"]
+            for m in reversed(messages[:i])
+            if m["role"] == "assistant"
+            for b in m["content"]
+            if b["type"] == "toolCall"
+        )
+        answer = driver.execute("context_tree_query", {"toolCallIds": [ref]})
+        assert output(path) in answer, (ref, path)
+        checked += 1
+    return checked
+
+
+def test_reused_call_ids_every_ref_returns_its_own_output(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", clock=Clock())
+    history, sent, raw = run_agent(driver, prompts=5, turns=3)
+    last = driver.condense([*history, user("and now?")])
+    for request in sent:
+        check_request(request)
+    assert assert_refs_return_their_own_output(driver, last) >= 6
+    # every stored message got its own, increasing timestamp
+    stamps = [m["timestamp"] for m in driver.session.build_context().messages if m["role"] != "custom"]
+    assert stamps == sorted(set(stamps))
+    assert chars(sent) < 0.5 * chars(raw)
+
+
+def test_written_back_output_is_recognised(tmp_path: Path) -> None:
+    plain = LiveDriver(PiCodec(), session=tmp_path / "a.jsonl", clock=Clock())
+    _, sent_plain, _ = run_agent(plain, prompts=4, turns=3)
+    back = LiveDriver(PiCodec(), session=tmp_path / "b.jsonl", clock=Clock())
+    _, sent_back, _ = run_agent(back, prompts=4, turns=3, host=write_back)
+    assert back.stats.written_back > 0
+    assert back.stats.rebuilds == 0
+    assert json.dumps(sent_back) == json.dumps(sent_plain)
+    assert assert_refs_return_their_own_output(back, sent_back[-1]) > 0
+
+
+def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    first = LiveDriver(PiCodec(), session=path, clock=Clock())
+    history, sent, _ = run_agent(first, prompts=3, turns=3)
+    before = first.condense(history)
+    first.close()
+    # a new process: a new driver on the same file and the host's saved history
+    saved = json.loads(json.dumps(history))
+    second = LiveDriver(PiCodec(), session=path, clock=Clock(start=1_900_000_000_000))
+    again = second.condense(saved)
+    assert json.dumps(again) == json.dumps(before)
+    assert second.stats.rebuilds == 0 and second.stats.messages_seen == 0
+    history2, sent2, _ = run_agent(second, prompts=2, turns=3, history=saved, start=3)
+    final_request = second.condense([*history2, user("more")])
+    assert assert_refs_return_their_own_output(second, final_request) >= 6
+    refs = sorted(refs_in(final_request), key=lambda r: int(r[1:]))
+    assert len(refs) == len(set(refs))
+
+
+def test_edited_history_forks_the_session(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", clock=Clock())
+    history, _, _ = run_agent(driver, prompts=3, turns=2)
+    entries_before = len(driver.session)
+    # the user edits prompt 2: everything from there is a new branch
+    cut = max(i for i, m in enumerate(history) if m == user("task 2"))
+    edited = [*history[:cut], user("task 2, differently")]
+    sent = driver.condense(edited)
+    assert driver.stats.rebuilds == 1
+    assert sent[-1]["content"][0]["text"] == "task 2, differently"
+    reloaded = SessionFile.load(tmp_path / "s.jsonl")
+    assert len(reloaded) > entries_before  # nothing was removed from the file
+    texts = [json.dumps(m) for m in reloaded.build_context().messages]
+    assert not any("done 2" in t for t in texts)  # the old branch is not the context
+    assert assert_refs_return_their_own_output(driver, sent) > 0
+    # and a fresh driver given the edited history from scratch sends the same
+    fresh = LiveDriver(PiCodec(), session=tmp_path / "fresh.jsonl", clock=Clock())
+    run_agent(fresh, prompts=2, turns=2)
+    assert len(fresh.condense(edited)) == len(sent)
+
+
+def test_prefix_changes_only_at_the_first_call_of_a_prompt(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", clock=Clock())
+    _, sent, raw = run_agent(driver, prompts=5, turns=3)
+    busts = 0
+    for k in range(1, len(sent)):
+        previous = [json.dumps(m) for m in sent[k - 1]]
+        current = [json.dumps(m) for m in sent[k]]
+        if current[: len(previous)] != previous:
+            busts += 1
+            assert raw[k][-1] == user(raw[k][-1]["content"][0]["text"]), k  # a new prompt
+    assert 1 <= busts <= 4
+
+
+def test_system_items_stay_in_place(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=":memory:", clock=Clock())
+    system = {"role": "system", "content": "be brief"}
+    history: list[Any] = [system]
+    history, sent, _ = run_agent(driver, prompts=3, turns=2, history=history)
+    assert all(request[0] is system for request in sent)
+    assert sum(1 for m in sent[-1] if m["role"] == "system") == 1
+    assert driver.session.path is None and not list(tmp_path.iterdir())
+
+
+def test_sync_entry_point_inside_a_running_loop(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", clock=Clock())
+
+    async def notebook_cell() -> tuple[list[Any], list[Any]]:
+        history = [user("task 0"), call("a.txt"), result("a.txt"), final("ok"), user("next")]
+        synchronous = driver.condense(history)  # a loop is running here, as in Jupyter
+        asynchronous = await driver.acondense(history)
+        return synchronous, asynchronous
+
+    synchronous, asynchronous = asyncio.run(notebook_cell())
+    assert json.dumps(synchronous) == json.dumps(asynchronous)
+    assert "ref `t1`" in json.dumps(synchronous)
+    driver.close()
+
+
+def test_a_disabled_config_warns_once(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", config=Config(), clock=Clock())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history, sent, raw = run_agent(driver, prompts=2, turns=2)
+    ours = [w for w in caught if issubclass(w.category, CondenseWarning)]
+    assert len(ours) == 1
+    assert "disabled" in str(ours[0].message)
+    assert chars(sent) == chars(raw)
+
+
+def test_a_config_dict_is_enabled_unless_it_says_otherwise(tmp_path: Path) -> None:
+    on = LiveDriver(PiCodec(), session=":memory:", config={"minBatchChars": 10})
+    assert on.condenser.config.enabled and on.condenser.config.min_batch_chars == 10
+    off = LiveDriver(PiCodec(), session=":memory:", config={"enabled": False})
+    assert not off.condenser.config.enabled
+
+
+def test_default_session_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    driver = LiveDriver(PiCodec(), cwd="/work/project", clock=Clock())
+    path = driver.session.path
+    assert path is not None
+    expected = default_session_path("/work/project", driver.session.session_id, 0)
+    assert path.parent == expected.parent == tmp_path / "agent" / "sessions" / "--work-project--"
+    assert path.name.endswith(f"_{driver.session.session_id}.jsonl")
+    run_agent(driver, prompts=1, turns=1)
+    assert SessionFile.load(path).build_context().messages
+
+
+def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    driver = LiveDriver(PiCodec(), session=path, clock=Clock())
+    history = [user("task"), call("a.txt"), result("a.txt")]
+    driver.condense(history)
+    driver.close([*history, final("done")])
+    text = path.read_text()
+    assert "context-prune-summary" in text and '"done"' in text
