@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from pi_condense import Config, CondenseWarning, SessionFile
+from pi_condense import CondenseWarning, Config, SessionFile
 from pi_condense.adapters.pi_messages import PiCodec
 from pi_condense.live import LiveDriver, default_session_path
 
@@ -167,7 +167,9 @@ def test_reused_call_ids_every_ref_returns_its_own_output(tmp_path: Path) -> Non
         check_request(request)
     assert assert_refs_return_their_own_output(driver, last) >= 6
     # every stored message got its own, increasing timestamp
-    stamps = [m["timestamp"] for m in driver.session.build_context().messages if m["role"] != "custom"]
+    stamps = [
+        m["timestamp"] for m in driver.session.build_context().messages if m["role"] != "custom"
+    ]
     assert stamps == sorted(set(stamps))
     assert chars(sent) < 0.5 * chars(raw)
 
@@ -186,7 +188,7 @@ def test_written_back_output_is_recognised(tmp_path: Path) -> None:
 def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     first = LiveDriver(PiCodec(), session=path, clock=Clock())
-    history, sent, _ = run_agent(first, prompts=3, turns=3)
+    history, _sent, _ = run_agent(first, prompts=3, turns=3)
     before = first.condense(history)
     first.close()
     # a new process: a new driver on the same file and the host's saved history
@@ -194,8 +196,9 @@ def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None
     second = LiveDriver(PiCodec(), session=path, clock=Clock(start=1_900_000_000_000))
     again = second.condense(saved)
     assert json.dumps(again) == json.dumps(before)
-    assert second.stats.rebuilds == 0 and second.stats.messages_seen == 0
-    history2, sent2, _ = run_agent(second, prompts=2, turns=3, history=saved, start=3)
+    assert second.stats.rebuilds == 0
+    assert second.stats.messages_seen == 0
+    history2, _sent2, _ = run_agent(second, prompts=2, turns=3, history=saved, start=3)
     final_request = second.condense([*history2, user("more")])
     assert assert_refs_return_their_own_output(second, final_request) >= 6
     refs = sorted(refs_in(final_request), key=lambda r: int(r[1:]))
@@ -243,7 +246,8 @@ def test_system_items_stay_in_place(tmp_path: Path) -> None:
     history, sent, _ = run_agent(driver, prompts=3, turns=2, history=history)
     assert all(request[0] is system for request in sent)
     assert sum(1 for m in sent[-1] if m["role"] == "system") == 1
-    assert driver.session.path is None and not list(tmp_path.iterdir())
+    assert driver.session.path is None
+    assert not list(tmp_path.iterdir())
 
 
 def test_sync_entry_point_inside_a_running_loop(tmp_path: Path) -> None:
@@ -265,7 +269,7 @@ def test_a_disabled_config_warns_once(tmp_path: Path) -> None:
     driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", config=Config(), clock=Clock())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        history, sent, raw = run_agent(driver, prompts=2, turns=2)
+        _history, sent, raw = run_agent(driver, prompts=2, turns=2)
     ours = [w for w in caught if issubclass(w.category, CondenseWarning)]
     assert len(ours) == 1
     assert "disabled" in str(ours[0].message)
@@ -274,7 +278,8 @@ def test_a_disabled_config_warns_once(tmp_path: Path) -> None:
 
 def test_a_config_dict_is_enabled_unless_it_says_otherwise(tmp_path: Path) -> None:
     on = LiveDriver(PiCodec(), session=":memory:", config={"minBatchChars": 10})
-    assert on.condenser.config.enabled and on.condenser.config.min_batch_chars == 10
+    assert on.condenser.config.enabled
+    assert on.condenser.config.min_batch_chars == 10
     off = LiveDriver(PiCodec(), session=":memory:", config={"enabled": False})
     assert not off.condenser.config.enabled
 
@@ -298,4 +303,5 @@ def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:
     driver.condense(history)
     driver.close([*history, final("done")])
     text = path.read_text()
-    assert "context-prune-summary" in text and '"done"' in text
+    assert "context-prune-summary" in text
+    assert '"done"' in text
