@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 from . import jstime
-from .adapters.base import Codec, Out, Unit
+from .adapters.base import Codec, Out, Unit, unit_messages
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
@@ -147,7 +147,14 @@ class _Known:
     message: dict[str, Any]  # the Pi message, with its timestamp (what the render gets)
     bare: dict[str, Any]  # the same without the timestamp (what the host's history holds)
     entry_id: str
-    items: tuple[Any, ...] = ()  # the host items of the latest call it came from
+
+
+@dataclass
+class _Origin:
+    """The host items one unit was decoded from, and the stored messages it made."""
+
+    items: tuple[Any, ...]
+    group: list[dict[str, Any]]
 
 
 @dataclass
@@ -256,7 +263,7 @@ class LiveDriver(Generic[H]):
         self._started = False
         self._raw: list[Any] = []
         self._known: list[_Known] = []
-        self._items_of: dict[int, tuple[Any, ...]] = {}
+        self._origin: dict[int, _Origin] = {}  # by id() of a stored message in _raw
         self._last_ts = 0
         self._run = _Run()
         self._prev_items: list[Any] = []
@@ -379,7 +386,7 @@ class LiveDriver(Generic[H]):
         """Take the raw context and the host messages from the session's current branch."""
         self._raw = []
         self._known = []
-        self._items_of = {}
+        self._origin = {}
         self._last_ts = 0
         messages = self._session.build_context().messages
         # the context holds copies: pair its host messages with the branch's message entries
@@ -444,14 +451,13 @@ class LiveDriver(Generic[H]):
         await self._guard("agent_end", self._condenser.agent_end)
         self._run = _Run()
 
-    async def _deliver(self, bare: dict[str, Any], items: tuple[Any, ...]) -> None:
+    async def _deliver(self, bare: dict[str, Any]) -> None:
         message = dict(bare)
         message["timestamp"] = self._next_timestamp()
         await self._guard("message_end", lambda: self._condenser.message_end(message))
         entry_id = self._session.append_message(message)
         self._raw.append(message)
-        self._known.append(_Known(message, bare, entry_id, items))
-        self._items_of[id(message)] = items
+        self._known.append(_Known(message, bare, entry_id))
         self.stats.messages_seen += 1
         run = self._run
         role = message.get("role")
@@ -464,7 +470,7 @@ class LiveDriver(Generic[H]):
         elif role == "toolResult" and run.assistant is not None:
             run.results.append(message)
 
-    async def _take(self, bare: dict[str, Any], items: tuple[Any, ...]) -> None:
+    async def _take(self, bare: dict[str, Any]) -> None:
         """One new host message, with the events Pi sends around it."""
         run = self._run
         role = bare.get("role")
@@ -481,7 +487,7 @@ class LiveDriver(Generic[H]):
                 await self._turn_end()
             elif not run.active:
                 self._run = _Run(active=True)
-        await self._deliver(bare, items)
+        await self._deliver(bare)
 
     def _fork_at(self, shared: int) -> None:
         """The history left the session's branch after ``shared`` host messages: continue on a
@@ -517,8 +523,7 @@ class LiveDriver(Generic[H]):
         count = self._host_counts[-1]
         for unit in fresh:
             units.append(unit)
-            if unit.message is not None:
-                count += 1
+            count += len(unit_messages(unit.message))
             self._host_counts.append(count)
         self._prev_items = items
         return units, keep
@@ -537,38 +542,36 @@ class LiveDriver(Generic[H]):
         units, keep = self._decode(items)
         # the previous call's host messages are the session's first ones: start after them
         shared = min(self._host_counts[keep], len(self._known))
-        fresh = [
-            (u.message, tuple(items[u.start : u.stop]))
-            for u in units[keep:]
-            if u.message is not None
-        ]
+        fresh = [m for u in units[keep:] for m in unit_messages(u.message)]
         matched = 0
+        known = self._known
         while (
-            shared + matched < len(self._known)
+            shared + matched < len(known)
             and matched < len(fresh)
-            and fresh[matched][0] == self._known[shared + matched].bare
+            and fresh[matched] == known[shared + matched].bare
         ):
-            self._remember_items(shared + matched, fresh[matched][1])
             matched += 1
-        if shared + matched < len(self._known):
-            prefix = [
-                (u.message, tuple(items[u.start : u.stop]))
-                for u in units[:keep]
-                if u.message is not None
-            ][:shared]
+        forked = shared + matched < len(known)
+        if forked:
             self._fork_at(shared + matched)
-            for i, (_bare, chunk) in enumerate(prefix + fresh[:matched]):
-                if i < len(self._known):
-                    self._remember_items(i, chunk)
-        for bare, chunk in fresh[matched:]:
-            assert bare is not None
-            await self._take(bare, chunk)
+        for bare in fresh[matched:]:
+            await self._take(bare)
+        self._bind(items, units, 0 if forked else keep, 0 if forked else shared)
         return units
 
-    def _remember_items(self, position: int, items: tuple[Any, ...]) -> None:
-        known = self._known[position]
-        known.items = items
-        self._items_of[id(known.message)] = items
+    def _bind(self, items: list[Any], units: list[Unit], first: int, position: int) -> None:
+        """Remember which host items each stored message came from (units from ``first`` on,
+        whose first message is stored message ``position``)."""
+        known = self._known
+        for unit in units[first:]:
+            n = len(unit_messages(unit.message))
+            if not n:
+                continue
+            group = [k.message for k in known[position : position + n]]
+            origin = _Origin(tuple(items[unit.start : unit.stop]), group)
+            for message in group:
+                self._origin[id(message)] = origin
+            position += n
 
     async def _condense(self, items: list[Any]) -> list[Any]:
         async with self._lock():
@@ -599,22 +602,40 @@ class LiveDriver(Generic[H]):
         anchored: list[tuple[int, tuple[Any, ...]]] = []
         host = 0
         for unit in units:
-            if unit.message is None:
+            n = len(unit_messages(unit.message))
+            if n == 0:
                 anchored.append((host, tuple(items[unit.start : unit.stop])))
-            else:
-                host += 1
+            host += n
         outs: list[Out] = []
         a = 0
         while a < len(anchored) and anchored[a][0] == 0:
             outs.append(Out(None, anchored[a][1]))
             a += 1
-        for message in rendered:
+        i = 0
+        while i < len(rendered):
+            message = rendered[i]
             at = position.get(id(message))
             if at is not None:
                 while a < len(anchored) and anchored[a][0] <= at:
                     outs.append(Out(None, anchored[a][1]))
                     a += 1
-            outs.append(Out(message, self._items_of.get(id(message), ())))
+            origin = self._origin.get(id(message))
+            i += 1
+            if origin is None:
+                outs.append(Out(message, ()))
+            elif len(origin.group) == 1:
+                outs.append(Out(message, origin.items))
+            else:
+                n = len(origin.group)
+                whole = origin.group[0] is message and all(
+                    i - 1 + k < len(rendered) and rendered[i - 1 + k] is origin.group[k]
+                    for k in range(n)
+                )
+                if whole:
+                    outs.append(Out(list(origin.group), origin.items))
+                    i += n - 1
+                else:
+                    outs.append(Out(message, ()))
         outs.extend(Out(None, chunk) for _, chunk in anchored[a:])
         return self.codec.encode(outs)
 
