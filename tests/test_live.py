@@ -305,3 +305,29 @@ def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:
     text = path.read_text()
     assert "context-prune-summary" in text
     assert '"done"' in text
+
+
+@pytest.mark.parametrize("closed_with_history", [True, False])
+def test_restart_from_a_written_back_history(tmp_path: Path, closed_with_history: bool) -> None:
+    path = tmp_path / "s.jsonl"
+    first = LiveDriver(PiCodec(), session=path, clock=Clock())
+    history, _, _ = run_agent(first, prompts=3, turns=3, host=write_back)
+    if closed_with_history:
+        first.close(history)
+    else:
+        first.close()
+    saved = json.loads(json.dumps(history))  # the condensed history, as the framework kept it
+    assert "ref `t" in json.dumps(saved)
+    second = LiveDriver(PiCodec(), session=path, clock=Clock(start=1_900_000_000_000))
+    history2, sent2, _ = run_agent(
+        second, prompts=2, turns=3, host=write_back, history=saved, start=3
+    )
+    assert second.stats.rebuilds == 0
+    assert second.stats.written_back >= 1
+    for request in sent2:
+        check_request(request)
+    last = second.condense([*history2, user("more")])
+    assert assert_refs_return_their_own_output(second, last) >= 6
+    stored = [m for m in SessionFile.load(path).build_context().messages if m["role"] != "custom"]
+    texts = [json.dumps(m) for m in stored]
+    assert not any("Summarized in pruner summary" in t for t in texts)  # never stored as raw

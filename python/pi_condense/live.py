@@ -552,12 +552,76 @@ class LiveDriver(Generic[H]):
         ):
             matched += 1
         forked = shared + matched < len(known)
+        if forked and self.stats.calls == 0 and self._last_out is None:
+            # a restarted process handed a history that holds an earlier process's output
+            recovered = self._recognise_restart(fresh)
+            if recovered is not None:
+                self._prev_items, self._prev_units, self._host_counts = [], [], [0]
+                self._last_out = None
+                self.stats.written_back += 1
+                raw_items, cut = recovered
+                return await self._ingest(raw_items + items[cut:])
         if forked:
             self._fork_at(shared + matched)
         for bare in fresh[matched:]:
             await self._take(bare)
         self._bind(items, units, 0 if forked else keep, 0 if forked else shared)
         return units
+
+    def _recognise_restart(self, fresh: list[dict[str, Any]]) -> Optional[tuple[list[Any], int]]:
+        """After a restart: does the history start with what an earlier call sent?
+
+        The candidates are the renders at the last few model-call points of the branch (each
+        entry between two host messages near the end). A match gives host items standing for
+        the raw messages behind that output, and how many of the given items it covers.
+        """
+        from .render import render
+        from .state import PrunerState
+
+        branch = self._session.branch()
+        config = self._condenser.config
+        host_at = [
+            i
+            for i, e in enumerate(branch)
+            if e.get("type") == "message"
+            and isinstance(e.get("message"), dict)
+            and e["message"].get("role") in _HOST_ROLES
+        ]
+        tried = 0
+        for h in range(len(host_at) - 1, -1, -1):
+            end = host_at[h + 1] if h + 1 < len(host_at) else len(branch)
+            for leaf in range(end - 1, host_at[h] - 1, -1):
+                tried += 1
+                if tried > 24:
+                    return None
+                leaf_id = branch[leaf].get("id")
+                if not isinstance(leaf_id, str):
+                    continue
+                raw = self._session.build_context(leaf_id).messages
+                state = PrunerState.from_session(self._session, leaf_id)
+                out = render(raw, state, config)
+                if not out.pruned:
+                    continue
+                encoded = self.codec.encode([Out(m, ()) for m in out.messages])
+                sent = [m for u in self.codec.decode(encoded) for m in unit_messages(u.message)]
+                if len(sent) > len(fresh) or fresh[: len(sent)] != [_bare(m) for m in sent]:
+                    continue
+                cut = self._items_covering(len(sent))
+                if cut is None:
+                    continue
+                hosts = [m for m in raw if isinstance(m, dict) and m.get("role") in _HOST_ROLES]
+                raw_items = self.codec.encode([Out(m, ()) for m in hosts])
+                return raw_items, cut
+        return None
+
+    def _items_covering(self, messages: int) -> Optional[int]:
+        """How many of the latest decoded items hold exactly the first ``messages`` messages."""
+        for i, count in enumerate(self._host_counts):
+            if count == messages:
+                return self._prev_units[i - 1].stop if i else 0
+            if count > messages:
+                return None
+        return None
 
     def _bind(self, items: list[Any], units: list[Unit], first: int, position: int) -> None:
         """Remember which host items each stored message came from (units from ``first`` on,
