@@ -420,6 +420,17 @@ class Condenser:
         rt.refresh_status()
         return result
 
+    def absorb_live_summaries(self, messages: list[Any]) -> list[Any]:
+        """``messages`` with the summaries written since the last call placed where a reload
+        shows them; they are then forgotten, so a host that keeps the returned list as its
+        context pays for placing each summary once instead of at every :meth:`context`."""
+        rt = self._runtime()
+        if not rt.live_summaries:
+            return messages
+        out = inject_live_summaries(messages, rt.live_summaries)
+        rt.live_summaries.clear()
+        return out
+
     # ------------------------------------------------------------------ commands
 
     def capture_pending(self) -> list[Any]:

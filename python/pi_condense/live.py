@@ -164,6 +164,7 @@ class LiveStats:
     calls: int = 0
     messages_seen: int = 0
     rebuilds: int = 0
+    adopted: int = 0
     written_back: int = 0
     chars_in: int = 0
     chars_out: int = 0
@@ -489,6 +490,20 @@ class LiveDriver(Generic[H]):
                 self._run = _Run(active=True)
         await self._deliver(bare)
 
+    def _adopt(self, messages: list[dict[str, Any]]) -> None:
+        """Store ``messages`` without replaying their events, then rebuild the pruner's state
+        from the session (the extension's reload path: it finds the work left to summarize)."""
+        for bare in messages:
+            message = dict(bare)
+            message["timestamp"] = self._next_timestamp()
+            entry_id = self._session.append_message(message)
+            self._raw.append(message)
+            self._known.append(_Known(message, bare, entry_id))
+        self.stats.messages_seen += len(messages)
+        self.stats.adopted += len(messages)
+        self._condenser.session_tree()
+        self._run = self._run_state()
+
     def _fork_at(self, shared: int) -> None:
         """The history left the session's branch after ``shared`` host messages: continue on a
         new branch of the session from there (Pi's tree), with the state of that branch."""
@@ -563,7 +578,16 @@ class LiveDriver(Generic[H]):
                 return await self._ingest(raw_items + items[cut:])
         if forked:
             self._fork_at(shared + matched)
-        for bare in fresh[matched:]:
+        new = fresh[matched:]
+        last_user = max((i for i, m in enumerate(new) if m.get("role") == "user"), default=-1)
+        if any(m.get("role") == "user" for m in new[:last_user]):
+            # whole earlier runs at once (a conversation the driver joins late): take them in
+            # as Pi does a session it opens, then let the next turn flush what is recoverable
+            self._adopt(new[:last_user])
+            new = new[last_user:]
+            if self._condenser.config.enabled and self._condenser.capture_pending():
+                await self._guard("flush", self._condenser.flush_now)
+        for bare in new:
             await self._take(bare)
         self._bind(items, units, 0 if forked else keep, 0 if forked else shared)
         return units
@@ -642,6 +666,7 @@ class LiveDriver(Generic[H]):
             units = await self._ingest(items)
             if self._run.assistant is not None and self._run.results:
                 await self._turn_end()
+            self._raw = self._condenser.absorb_live_summaries(self._raw)
             self.stats.calls += 1
             result: Optional[RenderResult] = await self._guard(
                 "context", lambda: self._condenser.context(self._raw)
@@ -715,3 +740,4 @@ class LiveDriver(Generic[H]):
                 await self._agent_end()
             if self._condenser.config.enabled and self._condenser.capture_pending():
                 await self._guard("flush", self._condenser.flush_now)
+            self._raw = self._condenser.absorb_live_summaries(self._raw)

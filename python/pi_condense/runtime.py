@@ -8,6 +8,7 @@ and puts them into the list (:func:`inject_live_summaries`) where a reload would
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -206,24 +207,48 @@ def inject_live_summaries(messages: list[Any], live: Sequence[LiveSummary]) -> l
     missing = [s for s in live if s.identity not in present]
     if not missing:
         return messages
-    out = list(messages)
+    # One pass: each summary goes after the last message matching its anchor and after the
+    # summaries already following it, in the order they were written (as inserting them one
+    # by one would place them).
+    last: dict[Any, int] = {}
+    for i, m in enumerate(messages):
+        if isinstance(m, dict):
+            # an unhashable timestamp is found by a scan if it is an anchor
+            with contextlib.suppress(TypeError):
+                last[(m.get("role"), m.get("timestamp"))] = i
+    inserts: dict[int, list[Any]] = {}
     for summary in missing:
-        position = _insert_position(out, summary.anchor)
+        position = _insert_position(messages, summary.anchor, last)
         if position is not None:
-            out.insert(position, summary.message)
+            inserts.setdefault(position, []).append(summary.message)
+    if not inserts:
+        return messages
+    out: list[Any] = []
+    for i, m in enumerate(messages):
+        out.extend(inserts.get(i, ()))
+        out.append(m)
+    out.extend(inserts.get(len(messages), ()))
     return out
 
 
-def _insert_position(messages: list[Any], anchor: Optional[tuple[Any, Any]]) -> Optional[int]:
+def _insert_position(
+    messages: list[Any], anchor: Optional[tuple[Any, Any]], last: dict[Any, int]
+) -> Optional[int]:
     if anchor is None:
         index = 0
     else:
-        found = None
-        for i in range(len(messages) - 1, -1, -1):
-            m = messages[i]
-            if isinstance(m, dict) and (m.get("role"), m.get("timestamp")) == anchor:
-                found = i
-                break
+        try:
+            found = last.get(anchor)
+        except TypeError:
+            found = next(
+                (
+                    i
+                    for i in range(len(messages) - 1, -1, -1)
+                    if isinstance(messages[i], dict)
+                    and (messages[i].get("role"), messages[i].get("timestamp")) == anchor
+                ),
+                None,
+            )
         if found is None:
             return None
         index = found + 1
