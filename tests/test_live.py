@@ -331,3 +331,16 @@ def test_restart_from_a_written_back_history(tmp_path: Path, closed_with_history
     stored = [m for m in SessionFile.load(path).build_context().messages if m["role"] != "custom"]
     texts = [json.dumps(m) for m in stored]
     assert not any("Summarized in pruner summary" in t for t in texts)  # never stored as raw
+
+
+def test_a_conversation_joined_late_is_taken_in_and_flushed(tmp_path: Path) -> None:
+    # a framework app that only now adds the hook: its first call holds five earlier prompts
+    plain = LiveDriver(PiCodec(), session=tmp_path / "a.jsonl", clock=Clock())
+    history, _, _ = run_agent(plain, prompts=5, turns=3)
+    late = LiveDriver(PiCodec(), session=tmp_path / "late.jsonl", clock=Clock())
+    sent = late.condense([*history, user("task 5")])
+    assert late.stats.adopted == len(history)
+    check_request(sent)
+    assert len(json.dumps(sent)) < 0.5 * len(json.dumps(history))
+    assert assert_refs_return_their_own_output(late, sent) >= 1
+    assert len(refs_in(sent)) == len(set(refs_in(sent)))
