@@ -27,6 +27,7 @@ __all__ = ["AnthropicMessagesCodec"]
 
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 IMAGE_ONLY_TOOL_TEXT = "(see attached image)"
+_BASE64_KEYS = {"type", "media_type", "data"}
 _API = "anthropic-messages"
 _PROVIDER = "anthropic"
 
@@ -37,11 +38,19 @@ def _block_in(block: Any) -> Any:
     kind = block.get("type")
     if kind == "text" and block.keys() == {"type", "text"}:
         return {"type": "text", "text": block["text"]}
-    source = block.get("source")
-    plain = kind == "image" and block.keys() == {"type", "source"} and isinstance(source, dict)
-    if plain and source.keys() == {"type", "media_type", "data"} and source["type"] == "base64":
-        return {"type": "image", "data": source["data"], "mimeType": source["media_type"]}
+    if kind == "image" and block.keys() == {"type", "source"}:
+        image = _base64_image(block["source"])
+        if image is not None:
+            return image
     return block
+
+
+def _base64_image(source: Any) -> Optional[dict[str, Any]]:
+    if not isinstance(source, dict) or source.keys() != _BASE64_KEYS:
+        return None
+    if source["type"] != "base64":
+        return None
+    return {"type": "image", "data": source["data"], "mimeType": source["media_type"]}
 
 
 def _assistant_block_in(block: Any) -> Any:
