@@ -27,7 +27,7 @@ from pi_condense import jsjson
 from pi_condense.adapters import OpenAIChatCodec, Out
 
 codec = OpenAIChatCodec()
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
