@@ -94,15 +94,16 @@ def check_responses(items: Sequence[Any]) -> None:
     assert not open_ids, f"calls without outputs: {sorted(open_ids)}"
 
 
-def check_anthropic(messages: Sequence[Any]) -> None:
-    """Raise AssertionError where the Anthropic Messages API would reject ``messages``."""
+def check_anthropic(messages: Sequence[Any], alternate: bool = True) -> None:
+    """Raise AssertionError where the Anthropic Messages API would reject ``messages``
+    (``alternate`` False: consecutive user messages allowed, as the API joins them)."""
     assert messages, "no messages"
     assert messages[0]["role"] == "user", "first message must be a user message"
     calls: set[str] = set()
     for index, message in enumerate(messages):
         role = message["role"]
         assert role in ("user", "assistant"), (index, role)
-        if index:
+        if index and (alternate or role == "assistant"):
             assert role != messages[index - 1]["role"], (index, "roles must alternate")
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content

@@ -302,19 +302,29 @@ def test_a_real_render_encodes_to_a_valid_smaller_request(compact: bool) -> None
     out = codec.encode(driven.outs)
     check_anthropic(out)
     kept = [item for o in driven.outs for item in o.items]
-    assert [i for i in out if any(i is k for k in kept)] == kept
     assert jsjson.length(out) * 2 < jsjson.length(items)
     if compact:
         assert jsjson.dumps(out).count("<compressed-chain") == 3
-    else:
-        stubs = stub_texts(driven.rendered.messages)
-        assert len(stubs) == 12
-        sent = [
-            b["content"]
-            for m in out
-            if isinstance(m["content"], list)
-            for b in m["content"]
-            if b["type"] == "tool_result"
-        ]
-        assert sent == stubs
-        assert len(kept) == 12  # prompts and assistants; the result messages are rebuilt
+        # each prompt is merged with the compressed chain that follows it
+        assert [m["role"] for m in out] == ["user", "assistant"] * 3
+        for turn, message in enumerate(out[::2]):
+            first, chain = message["content"]
+            assert first == {"type": "text", "text": f"prompt {turn}"}
+            assert chain["text"].startswith("<compressed-chain")
+        apart = AnthropicMessagesCodec(merge_same_role=False).encode(driven.outs)
+        check_anthropic(apart, alternate=False)
+        assert [i for i in apart if any(i is k for k in kept)] == kept
+        assert len(kept) == 3
+        return
+    assert [i for i in out if any(i is k for k in kept)] == kept
+    stubs = stub_texts(driven.rendered.messages)
+    assert len(stubs) == 12
+    sent = [
+        b["content"]
+        for m in out
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert sent == stubs
+    assert len(kept) == 12  # prompts and assistants; the result messages are rebuilt

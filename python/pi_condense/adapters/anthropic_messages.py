@@ -144,9 +144,18 @@ def _user_in(item: dict[str, Any], names: _Names) -> Union[PiMessage, list[PiMes
 
 
 class AnthropicMessagesCodec:
-    """Anthropic ``messages`` (dicts) <-> Pi messages (see the module doc)."""
+    """Anthropic ``messages`` (dicts) <-> Pi messages (see the module doc).
+
+    ``merge_same_role`` (default True) merges adjacent messages of one role into one, which
+    every gateway accepts; a merged message is a new object, so an untouched message next to
+    a new one (a prompt followed by a compressed chain or a summary) loses its identity.
+    False keeps them apart (the Messages API itself joins consecutive same-role turns).
+    """
 
     name = "anthropic-messages"
+
+    def __init__(self, merge_same_role: bool = True) -> None:
+        self.merge_same_role = merge_same_role
 
     def decode(self, items: Sequence[Any], start: int = 0) -> list[Unit]:
         """One unit per message; a user message with tool results is a list unit."""
@@ -184,6 +193,8 @@ class AnthropicMessagesCodec:
                     staged.append((converted["role"], converted))
         if results:
             staged.append(("user", {"role": "user", "content": results}))
+        if not self.merge_same_role:
+            return [item for _, item in staged]
         return _merge(staged)
 
 
