@@ -11,6 +11,9 @@ from hypothesis import given, settings
 
 import pi_condense
 from _adapters import (
+    Call,
+    Step,
+    Turn,
     anthropic_history,
     chat_history,
     pi_history,
@@ -69,3 +72,29 @@ def test_adapter_for_names_each_codec() -> None:
         adapter_for("pi")
     with pytest.raises(ValueError, match="known: anthropic-messages, openai-chat"):
         adapter_for("gemini")
+
+
+def test_render_messages_warns_about_a_provider_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from pi_condense.cli import app
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    chat = tmp_path / "chat.json"
+    plan = [Turn("read it", False, (Step("", "", (Call("call_0", "read", {}, "x"),)),), "ok")]
+    chat.write_text(json.dumps(chat_history(plan)), encoding="utf-8")
+    pi = tmp_path / "pi.json"
+    pi.write_text(json.dumps(pi_history(plan, lambda t: None)), encoding="utf-8")
+    runner = CliRunner()
+    args = ["render", "--example", "--json", "--messages"]
+    warned = runner.invoke(app, [*args, str(chat)], env={"COLUMNS": "400"})
+    assert warned.exit_code == 0, warned.stderr
+    assert (
+        f"pi-condense: warning: {chat}: these look like openai-chat messages, not Pi messages; "
+        "convert them first with pi_condense.adapters.adapter_for('openai-chat').decode(...)"
+    ) in warned.stderr.replace("\n", "")
+    quiet = runner.invoke(app, [*args, str(pi)], env={"COLUMNS": "400"})
+    assert quiet.exit_code == 0, quiet.stderr
+    assert "warning" not in quiet.stderr
