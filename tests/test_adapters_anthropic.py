@@ -328,3 +328,31 @@ def test_a_real_render_encodes_to_a_valid_smaller_request(compact: bool) -> None
     ]
     assert sent == stubs
     assert len(kept) == 12  # prompts and assistants; the result messages are rebuilt
+
+
+def test_cache_control_does_not_hide_calls_or_text() -> None:
+    cache = {"type": "ephemeral"}
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "go", "cache_control": cache}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t", "name": "read", "input": {}, "cache_control": cache}
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]},
+    ]
+    units = codec.decode(history)
+    assert units[0].message == {
+        "role": "user",
+        "content": [{"type": "text", "text": "go", "cache_control": cache}],
+    }
+    assert isinstance(units[1].message, dict)
+    assert units[1].message["content"] == [
+        {"type": "toolCall", "id": "t", "name": "read", "arguments": {}}
+    ]
+    assert isinstance(units[2].message, dict)
+    assert units[2].message["toolName"] == "read"
+    rebuilt = codec.encode([Out(m, ()) for u in units for m in unit_messages(u.message)])
+    check_anthropic(rebuilt)
+    assert rebuilt[0] == history[0]

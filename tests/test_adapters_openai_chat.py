@@ -268,3 +268,25 @@ def test_a_real_render_encodes_to_a_valid_smaller_request(compact: bool) -> None
         assert len(kept) == 13  # system, prompts, every assistant
         summaries = [m for m in out if m["role"] == "user" and "Summarized tool refs" in str(m)]
         assert len(summaries) == 6
+
+
+def test_custom_tool_calls_name_their_results() -> None:
+    history = [
+        {"role": "user", "content": "patch it"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "custom", "custom": {"name": "apply_patch", "input": "*** x"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c", "content": "ok"},
+    ]
+    units = codec.decode(history)
+    assert isinstance(units[1].message, dict)
+    assert units[1].message["content"] == [
+        {"type": "toolCall", "id": "c", "name": "apply_patch", "arguments": "*** x"}
+    ]
+    assert isinstance(units[2].message, dict)
+    assert units[2].message["toolName"] == "apply_patch"
+    assert all(a is b for a, b in zip(codec.encode(untouched_outs(history, units)), history))
