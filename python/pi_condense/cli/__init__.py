@@ -26,6 +26,7 @@ from .. import __version__
 from ._common import EXIT_OK, out
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
+from .corpus_cmd import corpus_app
 from .render_cmd import register as register_render
 from .session_cmd import session_app
 from .tools_cmd import query_command, recover_app
@@ -43,6 +44,7 @@ app.add_typer(session_app, name="session")
 app.command("compact")(compact_command)
 app.command("query")(query_command)
 app.add_typer(recover_app, name="recover")
+app.add_typer(corpus_app, name="corpus")
 register_condense(app)
 register_render(app)
 

@@ -1,0 +1,340 @@
+"""`pi-condense corpus`: scan, what-if and batch condense over many sessions.
+
+A thin layer over :mod:`pi_condense.corpus`: options to an engine and a cache, a progress
+bar on stderr (sessions done, MB/s, ETA), tables or ``--json`` / ``--csv`` on stdout, one
+stderr line per failed session (``path:line: error``) and per skipped line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import orjson
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from ..corpus import CorpusError, EngineError
+from ..corpus.cache import default_cache_dir
+from ..corpus.discover import discover
+from ..corpus.models import Problem, ScanResult, TaskFailure
+from ..corpus.scan import scan as scan_corpus
+from ..corpus.tasks import Outcome
+from ._common import (
+    EXIT_HANDLER_ERRORS,
+    EXIT_OK,
+    EXIT_WARNINGS,
+    compat_option,
+    config_option,
+    err,
+    fail,
+    json_option,
+    load_cli_config,
+    out,
+    quiet_option,
+    show_progress,
+    strict_option,
+)
+
+__all__ = ["corpus_app"]
+
+corpus_app = typer.Typer(
+    help="Many sessions at once: scan, what-if over a config grid, batch condense "
+    "(local cores, or a Dask / Ray cluster).",
+    no_args_is_help=True,
+)
+
+# ---------------------------------------------------------------------------------- options
+
+
+def _paths_argument() -> Any:
+    return typer.Argument(
+        None,
+        metavar="[PATH]...",
+        help="Session files (.jsonl, .jsonl.gz), directories (searched recursively) or globs; "
+        "default: Pi's sessions directory (<agentDir>/sessions).",
+    )
+
+
+def _engine_option() -> Any:
+    return typer.Option(
+        "local",
+        "--engine",
+        help="local (a process pool over the cores), serial (in this process), dask or ray "
+        "(extras pi-condense[dask] / [ray]).",
+    )
+
+
+def _address_option() -> Any:
+    return typer.Option(
+        None,
+        "--address",
+        help="Cluster address: a Dask scheduler (tcp://host:8786) or a Ray cluster "
+        "(ray://host:10001, or auto); default: a local cluster started for the run.",
+    )
+
+
+def _workers_option() -> Any:
+    return typer.Option(None, "--workers", "-j", min=1, help="Local processes (default: cores).")
+
+
+def _cache_option() -> Any:
+    return typer.Option(
+        None,
+        "--cache-dir",
+        help="Result cache (default: $PI_CONDENSE_CACHE_DIR, else ~/.cache/pi-condense/corpus); "
+        "on a cluster, a directory the workers share.",
+    )
+
+
+def _no_cache_option() -> Any:
+    return typer.Option(False, "--no-cache", help="Neither read nor write the result cache.")
+
+
+def _cache_dir(cache_dir: Optional[Path], no_cache: bool) -> Optional[str]:
+    if no_cache:
+        return None
+    return str(cache_dir if cache_dir is not None else default_cache_dir())
+
+
+# --------------------------------------------------------------------------------- progress
+
+
+class _Throughput(ProgressColumn):
+    """MB/s of session bytes finished."""
+
+    def render(self, task: Task) -> Text:
+        elapsed = task.finished_time if task.finished else task.elapsed
+        done = float(task.fields.get("bytes_done", 0))
+        if not elapsed:
+            return Text("- MB/s")
+        return Text(f"{done / elapsed / 1e6:.1f} MB/s")
+
+
+@contextmanager
+def _progress(label: str, total: int, total_bytes: int, shown: bool) -> Iterator[Optional[Any]]:
+    if not shown:
+        yield None
+        return
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sessions"),
+        _Throughput(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=False) as progress:
+        task = progress.add_task(label, total=total, bytes_done=0)
+        state = {"bytes": 0}
+
+        def advance(outcome: Outcome) -> None:
+            state["bytes"] += outcome.size
+            progress.update(task, advance=1, bytes_done=state["bytes"])
+
+        yield advance
+
+
+def _total(paths: Optional[Sequence[str]]) -> tuple[int, int]:
+    try:
+        sources = discover(list(paths) if paths else None)
+    except CorpusError as exc:
+        fail(str(exc))
+    return len(sources), sum(s.size for s in sources)
+
+
+# ---------------------------------------------------------------------------------- output
+
+
+def _report_problems(failures: Sequence[TaskFailure], problems: Sequence[Problem]) -> None:
+    for problem in problems:
+        err.print(f"{problem.path}:{problem.line}: warning: {problem.message}", markup=False)
+    for failure in failures:
+        err.print(f"{failure}", markup=False)
+
+
+def _exit(failures: int, problems: int, strict: bool) -> None:
+    if failures:
+        raise typer.Exit(EXIT_HANDLER_ERRORS)
+    if strict and problems:
+        raise typer.Exit(EXIT_WARNINGS)
+    raise typer.Exit(EXIT_OK)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: orjson.dumps(v).decode() if isinstance(v, (dict, list)) else v for k, v in row.items()
+    }
+
+
+def _write_csv(rows: Sequence[dict[str, Any]], target: Path) -> None:
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(_flat(r) for r in rows)
+    try:
+        if str(target) == "-":
+            sys.stdout.write(buffer.getvalue())
+        else:
+            target.write_text(buffer.getvalue(), encoding="utf-8")
+    except OSError as exc:
+        fail(f"{target}: cannot write: {exc}")
+
+
+def _print_scan(result: ScanResult, rows: bool) -> None:
+    agg = result.aggregate
+    if rows:
+        table = Table(title="Sessions", title_justify="left")
+        for column in ("path", "bytes", "UTG", "branch", "ctx chars", "rendered", "ctq", "gaps"):
+            table.add_column(column, justify="left" if column == "path" else "right")
+        for row in result.rows:
+            table.add_row(
+                row.path,
+                f"{row.bytes:,}",
+                str(row.user_turn_groups),
+                str(row.branch_length),
+                f"{row.context_chars:,}",
+                "-" if row.rendered_chars is None else f"{row.rendered_chars:,}",
+                str(row.query_calls),
+                ",".join(map(str, row.requery_gaps)) or "-",
+            )
+        out.print(table)
+    summary = Table(title="Corpus", show_header=False, title_justify="left")
+    summary.add_column("what")
+    summary.add_column("value", justify="right")
+    roles = ", ".join(f"{k} {v:,}" for k, v in agg.messages_by_role.items())
+    tools = ", ".join(
+        f"{k} {v:,}" for k, v in sorted(agg.tool_calls_by_tool.items(), key=lambda kv: -kv[1])
+    )
+    for what, value in (
+        ("sessions (failed)", f"{agg.sessions:,} ({agg.failed})"),
+        ("bytes", f"{agg.bytes:,}"),
+        ("entries", f"{agg.entries:,}"),
+        ("messages by role", roles or "-"),
+        ("tool calls by tool", tools or "-"),
+        ("raw context chars / tokens", f"{agg.context_chars:,} / {agg.context_tokens:,}"),
+        ("sessions with pruner entries", f"{agg.pruner_sessions:,}"),
+        (
+            "their context raw -> rendered",
+            f"{agg.pruner_context_chars:,} -> {agg.rendered_chars:,}",
+        ),
+        ("computed / from cache", f"{result.computed:,} / {result.cached:,}"),
+    ):
+        summary.add_row(what, value)
+    out.print(summary)
+    gaps = agg.gaps
+    table = Table(title="Re-query gaps (user-turn groups)", show_header=False, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    share = _pct(gaps.requery_sessions / gaps.query_sessions) if gaps.query_sessions else "-"
+    table.add_row("sessions with context_tree_query", f"{gaps.query_sessions:,}")
+    table.add_row(
+        "context_tree_query calls (no ref)", f"{gaps.query_calls:,} ({gaps.empty_query_calls:,})"
+    )
+    table.add_row(
+        "sessions with >= 1 re-query", f"{gaps.requery_sessions:,} ({share} of ctq sessions)"
+    )
+    table.add_row("re-query events", f"{gaps.events:,}")
+    table.add_row("gap median", "-" if gaps.median is None else f"{gaps.median:g} UTG")
+    table.add_row(
+        "gap <= 1 / <= 2 / <= 3 / <= 5",
+        " / ".join(_pct(gaps.within[k]) for k in ("1", "2", "3", "5")),
+    )
+    table.add_row("gap == 0 (same user turn)", f"{gaps.counts.get('0', 0):,}")
+    out.print(table)
+    lengths = agg.lengths
+    table = Table(title="Session length (user-turn groups)", title_justify="left")
+    for column in ("UTG", "sessions", "share", "with pruner", "share "):
+        table.add_column(column, justify="right")
+    for bucket in lengths.buckets:
+        span = (
+            str(bucket.low)
+            if bucket.high == bucket.low
+            else (f"{bucket.low}+" if bucket.high is None else f"{bucket.low}-{bucket.high}")
+        )
+        table.add_row(
+            span,
+            f"{bucket.sessions:,}",
+            _pct(bucket.share),
+            f"{bucket.pruner_sessions:,}",
+            _pct(bucket.pruner_share),
+        )
+    median = "-" if lengths.median is None else f"{lengths.median:g}"
+    pmedian = "-" if lengths.pruner_median is None else f"{lengths.pruner_median:g}"
+    table.add_row("median", median, "", pmedian, "")
+    table.add_row("<= 3", "", _pct(lengths.at_most_3), "", _pct(lengths.pruner_at_most_3))
+    out.print(table)
+
+
+# --------------------------------------------------------------------------------- commands
+
+
+@corpus_app.command("scan")
+def scan_command(
+    paths: Optional[list[str]] = _paths_argument(),
+    engine: str = _engine_option(),
+    address: Optional[str] = _address_option(),
+    workers: Optional[int] = _workers_option(),
+    cache_dir: Optional[Path] = _cache_option(),
+    no_cache: bool = _no_cache_option(),
+    config_file: Optional[Path] = config_option(),
+    compat: Optional[str] = compat_option(),
+    rows: bool = typer.Option(False, "--rows", help="Also print a row per session."),
+    csv_file: Optional[Path] = typer.Option(
+        None, "--csv", help="Write the per-session rows as CSV to this file ('-': stdout)."
+    ),
+    as_json: bool = json_option("Print the rows, failures and aggregate as JSON."),
+    quiet: bool = quiet_option(),
+    strict: bool = strict_option(),
+) -> None:
+    """One row per session and the corpus tables (re-query gaps, session lengths).
+
+    Sessions holding pruner entries are also rendered (with --config, default Pi's
+    settings, pruning on) to show what they cost the model today.
+    """
+    config = load_cli_config(config_file, compat, enable=True)
+    count, size = _total(paths)
+    shown = not as_json and show_progress(quiet)
+    try:
+        with _progress("scanning", count, size, shown) as advance:
+            result = scan_corpus(
+                paths or None,
+                engine=engine,
+                address=address,
+                workers=workers,
+                cache_dir=_cache_dir(cache_dir, no_cache),
+                config=config,
+                on_outcome=advance,
+            )
+    except (CorpusError, EngineError) as exc:
+        fail(str(exc))
+    problems = [p for row in result.rows for p in row.problems]
+    if csv_file is not None:
+        _write_csv([r.model_dump(mode="json") for r in result.rows], csv_file)
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    elif csv_file is None or str(csv_file) != "-":
+        _print_scan(result, rows)
+    _report_problems(result.failures, problems)
+    _exit(len(result.failures), len(problems), strict)
