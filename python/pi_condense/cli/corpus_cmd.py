@@ -17,6 +17,8 @@ from typing import Any, Optional
 
 import orjson
 import typer
+from rich import box
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,19 +34,24 @@ from rich.text import Text
 from ..corpus import CorpusError, EngineError
 from ..corpus.cache import default_cache_dir
 from ..corpus.discover import discover
-from ..corpus.models import Problem, ScanResult, TaskFailure
+from ..corpus.grid import expand_grid, parse_set
+from ..corpus.models import Problem, ScanResult, TaskFailure, WhatIfResult
 from ..corpus.scan import scan as scan_corpus
 from ..corpus.tasks import Outcome
+from ..corpus.whatif import whatif as whatif_corpus
+from ..errors import ConfigError
 from ._common import (
     EXIT_HANDLER_ERRORS,
     EXIT_OK,
     EXIT_WARNINGS,
+    base_url_option,
     compat_option,
     config_option,
     err,
     fail,
     json_option,
     load_cli_config,
+    make_cli_summarizer,
     out,
     quiet_option,
     show_progress,
@@ -111,6 +118,9 @@ def _cache_dir(cache_dir: Optional[Path], no_cache: bool) -> Optional[str]:
         return None
     return str(cache_dir if cache_dir is not None else default_cache_dir())
 
+
+# Tables are wider than 80 columns: a pipe or a file gets them whole.
+table_out = out if out.is_terminal else Console(highlight=False, soft_wrap=True, width=140)
 
 # --------------------------------------------------------------------------------- progress
 
@@ -219,7 +229,7 @@ def _print_scan(result: ScanResult, rows: bool) -> None:
                 str(row.query_calls),
                 ",".join(map(str, row.requery_gaps)) or "-",
             )
-        out.print(table)
+        table_out.print(table)
     summary = Table(title="Corpus", show_header=False, title_justify="left")
     summary.add_column("what")
     summary.add_column("value", justify="right")
@@ -242,7 +252,7 @@ def _print_scan(result: ScanResult, rows: bool) -> None:
         ("computed / from cache", f"{result.computed:,} / {result.cached:,}"),
     ):
         summary.add_row(what, value)
-    out.print(summary)
+    table_out.print(summary)
     gaps = agg.gaps
     table = Table(title="Re-query gaps (user-turn groups)", show_header=False, title_justify="left")
     table.add_column("metric")
@@ -262,7 +272,7 @@ def _print_scan(result: ScanResult, rows: bool) -> None:
         " / ".join(_pct(gaps.within[k]) for k in ("1", "2", "3", "5")),
     )
     table.add_row("gap == 0 (same user turn)", f"{gaps.counts.get('0', 0):,}")
-    out.print(table)
+    table_out.print(table)
     lengths = agg.lengths
     table = Table(title="Session length (user-turn groups)", title_justify="left")
     for column in ("UTG", "sessions", "share", "with pruner", "share "):
@@ -284,7 +294,7 @@ def _print_scan(result: ScanResult, rows: bool) -> None:
     pmedian = "-" if lengths.pruner_median is None else f"{lengths.pruner_median:g}"
     table.add_row("median", median, "", pmedian, "")
     table.add_row("<= 3", "", _pct(lengths.at_most_3), "", _pct(lengths.pruner_at_most_3))
-    out.print(table)
+    table_out.print(table)
 
 
 # --------------------------------------------------------------------------------- commands
@@ -338,3 +348,155 @@ def scan_command(
         _print_scan(result, rows)
     _report_problems(result.failures, problems)
     _exit(len(result.failures), len(problems), strict)
+
+
+def _grid_label(settings: dict[str, Any]) -> str:
+    return "\n".join(f"{k}={orjson.dumps(v).decode()}" for k, v in settings.items()) or "(base)"
+
+
+def _print_whatif(result: WhatIfResult) -> None:
+    rows = result.rows
+    befores = {(r.model_calls, r.before_mean, r.before_p50, r.before_p95) for r in rows}
+    same_before = len(befores) == 1
+    if rows and same_before:
+        first = rows[0]
+        out.print(
+            f"{first.sessions} sessions, {first.model_calls:,} model calls; chars per call "
+            f"before: mean {first.before_mean:,.0f}, p50 {first.before_p50:,.0f}, "
+            f"p95 {first.before_p95:,.0f}",
+            markup=False,
+        )
+        out.print(
+            "after: mean chars per call after render, p50, p95; saved: reclaimed share; "
+            "served: re-queries the grace window would have served verbatim",
+            markup=False,
+        )
+    table = Table(title="What-if, most reclaimed first", title_justify="left", box=box.SIMPLE)
+    table.add_column("config", no_wrap=True)
+    if not same_before:
+        table.add_column("before", justify="right")
+    for column in ("after", "p50", "p95", "saved", "flushes", "summ.", "cost", "served"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        cells = [_grid_label(row.settings)]
+        if not same_before:
+            cells.append(f"{row.before_mean:,.0f}")
+        cells += [
+            f"{row.after_mean:,.0f}",
+            f"{row.after_p50:,.0f}",
+            f"{row.after_p95:,.0f}",
+            _pct(row.reclaimed_share),
+            f"{row.flushes:,}",
+            f"{row.summarizer_calls:,}",
+            f"${row.cost:.2f}",
+            f"{row.served_verbatim}/{row.requeries}",
+        ]
+        table.add_row(*cells)
+    table_out.print(table)
+    out.print(f"computed {result.computed}, from cache {result.cached}", markup=False)
+
+
+def _write_parquet(rows: Sequence[dict[str, Any]], target: Path) -> None:
+    try:
+        import pyarrow as pa  # type: ignore[import-not-found, unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        fail("--parquet needs pyarrow (pip install pyarrow); use --csv or --json instead")
+    try:
+        pq.write_table(pa.Table.from_pylist([_flat(r) for r in rows]), str(target))
+    except OSError as exc:
+        fail(f"{target}: cannot write: {exc}")
+
+
+@corpus_app.command("whatif")
+def whatif_command(
+    paths: list[str] = typer.Argument(
+        ..., metavar="PATH...", help="Raw sessions: files, directories or globs."
+    ),
+    sets: Optional[list[str]] = typer.Option(
+        None,
+        "--set",
+        help="A grid axis KEY=V1,V2,... (settings key, camelCase or dotted, e.g. "
+        "recoveryGraceTurns=0,3 or chainCompression.rollingWindow=2,4); repeat for more axes.",
+    ),
+    summarizer_name: str = typer.Option(
+        "default",
+        "--summarizer",
+        help="Summarizer spec as for `condense --summarizer` (default: the offline one).",
+    ),
+    base_url: Optional[str] = base_url_option(),
+    config_file: Optional[Path] = config_option(),
+    compat: Optional[str] = compat_option(),
+    engine: str = _engine_option(),
+    address: Optional[str] = _address_option(),
+    workers: Optional[int] = _workers_option(),
+    cache_dir: Optional[Path] = _cache_option(),
+    no_cache: bool = _no_cache_option(),
+    csv_file: Optional[Path] = typer.Option(
+        None, "--csv", help="Write the per-config rows as CSV to this file ('-': stdout)."
+    ),
+    parquet_file: Optional[Path] = typer.Option(
+        None, "--parquet", help="Write the per-config rows as Parquet (needs pyarrow)."
+    ),
+    as_json: bool = json_option("Print the rows and failures as JSON."),
+    quiet: bool = quiet_option(),
+    strict: bool = strict_option(),
+) -> None:
+    """Replay every session under each config of the grid and compare the outcomes.
+
+    Per config: context chars per model call before/after (mean, p50, p95), the reclaimed
+    share, flushes, summarizer calls/tokens/cost, and how many of the re-queries observed in
+    the corpus the recovery grace window would have served verbatim.
+    """
+    config = load_cli_config(config_file, compat, enable=True)
+    make_cli_summarizer(summarizer_name, base_url, config)  # exit 2 now on a bad spec
+    try:
+        axes = [parse_set(option) for option in sets or []]
+        expand_grid(config, axes)
+    except ConfigError as exc:
+        fail(str(exc))
+    count, size = _total(paths)
+    shown = not as_json and show_progress(quiet)
+    try:
+        with _progress("replaying", count * max(1, _grid_size(axes)), size, shown) as advance:
+            result = whatif_corpus(
+                paths,
+                axes,
+                config=config,
+                summarizer=summarizer_name,
+                base_url=base_url,
+                engine=engine,
+                address=address,
+                workers=workers,
+                cache_dir=_cache_dir(cache_dir, no_cache),
+                on_outcome=advance,
+            )
+    except (CorpusError, EngineError, ConfigError) as exc:
+        fail(str(exc))
+    rows = [r.model_dump(mode="json") for r in result.rows]
+    if csv_file is not None:
+        _write_csv(rows, csv_file)
+    if parquet_file is not None:
+        _write_parquet(rows, parquet_file)
+    if as_json:
+        payload = {
+            "rows": rows,
+            "failures": [f.model_dump(mode="json") for f in result.failures],
+            "computed": result.computed,
+            "cached": result.cached,
+        }
+        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif csv_file is None or str(csv_file) != "-":
+        _print_whatif(result)
+    problems = {
+        (p.path, p.line, p.message): p for s in result.sessions for r in s for p in r.problems
+    }
+    _report_problems(result.failures, list(problems.values()))
+    _exit(len(result.failures), len(problems), strict)
+
+
+def _grid_size(axes: Sequence[tuple[str, Sequence[Any]]]) -> int:
+    size = 1
+    for _, values in axes:
+        size *= len(values)
+    return size

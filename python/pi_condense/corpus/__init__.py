@@ -24,6 +24,7 @@ from .models import (
     WhatIfSession,
 )
 from .scan import scan
+from .whatif import whatif
 
 __all__ = [
     "ENGINES",
@@ -44,4 +45,5 @@ __all__ = [
     "WhatIfSession",
     "discover",
     "scan",
+    "whatif",
 ]

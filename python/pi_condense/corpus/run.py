@@ -37,7 +37,7 @@ class Collected:
     """The outcomes of a run, in task order, split into results and failures."""
 
     results: list[tuple[Task, dict[str, Any]]] = field(default_factory=list)
-    failures: list[TaskFailure] = field(default_factory=list)
+    failures: list[tuple[Task, TaskFailure]] = field(default_factory=list)
     computed: int = 0
     cached: int = 0
 
@@ -97,5 +97,5 @@ def run_kind(tasks: Sequence[Task], run: RunOptions) -> Collected:
         if outcome.result is not None:
             collected.results.append((task, outcome.result))
         elif outcome.failure is not None:
-            collected.failures.append(TaskFailure.model_validate(outcome.failure))
+            collected.failures.append((task, TaskFailure.model_validate(outcome.failure)))
     return collected

@@ -35,10 +35,11 @@ def scan(
     tasks = [make_task("scan", source, config, run) for source in sources_of(paths)]
     collected = run_kind(tasks, run)
     rows = [ScanRow.model_validate(result["row"]) for _, result in collected.results]
+    failures = [failure for _, failure in collected.failures]
     return ScanResult(
         rows=rows,
-        failures=collected.failures,
-        aggregate=aggregate(rows, collected.failures),
+        failures=failures,
+        aggregate=aggregate(rows, failures),
         computed=collected.computed,
         cached=collected.cached,
     )
