@@ -32,10 +32,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..corpus import CorpusError, EngineError
+from ..corpus.batch import condense as condense_corpus
 from ..corpus.cache import default_cache_dir
 from ..corpus.discover import discover
 from ..corpus.grid import expand_grid, parse_set
-from ..corpus.models import Problem, ScanResult, TaskFailure, WhatIfResult
+from ..corpus.models import CondenseResult, Problem, ScanResult, TaskFailure, WhatIfResult
 from ..corpus.scan import scan as scan_corpus
 from ..corpus.tasks import Outcome
 from ..corpus.whatif import whatif as whatif_corpus
@@ -500,3 +501,97 @@ def _grid_size(axes: Sequence[tuple[str, Sequence[Any]]]) -> int:
     for _, values in axes:
         size *= len(values)
     return size
+
+
+def _print_condense(result: CondenseResult) -> None:
+    table = Table(title="Condensed", title_justify="left", box=box.SIMPLE)
+    table.add_column("session", no_wrap=True)
+    table.add_column("output", no_wrap=True)
+    for column in ("calls", "chars/call before", "after", "summaries", "chains", "cost"):
+        table.add_column(column, justify="right")
+    for row in result.rows:
+        table.add_row(
+            row.path,
+            row.output,
+            f"{row.model_calls:,}",
+            f"{row.before_chars:,}",
+            f"{row.after_chars:,}",
+            f"{row.summaries:,}",
+            f"{row.chains:,}",
+            f"${row.cost:.4f}",
+        )
+    table_out.print(table)
+    out.print(
+        f"{len(result.rows)} condensed ({result.computed} now, {result.cached} already done), "
+        f"{len(result.failures)} failed",
+        markup=False,
+    )
+
+
+@corpus_app.command("condense")
+def condense_command(
+    paths: list[str] = typer.Argument(
+        ..., metavar="PATH...", help="Raw sessions: files, directories or globs."
+    ),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Output directory: the input tree is mirrored below it."
+    ),
+    in_place: bool = typer.Option(
+        False, "--in-place", help="Replace each session (a copy is kept as SESSION.bak)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing outputs or backups."),
+    config_file: Optional[Path] = config_option(),
+    summarizer_name: str = typer.Option(
+        "default",
+        "--summarizer",
+        help="Summarizer spec as for `condense --summarizer` (default: the offline one).",
+    ),
+    base_url: Optional[str] = base_url_option(),
+    compat: Optional[str] = compat_option(),
+    engine: str = _engine_option(),
+    address: Optional[str] = _address_option(),
+    workers: Optional[int] = _workers_option(),
+    cache_dir: Optional[Path] = _cache_option(),
+    no_cache: bool = _no_cache_option(),
+    as_json: bool = json_option("Print the rows and failures as JSON."),
+    quiet: bool = quiet_option(),
+    strict: bool = strict_option(),
+) -> None:
+    """Condense many sessions, each as `pi-condense condense` would.
+
+    Outputs are written atomically; an input is never modified except with --in-place
+    (after its .bak copy, and only if it did not change meanwhile). A session that fails is
+    reported with its path (and line) on stderr; the others go on (exit 3 when any failed).
+    """
+    if (out_dir is None) == (not in_place):
+        fail("give --out DIR or --in-place (exactly one)")
+    config = load_cli_config(config_file, compat, enable=True)
+    make_cli_summarizer(summarizer_name, base_url, config)
+    count, size = _total(paths)
+    shown = not as_json and show_progress(quiet)
+    try:
+        with _progress("condensing", count, size, shown) as advance:
+            result = condense_corpus(
+                paths,
+                str(out_dir) if out_dir is not None else None,
+                in_place=in_place,
+                force=force,
+                config=config,
+                summarizer=summarizer_name,
+                base_url=base_url,
+                engine=engine,
+                address=address,
+                workers=workers,
+                cache_dir=_cache_dir(cache_dir, no_cache),
+                on_outcome=advance,
+            )
+    except (CorpusError, EngineError) as exc:
+        fail(str(exc))
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    else:
+        _print_condense(result)
+    problems = [p for row in result.rows for p in row.problems]
+    _report_problems(result.failures, problems)
+    errors = sum(1 for row in result.rows if row.handler_errors)
+    _exit(len(result.failures) + errors, len(problems), strict)

@@ -7,6 +7,7 @@ resumable result cache. Nothing here is imported by ``import pi_condense``.
 
 from __future__ import annotations
 
+from .batch import condense
 from .discover import CorpusError, SessionSource, discover
 from .engines import ENGINES, EngineError
 from .models import (
@@ -43,6 +44,7 @@ __all__ = [
     "WhatIfResult",
     "WhatIfRow",
     "WhatIfSession",
+    "condense",
     "discover",
     "scan",
     "whatif",

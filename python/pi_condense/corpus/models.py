@@ -245,3 +245,5 @@ class CondenseResult(_Row):
 
     rows: list[CondenseRow]
     failures: list[TaskFailure]
+    computed: int = 0
+    cached: int = 0
