@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pi_condense import corpus
+
 QUERY = "context_tree_query"
 _BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -194,3 +196,23 @@ def make_corpus(root: Path, sessions: int = 300, *, every: int = 3, gz_every: in
         plant.gaps_by_session[str(path)] = gaps
         plant.query_calls += len(queries)
     return plant
+
+
+# --------------------------------------------------------------- engine comparisons
+
+
+def run_both(root: Path, **engine: Any) -> tuple[Any, Any]:
+    """(scan of the corpus, what-if of one project folder with grace 0 and 3)."""
+    scanned = corpus.scan([str(root)], **engine)
+    grid = [("recoveryGraceTurns", [0, 3])]
+    return scanned, corpus.whatif([str(root / "--project-0--")], grid, **engine)
+
+
+def check_same(local: tuple[Any, Any], scanned: Any, whatif: Any, plant: Plant) -> None:
+    local_scan, local_whatif = local
+    assert not scanned.failures
+    assert scanned.rows == local_scan.rows
+    assert scanned.aggregate == local_scan.aggregate
+    assert scanned.aggregate.gaps.counts == {str(g): n for g, n in sorted(plant.gaps.items())}
+    assert whatif.rows == local_whatif.rows
+    assert whatif.sessions == local_whatif.sessions
