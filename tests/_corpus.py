@@ -216,3 +216,11 @@ def check_same(local: tuple[Any, Any], scanned: Any, whatif: Any, plant: Plant) 
     assert scanned.aggregate.gaps.counts == {str(g): n for g, n in sorted(plant.gaps.items())}
     assert whatif.rows == local_whatif.rows
     assert whatif.sessions == local_whatif.sessions
+
+
+if __name__ == "__main__":
+    import sys
+
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "sessions")
+    made = make_corpus(target, int(sys.argv[2]) if len(sys.argv) > 2 else 30)
+    print(f"{len(made.paths)} sessions, {made.events} planted re-queries -> {target}")

@@ -232,6 +232,8 @@ def test_a_killed_run_resumes_without_redoing_finished_sessions(
         shutil.copyfile(path, target)
     planted_gaps = [g for p in planted[1].paths[:120] for g in planted[1].gaps_by_session[str(p)]]
     cache = tmp_path / "cache"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     args = ["corpus", "whatif", str(root), "--set", "recoveryGraceTurns=3"]
     args += ["--cache-dir", str(cache), "--json"]
     child = subprocess.Popen(
@@ -239,6 +241,7 @@ def test_a_killed_run_resumes_without_redoing_finished_sessions(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch)},  # the killed replays' scratch dirs
     )
     deadline = time.monotonic() + 120
     store = corpus_cache(cache)

@@ -28,15 +28,20 @@ def local_results(sessions: tuple[Path, _corpus.Plant]) -> tuple[Any, Any]:
 
 @pytest.fixture(scope="module")
 def dask_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
     scratch = tmp_path_factory.mktemp("dask")
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        local_directory=str(scratch),
-    ) as cluster:
+    # Workers and the scheduler keep their scratch space (and lock files) under the test's dir.
+    with (
+        dask.config.set({"temporary-directory": str(scratch)}),
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            local_directory=str(scratch),
+        ) as cluster,
+    ):
         yield cluster.scheduler_address
 
 

@@ -352,7 +352,7 @@ def scan_command(
 
 
 def _grid_label(settings: dict[str, Any]) -> str:
-    return "\n".join(f"{k}={orjson.dumps(v).decode()}" for k, v in settings.items()) or "(base)"
+    return ", ".join(f"{k}={orjson.dumps(v).decode()}" for k, v in settings.items()) or "(base)"
 
 
 def _print_whatif(result: WhatIfResult) -> None:
@@ -503,16 +503,14 @@ def _grid_size(axes: Sequence[tuple[str, Sequence[Any]]]) -> int:
     return size
 
 
-def _print_condense(result: CondenseResult) -> None:
+def _print_condense(result: CondenseResult, target: str) -> None:
     table = Table(title="Condensed", title_justify="left", box=box.SIMPLE)
     table.add_column("session", no_wrap=True)
-    table.add_column("output", no_wrap=True)
     for column in ("calls", "chars/call before", "after", "summaries", "chains", "cost"):
         table.add_column(column, justify="right")
     for row in result.rows:
         table.add_row(
             row.path,
-            row.output,
             f"{row.model_calls:,}",
             f"{row.before_chars:,}",
             f"{row.after_chars:,}",
@@ -523,7 +521,7 @@ def _print_condense(result: CondenseResult) -> None:
     table_out.print(table)
     out.print(
         f"{len(result.rows)} condensed ({result.computed} now, {result.cached} already done), "
-        f"{len(result.failures)} failed",
+        f"{len(result.failures)} failed -> {target}",
         markup=False,
     )
 
@@ -590,7 +588,7 @@ def condense_command(
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     else:
-        _print_condense(result)
+        _print_condense(result, str(out_dir) if out_dir is not None else "in place (.bak kept)")
     problems = [p for row in result.rows for p in row.problems]
     _report_problems(result.failures, problems)
     errors = sum(1 for row in result.rows if row.handler_errors)
