@@ -167,6 +167,21 @@ def test_discovery_files_directories_globs_and_default(
         corpus.discover([str(tmp_path / "missing")])
 
 
+def test_fsspec_urls_are_read_by_the_workers(small: tuple[Path, _corpus.Plant]) -> None:
+    pytest.importorskip("fsspec")
+    root = small[0]
+    local = corpus.scan([str(root)], engine="serial")
+    remote = corpus.scan([f"file://{root}"], engine="local", workers=2)
+    assert [r.path for r in remote.rows] == [f"file://{r.path}" for r in local.rows]
+    assert [r.model_copy(update={"path": ""}) for r in remote.rows] == [
+        r.model_copy(update={"path": ""}) for r in local.rows
+    ]
+    gz = corpus.discover([f"file://{root}/**/*.jsonl.gz"])
+    assert sorted(s.path for s in gz) == sorted(
+        f"file://{p}" for p in small[1].paths if p.name.endswith(".gz")
+    )
+
+
 # ------------------------------------------------------------------------------ bad input
 
 

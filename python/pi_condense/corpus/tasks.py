@@ -28,6 +28,7 @@ from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import make_summarizer
 from .cache import ResultCache
+from .discover import is_url
 from .facts import requery_gaps, scan_session
 from .models import CondenseRow, Problem, TaskFailure, WhatIfSession
 from .read import SessionReadError, content_hash, parse_session, read_bytes
@@ -209,6 +210,8 @@ def _condense(
     in_place = bool(task.options.get("in_place"))
     target = source if in_place else Path(str(task.options["output"]))
     backup = source.with_name(source.name + ".bak") if in_place else None
+    if in_place and is_url(task.path):
+        raise SessionReadError("--in-place needs a local session file (not an URL)")
     if in_place and source.name.endswith(".gz"):
         raise SessionReadError("--in-place needs a plain .jsonl session (not .gz)")
     check = backup if backup is not None else target
