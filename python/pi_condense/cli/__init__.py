@@ -6,14 +6,15 @@ Exit codes, the same for every command (scripts can rely on them):
 - ``1``: ``--strict`` was given and the session file had lines that were skipped on load
   (one warning per line on stderr); the command still did its job. Commands with
   ``--strict``: ``session info``, ``session context``, ``query``, ``recover ...``,
-  ``condense``, ``replay``, ``compact``.
+  ``condense``, ``replay``, ``compact``, ``corpus ...``.
 - ``2``: nothing was done. A session, config or messages file cannot be read; an argument is
   wrong (an unknown ``--leaf`` id, a ``--compat`` or ``--summarizer`` value, ``--base-url``
   without an API summarizer, conflicting options, an output that exists without ``--force``);
   a tool call of ``query`` / ``recover`` is refused; or an output cannot be written. Typer's
   own usage errors (an unknown option, a missing argument) exit 2 too.
 - ``3``: a condenser event failed during ``condense`` or ``replay``, or ``compact`` stopped
-  part-way; what was written stays written, and the failure is reported on stderr.
+  part-way, or a session of a ``corpus`` command failed (the others were done); what was
+  written stays written, and the failure is reported on stderr.
 
 3 wins over 1 when both apply.
 """
@@ -26,6 +27,7 @@ from .. import __version__
 from ._common import EXIT_OK, out
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
+from .corpus_cmd import corpus_app
 from .render_cmd import register as register_render
 from .session_cmd import session_app
 from .tools_cmd import query_command, recover_app
@@ -43,6 +45,7 @@ app.add_typer(session_app, name="session")
 app.command("compact")(compact_command)
 app.command("query")(query_command)
 app.add_typer(recover_app, name="recover")
+app.add_typer(corpus_app, name="corpus")
 register_condense(app)
 register_render(app)
 

@@ -21,12 +21,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import jsjson
+from ..condense_report import cold_chars, condense_report, problems
 from ..config import Config
 from ..fsio import write_atomic
-from ..render import render
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
-from ..state import PrunerState
 from ..summarize.base import Summarizer
 from ._common import (
     base_url_option,
@@ -136,40 +135,6 @@ def _write_atomic(target: Path, text: str) -> None:
     write_atomic(target, text.encode("utf-8"), tmp)
 
 
-def _cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
-    """(context chars, rendered chars) of a session's current branch, as a fresh load sees it."""
-    messages = session.build_context().messages
-    before = jsjson.length(messages)
-    result = render(messages, PrunerState.from_session(session), config)
-    return before, result.after_chars if result.pruned else before
-
-
-# ---------------------------------------------------------------------------------- report
-
-_OVERSIZED = "pruner: skipped pruning turn "
-_DEDUPED = "pruner: deduplicated "
-
-
-def _notification_counts(result: ReplayResult) -> dict[str, int]:
-    counts = {"oversized": 0, "trivial": 0, "deduped": 0}
-    for message, _kind in result.notifications:
-        if message.startswith(_OVERSIZED):
-            counts["trivial" if "minBatchChars=" in message else "oversized"] += 1
-        elif message.startswith(_DEDUPED) and "(turn " in message:
-            counts["deduped"] += 1
-    return counts
-
-
-def problems(result: ReplayResult) -> list[dict[str, Any]]:
-    """The condenser's warning and error notifications (e.g. failed summarizer calls), each
-    once with its count, in order of first appearance."""
-    counts: dict[tuple[str, str], int] = {}
-    for message, level in result.notifications:
-        if level in ("warning", "error"):
-            counts[(level, message)] = counts.get((level, message), 0) + 1
-    return [{"level": k[0], "message": k[1], "count": n} for k, n in counts.items()]
-
-
 def _print_problems(result: ReplayResult) -> None:
     """Notifications, replay warnings and failed events on stderr."""
     for problem in problems(result):
@@ -179,69 +144,6 @@ def _print_problems(result: ReplayResult) -> None:
         err.print(f"pi-condense: warning: {warning}", markup=False)
     for event, message in result.handler_errors:
         err.print(f"pi-condense: {event} failed: {message}", markup=False)
-
-
-def _entry_facts(session: SessionFile) -> dict[str, Any]:
-    facts: dict[str, Any] = {"summaries": 0, "chains": 0, "aliases": 0, "spilled": 0}
-    stats: dict[str, Any] = {}
-    for entry in session.entries:
-        kind = entry.get("customType")
-        data = entry.get("data")
-        if kind == "context-prune-summary":
-            facts["summaries"] += 1
-        elif kind == "context-prune-chain":
-            facts["chains"] += 1
-        elif kind == "context-prune-dedup-alias":
-            facts["aliases"] += 1
-        elif kind == "context-prune-index" and isinstance(data, dict):
-            calls = data.get("toolCalls")
-            facts["spilled"] += (
-                sum(1 for r in calls if isinstance(r, dict) and r.get("spillPath"))
-                if isinstance(calls, list)
-                else 0
-            )
-        elif kind == "context-prune-stats" and isinstance(data, dict):
-            stats = data
-    facts["stats"] = stats
-    return facts
-
-
-def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) -> dict[str, Any]:
-    """The figures `condense` prints: calls, batch outcomes, chains, sizes, summarizer cost."""
-    facts = _entry_facts(result.session)
-    skipped = _notification_counts(result)
-    sizes = result.contexts.sizes
-    before = sum(s.before for s in sizes)
-    after = sum(s.after for s in sizes)
-    stats = facts["stats"]
-    return {
-        "llmCalls": len(sizes),
-        "summarizerCalls": len(result.summarizer.calls),
-        "batches": {
-            "summarized": facts["summaries"],
-            "deduped": skipped["deduped"],
-            "trivial": skipped["trivial"],
-            "oversized": skipped["oversized"],
-        },
-        "dedupedToolCalls": facts["aliases"],
-        "spilled": facts["spilled"],
-        "chains": facts["chains"],
-        "perCall": {
-            "beforeChars": round(before / len(sizes)) if sizes else 0,
-            "afterChars": round(after / len(sizes)) if sizes else 0,
-            "lastBeforeChars": sizes[-1].before if sizes else 0,
-            "lastAfterChars": sizes[-1].after if sizes else 0,
-        },
-        "context": {"rawChars": raw_chars, "condensedChars": condensed_chars},
-        "summarizer": {
-            "inputTokens": stats.get("totalInputTokens", 0),
-            "outputTokens": stats.get("totalOutputTokens", 0),
-            "cost": stats.get("totalCost", 0),
-        },
-        "handlerErrors": [{"event": e, "error": m} for e, m in result.handler_errors],
-        "warnings": list(dict.fromkeys(result.warnings)),
-        "problems": problems(result),
-    }
 
 
 def _pct(before: int, after: int) -> str:
@@ -375,7 +277,7 @@ def condense(
     except OSError as exc:
         fail(f"{target}: cannot write: {exc}")
     raw_chars = jsjson.length(source.build_context(leaf).messages)
-    _, condensed_chars = _cold_chars(result.session, config)
+    _, condensed_chars = cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)
     report["output"] = str(target)
     if in_place:

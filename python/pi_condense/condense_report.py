@@ -1,0 +1,113 @@
+"""What a condense run did, as the figures `pi-condense condense --json` prints.
+
+Shared by the ``condense`` command and the corpus batch (``corpus condense``), so one
+session condensed either way reports the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import jsjson
+from .config import Config
+from .render import render
+from .replay import ReplayResult
+from .session import SessionFile
+from .state import PrunerState
+
+__all__ = ["cold_chars", "condense_report", "problems"]
+
+
+def cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
+    """(context chars, rendered chars) of a session's current branch, as a fresh load sees it."""
+    messages = session.build_context().messages
+    before = jsjson.length(messages)
+    result = render(messages, PrunerState.from_session(session), config)
+    return before, result.after_chars if result.pruned else before
+
+
+_OVERSIZED = "pruner: skipped pruning turn "
+_DEDUPED = "pruner: deduplicated "
+
+
+def _notification_counts(result: ReplayResult) -> dict[str, int]:
+    counts = {"oversized": 0, "trivial": 0, "deduped": 0}
+    for message, _kind in result.notifications:
+        if message.startswith(_OVERSIZED):
+            counts["trivial" if "minBatchChars=" in message else "oversized"] += 1
+        elif message.startswith(_DEDUPED) and "(turn " in message:
+            counts["deduped"] += 1
+    return counts
+
+
+def problems(result: ReplayResult) -> list[dict[str, Any]]:
+    """The condenser's warning and error notifications (e.g. failed summarizer calls), each
+    once with its count, in order of first appearance."""
+    counts: dict[tuple[str, str], int] = {}
+    for message, level in result.notifications:
+        if level in ("warning", "error"):
+            counts[(level, message)] = counts.get((level, message), 0) + 1
+    return [{"level": k[0], "message": k[1], "count": n} for k, n in counts.items()]
+
+
+def _entry_facts(session: SessionFile) -> dict[str, Any]:
+    facts: dict[str, Any] = {"summaries": 0, "chains": 0, "aliases": 0, "spilled": 0}
+    stats: dict[str, Any] = {}
+    for entry in session.entries:
+        kind = entry.get("customType")
+        data = entry.get("data")
+        if kind == "context-prune-summary":
+            facts["summaries"] += 1
+        elif kind == "context-prune-chain":
+            facts["chains"] += 1
+        elif kind == "context-prune-dedup-alias":
+            facts["aliases"] += 1
+        elif kind == "context-prune-index" and isinstance(data, dict):
+            calls = data.get("toolCalls")
+            facts["spilled"] += (
+                sum(1 for r in calls if isinstance(r, dict) and r.get("spillPath"))
+                if isinstance(calls, list)
+                else 0
+            )
+        elif kind == "context-prune-stats" and isinstance(data, dict):
+            stats = data
+    facts["stats"] = stats
+    return facts
+
+
+def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) -> dict[str, Any]:
+    """The figures `condense` prints: calls, batch outcomes, chains, sizes, summarizer cost."""
+    facts = _entry_facts(result.session)
+    skipped = _notification_counts(result)
+    sizes = result.contexts.sizes
+    before = sum(s.before for s in sizes)
+    after = sum(s.after for s in sizes)
+    stats = facts["stats"]
+    return {
+        "llmCalls": len(sizes),
+        "summarizerCalls": len(result.summarizer.calls),
+        "batches": {
+            "summarized": facts["summaries"],
+            "deduped": skipped["deduped"],
+            "trivial": skipped["trivial"],
+            "oversized": skipped["oversized"],
+        },
+        "dedupedToolCalls": facts["aliases"],
+        "spilled": facts["spilled"],
+        "chains": facts["chains"],
+        "perCall": {
+            "beforeChars": round(before / len(sizes)) if sizes else 0,
+            "afterChars": round(after / len(sizes)) if sizes else 0,
+            "lastBeforeChars": sizes[-1].before if sizes else 0,
+            "lastAfterChars": sizes[-1].after if sizes else 0,
+        },
+        "context": {"rawChars": raw_chars, "condensedChars": condensed_chars},
+        "summarizer": {
+            "inputTokens": stats.get("totalInputTokens", 0),
+            "outputTokens": stats.get("totalOutputTokens", 0),
+            "cost": stats.get("totalCost", 0),
+        },
+        "handlerErrors": [{"event": e, "error": m} for e, m in result.handler_errors],
+        "warnings": list(dict.fromkeys(result.warnings)),
+        "problems": problems(result),
+    }

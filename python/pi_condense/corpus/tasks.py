@@ -1,0 +1,254 @@
+"""The per-session task: one function every engine runs, on a path it reads itself.
+
+:func:`run_task` takes a picklable :class:`Task` (a session's path and the options of its
+kind) and returns a plain-dict :class:`Outcome`; it never raises for a bad session (the
+failure comes back with the path and, when one is to blame, the line). With a cache
+directory, a result already stored for the file's content and the task's config is returned
+without recomputing it, and a computed result is stored before returning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import tempfile
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import jsjson
+from ..condense_report import cold_chars, condense_report
+from ..config import Config
+from ..fsio import write_atomic
+from ..replay import ReplayOptions, ReplayResult, replay_async
+from ..session import SessionFile
+from ..summarize.base import Summarizer
+from ..summarize.factory import make_summarizer
+from .cache import ResultCache
+from .discover import is_url
+from .facts import requery_gaps, scan_session
+from .models import CondenseRow, Problem, TaskFailure, WhatIfSession
+from .read import SessionReadError, content_hash, parse_session, read_bytes
+
+__all__ = ["Outcome", "Task", "run_task"]
+
+_FLUSH_METRICS = "context-prune-flush-metrics"
+_STATS = "context-prune-stats"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One session's work: ``kind`` is ``scan``, ``whatif`` or ``condense``.
+
+    ``settings`` is the ``contextPrune`` object of the config; ``config_key`` the digest of
+    everything but the file the result depends on; ``options`` the kind's extras
+    (``summarizer``, ``base_url``, ``output``, ``in_place``, ``force``).
+    """
+
+    kind: str
+    path: str
+    size: int
+    settings: dict[str, Any]
+    config_key: str
+    cache_dir: Optional[str] = None
+    options: dict[str, Any] = field(default_factory=dict)
+    index: int = 0
+    """The task's place in its run (e.g. the config of a what-if grid)."""
+
+
+@dataclass
+class Outcome:
+    """What a task returned: ``result`` (a row as JSON) or ``failure``, and whether it came
+    from the cache."""
+
+    kind: str
+    path: str
+    size: int
+    index: int
+    result: Optional[dict[str, Any]] = None
+    failure: Optional[dict[str, Any]] = None
+    cached: bool = False
+
+
+def run_task(task: Task) -> Outcome:
+    """Run one task (module docstring)."""
+    outcome = Outcome(task.kind, task.path, task.size, task.index)
+    try:
+        data = read_bytes(task.path)
+        digest = content_hash(data)
+        cache = ResultCache(task.cache_dir) if task.cache_dir else None
+        if cache is not None:
+            stored = cache.get(task.kind, digest, task.config_key)
+            if stored is not None and _still_valid(task, stored):
+                outcome.result, outcome.cached = stored, True
+                return outcome
+        result = _compute(task, data, digest)
+        if cache is not None:
+            cache.put(task.kind, digest, task.config_key, result)
+            written = result.get("outputHash")
+            if isinstance(written, str) and task.options.get("in_place"):
+                # The rewritten file is the condensed session: a rerun skips it.
+                cache.put(task.kind, written, task.config_key, result)
+        outcome.result = result
+    except SessionReadError as exc:
+        outcome.failure = _failure(task.path, str(exc), exc.line)
+    except Exception as exc:  # a bad session must not stop the corpus
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        detail = f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})"
+        outcome.failure = _failure(task.path, detail, None)
+    return outcome
+
+
+def _failure(path: str, error: str, line: Optional[int]) -> dict[str, Any]:
+    return TaskFailure(path=path, line=line, error=error).model_dump(mode="json")
+
+
+def _still_valid(task: Task, stored: dict[str, Any]) -> bool:
+    if task.kind != "condense":
+        return True
+    output = stored.get("row", {}).get("output")
+    return isinstance(output, str) and os.path.exists(output)
+
+
+def _compute(task: Task, data: bytes, digest: str) -> dict[str, Any]:
+    session, problems = parse_session(data, task.path)
+    config = Config.from_settings_dict(task.settings)
+    if task.kind == "scan":
+        row = scan_session(
+            session,
+            path=task.path,
+            size=len(data),
+            content_hash=digest,
+            config=config,
+            problems=problems,
+        )
+        return {"row": row.model_dump(mode="json")}
+    summarizer = make_summarizer(
+        task.options.get("summarizer") or "default",
+        base_url=task.options.get("base_url"),
+        config=config,
+    )
+    if task.kind == "whatif":
+        return {"row": _whatif(task, session, config, summarizer, data, digest, problems)}
+    if task.kind == "condense":
+        return _condense(task, session, config, summarizer, digest, problems)
+    raise ValueError(f"unknown task kind {task.kind!r}")
+
+
+def _replay(
+    session: SessionFile, config: Config, summarizer: Summarizer, options: ReplayOptions
+) -> ReplayResult:
+    async def main() -> ReplayResult:
+        try:
+            return await replay_async(session, config, summarizer, options)
+        finally:
+            close = getattr(summarizer, "aclose", None)
+            if close is not None:
+                await close()
+
+    return asyncio.run(main())
+
+
+def _stats(result: ReplayResult) -> dict[str, Any]:
+    stats: dict[str, Any] = {}
+    for entry in result.session.entries:
+        if entry.get("customType") == _STATS and isinstance(entry.get("data"), dict):
+            stats = entry["data"]
+    return stats
+
+
+def _whatif(
+    task: Task,
+    session: SessionFile,
+    config: Config,
+    summarizer: Summarizer,
+    data: bytes,
+    digest: str,
+    problems: list[Problem],
+) -> dict[str, Any]:
+    # Spill sidecars of the replay go to a scratch directory, removed afterwards.
+    scratch = tempfile.mkdtemp(prefix="pi-condense-whatif-")
+    try:
+        options = ReplayOptions(session_dir=scratch, deterministic=True, record_contexts=False)
+        result = _replay(session, config, summarizer, options)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    stats = _stats(result)
+    flushes = sum(1 for e in result.session.entries if e.get("customType") == _FLUSH_METRICS)
+    row = WhatIfSession(
+        path=task.path,
+        content_hash=digest,
+        bytes=len(data),
+        call_before=[s.before for s in result.contexts.sizes],
+        call_after=[s.after for s in result.contexts.sizes],
+        flushes=flushes,
+        summarizer_calls=len(result.summarizer.calls),
+        input_tokens=int(stats.get("totalInputTokens", 0) or 0),
+        output_tokens=int(stats.get("totalOutputTokens", 0) or 0),
+        cost=float(stats.get("totalCost", 0) or 0),
+        requery_gaps=requery_gaps(session.branch()),
+        handler_errors=[f"{event}: {message}" for event, message in result.handler_errors],
+        problems=problems,
+    )
+    return row.model_dump(mode="json")
+
+
+def _condense(
+    task: Task,
+    session: SessionFile,
+    config: Config,
+    summarizer: Summarizer,
+    digest: str,
+    problems: list[Problem],
+) -> dict[str, Any]:
+    """Condense as ``pi-condense condense`` does: replay, then an atomic write (in place: a
+    ``.bak`` copy first, and only if the file did not change meanwhile)."""
+    source = Path(task.path)
+    in_place = bool(task.options.get("in_place"))
+    target = source if in_place else Path(str(task.options["output"]))
+    backup = source.with_name(source.name + ".bak") if in_place else None
+    if in_place and is_url(task.path):
+        raise SessionReadError("--in-place needs a local session file (not an URL)")
+    if in_place and source.name.endswith(".gz"):
+        raise SessionReadError("--in-place needs a plain .jsonl session (not .gz)")
+    check = backup if backup is not None else target
+    if not task.options.get("force") and check.exists():
+        raise SessionReadError(f"{check} exists (use --force to overwrite it)")
+    options = ReplayOptions(
+        session_dir=str(target.parent.resolve()), deterministic=False, record_contexts=False
+    )
+    result = _replay(session, config, summarizer, options)
+    text = result.session_text().encode("utf-8")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if backup is not None:
+        if content_hash(read_bytes(task.path)) != digest:
+            raise SessionReadError(
+                "changed while it was being condensed (is Pi still writing it?); "
+                "nothing was replaced"
+            )
+        shutil.copy2(source, backup)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    write_atomic(target, text, tmp)
+    raw_chars = jsjson.length(session.build_context().messages)
+    _, condensed_chars = cold_chars(result.session, config)
+    report = condense_report(result, raw_chars, condensed_chars)
+    per_call = report["perCall"]
+    row = CondenseRow(
+        path=task.path,
+        output=str(target),
+        backup=str(backup) if backup is not None else None,
+        model_calls=report["llmCalls"],
+        before_chars=per_call["beforeChars"],
+        after_chars=per_call["afterChars"],
+        summarizer_calls=report["summarizerCalls"],
+        summaries=report["batches"]["summarized"],
+        chains=report["chains"],
+        cost=float(report["summarizer"]["cost"] or 0),
+        handler_errors=[f"{e['event']}: {e['error']}" for e in report["handlerErrors"]],
+        problems=problems,
+        report=report,
+    )
+    return {"row": row.model_dump(mode="json"), "outputHash": content_hash(text)}
