@@ -23,6 +23,17 @@ pub enum Piece {
     Wtf8(Vec<u8>),
 }
 
+impl Piece {
+    /// Text that may hold lone surrogates: literal when it holds none.
+    pub fn js<'a>(text: impl Into<JsSlice<'a>>) -> Piece {
+        let text = text.into();
+        match text.exact() {
+            None => Piece::Lit(text.as_str().to_owned()),
+            Some(bytes) => Piece::Wtf8(bytes.to_vec()),
+        }
+    }
+}
+
 /// A string built from [`Piece`]s.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Text(pub Vec<Piece>);
@@ -39,11 +50,7 @@ impl Text {
 
     /// Appends text that may hold lone surrogates (literal when it holds none).
     pub fn push_js<'a>(&mut self, text: impl Into<JsSlice<'a>>) {
-        let text = text.into();
-        match text.exact() {
-            None => self.lit(text.as_str()),
-            Some(bytes) => self.0.push(Piece::Wtf8(bytes.to_vec())),
-        }
+        self.push(Piece::js(text));
     }
 
     /// Appends `String(field)`, lone surrogates of a string field included.

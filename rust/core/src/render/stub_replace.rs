@@ -118,9 +118,7 @@ fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
 /// The text of the stub of toolResult `index` showing `found`.
 fn stub_text(index: usize, found: Summarized<'_>) -> Text {
     if let Some(exact) = found.short_ref_exact {
-        let mut reference = Text::default();
-        reference.push_js(exact);
-        let reference = reference.0.pop().unwrap_or(Piece::Lit(String::new()));
+        let reference = Piece::js(exact);
         return match found.record {
             Some(rec) if rec.spill_path.is_truthy() => spill_stub(rec, reference),
             _ => summary_stub(reference),
