@@ -15,35 +15,27 @@ MALLOC_MMAP_THRESHOLD_=67108864 for stable numbers.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Callable
 
 import orjson
 import pytest
 
+import generate
 from pi_condense import jsjson
 
 Benchmark = Callable[..., Any]
 
 
-def _session_path() -> Path:
-    env = os.environ.get("PI_CONDENSE_SHARED")
-    shared = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared"
-    return shared / "fixtures" / "pi-sessions" / "large-session.jsonl"
-
-
 def _load() -> tuple[list[Any], list[str]]:
     messages: list[Any] = []
     texts: list[str] = []
-    with _session_path().open(encoding="utf-8") as f:
-        for line in f:
-            entry = orjson.loads(line)
-            if "message" not in entry:
-                continue
-            messages.append(entry["message"])
-            # Entries end with their "message" member: its text is the rest of the line.
-            texts.append(line.rstrip("\n")[line.index(',"message":') + 11 : -1])
+    for line in generate.read_source("large-session").decode("utf-8").split("\n"):
+        entry = orjson.loads(line) if line else {}
+        if "message" not in entry:
+            continue
+        messages.append(entry["message"])
+        # Entries end with their "message" member: its text is the rest of the line.
+        texts.append(line[line.index(',"message":') + 11 : -1])
     return messages, texts
 
 

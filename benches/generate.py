@@ -1,6 +1,6 @@
 """Synthetic large Pi sessions for the benchmarks: real sessions scaled x N.
 
-A source session (a raw fixture from ``shared/fixtures/pi-sessions``, or the session a replay
+A source session (a raw fixture from ``tests/data/fixtures/pi-sessions``, or the session a replay
 vector of the TypeScript reference left behind, pruner entries and all) is repeated ``copies``
 times as one linear branch. Every copy is rewritten so that it reads as a new stretch of the
 same conversation rather than a duplicate:
@@ -113,14 +113,12 @@ _HEADER_KEYS = ("type", "version", "id", "timestamp", "cwd")
 
 
 def shared_root() -> Path:
-    """The shared/ folder: ``$PI_CONDENSE_SHARED``, else the sibling of the repository."""
+    """The test material: ``$PI_CONDENSE_SHARED`` when it names a directory (the project's
+    shared/ folder), else the repository's ``tests/data`` (see its README)."""
     env = os.environ.get("PI_CONDENSE_SHARED")
-    root = Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared"
-    if not root.is_dir():
-        raise RuntimeError(
-            f"shared material not found at {root}; set PI_CONDENSE_SHARED to the shared/ folder"
-        )
-    return root
+    if env and Path(env).is_dir():
+        return Path(env)
+    return Path(__file__).resolve().parents[1] / "tests" / "data"
 
 
 REPLAY_VECTOR = "large-default"
@@ -134,9 +132,10 @@ def source_path(name: str) -> Path:
     if name == REPLAY_VECTOR:
         return root / "conformance" / "replay" / REPLAY_VECTOR / "session.jsonl.gz"
     path = root / "fixtures" / "pi-sessions" / f"{name}.jsonl"
-    if not path.is_file():
-        raise ValueError(f"unknown source session {name!r} ({path} does not exist)")
-    return path
+    for candidate in (path, path.with_name(f"{path.name}.gz")):
+        if candidate.is_file():
+            return candidate
+    raise ValueError(f"unknown source session {name!r} ({path}[.gz] does not exist)")
 
 
 def read_source(name: str) -> bytes:

@@ -1,9 +1,21 @@
-"""Shared fixtures: where the read-only project material (../shared) lives."""
+"""Shared fixtures: where the read-only test material lives.
+
+The material (conformance vectors and real Pi sessions) ships in ``tests/data/`` (see its
+README). Files the tests read uncompressed are stored gzip'd under ``PACKED``; they are
+unpacked once per run into a temporary mirror of ``tests/data/`` (the other files are linked),
+so a test never writes into the checkout. ``$PI_CONDENSE_SHARED`` naming an existing directory
+(a project ``shared/`` folder, uncompressed) overrides the in-repo copy; naming anything else,
+it is ignored with a warning.
+"""
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 import tempfile
+import warnings
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -16,22 +28,58 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA = REPO_ROOT / "tests" / "data"
+# Folders of DATA whose ``*.gz`` files are packed copies of files the tests read as they are.
+PACKED = ("conformance/json", "conformance/session", "fixtures/pi-sessions")
 
 # Hermetic runs: no test (nor any CLI subprocess it starts) may read or write the developer's
 # real Pi settings in ~/.pi/agent; tests that need settings point this variable elsewhere.
 _AGENT_DIR = tempfile.TemporaryDirectory(prefix="pi-condense-agent-")
 os.environ["PI_CODING_AGENT_DIR"] = _AGENT_DIR.name
+_RUN_DIR = tempfile.TemporaryDirectory(prefix="pi-condense-tests-")
 
 
-def shared_root() -> Path:
-    """The shared/ folder: $PI_CONDENSE_SHARED, else the sibling of the repository."""
-    env = os.environ.get("PI_CONDENSE_SHARED")
-    root = Path(env) if env else REPO_ROOT.parent / "shared"
-    if not root.is_dir():
-        raise RuntimeError(
-            f"shared material not found at {root}; set PI_CONDENSE_SHARED to the shared/ folder"
-        )
+def run_dir() -> Path:
+    """A directory private to this test run (removed at exit), for files every test shares."""
+    return Path(_RUN_DIR.name)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        target.symlink_to(source)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _unpacked_data() -> Path:
+    """A mirror of DATA with every packed file unpacked (the rest linked)."""
+    root = run_dir() / "shared"
+    for source in sorted(DATA.rglob("*")):
+        if not source.is_file():
+            continue
+        rel = source.relative_to(DATA)
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if rel.suffix == ".gz" and rel.parent.as_posix() in PACKED:
+            target.with_suffix("").write_bytes(gzip.decompress(source.read_bytes()))
+        else:
+            _link_or_copy(source, target)
     return root
+
+
+@cache
+def shared_root() -> Path:
+    """The test material, laid out as the project's shared/ folder: ``$PI_CONDENSE_SHARED``
+    when it names a directory, else ``tests/data`` unpacked."""
+    env = os.environ.get("PI_CONDENSE_SHARED")
+    if env:
+        if Path(env).is_dir():
+            return Path(env)
+        warnings.warn(
+            f"PI_CONDENSE_SHARED={env!r} is not a directory; using the in-repo tests/data",
+            stacklevel=1,
+        )
+    return _unpacked_data()
 
 
 @pytest.fixture(scope="session")

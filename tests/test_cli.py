@@ -54,7 +54,7 @@ def test_session_info_json_counts_the_example(fixtures_dir: Path) -> None:
     proc = run("session", "info", "--example", "--json")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    # Counts from shared/fixtures/pi-sessions/README.md (the example is large-session.jsonl).
+    # Counts from tests/data/fixtures/pi-sessions/README.md (the example is large-session.jsonl).
     assert info["entries"] == 1018
     assert info["messagesByRole"] == {"assistant": 453, "toolResult": 373, "user": 88}
     assert info["version"] == 1

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pi_condense.keys import (
@@ -156,6 +156,15 @@ def test_keys_with_lone_surrogates() -> None:
     assert bare_tool_call_id("id\udfff@1") == "id\udfff"
 
 
+def test_split_surrogate_pairs_come_back_as_given() -> None:
+    # JS reads "\ud800\udc00" and "\U00010000" as one string; Python callers get back the
+    # code points they passed, whichever form (README "Keys, hashes and protected paths").
+    assert parse_occ_key(occ_key("\ud800\udc00", 0)) == ("\ud800\udc00", 0)
+    assert parse_occ_key("\U00010000@0") == ("\U00010000", 0)
+    assert bare_tool_call_id("a\ud83d\ude00b@7") == "a\ud83d\ude00b"
+    assert parse_occ_key("\ud83d\ude00") == ("\ud83d\ude00", None)
+
+
 def test_non_ascii_ids() -> None:
     assert parse_occ_key(occ_key("żółw", 7)) == ("żółw", 7)
     assert parse_occ_key(occ_key("\U0001f600", 1)) == ("\U0001f600", 1)
@@ -172,6 +181,9 @@ _timestamps = st.integers(min_value=0, max_value=10**21).filter(lambda n: float(
 
 
 @given(_ids, _timestamps)
+@example("\ud800\udc00", 0)  # a surrogate pair as two code points stays two
+@example("\U00010000\ud800", 3)
+@example("\udc00\ud800", 1)  # reversed: two lone surrogates
 def test_parse_inverts_occ_key_for_non_empty_ids(ident: str, ts: int) -> None:
     key = occ_key(ident, ts)
     parsed_id, parsed_ts = parse_occ_key(key)

@@ -374,6 +374,10 @@ def test_long_spill_is_truncated_with_the_reference_notice(session_dir: Path) ->
     blob.write_text("\n".join(f"line {i}" for i in range(2500)))
     text = body(run(spilled(str(blob)), ["s@7"], str(session_dir)))
     assert text.endswith("\nline 1999\n[Output truncated: 2000/2500 lines shown]")
+    # A final newline ends the last line; it does not start a 2501st (Pi 0.83's count).
+    blob.write_text("".join(f"line {i}\n" for i in range(2500)))
+    text = body(run(spilled(str(blob)), ["s@7"], str(session_dir)))
+    assert text.endswith("\nline 1999\n[Output truncated: 2000/2500 lines shown]")
 
 
 def test_result_text_over_the_byte_budget_is_cut_at_a_line(session_dir: Path) -> None:
@@ -381,7 +385,7 @@ def test_result_text_over_the_byte_budget_is_cut_at_a_line(session_dir: Path) ->
     st.add_batch([record("big", ("x" * 1000 + "\n") * 60, 1)])
     text = body(run(st, ["big@1"]))
     # 51 lines of 1000 bytes + 50 separators = 51050 <= 51200; a 52nd line would not fit.
-    assert text == "\n".join(["x" * 1000] * 51) + "\n[Output truncated: 51/61 lines shown]"
+    assert text == "\n".join(["x" * 1000] * 51) + "\n[Output truncated: 51/60 lines shown]"
 
 
 def test_truncate_head_untruncated() -> None:
@@ -389,8 +393,47 @@ def test_truncate_head_untruncated() -> None:
     assert result.content == "a\nb\n"
     assert not result.truncated
     assert result.truncated_by is None
-    assert (result.total_lines, result.output_lines) == (3, 3)
+    assert (result.total_lines, result.output_lines) == (2, 2)
     assert result.total_bytes == result.output_bytes == 4
+
+
+# Pi 0.83's splitLinesForCounting: [] for "", else split("\n") less the empty piece after a
+# final "\n". The pairs are (content, lines counted).
+@pytest.mark.parametrize(
+    ("content", "lines"),
+    [("", 0), ("a", 1), ("a\n", 1), ("a\n\n", 2), ("\n", 1), ("a\nb", 2), ("a\nb\n", 2)],
+)
+def test_truncate_head_counts_lines_as_pi(content: str, lines: int) -> None:
+    result = truncate_head(content)
+    assert (result.total_lines, result.output_lines) == (lines, lines)
+    assert (result.content, result.truncated, result.truncated_by) == (content, False, None)
+    assert result.total_bytes == result.output_bytes == len(content)
+
+
+def test_truncate_head_long_output_ending_in_a_newline_at_the_line_limit() -> None:
+    exactly = "".join(f"{i}\n" for i in range(2000))  # 2000 lines, each ended by "\n"
+    result = truncate_head(exactly)
+    assert (result.truncated, result.total_lines, result.content) == (False, 2000, exactly)
+    over = exactly + "2000\n"
+    result = truncate_head(over)
+    assert (result.truncated, result.truncated_by) == (True, "lines")
+    assert (result.output_lines, result.total_lines) == (2000, 2001)
+    assert result.content == exactly[:-1]  # the kept lines joined: no final newline
+    assert result.output_bytes == len(exactly) - 1
+
+
+def test_truncate_head_long_output_ending_in_a_newline_at_the_byte_limit() -> None:
+    line = "x" * 99 + "\n"  # 100 bytes with its newline
+    exactly = line * 512  # 51200 bytes = DEFAULT_MAX_BYTES, 512 lines
+    result = truncate_head(exactly)
+    assert (result.truncated, result.total_lines, result.total_bytes) == (False, 512, 51200)
+    over = line * 600  # 60000 bytes, 600 lines
+    result = truncate_head(over)
+    assert (result.truncated, result.truncated_by) == (True, "bytes")
+    # n lines joined take 99 n + (n - 1) bytes: 512 fit (51199), 513 would take 51299.
+    assert (result.output_lines, result.total_lines) == (512, 600)
+    assert (result.output_bytes, result.total_bytes) == (51199, 60000)
+    assert result.content == ("x" * 99 + "\n") * 511 + "x" * 99
 
 
 def test_truncate_head_by_lines_and_by_bytes() -> None:

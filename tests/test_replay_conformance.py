@@ -2,8 +2,9 @@
 
 For every vector in ``conformance/replay/`` the CLI replays the vector's raw input with its
 config (``--summarizer conformance --deterministic --compat reference``, plus
-``--restart-each-prompt`` where the vector's options say so) into the vector's own session
-directory (``meta.json`` ``options.sessionDir``, which appears verbatim in spill paths), and:
+``--restart-each-prompt`` where the vector's options say so) into a directory of this test run,
+naming the vector's own session directory (``--recorded-session-dir``: ``meta.json``
+``options.sessionDir``, which appears verbatim in spill paths), and:
 
 - ``session.jsonl`` and ``summarizer.jsonl`` are identical to the vector's;
 - every LLM call in ``contexts.jsonl`` matches: the input array, the output array, and the
@@ -34,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from conftest import shared_root
+from conftest import run_dir, shared_root
 
 REPLAY = shared_root() / "conformance" / "replay"
 FIXTURES = shared_root() / "fixtures" / "pi-sessions"
@@ -67,12 +68,14 @@ def input_of(name: str, meta: dict[str, Any]) -> Path:
     return local if local.is_file() else FIXTURES / meta["input"]["path"]
 
 
-def command(name: str, meta: dict[str, Any]) -> list[str]:
+def command(name: str, meta: dict[str, Any], out_dir: Path) -> list[str]:
     args = [
         *CLI,
         "replay",
         str(input_of(name, meta)),
         "--out",
+        str(out_dir),
+        "--recorded-session-dir",
         meta["options"]["sessionDir"],
         "--config",
         str(REPLAY / name / "config.json"),
@@ -91,9 +94,7 @@ def command(name: str, meta: dict[str, Any]) -> list[str]:
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, Run]]:
     metas = {n: json.loads((REPLAY / n / "meta.json").read_text("utf-8")) for n in VECTORS}
-    dirs = {n: Path(m["options"]["sessionDir"]) for n, m in metas.items()}
-    for path in dirs.values():
-        shutil.rmtree(path, ignore_errors=True)
+    dirs = {n: run_dir() / "replay" / n for n in metas}
     queue = list(VECTORS)
     active: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
     done: dict[str, Run] = {}
@@ -103,7 +104,9 @@ def runs() -> Iterator[dict[str, Run]]:
             while queue and len(active) < slots:
                 name = queue.pop(0)
                 proc = subprocess.Popen(
-                    command(name, metas[name]), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                    command(name, metas[name], dirs[name]),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
                 )
                 active[name] = (proc, time.monotonic())
             for name, (proc, started) in list(active.items()):

@@ -80,7 +80,9 @@ class Condenser:
     config change. ``clock`` gives epoch ms for the pipeline (the session's entry timestamps
     come from the session's own clock). ``context_usage`` reports the context size for the
     budget triggers; ``notify(message, level)``, ``status(text)`` and ``emit(channel,
-    payload)`` receive the user-visible output.
+    payload)`` receive the user-visible output. ``write_blob(path, text)`` writes a spill
+    sidecar (default :func:`pi_condense.spill.write_blob`; a replay into a directory other
+    than the one the session names re-roots the path there).
     """
 
     def __init__(
@@ -95,8 +97,10 @@ class Condenser:
         notify: Optional[Notify] = None,
         status: Optional[Callable[[Optional[str]], None]] = None,
         emit: Optional[Callable[[str, Any], None]] = None,
+        write_blob: Optional[Callable[[str, str], None]] = None,
     ) -> None:
         self._session = session
+        self._write_blob = write_blob
         self._fixed_config = config
         self._summarizer = summarizer
         self._session_model = session_model
@@ -145,6 +149,7 @@ class Condenser:
             rt = Runtime(self._session, config, state, self._summarize, self._clock, self._ui)
             rt.stats.reset(state.stats)
             rt.chains = _chains_in_flush
+            rt.write_blob = self._write_blob
             self._rt = rt
             self._built_at = (len(self._session), self._session.leaf_id)
         return self._rt
@@ -355,6 +360,7 @@ class Condenser:
             dedup=config.dedup_by_content_hash,
             session_dir=session_dir,
             session_id=session_id,
+            write=rt.write_blob,
         )
         try:
             spill_batch(
@@ -512,6 +518,7 @@ def _chain_deps(rt: Runtime) -> ChainDeps:
         diagnostics=report,
         session_dir=rt.session.session_dir,
         session_id=rt.session.session_id,
+        write_blob=rt.write_blob,
     )
 
 

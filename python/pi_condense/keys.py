@@ -12,6 +12,11 @@ Occurrence keys
     timestamp an ``int`` (``float('inf')`` if the digits overflow a double) or
     ``None``. Only non-empty ids with non-negative integer timestamps below
     ``1e21`` round-trip; a key like ``"a@1.5"`` or ``"a@-5"`` parses as a bare id.
+    The id returned is cut from the given key code point for code point, never
+    re-encoded: a surrogate pair passed as two code points (``"\\ud800\\udc00"``)
+    comes back as those two, not as the astral character JavaScript would read
+    them as (the same JS string, a different Python one), so the round trip
+    holds for every non-empty ``str`` id, lone and split surrogates included.
 
 Content hash
     :func:`hash_tool_result` is the lowercase hex SHA-1 of

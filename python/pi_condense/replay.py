@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
-from . import jsjson, jstime
+from . import jsjson, jstime, spill
 from .config import Config
 from .replay_log import (
     CONTEXT_WINDOW,
@@ -59,6 +59,7 @@ from .replay_log import (
 )
 from .session import ABSENT, SessionFile
 from .summarize.base import Summarizer
+from .tools.spill_access import rerooted
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
@@ -97,13 +98,17 @@ class ReplayOptions:
     """How to drive the replay.
 
     ``session_dir`` is the new session's directory (spill sidecars go to
-    ``<session_dir>/<sessionId>-blobs/``); ``deterministic`` numbers entry ids ``00000001``...
+    ``<session_dir>/<sessionId>-blobs/``); ``recorded_session_dir``, when given, is the
+    directory the session names instead (its spill paths, stubs and index records), the files
+    still going under ``session_dir`` (a vector recorded in one directory reproduced in
+    another); ``deterministic`` numbers entry ids ``00000001``...
     (else Pi's random ids); ``record_contexts`` keeps the pool-encoded call log (call sizes
     are always kept); ``raise_errors`` lets a failing condenser event propagate instead of
     being recorded like Pi's extension runner does.
     """
 
     session_dir: str = ""
+    recorded_session_dir: Optional[str] = None
     leaf: Optional[str] = None
     restart_each_prompt: bool = False
     deterministic: bool = True
@@ -205,7 +210,7 @@ class _Replayer:
         self.session = SessionFile.in_memory(
             cwd if cwd is not None else "/",
             session_id=str(header["id"]),
-            session_dir=options.session_dir,
+            session_dir=options.recorded_session_dir or options.session_dir,
             clock=self.clock,
             id_source=counter_ids() if options.deterministic else None,
         )
@@ -233,6 +238,9 @@ class _Replayer:
             from .condenser import Condenser
 
             factory = Condenser
+        extra: dict[str, Any] = {}
+        if self.options.recorded_session_dir:
+            extra["write_blob"] = self._write_blob
         return factory(
             self.session,
             self.config,
@@ -241,7 +249,12 @@ class _Replayer:
             clock=self.clock,
             context_usage=self._context_usage,
             notify=self._notify,
+            **extra,
         )
+
+    def _write_blob(self, path: str, text: str) -> None:
+        recorded = self.options.recorded_session_dir
+        spill.write_blob(rerooted(path, self.options.session_dir, recorded), text)
 
     def _context_usage(self) -> Optional[ContextUsage]:
         from .triggers import ContextUsage
@@ -419,7 +432,10 @@ class _Replayer:
         from .tools.query import ContextTreeQuery
 
         tool = ContextTreeQuery(
-            self.condenser.state, self.session.session_dir, self.session.session_id
+            self.condenser.state,
+            self.options.session_dir,
+            self.session.session_id,
+            recorded_session_dir=self.options.recorded_session_dir,
         )
         answer = tool.execute(call.get("arguments") or {})
         self.counts["queryExecs"] += 1
@@ -626,7 +642,7 @@ async def replay_async(
     ``condenser_factory`` builds each condenser (default
     :class:`~pi_condense.condenser.Condenser`; called with the session, the config and the
     keyword arguments ``summarizer``, ``session_model``, ``clock``, ``context_usage`` and
-    ``notify``).
+    ``notify``, plus ``write_blob`` when ``options.recorded_session_dir`` is set).
     """
     recorder = summarizer if isinstance(summarizer, RecordingSummarizer) else None
     if recorder is None:

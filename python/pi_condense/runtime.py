@@ -106,6 +106,8 @@ class Runtime:
     chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
     """Chain compression inside a flush: ``(runtime, branch messages, closing message)`` ->
     compressed block ids (the caller does the stats bookkeeping)."""
+    write_blob: Optional[Callable[[str, str], None]] = None
+    """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
     _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
         default=None, init=False, repr=False
     )

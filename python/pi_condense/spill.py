@@ -157,6 +157,8 @@ class SpillSettings:
     dedup: bool
     session_dir: str
     session_id: str
+    write: Optional[Callable[[str, str], None]] = None
+    """Writes one sidecar ``(path, text)``; None: :func:`write_blob`."""
 
 
 def spill_batch(
@@ -176,6 +178,7 @@ def spill_batch(
     """
     handled: set[str] = set()
     spilled = []
+    write = settings.write if settings.write is not None else write_blob
     for call in batch.tool_calls:
         text = call["resultText"]
         if jsjson.utf16_len(text) < settings.threshold:
@@ -190,7 +193,7 @@ def spill_batch(
                 continue
         path = blob_path(settings.session_dir, settings.session_id, key)
         try:
-            write_blob(path, text)
+            write(path, text)
         except OSError as exc:
             if on_error is not None:
                 on_error(path, exc)

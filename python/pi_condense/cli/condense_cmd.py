@@ -10,6 +10,7 @@ current directory) and reports what was reclaimed;
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import sys
@@ -293,6 +294,12 @@ def condense(
 def replay_command(
     raw: Path = typer.Argument(..., metavar="RAW", help="Raw Pi session (.jsonl or .jsonl.gz)."),
     out_dir: Path = typer.Option(..., "--out", "-o", help="Output and session directory."),
+    recorded_session_dir: Optional[str] = typer.Option(
+        None,
+        "--recorded-session-dir",
+        help="The session directory the new session names (spill paths, stubs), when it is "
+        "not --out; the spill files still go under --out.",
+    ),
     config_file: Optional[Path] = config_option(),
     summarizer_name: Optional[str] = summarizer_option("conformance"),
     base_url: Optional[str] = base_url_option(),
@@ -316,8 +323,11 @@ def replay_command(
         raw, leaf, config_file, compat, summarizer_name, base_url, "conformance"
     )
     root = out_dir.resolve()
+    if recorded_session_dir is not None and not os.path.isabs(recorded_session_dir):
+        fail(f"--recorded-session-dir {recorded_session_dir}: not an absolute path")
     options = ReplayOptions(
         session_dir=str(root),
+        recorded_session_dir=recorded_session_dir,
         leaf=leaf,
         restart_each_prompt=restart_each_prompt,
         deterministic=deterministic,

@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Optional
 
-__all__ = ["SpillRead", "blob_dir", "read_spill"]
+__all__ = ["SpillRead", "blob_dir", "read_spill", "rerooted"]
 
 _O_FLAGS = (
     os.O_RDONLY
@@ -58,7 +58,7 @@ def _is_within(path: str, root: str) -> bool:
         return False
 
 
-def _rerooted(path: str, session_dir: str, recorded_session_dir: Optional[str]) -> str:
+def rerooted(path: str, session_dir: str, recorded_session_dir: Optional[str]) -> str:
     """``path`` moved from ``recorded_session_dir`` onto ``session_dir`` when it lies under it."""
     if not recorded_session_dir:
         return path
@@ -82,7 +82,7 @@ def read_spill(
     if not session_dir or "\0" in session_dir or "\0" in session_id:
         return SpillRead(refused="the session has no directory to hold spill files")
     root = os.path.realpath(blob_dir(os.path.abspath(session_dir), session_id))
-    candidate = _rerooted(os.path.normpath(spill_path), session_dir, recorded_session_dir)
+    candidate = rerooted(os.path.normpath(spill_path), session_dir, recorded_session_dir)
     real = os.path.realpath(candidate)
     if not _is_within(real, root):
         return SpillRead(refused="the path resolves outside this session's blob directory")

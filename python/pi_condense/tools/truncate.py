@@ -1,8 +1,9 @@
 """Pi's ``truncateHead``: keep the first lines of a text within a line and a byte budget.
 
 Whole lines only: a text whose first line alone is over the byte budget truncates to ``""``.
-Bytes are UTF-8 bytes as Node counts them (a lone surrogate counts 3, as U+FFFD); lines are
-the pieces of ``text.split("\\n")``, so a trailing newline adds an empty last line.
+Bytes are UTF-8 bytes as Node counts them (a lone surrogate counts 3, as U+FFFD). Lines are
+counted as Pi 0.83 counts them (``splitLinesForCounting``): the pieces of ``text.split("\\n")``
+without the empty piece after a final newline, so ``""`` is 0 lines and ``"a\\nb\\n"`` is 2.
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ def truncate_head(
 ) -> TruncationResult:
     """The longest run of leading whole lines within ``max_lines`` and ``max_bytes``."""
     total_bytes = utf8_len(content)
-    lines = content.split("\n")
+    lines = _lines_for_counting(content)
     total_lines = len(lines)
     if total_lines <= max_lines and total_bytes <= max_bytes:
         return TruncationResult(
             content, False, None, total_lines, total_bytes, total_lines, total_bytes,
             False, False, max_lines, max_bytes,
         )  # fmt: skip
-    if utf8_len(lines[0]) > max_bytes:
+    if lines and utf8_len(lines[0]) > max_bytes:
         return TruncationResult(
             "", True, "bytes", total_lines, total_bytes, 0, 0, False, True, max_lines, max_bytes
         )
@@ -70,3 +71,12 @@ def truncate_head(
         "\n".join(lines[:kept]), True, by, total_lines, total_bytes, kept, size,
         False, False, max_lines, max_bytes,
     )  # fmt: skip
+
+
+def _lines_for_counting(content: str) -> list[str]:
+    if not content:
+        return []
+    lines = content.split("\n")
+    if content.endswith("\n"):
+        lines.pop()
+    return lines

@@ -5,5 +5,6 @@ pub mod chains;
 pub mod index;
 pub mod jsnum;
 pub mod json;
+pub mod jsstr;
 pub mod keys;
 pub mod render;

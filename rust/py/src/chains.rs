@@ -16,6 +16,7 @@ use pi_condense_core::chains::{
     Sourced,
 };
 use pi_condense_core::jsnum::format_number;
+use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher};
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, MsgView, Role, Ts};
@@ -23,7 +24,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::pyvalue::js_number;
+use crate::pyvalue::{js_number, js_str_of};
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySlice, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
@@ -899,7 +900,7 @@ fn deterministic_body<'py>(
     records: &Bound<'py, PyAny>,
     refs: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyString>> {
-    let text = |v: &Bound<'py, PyAny>| -> PyResult<String> { Ok(lossy(v.downcast::<PyString>()?)) };
+    let text = |v: &Bound<'py, PyAny>| -> PyResult<JsStr> { js_str_of(v.downcast::<PyString>()?) };
     let mut rows = Vec::new();
     for item in records.try_iter()? {
         let item = item?;

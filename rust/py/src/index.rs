@@ -12,11 +12,12 @@ use pi_condense_core::index::reconstruct::{AliasData, ReplayRecord};
 use pi_condense_core::index::{
     ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, ShortRef,
 };
+use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::keys::hash_tool_result;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::pyvalue::js_number;
+use crate::pyvalue::{js_number, js_str_of, str_of_js};
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
@@ -318,7 +319,7 @@ fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
         return Ok(JsField::Number(n));
     }
     if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(JsField::Str(text_of(s)));
+        return Ok(JsField::Str(js_str_of(s)?));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         return Ok(JsField::Array(js_string_of(value, 0)?));
@@ -415,7 +416,7 @@ fn normalized_summary_refs(details: Option<Bound<'_, PyAny>>) -> PyResult<Vec<Sh
                     Some(ts) => js_number(&ts)?,
                     None => None,
                 };
-                out.push(ShortRef::new(text_of(short), text_of(id), ts));
+                out.push(ShortRef::new(js_str_of(short)?, text_of(id), ts));
             }
             return Ok(out);
         }
@@ -454,7 +455,7 @@ fn raw_refs(list: &Bound<'_, PyAny>) -> PyResult<Vec<ShortRef>> {
         };
         out.push(ShortRef {
             short_id,
-            tool_call_id,
+            tool_call_id: tool_call_id.into_string(),
             result_timestamp: field(r, intern!(py, "resultTimestamp"))?,
         });
     }
@@ -462,18 +463,20 @@ fn raw_refs(list: &Bound<'_, PyAny>) -> PyResult<Vec<ShortRef>> {
 }
 
 /// A summary message's body: `content` if a string; the `text` of its `type: "text"` blocks
-/// joined with `"\n"` if a list; otherwise `""`. Returns the text and a Python object of it.
-fn summary_text(py: Python<'_>, content: Option<Bound<'_, PyAny>>) -> PyResult<(String, PyObject)> {
+/// joined with `"\n"` if a list; otherwise `""`. Returns the text and a Python object of it
+/// (both exact: lone surrogates kept).
+fn summary_text(py: Python<'_>, content: Option<Bound<'_, PyAny>>) -> PyResult<(JsStr, PyObject)> {
     let Some(content) = content else {
-        return Ok((String::new(), PyString::new(py, "").into_any().unbind()));
+        return Ok((JsStr::default(), PyString::new(py, "").into_any().unbind()));
     };
     if let Ok(s) = content.downcast::<PyString>() {
-        return Ok((text_of(s), content.clone().unbind()));
+        return Ok((js_str_of(s)?, content.clone().unbind()));
     }
     if !content.is_instance_of::<PyList>() {
-        return Ok((String::new(), PyString::new(py, "").into_any().unbind()));
+        return Ok((JsStr::default(), PyString::new(py, "").into_any().unbind()));
     }
-    let mut parts = Vec::new();
+    let mut text = JsBuf::new();
+    let mut first = true;
     for block in content.try_iter()? {
         let block = block?;
         let Ok(block) = block.downcast::<PyDict>() else {
@@ -483,11 +486,18 @@ fn summary_text(py: Python<'_>, content: Option<Bound<'_, PyAny>>) -> PyResult<(
             .get_item(intern!(py, "type"))?
             .is_some_and(|t| t.downcast::<PyString>().is_ok_and(|t| text_of(t) == "text"));
         if is_text {
-            parts.push(field(block, intern!(py, "text"))?.join_piece());
+            if !first {
+                text.push_str("\n");
+            }
+            first = false;
+            let piece = field(block, intern!(py, "text"))?;
+            if !piece.is_nullish() {
+                piece.push_js_string(&mut text);
+            }
         }
     }
-    let text = parts.join("\n");
-    let obj = PyString::new(py, &text).into_any().unbind();
+    let text = text.finish();
+    let obj = str_of_js(py, &text)?.into_any().unbind();
     Ok((text, obj))
 }
 
@@ -869,7 +879,7 @@ impl PyIndex {
         let mut out = Vec::with_capacity(refs.len());
         for (r, ts) in refs.iter().zip(stamps) {
             let d = PyDict::new(py);
-            d.set_item(intern!(py, "shortId"), &r.short_id)?;
+            d.set_item(intern!(py, "shortId"), str_of_js(py, &r.short_id)?)?;
             d.set_item(intern!(py, "toolCallId"), &r.tool_call_id)?;
             if let Some(ts) = ts {
                 d.set_item(intern!(py, "resultTimestamp"), ts)?;
@@ -899,7 +909,7 @@ impl PyIndex {
     ) -> PyResult<bool> {
         let pushed = self
             .core
-            .register_summary_body(strings_of(keys)?, text_of(text));
+            .register_summary_body(strings_of(keys)?, js_str_of(text)?);
         if pushed {
             self.bodies.push(text.clone().into_any().unbind());
         }

@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::pyvalue::js_number;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySlice, PyString};
 
 /// A Python string as Rust sees it: UTF-8 when valid, else UTF-16 code units.
 enum Text<'a> {
@@ -95,11 +95,15 @@ fn split_key<'py>(key: &Bound<'py, PyString>) -> PyResult<Option<(Bound<'py, PyS
     Ok(match Text::of(key)? {
         Text::Utf8(text) => keys::split_occ_key_units(text.as_bytes())
             .and_then(|(sep, ts)| text.get(..sep).map(|id| (PyString::new(py, id), ts))),
+        // The id is cut from the Python string itself, never re-decoded from UTF-16:
+        // decoding would join a surrogate pair given as two code points into one astral
+        // character. The suffix from the separator on is ASCII, one code point per unit.
         Text::Utf16(units) => match keys::split_occ_key_units(&units) {
-            Some((sep, ts)) => match units.get(..sep) {
-                Some(id) => Some((str_from_utf16(py, id)?, ts)),
-                None => None,
-            },
+            Some((sep, ts)) => {
+                let end = key.len()? - (units.len() - sep);
+                let id = key.get_item(PySlice::new(py, 0, end as isize, 1))?;
+                Some((id.downcast_into::<PyString>()?, ts))
+            }
             None => None,
         },
     })

@@ -1,8 +1,10 @@
 //! Reading JSON-shaped Python values with JavaScript's eyes, shared by the bindings.
 
+use pi_condense_core::jsstr::JsStr;
 use pyo3::exceptions::PyOverflowError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
 
 /// `typeof v === "number"` as a double: floats as they are, ints rounded to the nearest
 /// double (ints beyond a double's range read as +-Infinity, as `JSON.parse` reads them);
@@ -28,4 +30,38 @@ pub(crate) fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
         };
     }
     Ok(None)
+}
+
+/// A Python `str` as a [`JsStr`]: its lossy text, plus its exact bytes when it holds lone
+/// surrogates (read through `encode("utf-8", "surrogatepass")`).
+pub(crate) fn js_str_of(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
+    if let Ok(text) = s.to_cow() {
+        return Ok(JsStr::new(text.into_owned()));
+    }
+    let py = s.py();
+    let encoded = s.call_method1(
+        intern!(py, "encode"),
+        (intern!(py, "utf-8"), intern!(py, "surrogatepass")),
+    )?;
+    Ok(JsStr::from_wtf8(encoded.downcast::<PyBytes>()?.as_bytes()))
+}
+
+/// Generalized UTF-8 (lone surrogates as 3-byte sequences) as a Python `str`.
+pub(crate) fn str_of_wtf8<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Ok(PyString::new(py, text));
+    }
+    let decoded = PyBytes::new(py, bytes).call_method1(
+        intern!(py, "decode"),
+        (intern!(py, "utf-8"), intern!(py, "surrogatepass")),
+    )?;
+    Ok(decoded.downcast_into::<PyString>()?)
+}
+
+/// A [`JsStr`] as a Python `str`, lone surrogates included.
+pub(crate) fn str_of_js<'py>(py: Python<'py>, s: &JsStr) -> PyResult<Bound<'py, PyString>> {
+    match s.exact() {
+        None => Ok(PyString::new(py, s.as_str())),
+        Some(bytes) => str_of_wtf8(py, bytes),
+    }
 }

@@ -52,7 +52,7 @@ use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
 use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
-use crate::pyvalue::js_number;
+use crate::pyvalue::{js_number, str_of_js, str_of_wtf8};
 use crate::read_memo;
 use crate::size_memo::{self, PySizeMemo};
 
@@ -982,7 +982,7 @@ fn field_to_py(py: Python<'_>, field: &JsField) -> PyResult<Option<PyObject>> {
         JsField::Absent => None,
         JsField::Bool(b) => Some(b.into_py_any(py)?),
         JsField::Number(x) => Some(number_to_py(py, *x)?),
-        JsField::Str(s) => Some(s.into_py_any(py)?),
+        JsField::Str(s) => Some(str_of_js(py, s)?.into_any().unbind()),
         JsField::Null | JsField::Array(_) | JsField::Object => Some(py.None()),
     })
 }
@@ -1089,6 +1089,7 @@ impl<'py> Writer<'_, 'py> {
                     parts.push(self.js_string_part(self.field(*i, K::ToolName)?)?)
                 }
                 Piece::ToolResultText(i) => self.tool_result_text(*i, &mut parts)?,
+                Piece::Wtf8(bytes) => parts.push(Part::Py(str_of_wtf8(py, bytes)?.into_any())),
             }
         }
         if parts.iter().all(|p| matches!(p, Part::Text(_))) {

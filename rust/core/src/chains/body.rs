@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use super::collate::locale_compare;
 use super::iso::to_iso_string;
 use crate::jsnum::{format_number, math_round};
+use crate::jsstr::JsStr;
 
 /// The first line of every deterministic body.
 pub const HEADER: &str = "Deterministic chain compression (no per-batch summary existed for this span; raw outputs recoverable via context_tree_query).";
@@ -16,11 +17,11 @@ pub const EXCERPT_UNITS: usize = 200;
 #[derive(Debug, Clone, PartialEq)]
 pub struct BodyRecord {
     /// `String(record.toolName)`.
-    pub tool_name: String,
+    pub tool_name: JsStr,
     /// `String(record.toolCallId)`.
-    pub tool_call_id: String,
+    pub tool_call_id: JsStr,
     /// `JSON.stringify(record.args) ?? ""`.
-    pub args_json: String,
+    pub args_json: JsStr,
     /// `record.resultTimestamp ?? record.timestamp` as a number (NaN when not a number).
     pub at: f64,
 }
@@ -35,8 +36,8 @@ pub enum BodyError {
 }
 
 /// `excerpt(args)`: the JSON text, or its first 200 UTF-16 units + `...`.
-fn push_excerpt(out: &mut Vec<u16>, json: &str) {
-    let units: Vec<u16> = json.encode_utf16().collect();
+fn push_excerpt(out: &mut Vec<u16>, json: &JsStr) {
+    let units: Vec<u16> = json.to_utf16();
     if units.len() <= EXCERPT_UNITS {
         out.extend_from_slice(&units);
     } else {
@@ -51,21 +52,16 @@ fn push(out: &mut Vec<u16>, s: &str) {
 
 /// The seven-line body, as UTF-16 code units (an excerpt cut may split a surrogate pair, which
 /// the reference keeps as a lone surrogate).
-pub fn deterministic_body(records: &[BodyRecord], refs: &[String]) -> Result<Vec<u16>, BodyError> {
+pub fn deterministic_body(records: &[BodyRecord], refs: &[JsStr]) -> Result<Vec<u16>, BodyError> {
     // Histogram: first-seen order, then count descending, ties by localeCompare (stable).
-    let mut counts: Vec<(&str, usize)> = Vec::new();
+    let mut counts: Vec<(&JsStr, usize)> = Vec::new();
     for r in records {
-        match counts.iter_mut().find(|(name, _)| *name == r.tool_name) {
+        match counts.iter_mut().find(|(name, _)| **name == r.tool_name) {
             Some((_, n)) => *n += 1,
             None => counts.push((&r.tool_name, 1)),
         }
     }
     counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| locale_compare(a.0, b.0)));
-    let histogram = counts
-        .iter()
-        .map(|(name, n)| format!("{name} x{n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
 
     // Stable sort by time; `at(a) - at(b)` being NaN counts as equal.
     let mut sorted: Vec<&BodyRecord> = records.iter().collect();
@@ -76,29 +72,42 @@ pub fn deterministic_body(records: &[BodyRecord], refs: &[String]) -> Result<Vec
     let seconds = math_round((last.at - first.at) / 1000.0);
     let from = to_iso_string(first.at).ok_or(BodyError::InvalidTime)?;
     let to = to_iso_string(last.at).ok_or(BodyError::InvalidTime)?;
-    let refs_line = if refs.is_empty() {
-        records
-            .iter()
-            .map(|r| r.tool_call_id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+    let refs_line: Vec<&JsStr> = if refs.is_empty() {
+        records.iter().map(|r| &r.tool_call_id).collect()
     } else {
-        refs.join(", ")
+        refs.iter().collect()
     };
 
     let mut out = Vec::new();
     push(&mut out, HEADER);
     push(&mut out, &format!("\nCalls: {}", records.len()));
-    push(&mut out, &format!("\nTools: {histogram}"));
+    push(&mut out, "\nTools: ");
+    for (i, (name, n)) in counts.iter().enumerate() {
+        if i > 0 {
+            push(&mut out, ", ");
+        }
+        out.extend(name.to_utf16());
+        push(&mut out, &format!(" x{n}"));
+    }
     push(
         &mut out,
         &format!("\nSpan: {from} -> {to} ({}s)", format_number(seconds)),
     );
-    push(&mut out, &format!("\nFirst: {} ", first.tool_name));
+    push(&mut out, "\nFirst: ");
+    out.extend(first.tool_name.to_utf16());
+    push(&mut out, " ");
     push_excerpt(&mut out, &first.args_json);
-    push(&mut out, &format!("\nLast: {} ", last.tool_name));
+    push(&mut out, "\nLast: ");
+    out.extend(last.tool_name.to_utf16());
+    push(&mut out, " ");
     push_excerpt(&mut out, &last.args_json);
-    push(&mut out, &format!("\nRefs: {refs_line}"));
+    push(&mut out, "\nRefs: ");
+    for (i, r) in refs_line.iter().enumerate() {
+        if i > 0 {
+            push(&mut out, ", ");
+        }
+        out.extend(r.to_utf16());
+    }
     Ok(out)
 }
 
@@ -108,15 +117,15 @@ mod tests {
 
     fn rec(id: &str, name: &str, args: &str, at: f64) -> BodyRecord {
         BodyRecord {
-            tool_name: name.to_owned(),
-            tool_call_id: id.to_owned(),
-            args_json: args.to_owned(),
+            tool_name: name.into(),
+            tool_call_id: id.into(),
+            args_json: args.into(),
             at,
         }
     }
 
     fn text(records: &[BodyRecord], refs: &[&str]) -> String {
-        let refs: Vec<String> = refs.iter().map(|s| (*s).to_owned()).collect();
+        let refs: Vec<JsStr> = refs.iter().map(|s| (*s).into()).collect();
         String::from_utf16_lossy(&deterministic_body(records, &refs).unwrap_or_default())
     }
 

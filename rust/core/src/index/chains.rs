@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use super::field::parse_int10;
 use super::{js_max, Index, JsField};
 use crate::jsnum::format_number;
+use crate::jsstr::JsStr;
 use crate::render::chain_facts::ChainFacts;
 
 /// The fields of a `context-prune-chain` entry (`ChainCompressionEntry`) that render and the
@@ -164,9 +165,11 @@ impl Index {
     /// Render's `chainSummaryText(entry)`: `rangeSummaryText` when present (even `""`), else the
     /// per-batch text for `droppedOccurrenceKeys ?? droppedToolCallIds`. `None` when neither key
     /// list is an array (the reference throws there, discarding the render).
-    pub fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String> {
-        if !entry.range_summary_text.is_nullish() {
-            return Some(entry.range_summary_text.js_string());
+    pub fn chain_summary_text(&self, entry: &ChainEntry) -> Option<JsStr> {
+        match &entry.range_summary_text {
+            JsField::Str(text) => return Some(text.clone()),
+            other if !other.is_nullish() => return Some(other.js_string().into()),
+            _ => {}
         }
         let keys: Vec<&str> = entry
             .summary_keys()?

@@ -6,6 +6,7 @@
 //! those questions exactly, instead of a plain `Option<String>`.
 
 use crate::jsnum::format_number;
+use crate::jsstr::{JsSlice, JsStr};
 use crate::keys::is_js_whitespace;
 
 /// One field of a JSON object as JavaScript sees it.
@@ -20,8 +21,8 @@ pub enum JsField {
     Bool(bool),
     /// A JSON number (an IEEE double).
     Number(f64),
-    /// A JSON string.
-    Str(String),
+    /// A JSON string (its lossy text, and its exact bytes when it holds lone surrogates).
+    Str(JsStr),
     /// A JSON array, kept as its JS `String(array)` form (elements joined with `,`).
     Array(String),
     /// A JSON object (`String(obj)` is `[object Object]`).
@@ -31,7 +32,7 @@ pub enum JsField {
 impl JsField {
     /// Convenience constructor for a string field.
     pub fn str(s: impl Into<String>) -> Self {
-        JsField::Str(s.into())
+        JsField::Str(JsStr::new(s.into()))
     }
 
     /// `x === null || x === undefined` (the values `??` replaces).
@@ -58,6 +59,14 @@ impl JsField {
         }
     }
 
+    /// `String(x)` as a piece that keeps lone surrogates (see [`JsField::js_string`]).
+    pub fn push_js_string(&self, out: &mut crate::jsstr::JsBuf) {
+        match self {
+            JsField::Str(s) => out.push(JsSlice::from(s)),
+            other => out.push_str(&other.js_string()),
+        }
+    }
+
     /// The number when the field is a JSON number (`typeof x === "number"`, NaN included).
     pub fn as_number(&self) -> Option<f64> {
         match self {
@@ -73,7 +82,8 @@ impl JsField {
             JsField::Null => "null".to_owned(),
             JsField::Bool(b) => if *b { "true" } else { "false" }.to_owned(),
             JsField::Number(n) => format_number(*n),
-            JsField::Str(s) | JsField::Array(s) => s.clone(),
+            JsField::Str(s) => s.as_str().to_owned(),
+            JsField::Array(s) => s.clone(),
             JsField::Object => "[object Object]".to_owned(),
         }
     }
@@ -94,7 +104,8 @@ impl JsField {
             JsField::Null => 0.0,
             JsField::Bool(b) => f64::from(u8::from(*b)),
             JsField::Number(n) => *n,
-            JsField::Str(s) | JsField::Array(s) => string_to_number(s),
+            JsField::Str(s) => string_to_number(s),
+            JsField::Array(s) => string_to_number(s),
         }
     }
 }

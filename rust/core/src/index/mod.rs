@@ -48,6 +48,7 @@ pub mod refs;
 pub mod summaries;
 pub mod table;
 
+use crate::jsstr::JsStr;
 use crate::render::chain_facts::ChainFactsTable;
 use crate::render::FastMap;
 
@@ -104,6 +105,8 @@ pub struct Index {
     short_keys: Vec<Option<usize>>,
     /// Ids of the short refs of `aliasToKey`, in first-registration order.
     short_order: Vec<usize>,
+    /// The exact text of the short refs that hold lone surrogates, by short ref id.
+    exact_shorts: FastMap<usize, JsStr>,
     /// Next `t<N>` number (a JS number; may exceed 2^53 or be infinite on absurd input).
     next_short: f64,
     /// content hash -> first key seen with it.
@@ -148,6 +151,7 @@ impl Index {
             shorts: StrTable::new(),
             short_keys: Vec::new(),
             short_order: Vec::new(),
+            exact_shorts: FastMap::default(),
             next_short: 1.0,
             hash_to_original: FastMap::default(),
             pending_seeds: Vec::new(),

@@ -7,6 +7,7 @@
 
 use super::records::key_with_field;
 use super::{ChainEntry, HashSeed, Index, JsField, Record, ShortRef};
+use crate::jsstr::JsStr;
 
 /// `customType` of every entry kind the reconstruction reads.
 pub const CUSTOM_TYPE_INDEX: &str = "context-prune-index";
@@ -133,7 +134,7 @@ impl Replay {
     /// the legacy `toolCallIds` as `{shortId: id, toolCallId: id}`), `text` the body. Registers
     /// the refs and pushes the body iff `text` is non-empty, keyed by every ref's occurrence key.
     /// Returns whether a body was pushed.
-    pub fn summary_entry(&mut self, refs: &[ShortRef], text: String) -> bool {
+    pub fn summary_entry(&mut self, refs: &[ShortRef], text: impl Into<JsStr>) -> bool {
         self.index.register_refs(refs);
         let keys = refs.iter().map(ShortRef::key).collect();
         self.index.push_summary_body(keys, text)

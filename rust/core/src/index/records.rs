@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 
 use super::{Index, JsField, KeyFacts};
+use crate::jsstr::JsStr;
 use crate::keys::{format_occ_key, parse_occ_key};
 
 /// The fields of one persisted `ToolCallRecord` that decisions read (spec 02 section 1).
@@ -116,6 +117,8 @@ pub struct Summarized<'a> {
     pub record: Option<&'a Record>,
     /// `getShortRefForToolCallId(key)`.
     pub short_ref: Option<&'a str>,
+    /// The short ref with its lone surrogates, when it holds some.
+    pub short_ref_exact: Option<&'a JsStr>,
 }
 
 /// Where the dedup hash of a record comes from.
@@ -254,6 +257,7 @@ impl Index {
         Some(Summarized {
             record,
             short_ref: facts.short.map(|short| self.shorts.get(short)),
+            short_ref_exact: facts.short.and_then(|short| self.exact_shorts.get(&short)),
         })
     }
 
@@ -461,6 +465,7 @@ mod tests {
             let expected = ix.is_summarized(key).then(|| Summarized {
                 record: ix.record_by_key(key).or_else(|| ix.get_record(key)),
                 short_ref: ix.short_ref(key),
+                short_ref_exact: None,
             });
             assert_eq!(ix.summarized(key), expected, "{key}");
         }

@@ -4,12 +4,13 @@ use super::field::is_ascii_digits;
 use super::records::key_with_field;
 use super::{js_max, Index, JsField};
 use crate::jsnum::format_number;
+use crate::jsstr::JsStr;
 
 /// A `SummaryToolCallRef`: `{shortId, toolCallId, resultTimestamp?}`.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ShortRef {
     /// `shortId` (`t<N>`, or the raw id for legacy pre-short-ref summaries).
-    pub short_id: String,
+    pub short_id: JsStr,
     /// `toolCallId` (bare id).
     pub tool_call_id: String,
     /// `resultTimestamp` (a number in normalized summary refs; raw in backfilled index refs).
@@ -19,7 +20,7 @@ pub struct ShortRef {
 impl ShortRef {
     /// A ref with a numeric (or absent) result timestamp.
     pub fn new(
-        short_id: impl Into<String>,
+        short_id: impl Into<JsStr>,
         tool_call_id: impl Into<String>,
         ts: Option<f64>,
     ) -> Self {
@@ -55,8 +56,11 @@ impl Index {
                 continue;
             }
             let key = r.key();
-            if r.short_id != key {
+            if r.short_id.as_str() != key {
                 let short = self.short_id(&r.short_id);
+                if r.short_id.exact().is_some() {
+                    self.exact_shorts.insert(short, r.short_id.clone());
+                }
                 let key = self.key_id(&key);
                 if let Some(slot) = self.short_keys.get_mut(short) {
                     if slot.replace(key).is_none() {
@@ -102,6 +106,14 @@ impl Index {
     pub fn short_ref(&self, key: &str) -> Option<&str> {
         let short = self.facts_of(key)?.short?;
         Some(self.shorts.get(short))
+    }
+
+    /// [`Index::short_ref`] with its lone surrogates, when it holds some.
+    pub fn short_ref_exact(&self, key: &str) -> Option<&JsStr> {
+        if self.exact_shorts.is_empty() {
+            return None;
+        }
+        self.exact_shorts.get(&self.facts_of(key)?.short?)
     }
 
     /// The key a short ref denotes (`aliasToKey[shortId]`).

@@ -2,6 +2,7 @@
 //! message falls back to.
 
 use super::StrTable;
+use crate::jsstr::{JsBuf, JsStr};
 use crate::render::FastSet;
 
 use super::Index;
@@ -12,7 +13,7 @@ pub struct SummaryBody {
     /// Covered keys (`occKey` of each ref), in ref order.
     pub keys: Vec<String>,
     /// The summary message content.
-    pub text: String,
+    pub text: JsStr,
 }
 
 /// The per-batch summary bodies by covered key: what a chain's summary text looks up for
@@ -93,7 +94,8 @@ impl BodyIndex {
 
 impl Index {
     /// Reconstruction rule: push the body iff `text` is non-empty (even with no keys).
-    pub fn push_summary_body(&mut self, keys: Vec<String>, text: String) -> bool {
+    pub fn push_summary_body(&mut self, keys: Vec<String>, text: impl Into<JsStr>) -> bool {
+        let text = text.into();
         if text.is_empty() {
             return false;
         }
@@ -109,7 +111,7 @@ impl Index {
     }
 
     /// `registerSummaryBody(keys, text)` (flush): push iff `text` and `keys` are non-empty.
-    pub fn register_summary_body(&mut self, keys: Vec<String>, text: String) -> bool {
+    pub fn register_summary_body(&mut self, keys: Vec<String>, text: impl Into<JsStr>) -> bool {
         if keys.is_empty() {
             return false;
         }
@@ -154,10 +156,13 @@ impl Index {
             return Vec::new();
         }
         let wanted: FastSet<&str> = keys.iter().map(AsRef::as_ref).collect();
-        let mut seen: FastSet<&str> = FastSet::default();
+        // Exact text: two bodies that differ only in a lone surrogate are two texts.
+        let mut seen: FastSet<&[u8]> = FastSet::default();
         let mut out = Vec::new();
         for (i, body) in self.summary_bodies.iter().enumerate() {
-            if body.keys.iter().any(|k| wanted.contains(k.as_str())) && seen.insert(&body.text) {
+            if body.keys.iter().any(|k| wanted.contains(k.as_str()))
+                && seen.insert(body.text.wtf8())
+            {
                 out.push(i);
             }
         }
@@ -165,8 +170,17 @@ impl Index {
     }
 
     /// `getPerBatchSummaryTextForToolCallIds(keys)`: the overlapping texts joined with `"\n\n"`.
-    pub fn per_batch_summary_text<S: AsRef<str>>(&self, keys: &[S]) -> String {
-        self.per_batch_summaries(keys).join("\n\n")
+    pub fn per_batch_summary_text<S: AsRef<str>>(&self, keys: &[S]) -> JsStr {
+        let mut out = JsBuf::new();
+        for (n, i) in self.per_batch_summary_indices(keys).into_iter().enumerate() {
+            if n > 0 {
+                out.push_str("\n\n");
+            }
+            if let Some(body) = self.summary_bodies.get(i) {
+                out.push(&body.text);
+            }
+        }
+        out.finish()
     }
 }
 

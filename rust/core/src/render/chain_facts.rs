@@ -10,6 +10,7 @@
 use super::placeholders::has_block_ref;
 use super::FastSet;
 use crate::index::{ChainEntry, JsField};
+use crate::jsstr::{JsBuf, JsStr};
 use crate::keys::bare_tool_call_id;
 
 /// A span of [`ChainFactsTable::text`].
@@ -32,6 +33,9 @@ struct Spans {
     head: Option<Span>,
     /// The head followed by the summary, when the summary is final as stored.
     prefix: Option<Span>,
+    /// The head with its lone surrogates (position in `ChainFactsTable::exact_heads`), when
+    /// `blockId` or a tool ref holds some.
+    exact_head: Option<usize>,
 }
 
 /// The facts of many entries, stored compactly; entry `k` is the `k`-th one pushed.
@@ -44,6 +48,8 @@ pub struct ChainFactsTable {
     ends: Vec<usize>,
     /// Per entry.
     spans: Vec<Spans>,
+    /// The heads that hold lone surrogates (rare), exact.
+    exact_heads: Vec<JsStr>,
 }
 
 impl ChainFactsTable {
@@ -77,6 +83,10 @@ impl ChainFactsTable {
             }
             _ => None,
         };
+        let exact_head = exact_head(entry).map(|head| {
+            self.exact_heads.push(head);
+            self.exact_heads.len() - 1
+        });
         let (head, prefix) = match entry.tool_refs_joined() {
             Some(tools) => {
                 let start = self.text.len();
@@ -86,9 +96,14 @@ impl ChainFactsTable {
                 self.text.push_str(&tools);
                 self.text.push_str("\">\n");
                 let head = (start, self.text.len());
-                // A string summary without `{bN}` placeholders is the final body as is.
+                // A string summary without `{bN}` placeholders is the final body as is
+                // (unless it holds lone surrogates: the table keeps lossy text only).
                 let prefix = match &entry.range_summary_text {
-                    JsField::Str(summary) if !has_block_ref(summary) => {
+                    JsField::Str(summary)
+                        if exact_head.is_none()
+                            && summary.exact().is_none()
+                            && !has_block_ref(summary) =>
+                    {
                         self.text.push_str(summary);
                         Some((start, self.text.len()))
                     }
@@ -104,6 +119,7 @@ impl ChainFactsTable {
             summary_keys,
             head,
             prefix,
+            exact_head,
         });
     }
 
@@ -143,6 +159,7 @@ impl ChainFactsTable {
             summary_keys: spans.summary_keys.map(|list| self.list(list)),
             head: spans.head.map(|span| self.slice(span)),
             prefix: spans.prefix.map(|span| self.slice(span)),
+            exact_head: spans.exact_head.and_then(|i| self.exact_heads.get(i)),
         })
     }
 
@@ -179,6 +196,31 @@ pub struct ChainFacts<'a> {
     /// (a string without `{bN}` placeholders): the synthetic text before the protected
     /// outputs.
     pub prefix: Option<&'a str>,
+    /// [`ChainFacts::head`] with its lone surrogates, when it holds some.
+    pub exact_head: Option<&'a JsStr>,
+}
+
+/// The head with the lone surrogates of `blockId` and `toolRefs`, when they hold some.
+fn exact_head(entry: &ChainEntry) -> Option<JsStr> {
+    let has_exact = |f: &JsField| matches!(f, JsField::Str(s) if s.exact().is_some());
+    let refs = entry.tool_refs.as_deref()?;
+    if !has_exact(&entry.block_id) && !refs.iter().any(has_exact) {
+        return None;
+    }
+    let mut out = JsBuf::new();
+    out.push_str("<compressed-chain id=\"");
+    entry.block_id.push_js_string(&mut out);
+    out.push_str("\" tools=\"");
+    for (i, r) in refs.iter().enumerate() {
+        if i > 0 {
+            out.push_str(",");
+        }
+        if !r.is_nullish() {
+            r.push_js_string(&mut out);
+        }
+    }
+    out.push_str("\">\n");
+    Some(out.finish())
 }
 
 /// A list of strings of a [`ChainFacts`], stored back to back.

@@ -17,6 +17,7 @@ use super::view::{Content, IdStr, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs
 use super::{FastMap, FastSet, Lazy, Throw, ViewsOnly};
 use crate::index::{BodyIndex, ChainEntry, JsField};
 use crate::jsnum::format_number;
+use crate::jsstr::{JsBuf, JsStr};
 use crate::keys::bare_tool_call_id;
 
 /// A resolved range: the start user message and the final assistant message.
@@ -368,7 +369,7 @@ struct Summaries<'s, 'e, St: RenderState + ?Sized> {
     /// (built for the first `{bN}` placeholder)
     by_block: Option<FastMap<&'s str, Option<&'s ChainEntry>>>,
     /// `chain_summary_text` of the entries placeholders named, by entry address
-    texts: FastMap<usize, Option<Cow<'s, str>>>,
+    texts: FastMap<usize, Option<Cow<'s, JsStr>>>,
     /// the per-batch bodies by key, when the state does not keep them so (built on first use)
     local_bodies: Option<BodyIndex>,
     /// lookup hint into the bodies' keys (chains ask for them in about the bodies' order)
@@ -392,7 +393,7 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
 
     /// [`Summaries::text`] for the entry being rendered (nothing else asks for its text
     /// unless a placeholder names it, so it is not memoized).
-    fn own_text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+    fn own_text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, JsStr>> {
         match &entry.range_summary_text {
             JsField::Str(text) => Some(Cow::Borrowed(text)),
             _ => self.compute_text(entry),
@@ -400,7 +401,7 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
     }
 
     /// `chainSummaryText(entry)` (memoized); `None` where the reference throws.
-    fn text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+    fn text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, JsStr>> {
         if let JsField::Str(text) = &entry.range_summary_text {
             return Some(Cow::Borrowed(text));
         }
@@ -416,14 +417,14 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
     /// `chainSummaryText(entry)` through the key index of the per-batch bodies: the
     /// bodies sharing a key with the entry, in body order, without repeated texts,
     /// joined with a blank line.
-    fn compute_text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, str>> {
+    fn compute_text(&mut self, entry: &'s ChainEntry) -> Option<Cow<'s, JsStr>> {
         let state = self.state;
         let Some(bodies) = state.summary_bodies() else {
             return state.chain_summary_text(entry).map(Cow::Owned);
         };
         match &entry.range_summary_text {
             JsField::Str(text) => return Some(Cow::Borrowed(text)),
-            other if !other.is_nullish() => return Some(Cow::Owned(other.js_string())),
+            other if !other.is_nullish() => return Some(Cow::Owned(other.js_string().into())),
             _ => {}
         }
         let by_key = match state.body_index() {
@@ -449,17 +450,18 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
         }
         hits.sort_unstable();
         hits.dedup();
-        let mut texts: Vec<&str> = Vec::with_capacity(hits.len());
-        // A chain usually has a few bodies: a scan then beats a hash set.
+        let mut texts: Vec<&JsStr> = Vec::with_capacity(hits.len());
+        // A chain usually has a few bodies: a scan then beats a hash set. Texts compare
+        // exactly (lone surrogates included).
         let few = hits.len() <= 16;
-        let mut seen: FastSet<&str> = FastSet::default();
+        let mut seen: FastSet<&[u8]> = FastSet::default();
         for &i in hits.iter() {
             if let Some(body) = bodies.get(i) {
-                let text = body.text.as_str();
+                let text = &body.text;
                 let new = if few {
-                    !texts.contains(&text)
+                    !texts.iter().any(|t| t.wtf8() == text.wtf8())
                 } else {
-                    seen.insert(text)
+                    seen.insert(text.wtf8())
                 };
                 if new {
                     texts.push(text);
@@ -467,9 +469,18 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
             }
         }
         Some(match texts.as_slice() {
-            [] => Cow::Borrowed(""),
-            [one] => Cow::Borrowed(one),
-            _ => Cow::Owned(texts.join("\n\n")),
+            [] => Cow::Owned(JsStr::default()),
+            [one] => Cow::Borrowed(*one),
+            _ => {
+                let mut out = JsBuf::new();
+                for (n, text) in texts.iter().enumerate() {
+                    if n > 0 {
+                        out.push_str("\n\n");
+                    }
+                    out.push(*text);
+                }
+                Cow::Owned(out.finish())
+            }
         })
     }
 
@@ -521,7 +532,7 @@ fn synthetic_text_with<'s, St: RenderState + ?Sized>(
 ) -> Result<Text, Throw> {
     if let Some(prefix) = facts.prefix {
         // Head and summary known in advance: no lookup, no placeholder to substitute.
-        let mut out = String::with_capacity(prefix.len() + SYNTHETIC_TAIL.len());
+        let mut out = JsBuf::with_capacity(prefix.len() + SYNTHETIC_TAIL.len());
         out.push_str(prefix);
         return Ok(finish_synthetic(out, protected));
     }
@@ -536,12 +547,15 @@ fn synthetic_text_from<'s, St: RenderState + ?Sized>(
     summaries: &mut Summaries<'s, '_, St>,
     entry: &ChainEntry,
     facts: &ChainFacts<'_>,
-    summary: &str,
+    summary: &JsStr,
     protected: &[(Piece, Text)],
 ) -> Result<Text, Throw> {
     let head = facts.head.ok_or(Throw)?;
-    let mut out = String::with_capacity(head.len() + summary.len() + SYNTHETIC_TAIL.len());
-    out.push_str(head);
+    let mut out = JsBuf::with_capacity(head.len() + summary.len() + SYNTHETIC_TAIL.len());
+    match facts.exact_head {
+        Some(exact) => out.push(exact),
+        None => out.push_str(head),
+    }
     let mut lookup_threw = false;
     let lookup = |block_id: &str| {
         let other = summaries.entry_by_block_id(block_id)?;
@@ -554,7 +568,7 @@ fn synthetic_text_from<'s, St: RenderState + ?Sized>(
             }
         }
     };
-    substitute_block_refs_into(&mut out, summary, lookup, entry.block_id.as_str());
+    substitute_block_refs_into(&mut out, summary.into(), lookup, entry.block_id.as_str());
     if lookup_threw {
         return Err(Throw);
     }
@@ -563,8 +577,9 @@ fn synthetic_text_from<'s, St: RenderState + ?Sized>(
 
 /// The synthetic text from its head and summary (`out`): the protected outputs, then the
 /// closing tag.
-fn finish_synthetic(out: String, protected: &[(Piece, Text)]) -> Text {
-    let mut text = Text(vec![Piece::Lit(out)]);
+fn finish_synthetic(out: JsBuf, protected: &[(Piece, Text)]) -> Text {
+    let mut text = Text::default();
+    text.push_js(&out.finish());
     for (tool, output) in protected {
         text.lit("\n\n<protected-output tool=\"");
         text.push(tool.clone());
@@ -987,6 +1002,7 @@ mod tests {
                 Piece::ToolCallId(i) => format!("<id {i}>"),
                 Piece::ToolName(i) => format!("<name {i}>"),
                 Piece::ToolResultText(i) => format!("<text {i}>"),
+                Piece::Wtf8(bytes) => format!("<wtf8 {:x?}>", JsStr::from_wtf8(bytes).to_utf16()),
             })
             .collect()
     }

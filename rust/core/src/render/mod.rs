@@ -494,7 +494,7 @@ mod tests {
         record.tool_name = JsField::str("bash");
         index.index_record(record);
         index.register_refs(&[ShortRef::new("t1", "tc1", Some(300.0))]);
-        index.register_summary_body(vec!["tc1@300".into()], "S".into());
+        index.register_summary_body(vec!["tc1@300".into()], "S");
         index.register_chain(ChainEntry {
             block_id: JsField::str("b1"),
             start_user_timestamp: 100.0,
@@ -596,7 +596,7 @@ mod tests {
             ShortRef::new("t1", "a", Some(210.0)),
             ShortRef::new("t2", "p", Some(220.0)),
         ]);
-        index.push_summary_body(vec!["x@1".into()], "BODY".into());
+        index.push_summary_body(vec!["x@1".into()], "BODY");
         for chain in &test_state.chains {
             index.register_chain(ChainEntry {
                 slot: 0,
@@ -702,7 +702,7 @@ mod tests {
         grown.register_refs(&[ShortRef::new("t1", "a", Some(210.0))]);
         render_now(&grown);
         grown.register_refs(&[ShortRef::new("t2", "p", Some(220.0))]);
-        grown.push_summary_body(vec!["x@1".into()], "BODY".into());
+        grown.push_summary_body(vec!["x@1".into()], "BODY");
         render_now(&grown);
         for chain in whole.chain_entries().into_iter().rev() {
             grown.register_chain(ChainEntry {
@@ -726,7 +726,7 @@ mod tests {
             ShortRef::new("t1", "a", Some(210.0)),
             ShortRef::new("t2", "p", Some(220.0)),
         ]);
-        rebuilt.push_summary_body(vec!["x@1".into()], "BODY".into());
+        rebuilt.push_summary_body(vec!["x@1".into()], "BODY");
         for chain in whole.chain_entries().into_iter().rev() {
             rebuilt.register_chain(ChainEntry {
                 slot: 0,

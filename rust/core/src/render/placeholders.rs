@@ -1,5 +1,7 @@
 //! Nested `{bN}` placeholders in chain summaries (04 section 5.1).
 
+use crate::jsstr::{JsBuf, JsSlice};
+
 /// Replaces every `\{b(\d+)\}` (ASCII digits, leading zeros kept) with
 /// `lookup("b" + digits)`, except the block's own id and unknown ids, which
 /// stay literal. One level only: inserted text is not re-scanned.
@@ -7,9 +9,9 @@ pub fn substitute_block_refs<F>(text: &str, lookup: F, self_block_id: Option<&st
 where
     F: FnMut(&str) -> Option<String>,
 {
-    let mut out = String::with_capacity(text.len());
-    substitute_block_refs_into(&mut out, text, lookup, self_block_id);
-    out
+    let mut out = JsBuf::with_capacity(text.len());
+    substitute_block_refs_into(&mut out, text.into(), lookup, self_block_id);
+    out.finish().into_string()
 }
 
 /// The next `{b<digits>}` placeholder of `text` at or after byte `from`: its start, and the
@@ -39,16 +41,18 @@ pub fn has_block_ref(text: &str) -> bool {
     next_block_ref(text, 0).is_some()
 }
 
-/// [`substitute_block_refs`] appending to `out`.
-pub fn substitute_block_refs_into<F, T>(
-    out: &mut String,
-    text: &str,
+/// [`substitute_block_refs`] appending to `out`, lone surrogates of `text` and of the
+/// replacements kept.
+pub fn substitute_block_refs_into<'t, F, T>(
+    out: &mut JsBuf,
+    whole: JsSlice<'t>,
     mut lookup: F,
     self_block_id: Option<&str>,
 ) where
     F: FnMut(&str) -> Option<T>,
-    T: AsRef<str>,
+    T: for<'a> JsPiece<'a>,
 {
+    let text = whole.as_str();
     let mut copied = 0;
     let mut block_id = String::new();
     let mut from = 0;
@@ -59,14 +63,33 @@ pub fn substitute_block_refs_into<F, T>(
         block_id.push_str(text.get(start + 2..end).unwrap_or_default());
         if self_block_id != Some(block_id.as_str()) {
             if let Some(replacement) = lookup(&block_id) {
-                out.push_str(text.get(copied..start).unwrap_or_default());
-                out.push_str(replacement.as_ref());
+                out.push(whole.get(copied..start));
+                out.push(replacement.piece());
                 copied = end + 1;
             }
         }
         from = end + 1;
     }
-    out.push_str(text.get(copied..).unwrap_or_default());
+    out.push(whole.get(copied..text.len()));
+}
+
+/// A replacement text for [`substitute_block_refs_into`].
+pub trait JsPiece<'a> {
+    /// The text as a slice.
+    fn piece(&'a self) -> JsSlice<'a>;
+}
+
+impl<'a> JsPiece<'a> for String {
+    fn piece(&'a self) -> JsSlice<'a> {
+        JsSlice::from(self.as_str())
+    }
+}
+
+impl<'a, 'b> JsPiece<'a> for std::borrow::Cow<'b, crate::jsstr::JsStr> {
+    fn piece(&'a self) -> JsSlice<'a> {
+        let text: &crate::jsstr::JsStr = self;
+        JsSlice::from(text)
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 
 use crate::index::JsField;
+use crate::jsstr::JsSlice;
 
 /// A piece of a JS string that the binding assembles. Values copied from an
 /// input message are referred to by message index, so their exact text
@@ -18,6 +19,19 @@ pub enum Piece {
     /// the tool-result text of input message i: its `type === "text"` blocks'
     /// `text` joined with `"\n"` (`""` when `content` is not an array)
     ToolResultText(usize),
+    /// text holding lone surrogates, as generalized UTF-8 (see [`crate::jsstr`])
+    Wtf8(Vec<u8>),
+}
+
+impl Piece {
+    /// Text that may hold lone surrogates: literal when it holds none.
+    pub fn js<'a>(text: impl Into<JsSlice<'a>>) -> Piece {
+        let text = text.into();
+        match text.exact() {
+            None => Piece::Lit(text.as_str().to_owned()),
+            Some(bytes) => Piece::Wtf8(bytes.to_vec()),
+        }
+    }
 }
 
 /// A string built from [`Piece`]s.
@@ -31,6 +45,19 @@ impl Text {
             last.push_str(s);
         } else {
             self.0.push(Piece::Lit(s.to_owned()));
+        }
+    }
+
+    /// Appends text that may hold lone surrogates (literal when it holds none).
+    pub fn push_js<'a>(&mut self, text: impl Into<JsSlice<'a>>) {
+        self.push(Piece::js(text));
+    }
+
+    /// Appends `String(field)`, lone surrogates of a string field included.
+    pub fn push_field(&mut self, field: &JsField) {
+        match field {
+            JsField::Str(s) => self.push_js(s),
+            other => self.lit(&other.js_string()),
         }
     }
 

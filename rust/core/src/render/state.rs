@@ -8,6 +8,7 @@
 use super::chain_facts::ChainFacts;
 pub use crate::index::Summarized;
 use crate::index::{BodyIndex, ChainEntry, Index, JsField, Record, SummaryBody};
+use crate::jsstr::JsStr;
 
 /// Read access to the pruner state during a render.
 pub trait RenderState {
@@ -24,6 +25,7 @@ pub trait RenderState {
         self.is_summarized(key).then(|| Summarized {
             record: self.record(key),
             short_ref: self.short_ref(key),
+            short_ref_exact: self.short_ref_exact(key),
         })
     }
     /// [`RenderState::summarized`] for keys asked roughly in the order the state learned
@@ -37,6 +39,10 @@ pub trait RenderState {
     fn record(&self, key: &str) -> Option<&Record>;
     /// `getShortRefForToolCallId(key)`.
     fn short_ref(&self, key: &str) -> Option<&str>;
+    /// [`RenderState::short_ref`] with its lone surrogates, when it holds some.
+    fn short_ref_exact(&self, _key: &str) -> Option<&JsStr> {
+        None
+    }
     /// `getChainEntries()`: registry values ascending by `startUserTimestamp`.
     fn chain_entries(&self) -> Vec<&ChainEntry>;
     /// `getChainEntries().length`.
@@ -48,7 +54,7 @@ pub trait RenderState {
     /// Render's `chainSummaryText(entry)`: `rangeSummaryText` when present,
     /// else the per-batch text for `droppedOccurrenceKeys ?? droppedToolCallIds`;
     /// `None` where the reference throws (neither key list is an array).
-    fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String>;
+    fn chain_summary_text(&self, entry: &ChainEntry) -> Option<JsStr>;
     /// The per-batch summary bodies in append order, when the state keeps them as
     /// [`SummaryBody`] values: render then indexes them by key once instead of scanning
     /// them for every chain entry.
@@ -99,6 +105,10 @@ impl RenderState for Index {
         Index::short_ref(self, key)
     }
 
+    fn short_ref_exact(&self, key: &str) -> Option<&JsStr> {
+        Index::short_ref_exact(self, key)
+    }
+
     fn chain_entries(&self) -> Vec<&ChainEntry> {
         Index::chain_entries(self)
     }
@@ -111,7 +121,7 @@ impl RenderState for Index {
         self.find_chain_by_block_id(block_id)
     }
 
-    fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String> {
+    fn chain_summary_text(&self, entry: &ChainEntry) -> Option<JsStr> {
         Index::chain_summary_text(self, entry)
     }
 

@@ -100,6 +100,7 @@ fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
         (None, JsIdOf::Str(id)) if state.has_legacy_bare_record(id.as_ref()) => Summarized {
             record: state.record(id.as_ref()),
             short_ref: state.short_ref(id.as_ref()),
+            short_ref_exact: state.short_ref_exact(id.as_ref()),
         },
         _ => return None,
     };
@@ -116,6 +117,13 @@ fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
 
 /// The text of the stub of toolResult `index` showing `found`.
 fn stub_text(index: usize, found: Summarized<'_>) -> Text {
+    if let Some(exact) = found.short_ref_exact {
+        let reference = Piece::js(exact);
+        return match found.record {
+            Some(rec) if rec.spill_path.is_truthy() => spill_stub(rec, reference),
+            _ => summary_stub(reference),
+        };
+    }
     match (found.record, found.short_ref) {
         (Some(rec), short) if rec.spill_path.is_truthy() => {
             let reference = match short {
@@ -157,11 +165,13 @@ pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
     text.lit("[Oversized output spilled to file \u{2014} ");
     text.lit(&template_or(&rec.spill_bytes, "?"));
     text.lit(" bytes.]\nTool: ");
-    text.lit(&rec.tool_name.js_string());
+    text.push_field(&rec.tool_name);
     text.lit("\nPreview (head):\n");
-    text.lit(&template_or(&rec.result_preview, ""));
+    if !rec.result_preview.is_nullish() {
+        text.push_field(&rec.result_preview);
+    }
     text.lit("\nFull output \u{2014} read this file (offset/limit supported): ");
-    text.lit(&rec.spill_path.js_string());
+    text.push_field(&rec.spill_path);
     text.lit("\nOr use context_tree_query with ref `");
     text.push(reference);
     text.lit("`.");

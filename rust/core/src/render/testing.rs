@@ -6,6 +6,7 @@ use super::state::RenderState;
 use super::view::{Block, Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
 use super::{Lazy, Throw};
 use crate::index::{ChainEntry, JsField, Record, SummaryBody};
+use crate::jsstr::JsStr;
 
 pub fn user(ts: f64) -> MsgView {
     MsgView::new(Role::User, Ts::Num(ts))
@@ -189,7 +190,7 @@ impl TestState {
     pub fn body(mut self, keys: &[&str], text: &str) -> Self {
         self.bodies.push(SummaryBody {
             keys: keys.iter().map(|s| (*s).to_owned()).collect(),
-            text: text.to_owned(),
+            text: text.into(),
         });
         self
     }
@@ -205,7 +206,7 @@ impl TestState {
             if body.keys.iter().any(|k| keys.contains(&k.as_str()))
                 && !texts.contains(&body.text.as_str())
             {
-                texts.push(&body.text);
+                texts.push(body.text.as_str());
             }
         }
         texts.join("\n\n")
@@ -246,16 +247,16 @@ impl RenderState for TestState {
         (!self.opaque_bodies).then_some(self.bodies.as_slice())
     }
 
-    fn chain_summary_text(&self, entry: &ChainEntry) -> Option<String> {
+    fn chain_summary_text(&self, entry: &ChainEntry) -> Option<JsStr> {
         if !entry.range_summary_text.is_nullish() {
-            return Some(entry.range_summary_text.js_string());
+            return Some(entry.range_summary_text.js_string().into());
         }
         let keys: Vec<&str> = entry
             .summary_keys()?
             .iter()
             .filter_map(JsField::as_str)
             .collect();
-        Some(self.per_batch_summary_text(&keys))
+        Some(self.per_batch_summary_text(&keys).into())
     }
 }
 

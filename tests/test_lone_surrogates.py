@@ -1,0 +1,438 @@
+"""Lone surrogates in every string the index and the chain code keep reach the output intact.
+
+A JS string may hold a lone surrogate (a tool output cut at a UTF-16 boundary, a summary that
+quotes one); Python ``str`` holds it as a surrogate code point, Rust ``str`` cannot. The oracle
+is metamorphic: every lone surrogate ``U+D800 + k`` of the input is swapped for the private-use
+character ``U+E000 + k`` (one UTF-16 unit as well, so every length, cut and position the
+pipeline computes is the same), the pipeline runs on both inputs, and the output of the
+surrogate input must be the output of the swapped input with the swap undone. A U+FFFD where
+the input had a lone surrogate fails it. ``--json`` output is checked against the JSON text
+``JSON.stringify`` writes: each lone surrogate as a ``\\udXXX`` escape.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pi_condense import jsjson
+from pi_condense._core import deterministic_body
+from pi_condense.config import Config
+from pi_condense.render import render
+from pi_condense.session import SessionFile
+from pi_condense.state import PrunerState
+from pi_condense.tools import ContextTreeQuery, SessionRecovery
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+_SWAP = {c: 0xE000 + (c - 0xD800) for c in range(0xD800, 0xE000)}
+_UNSWAP = {v: k for k, v in _SWAP.items()}
+
+
+def swapped(value: Any) -> Any:
+    """``value`` with every lone surrogate replaced by its private-use stand-in."""
+    if isinstance(value, str):
+        return value.translate(_SWAP)
+    if isinstance(value, list):
+        return [swapped(v) for v in value]
+    if isinstance(value, dict):
+        return {swapped(k): swapped(v) for k, v in value.items()}
+    return value
+
+
+def unswapped(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.translate(_UNSWAP)
+    if isinstance(value, list):
+        return [unswapped(v) for v in value]
+    if isinstance(value, dict):
+        return {unswapped(k): unswapped(v) for k, v in value.items()}
+    return value
+
+
+def _no_pairs(s: str) -> bool:
+    """No high surrogate right before a low one (JS would read the two as one character)."""
+    return not any(
+        0xD800 <= ord(a) <= 0xDBFF and 0xDC00 <= ord(b) <= 0xDFFF for a, b in zip(s, s[1:])
+    )
+
+
+# Text with lone surrogates anywhere (and astral characters, which are not lone).
+_chars = st.one_of(
+    st.sampled_from("ab {}-\n"),
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+    st.just("\U0001f600"),
+)
+texts = st.text(_chars, min_size=1, max_size=12).filter(_no_pairs)
+LONE = "\ud83d"
+
+
+def _user(ts: int) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": "go"}], "timestamp": ts}
+
+
+def _assistant(ts: int, blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    calls = any(b["type"] == "toolCall" for b in blocks)
+    return {
+        "role": "assistant",
+        "content": blocks,
+        "api": "anthropic-messages",
+        "provider": "anthropic",
+        "model": "m",
+        "usage": {},
+        "stopReason": "toolUse" if calls else "stop",
+        "timestamp": ts,
+    }
+
+
+def _result(call_id: str, name: str, ts: int, body: str) -> dict[str, Any]:
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": body}],
+        "isError": False,
+        "timestamp": ts,
+    }
+
+
+def _record(call_id: str, name: str, ts: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "toolCallId": call_id,
+        "toolName": name,
+        "args": {"cmd": "ls"},
+        "resultText": "raw",
+        "isError": False,
+        "turnIndex": 0,
+        "timestamp": 1,
+        "resultTimestamp": ts,
+        **extra,
+    }
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Two chains (the second's summary names the first by ``{b1}``), a spilled result and a
+    summarized one, with generated text in every stored string field."""
+    name, preview, path = draw(texts), draw(texts), "/s/" + draw(texts)
+    body_a, body_b, range_text = draw(texts), draw(texts), draw(texts)
+    block, tool_ref, short = "b" + draw(texts), "t" + draw(texts), "t" + draw(texts)
+    list_content = draw(st.booleans())
+    messages = [
+        _user(100),
+        _assistant(110, [{"type": "toolCall", "id": "c1", "name": name, "arguments": {}}]),
+        _result("c1", name, 120, "x" * 50),
+        _assistant(130, [{"type": "text", "text": "done"}]),
+        _user(200),
+        _assistant(210, [{"type": "toolCall", "id": "c2", "name": "bash", "arguments": {}}]),
+        _result("c2", "bash", 220, "y" * 50),
+        _assistant(230, [{"type": "text", "text": "ok"}]),
+        _user(300),
+        _assistant(310, [{"type": "toolCall", "id": "c3", "name": name, "arguments": {}}]),
+        _result("c3", name, 320, "z" * 50),
+        _assistant(330, [{"type": "text", "text": "end"}]),
+    ]
+    spilled = _record(
+        "c3", name, 320, resultText="", spillPath=path, spillBytes=50, resultPreview=preview
+    )
+    content: Any = body_a
+    if list_content:
+        content = [{"type": "text", "text": body_a}, {"type": "text", "text": body_b}]
+    entries: list[dict[str, Any]] = [
+        {
+            "type": "custom",
+            "customType": "context-prune-index",
+            "data": {
+                "toolCalls": [
+                    _record("c1", name, 120),
+                    _record("c2", "bash", 220),
+                    spilled,
+                ]
+            },
+        },
+        {
+            "type": "custom_message",
+            "customType": "context-prune-summary",
+            "content": content,
+            "display": False,
+            "details": {
+                "toolCallRefs": [{"shortId": short, "toolCallId": "c1", "resultTimestamp": 120}]
+            },
+        },
+        {
+            "type": "custom",
+            "customType": "context-prune-chain",
+            "data": {
+                "blockId": "b1",
+                "startUserTimestamp": 100,
+                "droppedToolCallIds": ["c1"],
+                "droppedOccurrenceKeys": ["c1@120"],
+                "finalAssistantTimestamp": 130,
+                "toolRefs": [tool_ref],
+                "compressedAt": 9000,
+            },
+        },
+        {
+            "type": "custom",
+            "customType": "context-prune-chain",
+            "data": {
+                "blockId": block,
+                "startUserTimestamp": 200,
+                "droppedToolCallIds": ["c2"],
+                "finalAssistantTimestamp": 230,
+                "toolRefs": [tool_ref, "t9"],
+                "compressedAt": 9100,
+                "rangeSummaryText": range_text + " {b1} " + range_text,
+            },
+        },
+    ]
+    return messages, entries
+
+
+def _render(messages: list[Any], entries: list[Any], chains: bool) -> list[Any]:
+    config = Config.from_settings_dict({"enabled": True, "chainCompression": {"enabled": chains}})
+    return render(messages, PrunerState.from_branch(entries), config).messages
+
+
+def _js_size(value: Any) -> int:
+    return len(jsjson.dumps(value).encode("utf-16-le", "surrogatepass")) // 2
+
+
+@SETTINGS
+@given(sessions(), st.booleans())
+@example(
+    (
+        [_user(100)],
+        [{"type": "custom", "customType": "context-prune-chain", "data": {"blockId": LONE}}],
+    ),
+    True,
+)
+def test_render_keeps_lone_surrogates_of_every_stored_field(
+    session: tuple[list[Any], list[Any]], chains: bool
+) -> None:
+    messages, entries = session
+    ours = _render(messages, entries, chains)
+    expected = unswapped(_render(swapped(messages), swapped(entries), chains))
+    assert ours == expected
+    # JSON.stringify escapes each lone surrogate (the text encodes to strict UTF-8 and reads
+    # back as the same value); no U+FFFD appears, as the input had none.
+    text = jsjson.dumps(ours)
+    assert "\ufffd" not in text
+    text.encode("utf-8")
+    assert jsjson.loads(text) == ours
+
+
+def test_a_summary_body_with_a_lone_surrogate_renders_escaped() -> None:
+    messages = [
+        _user(100),
+        _assistant(110, [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {}}]),
+        _result("c1", "bash", 120, "x"),
+        _assistant(130, [{"type": "text", "text": "done"}]),
+    ]
+    entries = [
+        {
+            "type": "custom",
+            "customType": "context-prune-index",
+            "data": {"toolCalls": [_record("c1", "bash", 120)]},
+        },
+        {
+            "type": "custom_message",
+            "customType": "context-prune-summary",
+            "content": [{"type": "text", "text": "cut \ud83d"}, {"type": "text", "text": "b"}],
+            "display": False,
+            "details": {
+                "toolCallRefs": [{"shortId": "t1", "toolCallId": "c1", "resultTimestamp": 120}]
+            },
+        },
+        {
+            "type": "custom",
+            "customType": "context-prune-chain",
+            "data": {
+                "blockId": "b1",
+                "startUserTimestamp": 100,
+                "droppedToolCallIds": ["c1"],
+                "droppedOccurrenceKeys": ["c1@120"],
+                "finalAssistantTimestamp": 130,
+                "toolRefs": ["t1"],
+                "compressedAt": 9000,
+            },
+        },
+    ]
+    out = _render(messages, entries, True)
+    synthetic = out[1]["content"][0]["text"]
+    assert synthetic == '<compressed-chain id="b1" tools="t1">\ncut \ud83d\nb\n</compressed-chain>'
+    # As JSON.stringify writes it: the lone surrogate escaped, nothing replaced.
+    assert '"text":"<compressed-chain id=\\"b1\\" tools=\\"t1\\">\\ncut \\ud83d\\nb\\n' in (
+        jsjson.dumps(out)
+    )
+
+
+@SETTINGS
+@given(st.lists(st.tuples(texts, texts, texts), min_size=1, max_size=3), st.lists(texts))
+def test_deterministic_body_keeps_lone_surrogates(
+    rows: list[tuple[str, str, str]], refs: list[str]
+) -> None:
+    records = [(name, call_id, args, 1000.0 * i) for i, (name, call_id, args) in enumerate(rows)]
+    ours = deterministic_body(records, refs)
+    theirs = deterministic_body(swapped(records), swapped(refs))
+    # Histogram ties sort by localeCompare, which may order a surrogate and its stand-in
+    # differently: compare the lines that do not depend on that order.
+    assert [ln for ln in ours.split("\n") if not ln.startswith("Tools: ")] == [
+        unswapped(ln) for ln in theirs.split("\n") if not ln.startswith("Tools: ")
+    ]
+
+
+def test_deterministic_body_cut_inside_a_pair_keeps_the_high_surrogate() -> None:
+    args = "a" * 199 + "\U0001f600" + "tail"  # the 200-unit cut falls inside the pair
+    body = deterministic_body([("read", "c1", args, 1000.0)], [])
+    assert "\nFirst: read " + "a" * 199 + "\ud83d...\n" in body
+
+
+@SETTINGS
+@given(texts, texts, texts)
+def test_query_tool_prints_record_text_exactly(name: str, result: str, arg: str) -> None:
+    def run(n: str, r: str, a: str) -> str:
+        state = PrunerState()
+        state.add_batch([_record("c1", n, 120, resultText=r, args={"k": a})])
+        return ContextTreeQuery(state, "/nonexistent", "s").execute({"toolCallIds": ["c1"]}).text
+
+    assert run(name, result, "x") == unswapped(run(*swapped([name, result]), "x"))
+    # Args are printed as JSON.stringify(args, null, 2): a lone surrogate as its escape.
+    text = run("bash", "out", arg)
+    assert f'"k": {jsjson.dumps(arg)}' in text
+    assert "\ufffd" not in text
+
+
+def test_render_cli_json_escapes_lone_surrogates(tmp_path: Path) -> None:
+    messages = [
+        _user(100),
+        _assistant(110, [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {}}]),
+        _result("c1", "bash", 120, "x" * 50),
+        _assistant(130, [{"type": "text", "text": "done"}]),
+    ]
+    entries = [
+        {
+            "type": "custom",
+            "customType": "context-prune-index",
+            "data": {
+                "toolCalls": [
+                    _record(
+                        "c1",
+                        "bash",
+                        120,
+                        resultText="",
+                        spillPath="/s/p",
+                        spillBytes=50,
+                        resultPreview="head \udc00",
+                    )
+                ]
+            },
+        },
+    ]
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "s",
+        "timestamp": "2025-01-01T00:00:00.000Z",
+        "cwd": "/",
+    }
+    rows: list[dict[str, Any]] = [header]
+    parent = None
+    for i, message in enumerate(messages):
+        rows.append(
+            {
+                "type": "message",
+                "id": f"m{i}",
+                "parentId": parent,
+                "timestamp": "2025-01-01T00:00:00.000Z",
+                "message": message,
+            }
+        )
+        parent = f"m{i}"
+        if i == 2:
+            for j, entry in enumerate(entries):
+                rows.append(
+                    {
+                        **entry,
+                        "id": f"e{j}",
+                        "parentId": parent,
+                        "timestamp": "2025-01-01T00:00:00.000Z",
+                    }
+                )
+                parent = f"e{j}"
+    session = tmp_path / "s.jsonl"
+    session.write_bytes("".join(jsjson.dumps(r) + "\n" for r in rows).encode("utf-8"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from pi_condense.cli import main; main()",
+            "render",
+            str(session),
+            "--json",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode("utf-8")
+    assert "Preview (head):\\nhead \\udc00\\nFull output" in out
+    assert "\ufffd" not in out
+
+
+def _session_text(user: str, answer: str, output: str) -> str:
+    stamp = "2026-01-01T00:00:0{}.000Z"
+    rows: list[dict[str, Any]] = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": stamp.format(0), "cwd": "/w"}
+    ]
+    messages = [
+        {"role": "user", "content": user, "timestamp": 1},
+        _assistant(
+            2,
+            [
+                {"type": "text", "text": answer},
+                {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"cmd": "ls"}},
+            ],
+        ),
+        {**_result("c1", "bash", 3, output), "isError": True},
+        _assistant(4, [{"type": "text", "text": answer + " again"}]),
+    ]
+    parent = None
+    for i, message in enumerate(messages):
+        rows.append(
+            {
+                "type": "message",
+                "id": f"m{i}",
+                "parentId": parent,
+                "timestamp": stamp.format(i + 1),
+                "message": message,
+            }
+        )
+        parent = f"m{i}"
+    return "".join(jsjson.dumps(r) + "\n" for r in rows)
+
+
+@settings(SETTINGS, max_examples=25)
+@given(texts, texts, texts)
+def test_recovery_tools_keep_lone_surrogates(user: str, answer: str, output: str) -> None:
+    def run(u: str, a: str, o: str) -> list[Any]:
+        tools = SessionRecovery(SessionFile.parse(_session_text(u, a, o)))
+        results = [
+            tools.overview({}),
+            tools.read_section({"entry_id": "m1"}),
+            tools.read_section({"entry_id": "m2"}),
+            tools.search({"query": "a"}),
+            tools.recovery_context({}),
+        ]
+        # JSON texts are compared as the values they encode (a lone surrogate is escaped);
+        # read_section's text is plain.
+        return [r.text if r.text.startswith("[") else jsjson.loads(r.text) for r in results]
+
+    ours = run(user, answer, output)
+    assert ours == unswapped(run(*swapped([user, answer, output])))
+    assert "\ufffd" not in jsjson.dumps(ours)
