@@ -26,9 +26,13 @@ from .. import __version__
 from ._common import EXIT_OK, out
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
+from .config_cmd import config_app
+from .flush_cmd import flush_command
 from .render_cmd import register as register_render
 from .session_cmd import session_app
+from .status_cmd import register as register_status
 from .tools_cmd import query_command, recover_app
+from .tree_cmd import tree_command
 
 app = typer.Typer(
     name="pi-condense",
@@ -45,6 +49,10 @@ app.command("query")(query_command)
 app.add_typer(recover_app, name="recover")
 register_condense(app)
 register_render(app)
+app.add_typer(config_app, name="config")
+register_status(app)
+app.command("tree")(tree_command)
+app.command("flush")(flush_command)
 
 
 def _version(value: bool) -> None:
