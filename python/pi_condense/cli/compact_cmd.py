@@ -34,6 +34,7 @@ from ._common import (
     err,
     exit_for_warnings,
     fail,
+    fail_at,
     json_option,
     load_cli_config,
     make_cli_summarizers,
@@ -64,7 +65,7 @@ def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> 
             return SessionFile.load(out_file)
         return SessionFile.parse(session.read_bytes(), name=str(session), session_dir=tmp)
     except (OSError, CondenseError) as exc:
-        fail(f"{session}: {exc}")
+        fail_at(session, "cannot read session file", exc)
 
 
 def _body(entry: ChainEntry) -> str:
@@ -202,7 +203,7 @@ def compact_command(
             # Entries appended before the failure stay: report them, then exit 3.
             failure, result = str(exc), exc.partial
         except OSError as exc:
-            fail(f"pruner: compact failed: {exc}")
+            fail(f"pruner: compact failed: {exc.strerror or exc}")
         dry_run = not in_place and out_file is None
         target = None if dry_run else os.fspath(out_file if out_file is not None else session)
         report = compact_report(condenser.state, result, dry_run=dry_run, output=target)

@@ -37,6 +37,7 @@ from ._common import (
     example_option,
     exit_for_warnings,
     fail,
+    fail_at,
     json_option,
     leaf_option,
     load_cli_config,
@@ -373,7 +374,7 @@ def condense(
             shutil.copy2(path, backup)
         _write_atomic(target, text)
     except OSError as exc:
-        fail(f"{target}: cannot write: {exc}")
+        fail_at(target, "cannot write", exc)
     raw_chars = jsjson.length(source.build_context(leaf).messages)
     _, condensed_chars = _cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)
@@ -426,7 +427,7 @@ def replay_command(
     try:
         result.write(root)
     except OSError as exc:
-        fail(f"{root}: cannot write: {exc}")
+        fail_at(root, "cannot write", exc)
     counts = result.meta()["counts"]
     err.print(
         f"replayed {counts['llmCalls']} LLM calls, {counts['summarizerCalls']} summarizer "

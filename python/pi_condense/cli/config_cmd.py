@@ -32,7 +32,7 @@ from ..config import (
     settings_path,
 )
 from ..errors import ConfigError, JsonError
-from ._common import EXIT_UNREADABLE, err, fail, out
+from ._common import EXIT_UNREADABLE, err, fail, fail_at, out
 
 __all__ = ["config_app", "config_sources"]
 
@@ -110,7 +110,7 @@ def _save(
     try:
         save_config(config, file)
     except (ConfigError, OSError) as exc:
-        fail(f"{file}: cannot write settings: {exc}" if isinstance(exc, OSError) else str(exc))
+        fail_at(file, "cannot write settings", exc)
     _say(message, as_json, settings=str(file), changed=changed)
 
 
