@@ -357,7 +357,7 @@ config_app.command(
 )(_list_command("protectedPaths", "Protected paths", "Globs"))
 
 
-@config_app.command("min-batch-chars")
+@config_app.command("min-batch-chars", context_settings={"ignore_unknown_options": True})
 def config_min_batch_chars(
     value: Optional[str] = typer.Argument(None, metavar="[N]", help="Chars; 0 disables."),
     settings: Optional[Path] = _settings_option(),
@@ -385,7 +385,7 @@ def config_min_batch_chars(
     _save(config, settings, message, as_json, minBatchChars=parsed)
 
 
-@config_app.command("recovery-grace")
+@config_app.command("recovery-grace", context_settings={"ignore_unknown_options": True})
 def config_recovery_grace(
     value: Optional[str] = typer.Argument(
         None, metavar="[N]", help="User-turn groups; 0 disables."
