@@ -24,6 +24,7 @@ import typer
 
 from .. import __version__
 from ._common import EXIT_OK, out
+from ._help import polish
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
 from .config_cmd import config_app
@@ -68,6 +69,9 @@ def _root(
     ),
 ) -> None:
     """pi-condense: a Rust-backed drop-in for the pi-condense Pi extension."""
+
+
+polish(app)
 
 
 def main() -> None:

@@ -194,10 +194,14 @@ def resolve_file(file: Optional[Path], example: bool) -> Path:
 
 
 def open_session(path: Path) -> SessionFile:
-    """Load a session file (read-only), or exit 2 naming it."""
+    """Load a session file (read-only), or exit 2 naming it. A ``.jsonl.gz`` file is read
+    into memory (its directory stays the session directory, for spill files)."""
     try:
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(path.read_bytes())
+            return SessionFile.parse(data, name=str(path), session_dir=str(path.parent.resolve()))
         return SessionFile.load(path)
-    except (CondenseError, OSError) as exc:
+    except (CondenseError, OSError, EOFError, gzip.BadGzipFile) as exc:
         fail_at(path, "cannot read session file", exc)
 
 

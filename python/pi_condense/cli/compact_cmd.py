@@ -106,7 +106,7 @@ def compact_report(
 
 
 def _message(report: dict[str, Any]) -> str:
-    """The reference's notification text."""
+    """The reference's notification text (in the conditional for a dry run)."""
     ids = report["compacted"]
     if not ids:
         skipped = report["skippedNoSummary"]
@@ -117,6 +117,11 @@ def _message(report: dict[str, Any]) -> str:
             )
         return "pruner: no chains eligible for compaction"
     plural = "" if len(ids) == 1 else "s"
+    if report["dryRun"]:
+        return (
+            f"pruner: would compact {len(ids)} chain{plural} ({', '.join(ids)}), "
+            f"reclaiming ~{report['reclaimedTokens']} tokens"
+        )
     return (
         f"pruner: compacted {len(ids)} chain{plural} ({', '.join(ids)}), "
         f"reclaimed ~{report['reclaimedTokens']} tokens"
@@ -125,7 +130,8 @@ def _message(report: dict[str, Any]) -> str:
 
 def _print(report: dict[str, Any]) -> None:
     if report["entries"]:
-        table = Table(title="compressed chains", title_justify="left")
+        title = "chains that would be compressed" if report["dryRun"] else "compressed chains"
+        table = Table(title=title, title_justify="left")
         for column in ("block", "start", "calls", "body", "refs", "~tokens"):
             table.add_column(column, justify="right" if column in ("calls", "~tokens") else "left")
         for row in report["entries"]:
