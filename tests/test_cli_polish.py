@@ -190,7 +190,6 @@ def test_condense_example_inside_a_clone_writes_to_the_user_cache(
     assert target.is_file()
     assert sorted(p.name for p in clone.iterdir()) == [
         ".git",
-        "agent",
         "pyproject.toml",
         "python",
         "rust",
