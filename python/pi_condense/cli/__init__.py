@@ -30,6 +30,7 @@ from .condense_cmd import register as register_condense
 from .config_cmd import config_app
 from .flush_cmd import flush_command
 from .render_cmd import register as register_render
+from .report_cmd import report_command
 from .session_cmd import session_app
 from .status_cmd import register as register_status
 from .tools_cmd import query_command, recover_app
@@ -54,6 +55,7 @@ app.add_typer(config_app, name="config")
 register_status(app)
 app.command("tree")(tree_command)
 app.command("flush")(flush_command)
+app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:
