@@ -140,8 +140,19 @@ def _summarizer_figure(data: ReportData, go: Any) -> Any:
     fig = go.Figure()
     fig.add_trace(go.Bar(x=x, y=[u["inputTokens"] for u in data.summarizer], name="input tokens"))
     fig.add_trace(go.Bar(x=x, y=[u["outputTokens"] for u in data.summarizer], name="output tokens"))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[u["calls"] for u in data.summarizer],
+            name="calls",
+            mode="markers",
+            yaxis="y2",
+        )
+    )
     fig.update_layout(
         barmode="stack",
+        yaxis={"title": "tokens"},
+        yaxis2={"title": "calls", "overlaying": "y", "side": "right", "rangemode": "tozero"},
         height=320,
         margin={"t": 30},
         xaxis_title="stats update (a flush or a compression)",
