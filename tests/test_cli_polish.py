@@ -4,6 +4,7 @@ output-directory refusals. Real subprocesses on prefixes of the bundled example 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -312,3 +313,36 @@ def test_replay_refuses_a_non_empty_directory(tmp_path: Path) -> None:
     )
     assert forced.returncode == 0, forced.stderr
     assert sorted(p.name for p in out.iterdir()) == written
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["query", "{s}", "t1"],
+        ["stats", "{s}"],
+        ["tree", "{s}"],
+        ["compact", "{s}"],
+        ["recover", "{s}", "search", "theme"],
+    ],
+)
+def test_gzipped_sessions_read_like_plain_ones(
+    args: list[str], prefix: Path, tmp_path: Path
+) -> None:
+    packed = tmp_path / "prefix.jsonl.gz"
+    packed.write_bytes(gzip.compress(prefix.read_bytes()))
+    plain = run(*[a.replace("{s}", str(prefix)) for a in args], cwd=tmp_path)
+    zipped = run(*[a.replace("{s}", str(packed)) for a in args], cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert zipped.returncode == 0, zipped.stderr
+    assert zipped.stdout == plain.stdout
+
+
+def test_session_info_reads_gzipped_sessions(prefix: Path, tmp_path: Path) -> None:
+    packed = tmp_path / "prefix.jsonl.gz"
+    packed.write_bytes(gzip.compress(prefix.read_bytes()))
+    plain = json.loads(run("session", "info", str(prefix), "--json", cwd=tmp_path).stdout)
+    zipped = json.loads(run("session", "info", str(packed), "--json", cwd=tmp_path).stdout)
+    for key in ("file", "sizeBytes"):
+        plain.pop(key)
+        zipped.pop(key)
+    assert zipped == plain

@@ -12,6 +12,7 @@ sidecar spill goes to a temporary directory) and the table shows what would be c
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import sys
@@ -55,7 +56,12 @@ _FUSER_EXTRA = (
 
 def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> SessionFile:
     """The session to compact: the file itself, a fresh copy, or an in-memory copy."""
+    if session.name.endswith(".gz") and (in_place or out_file is not None):
+        fail(f"{session}: --in-place and --out need a plain .jsonl session (not .gz)")
     try:
+        if session.name.endswith(".gz"):
+            data = gzip.decompress(session.read_bytes())
+            return SessionFile.parse(data, name=str(session), session_dir=tmp)
         if in_place:
             return SessionFile.load(session)
         if out_file is not None:
@@ -64,7 +70,7 @@ def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> 
             shutil.copyfile(session, out_file)
             return SessionFile.load(out_file)
         return SessionFile.parse(session.read_bytes(), name=str(session), session_dir=tmp)
-    except (OSError, CondenseError) as exc:
+    except (OSError, CondenseError, EOFError, gzip.BadGzipFile) as exc:
         fail_at(session, "cannot read session file", exc)
 
 
@@ -162,7 +168,9 @@ def _print(report: dict[str, Any]) -> None:
 
 
 def compact_command(
-    session: Path = typer.Argument(..., help="The Pi session file (.jsonl)."),
+    session: Path = typer.Argument(
+        ..., help="The Pi session file (.jsonl, or .jsonl.gz for a dry run)."
+    ),
     out_file: Optional[Path] = typer.Option(
         None, "--out", help="Write the compacted session to this new file."
     ),
