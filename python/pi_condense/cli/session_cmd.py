@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .. import jsjson
 from ..config import Config
+from ..facts import raw_conversation
 from ..render import render
 from ..session import SessionFile
 from ..state import PrunerState
@@ -26,7 +27,6 @@ from ._common import (
     resolve_file,
     strict_option,
 )
-from .status_cmd import raw_conversation
 
 session_app = typer.Typer(help="Inspect Pi session files (no pruning).", no_args_is_help=True)
 

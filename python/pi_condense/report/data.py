@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from .. import jsjson
 from ..config import Config
+from ..facts import raw_conversation, stats_report
 from ..render import render
 from ..session import SessionFile
 from ..state import PrunerState
@@ -113,8 +114,6 @@ def _replayed_calls(source: SessionFile, config: Config, summarizer: Summarizer)
 
 
 def _measured_calls(session: SessionFile, config: Config) -> list[tuple[int, int, list[str], int]]:
-    from ..cli.status_cmd import raw_conversation
-
     branch = session.branch()
     calls = []
     for i, entry in enumerate(branch):
@@ -231,8 +230,6 @@ def collect(
     top_outputs: int = 15,
 ) -> ReportData:
     """The report's figures for ``source`` (replayed unless it holds pruner entries)."""
-    from ..cli.status_cmd import stats_report
-
     replayed = not _has_pruner_entries(source)
     if replayed:
         session, raw_calls = _replayed_calls(source, config, summarizer)
