@@ -30,6 +30,7 @@ In reference mode a string ``protectedTools`` matches by substring (``String.inc
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import math
 import os
@@ -408,6 +409,11 @@ class _NestedConfig(_SettingsModel):
             for key in cls._COUNT_KEYS:
                 values[aliases[key]] = _reference_count(source[key]) if key in source else None
             unknown = {k: copy.deepcopy(v) for k, v in source.items() if k not in aliases}
+            warnings.extend(
+                _unknown_key_warnings(
+                    list(unknown), [*cls._BOOL_KEYS, *cls._COUNT_KEYS], f"{path}."
+                )
+            )
             model = cls(unknown_keys=unknown, **values)
             model._raw = copy.deepcopy(raw)
             model._derived = model._current()
@@ -441,6 +447,9 @@ class _NestedConfig(_SettingsModel):
                 value = defaults[key]
             values[aliases[key]] = value
         unknown = {k: copy.deepcopy(v) for k, v in raw.items() if k not in aliases}
+        warnings.extend(
+            _unknown_key_warnings(list(unknown), [*cls._BOOL_KEYS, *cls._COUNT_KEYS], f"{path}.")
+        )
         return cls(unknown_keys=unknown, **values)
 
 
@@ -693,6 +702,19 @@ def _canonical_key(key: str) -> str:
     return ".".join(parts)
 
 
+def _unknown_key_warnings(keys: list[str], known: list[str], prefix: str = "") -> list[str]:
+    """One warning per key this version does not know, naming the nearest known key (if
+    any is close): the key may be a typo, and it is kept in the file but has no effect."""
+    out = []
+    for key in keys:
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        out.append(
+            f"{SETTINGS_KEY}.{prefix}{key}: unknown setting, ignored (kept in the file){hint}"
+        )
+    return out
+
+
 def _norm_bool(merged: Mapping[str, Any], key: str, warnings: list[str]) -> bool:
     value = merged[key]
     if isinstance(value, bool):
@@ -877,6 +899,7 @@ def _normalize(settings: Mapping[str, Any], compat: Optional[Compat]) -> Config:
     }
     others = [key for key in settings if key not in _ALL_DEFAULTS]
     unknown = {key: copy.deepcopy(settings[key]) for key in others if key != "compat"}
+    warnings.extend(_unknown_key_warnings(list(unknown), [*_ALL_DEFAULTS, "compat"]))
     config = Config(compat=mode, unknown_keys=unknown, **values)
     config._verbatim = verbatim
     config._compat_pos = others.index("compat") if "compat" in others else None

@@ -25,12 +25,18 @@ import typer
 
 from .. import __version__
 from ._common import EXIT_OK, out
+from ._help import polish
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
 from .corpus_cmd import corpus_app
+from .config_cmd import config_app
+from .flush_cmd import flush_command
 from .render_cmd import register as register_render
+from .report_cmd import report_command
 from .session_cmd import session_app
+from .status_cmd import register as register_status
 from .tools_cmd import query_command, recover_app
+from .tree_cmd import tree_command
 
 app = typer.Typer(
     name="pi-condense",
@@ -48,6 +54,11 @@ app.add_typer(recover_app, name="recover")
 app.add_typer(corpus_app, name="corpus")
 register_condense(app)
 register_render(app)
+app.add_typer(config_app, name="config")
+register_status(app)
+app.command("tree")(tree_command)
+app.command("flush")(flush_command)
+app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:
@@ -63,6 +74,9 @@ def _root(
     ),
 ) -> None:
     """pi-condense: a Rust-backed drop-in for the pi-condense Pi extension."""
+
+
+polish(app)
 
 
 def main() -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import os
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Optional, TypeVar
+from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 
 import typer
 from rich.console import Console
@@ -42,6 +43,7 @@ __all__ = [
     "exit_code",
     "exit_for_warnings",
     "fail",
+    "fail_at",
     "json_option",
     "leaf_option",
     "load_cli_config",
@@ -91,6 +93,19 @@ def fail(message: str) -> NoReturn:
     """Print ``pi-condense: message`` on stderr and exit 2."""
     err.print(f"pi-condense: {message}", markup=False)
     raise typer.Exit(EXIT_UNREADABLE)
+
+
+def fail_at(path: Union[str, os.PathLike[str]], action: str, exc: BaseException) -> NoReturn:
+    """Exit 2 with ``path: action: reason``, naming the path once: an OS error gives its
+    reason alone (no ``[Errno N]``), and a message that already names the path is kept."""
+    name = os.fspath(path)
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror
+    else:
+        reason = str(exc)
+        if name in reason or os.path.abspath(name) in reason:
+            fail(reason)
+    fail(f"{name}: {action}: {reason}" if action else f"{name}: {reason}")
 
 
 # ---------------------------------------------------------------------------------- options
@@ -179,11 +194,15 @@ def resolve_file(file: Optional[Path], example: bool) -> Path:
 
 
 def open_session(path: Path) -> SessionFile:
-    """Load a session file (read-only), or exit 2 naming it."""
+    """Load a session file (read-only), or exit 2 naming it. A ``.jsonl.gz`` file is read
+    into memory (its directory stays the session directory, for spill files)."""
     try:
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(path.read_bytes())
+            return SessionFile.parse(data, name=str(path), session_dir=str(path.parent.resolve()))
         return SessionFile.load(path)
-    except (CondenseError, OSError) as exc:
-        fail(f"{path}: {exc}")
+    except (CondenseError, OSError, EOFError, gzip.BadGzipFile) as exc:
+        fail_at(path, "cannot read session file", exc)
 
 
 def open_at_leaf(path: Path, leaf: Optional[str]) -> SessionFile:
@@ -200,10 +219,8 @@ def read_session(path: Path) -> SessionFile:
         if path.name.endswith(".gz"):
             data = gzip.decompress(data)
         return SessionFile.parse(data, name=str(path))
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        fail(f"{path}: cannot read session file: {exc}")
-    except CondenseError as exc:
-        fail(str(exc))
+    except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
+        fail_at(path, "cannot read session file", exc)
 
 
 def check_leaf(session: SessionFile, path: Path, leaf: Optional[str]) -> None:
@@ -246,7 +263,7 @@ def config_block(path: Path) -> dict[str, Any]:
     try:
         value = jsjson.loads(path.read_bytes())
     except (OSError, CondenseError) as exc:
-        fail(f"{path}: cannot read config: {exc}")
+        fail_at(path, "cannot read config", exc)
     if isinstance(value, dict) and isinstance(value.get("contextPrune"), dict):
         value = value["contextPrune"]
     if not isinstance(value, dict):

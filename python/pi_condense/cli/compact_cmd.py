@@ -12,6 +12,7 @@ sidecar spill goes to a temporary directory) and the table shows what would be c
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import sys
@@ -34,6 +35,7 @@ from ._common import (
     err,
     exit_for_warnings,
     fail,
+    fail_at,
     json_option,
     load_cli_config,
     make_cli_summarizers,
@@ -54,7 +56,12 @@ _FUSER_EXTRA = (
 
 def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> SessionFile:
     """The session to compact: the file itself, a fresh copy, or an in-memory copy."""
+    if session.name.endswith(".gz") and (in_place or out_file is not None):
+        fail(f"{session}: --in-place and --out need a plain .jsonl session (not .gz)")
     try:
+        if session.name.endswith(".gz"):
+            data = gzip.decompress(session.read_bytes())
+            return SessionFile.parse(data, name=str(session), session_dir=tmp)
         if in_place:
             return SessionFile.load(session)
         if out_file is not None:
@@ -63,8 +70,8 @@ def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> 
             shutil.copyfile(session, out_file)
             return SessionFile.load(out_file)
         return SessionFile.parse(session.read_bytes(), name=str(session), session_dir=tmp)
-    except (OSError, CondenseError) as exc:
-        fail(f"{session}: {exc}")
+    except (OSError, CondenseError, EOFError, gzip.BadGzipFile) as exc:
+        fail_at(session, "cannot read session file", exc)
 
 
 def _body(entry: ChainEntry) -> str:
@@ -105,7 +112,7 @@ def compact_report(
 
 
 def _message(report: dict[str, Any]) -> str:
-    """The reference's notification text."""
+    """The reference's notification text (in the conditional for a dry run)."""
     ids = report["compacted"]
     if not ids:
         skipped = report["skippedNoSummary"]
@@ -116,6 +123,11 @@ def _message(report: dict[str, Any]) -> str:
             )
         return "pruner: no chains eligible for compaction"
     plural = "" if len(ids) == 1 else "s"
+    if report["dryRun"]:
+        return (
+            f"pruner: would compact {len(ids)} chain{plural} ({', '.join(ids)}), "
+            f"reclaiming ~{report['reclaimedTokens']} tokens"
+        )
     return (
         f"pruner: compacted {len(ids)} chain{plural} ({', '.join(ids)}), "
         f"reclaimed ~{report['reclaimedTokens']} tokens"
@@ -124,7 +136,8 @@ def _message(report: dict[str, Any]) -> str:
 
 def _print(report: dict[str, Any]) -> None:
     if report["entries"]:
-        table = Table(title="compressed chains", title_justify="left")
+        title = "chains that would be compressed" if report["dryRun"] else "compressed chains"
+        table = Table(title=title, title_justify="left")
         for column in ("block", "start", "calls", "body", "refs", "~tokens"):
             table.add_column(column, justify="right" if column in ("calls", "~tokens") else "left")
         for row in report["entries"]:
@@ -155,7 +168,9 @@ def _print(report: dict[str, Any]) -> None:
 
 
 def compact_command(
-    session: Path = typer.Argument(..., help="The Pi session file (.jsonl)."),
+    session: Path = typer.Argument(
+        ..., help="The Pi session file (.jsonl, or .jsonl.gz for a dry run)."
+    ),
     out_file: Optional[Path] = typer.Option(
         None, "--out", help="Write the compacted session to this new file."
     ),
@@ -202,7 +217,7 @@ def compact_command(
             # Entries appended before the failure stay: report them, then exit 3.
             failure, result = str(exc), exc.partial
         except OSError as exc:
-            fail(f"pruner: compact failed: {exc}")
+            fail(f"pruner: compact failed: {exc.strerror or exc}")
         dry_run = not in_place and out_file is None
         target = None if dry_run else os.fspath(out_file if out_file is not None else session)
         report = compact_report(condenser.state, result, dry_run=dry_run, output=target)

@@ -3,7 +3,8 @@
 Both replay the session's branch through a :class:`~pi_condense.condenser.Condenser` with the
 event model of :mod:`pi_condense.replay`. ``condense`` writes the condensed session (a new file
 beside the input, or the input itself with a backup; for ``--example``, a new file in the
-current directory) and reports what was reclaimed;
+current directory, or the user cache directory inside a clone of this project) and reports
+what was reclaimed;
 ``replay`` writes the conformance vectors' files (``session.jsonl``, ``contexts.jsonl``,
 ``summarizer.jsonl``) into a directory that is also the new session's directory.
 """
@@ -24,11 +25,13 @@ from rich.table import Table
 from .. import jsjson
 from ..condense_report import cold_chars, condense_report, problems
 from ..config import Config
+from ..errors import CondenseError
 from ..fsio import write_atomic
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ._common import (
+    EXAMPLE_SESSION,
     base_url_option,
     check_leaf,
     compat_option,
@@ -37,6 +40,7 @@ from ._common import (
     example_option,
     exit_for_warnings,
     fail,
+    fail_at,
     json_option,
     leaf_option,
     load_cli_config,
@@ -213,10 +217,45 @@ def _targets(
         name = session_path.name
         for suffix in (".gz", ".jsonl"):
             name = name[: -len(suffix)] if name.endswith(suffix) else name
-        # The example lives in the installed package: its output goes to the current directory.
-        folder = Path() if example else session_path.parent
+        folder = example_folder() if example else session_path.parent
         out_file = folder / f"{name}.condensed.jsonl"
     return out_file, out_file
+
+
+def _own_checkout(start: Path) -> Optional[Path]:
+    """The root of the pi-condense git checkout holding ``start``, if it is inside one."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            try:
+                project = (folder / "pyproject.toml").read_text("utf-8")
+            except OSError:
+                return None
+            named = 'name = "pi-condense"' in project
+            return folder if named and (folder / "rust" / "core").is_dir() else None
+    return None
+
+
+def example_folder() -> Path:
+    """Where ``condense --example`` writes: the current directory, except inside a clone of
+    this project (where it would be an untracked file): there the user cache directory
+    (``$XDG_CACHE_HOME/pi-condense``, default ``~/.cache/pi-condense``)."""
+    here = Path.cwd()
+    if _own_checkout(here) is None:
+        return Path()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "pi-condense"
+
+
+def _is_example_output(path: Path) -> bool:
+    """Whether ``path`` is an earlier ``--example`` output (a session with the example's id),
+    which a new ``--example`` run may replace."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline()
+        example = EXAMPLE_SESSION.open("rb").readline()
+        return bool(first) and jsjson.loads(first).get("id") == jsjson.loads(example).get("id")
+    except (OSError, ValueError, AttributeError, CondenseError):
+        return False
 
 
 def condense(
@@ -224,7 +263,8 @@ def condense(
         None, metavar="SESSION", help="Raw Pi session (.jsonl or .jsonl.gz)."
     ),
     example: bool = example_option(
-        "Condense the bundled example session into ./example-session.condensed.jsonl."
+        "Condense the bundled example session into ./example-session.condensed.jsonl (inside "
+        "a clone of this project: into ~/.cache/pi-condense/ instead); a rerun replaces it."
     ),
     out_file: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output file (default: <name>.condensed.jsonl beside SESSION)."
@@ -250,8 +290,10 @@ def condense(
     """
     path = resolve_file(session_path, example)
     target, backup = _targets(path, out_file, in_place, example)
-    if not force and (backup if in_place else target).exists():
-        fail(f"{backup if in_place else target} exists (use --force to overwrite it)")
+    existing = backup if in_place else target
+    rerun = example and out_file is None and _is_example_output(existing)
+    if not force and not rerun and existing.exists():
+        fail(f"{existing} exists (use --force to overwrite it)")
     stamp = _stamp(path)
     source, config, summarizer, session_model = _inputs(
         path, leaf, config_file, compat, summarizer_name, base_url, "default"
@@ -276,7 +318,7 @@ def condense(
             shutil.copy2(path, backup)
         _write_atomic(target, text)
     except OSError as exc:
-        fail(f"{target}: cannot write: {exc}")
+        fail_at(target, "cannot write", exc)
     raw_chars = jsjson.length(source.build_context(leaf).messages)
     _, condensed_chars = cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)
@@ -315,10 +357,20 @@ def replay_command(
     ),
     compat: Optional[str] = compat_option(),
     leaf: Optional[str] = leaf_option("Replay this entry's branch."),
+    force: bool = typer.Option(
+        False, "--force", help="Write into --out even when it is not empty (files replaced)."
+    ),
     quiet: bool = quiet_option(),
     strict: bool = strict_option(),
 ) -> None:
-    """Replay a raw session and write the conformance vectors' files into --out."""
+    """Replay a raw session and write the conformance vectors' files into --out.
+
+    --out must be empty or new, unless --force is given.
+    """
+    if not force and out_dir.is_dir() and any(out_dir.iterdir()):
+        fail(f"{out_dir}: directory is not empty (use --force to write into it)")
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"{out_dir}: not a directory")
     source, config, summarizer, session_model = _inputs(
         raw, leaf, config_file, compat, summarizer_name, base_url, "conformance"
     )
@@ -338,7 +390,7 @@ def replay_command(
     try:
         result.write(root)
     except OSError as exc:
-        fail(f"{root}: cannot write: {exc}")
+        fail_at(root, "cannot write", exc)
     counts = result.meta()["counts"]
     err.print(
         f"replayed {counts['llmCalls']} LLM calls, {counts['summarizerCalls']} summarizer "

@@ -26,7 +26,7 @@ from ..config import Config, load_config
 from ..errors import CondenseError
 from ..render import RenderResult, render
 from ..session import SessionFile
-from ._common import err, fail, out, print_warnings, resolve_file
+from ._common import err, fail, fail_at, out, print_warnings, resolve_file
 
 __all__ = ["RenderCounts", "compact_count", "register", "render_counts", "stats_line"]
 
@@ -238,10 +238,8 @@ def _load_session(path: Path) -> SessionFile:
         if path.name.endswith(".gz"):
             return SessionFile.parse(gzip.decompress(path.read_bytes()), name=str(path))
         return SessionFile.load(path)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        fail(f"{path}: cannot read session file: {exc}")
-    except CondenseError as exc:
-        fail(str(exc))
+    except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
+        fail_at(path, "cannot read session file", exc)
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -251,7 +249,7 @@ def _read_json(path: Path, what: str) -> Any:
             data = gzip.decompress(data)
         return jsjson.loads(data)
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
-        fail(f"{path}: cannot read {what}: {exc}")
+        fail_at(path, f"cannot read {what}", exc)
 
 
 def _load_config(path: Optional[Path], compat: Optional[str]) -> Config:
@@ -352,7 +350,7 @@ def render_command(
         try:
             report_file.write_text(_report(result), encoding="utf-8")
         except OSError as exc:
-            fail(f"{report_file}: cannot write report: {exc}")
+            fail_at(report_file, "cannot write report", exc)
     if as_json:
         stdout = sys.stdout.buffer
         stdout.write(jsjson.dumps_bytes(result.messages))

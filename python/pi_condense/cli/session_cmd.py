@@ -11,7 +11,11 @@ import typer
 from rich.table import Table
 
 from .. import jsjson
+from ..config import Config
+from ..facts import raw_conversation
+from ..render import render
 from ..session import SessionFile
+from ..state import PrunerState
 from ._common import (
     example_option,
     exit_for_warnings,
@@ -43,6 +47,10 @@ def session_summary(session: SessionFile, path: Path, leaf: Optional[str]) -> di
     entry_types = Counter(str(e.get("type")) for e in session.entries)
     roles = Counter(str(m.get("role")) for m in context.messages if isinstance(m, dict))
     chars = jsjson.length(context.messages)
+    conversation = raw_conversation(context.messages)
+    raw = jsjson.length(conversation)
+    rendered = render(context.messages, PrunerState.from_branch(branch), Config())
+    after = rendered.after_chars if rendered.pruned else chars
     return {
         "file": str(path),
         "sessionId": session.session_id,
@@ -58,6 +66,12 @@ def session_summary(session: SessionFile, path: Path, leaf: Optional[str]) -> di
         "messagesByRole": dict(sorted(roles.items())),
         "contextChars": chars,
         "contextTokensEstimate": (chars + 2) // 4,
+        "rawContextChars": raw,
+        "rawContextTokensEstimate": (raw + 2) // 4,
+        "prunerMessages": len(context.messages) - len(conversation),
+        "renderedChars": after,
+        "renderedTokensEstimate": (after + 2) // 4,
+        "renderedMessages": len(rendered.messages),
         "thinkingLevel": context.thinking_level,
         "model": context.model,
         "warnings": [{"line": w.line, "reason": w.reason} for w in session.warnings],
@@ -66,7 +80,7 @@ def session_summary(session: SessionFile, path: Path, leaf: Optional[str]) -> di
 
 @session_app.command("info")
 def session_info(
-    file: Optional[Path] = typer.Argument(None, help="Pi session file (.jsonl)."),
+    file: Optional[Path] = typer.Argument(None, help="Pi session file (.jsonl or .jsonl.gz)."),
     leaf: Optional[str] = leaf_option(),
     as_json: bool = json_option("Machine-readable output."),
     strict: bool = strict_option(),
@@ -90,6 +104,14 @@ def _print_info_tables(info: dict[str, Any]) -> None:
     overview.add_column("value", overflow="fold")
     model = info["model"]
     chars, tokens = info["contextChars"], info["contextTokensEstimate"]
+    raw, after = info["rawContextChars"], info["renderedChars"]
+    extra = info["prunerMessages"]
+    stored = (
+        f", {info['messages']} msgs incl. {extra} summar{'y' if extra == 1 else 'ies'}"
+        if extra
+        else f", {info['messages']} msgs"
+    )
+    smaller = f" ({(raw - after) / raw * 100:.1f}% smaller)" if raw > 0 and after < raw else ""
     rows = [
         ("file", info["file"]),
         ("version", str(info["version"])),
@@ -100,7 +122,15 @@ def _print_info_tables(info: dict[str, Any]) -> None:
         ("leaf", str(info["leaf"])),
         ("branch length", str(info["branchLength"])),
         ("context messages", str(info["messages"])),
-        ("context size", f"{chars:,} chars (~{tokens:,} tokens)"),
+        ("context as stored", f"{chars:,} chars (~{tokens:,} tokens)" + stored),
+        (
+            "context raw",
+            f"{raw:,} chars (~{info['rawContextTokensEstimate']:,} tokens) without summaries",
+        ),
+        (
+            "context rendered",
+            f"{after:,} chars (~{info['renderedTokensEstimate']:,} tokens) sent{smaller}",
+        ),
         ("thinking level", str(info["thinkingLevel"])),
         ("model", f"{model['provider']}/{model['modelId']}" if model else "-"),
         ("load warnings", str(len(info["warnings"]))),
@@ -123,7 +153,7 @@ def _print_counter(title: str, key: str, counts: dict[str, int]) -> None:
 
 @session_app.command("context")
 def session_context(
-    file: Optional[Path] = typer.Argument(None, help="Pi session file (.jsonl)."),
+    file: Optional[Path] = typer.Argument(None, help="Pi session file (.jsonl or .jsonl.gz)."),
     leaf: Optional[str] = leaf_option(),
     strict: bool = strict_option(),
     example: bool = example_option(),

@@ -48,17 +48,29 @@ def _write(text: str) -> None:
     sys.stdout.buffer.flush()
 
 
-def _emit(result: ToolResult, as_json: bool, newline: bool = True) -> None:
+def _emit(
+    result: ToolResult, as_json: bool, newline: bool = True, refused: Optional[str] = None
+) -> None:
+    """Print the tool's answer; exit 2 when the tool refused the call (an error result) or,
+    with ``refused``, after printing the answer the tool gives for what it did not find."""
     if result.is_error:
         err.print(f"pi-condense: {result.text}", markup=False)
         raise typer.Exit(EXIT_UNREADABLE)
     if as_json:
         _write(jsjson.dumps(result.to_dict(), 2) + "\n")
-        return
-    _write(result.text + ("\n" if newline else ""))
-    cursor = result.details.get("nextCursor")
-    if isinstance(cursor, str) and cursor not in result.text:
-        err.print(f"more available: continue with --cursor {cursor}", markup=False)
+    else:
+        _write(result.text + ("\n" if newline else ""))
+        cursor = result.details.get("nextCursor")
+        if isinstance(cursor, str) and cursor not in result.text:
+            err.print(f"more available: continue with --cursor {cursor}", markup=False)
+    if refused is not None:
+        err.print(f"pi-condense: {refused}", markup=False)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
+def _not_found(result: ToolResult, what: str) -> Optional[str]:
+    """Why a recovery call found nothing it was asked for (``found: false``), if so."""
+    return f"{what} not found" if result.details.get("found") is False else None
 
 
 def _session(path: Path, leaf: Optional[str]) -> SessionFile:
@@ -69,7 +81,7 @@ def _session(path: Path, leaf: Optional[str]) -> SessionFile:
 
 def query_command(
     session_file: Path = typer.Argument(..., metavar="SESSION", help="Pi session file (.jsonl)."),
-    refs: list[str] = typer.Argument(..., metavar="REF...", help="Short refs, keys or ids."),
+    refs: list[str] = typer.Argument(..., metavar="REF", help="Short refs, keys or ids."),
     leaf: Optional[str] = leaf_option(_LEAF_HELP),
     recorded_session_dir: Optional[str] = typer.Option(
         None,
@@ -77,19 +89,39 @@ def query_command(
         help="Directory the session was written in, if it has moved since (spill paths "
         "under it are looked up next to the session file instead).",
     ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="Print whole outputs (the tool cuts them at 2000 lines / 50 KB for the model).",
+    ),
     as_json: bool = json_option(_JSON_HELP),
     strict: bool = strict_option(),
 ) -> None:
-    """Print exactly what context_tree_query returns to the model for REF... ."""
+    """Print exactly what context_tree_query returns to the model for REF... .
+
+    Exit 2 (after printing the answer) when a ref is not in the index.
+    """
     session = _session(session_file, leaf)
     tool = ContextTreeQuery(
         PrunerState.from_session(session, leaf),
         session.session_dir,
         session.session_id,
         recorded_session_dir=recorded_session_dir,
+        full=full,
     )
-    _emit(tool.query(list(refs)), as_json, newline=False)
+    result = tool.query(list(refs))
+    found = result.details.get("results", {})
+    missing = [
+        ref for ref in dict.fromkeys(refs) if ref not in found and not _has_occurrence(found, ref)
+    ]
+    refused = f"not in the index: {', '.join(missing)}" if missing else None
+    _emit(result, as_json, newline=False, refused=refused)
     exit_for_warnings(session, strict)
+
+
+def _has_occurrence(found: dict[str, Any], ref: str) -> bool:
+    """A bare id with several occurrences is answered as ``id@timestamp`` labels."""
+    return any(label.startswith(ref + "@") for label in found)
 
 
 @recover_app.callback()
@@ -112,10 +144,12 @@ def _run(
     as_json: bool,
     strict: bool,
     call: Callable[[SessionRecovery], ToolResult],
+    refusal: Optional[Callable[[ToolResult], Optional[str]]] = None,
 ) -> None:
     path: Path = ctx.obj
     session = _session(path, leaf)
-    _emit(call(SessionRecovery(session, leaf)), as_json)
+    result = call(SessionRecovery(session, leaf))
+    _emit(result, as_json, refused=refusal(result) if refusal is not None else None)
     exit_for_warnings(session, strict)
 
 
@@ -164,7 +198,15 @@ def recover_read(
         max_body_chars=max_body_chars,
         cursor=cursor,
     )
-    _run(ctx, leaf, as_json, strict, lambda tools: tools.read_section(args))
+    what = f"entry {entry}" if entry is not None else f"section {section}"
+    _run(
+        ctx,
+        leaf,
+        as_json,
+        strict,
+        lambda tools: tools.read_section(args),
+        lambda result: _not_found(result, what),
+    )
 
 
 @recover_app.command("search")
@@ -183,7 +225,14 @@ def recover_search(
     args = _given(
         query=query, case_sensitive=case_sensitive, scope=scope, limit=limit, cursor=cursor
     )
-    _run(ctx, leaf, as_json, strict, lambda tools: tools.search(args))
+    _run(
+        ctx,
+        leaf,
+        as_json,
+        strict,
+        lambda tools: tools.search(args),
+        lambda result: "the search text is empty" if not query.strip() else None,
+    )
 
 
 @recover_app.command("context")

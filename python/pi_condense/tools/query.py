@@ -90,6 +90,8 @@ class ContextTreeQuery:
     (``<session_dir>/<session_id>-blobs/``). ``recorded_session_dir`` is the directory the
     session was written in when it has since moved: recorded spill paths under it are looked
     up under ``session_dir`` instead (see :mod:`pi_condense.tools.spill_access`).
+    ``full`` leaves outputs whole instead of cutting them at 2000 lines / 50 KB as the tool
+    does for the model (for people reading an output, e.g. ``pi-condense query --full``).
     """
 
     spec = QUERY_TOOL
@@ -101,7 +103,9 @@ class ContextTreeQuery:
         session_id: str,
         *,
         recorded_session_dir: Optional[str] = None,
+        full: bool = False,
     ) -> None:
+        self.full = full
         self.state = state
         self.session_dir = session_dir
         self.session_id = session_id
@@ -149,9 +153,12 @@ class ContextTreeQuery:
             "",
         ]
         raw, refused = self._raw(record)
-        cut = truncate_head(raw, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
-        body = cut.content
-        if cut.truncated:
+        if self.full:
+            body = raw
+        else:
+            cut = truncate_head(raw, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
+            body = cut.content
+        if not self.full and cut.truncated:
             body += f"\n[Output truncated: {cut.output_lines}/{cut.total_lines} lines shown]"
         if refused is not None:
             body += f"\n[Spill file not read: {refused}]"
