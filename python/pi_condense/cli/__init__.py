@@ -28,8 +28,8 @@ from ._common import EXIT_OK, out
 from ._help import polish
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
-from .corpus_cmd import corpus_app
 from .config_cmd import config_app
+from .corpus_cmd import corpus_app
 from .flush_cmd import flush_command
 from .render_cmd import register as register_render
 from .report_cmd import report_command
