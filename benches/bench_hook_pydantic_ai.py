@@ -1,7 +1,8 @@
 """CondenseHistory per model call vs pydantic-ai's own serialization of the same history.
 
-A synthetic pydantic-ai history of 10,000 messages (``PI_CONDENSE_BENCH_HOOK_MESSAGES``) (``ModelRequest`` / ``ModelResponse``:
-prompts, tool calls, tool returns of 1-3 KB, final replies) is fed to a
+A synthetic pydantic-ai history of 10,000 messages (``PI_CONDENSE_BENCH_HOOK_MESSAGES``;
+``ModelRequest`` / ``ModelResponse``: prompts, tool calls, tool returns of 1-3 KB, final
+replies) is fed to a
 :class:`CondenseHistory` prompt by prompt (the driver derives Pi's events from the messages, so
 the session holds summaries and the render stubs most returns). Then:
 
@@ -26,7 +27,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -37,7 +38,7 @@ from pydantic_ai.messages import (  # noqa: E402
     UserPromptPart,
 )
 
-from pi_condense.integrations.pydantic_ai import CondenseHistory  # noqa: E402
+from pi_condense.integrations.pydantic_ai import CondenseHistory
 
 Record = Callable[[Any, str, str, int], None]
 
