@@ -468,3 +468,36 @@ def test_codec_keeps_untouched_requests_and_rebuilds_changed_ones() -> None:
     assert expand(sent) == codec.encode(outs)
     assert isinstance(items[0], RequestPart)
     assert items[0] == RequestPart(system, None)
+
+
+def test_pydantic_ai_rejects_a_reused_id_within_one_response() -> None:
+    """What the reused-id runs above can do: pydantic-ai allows the same id on every turn, but
+    not twice in one response (so those runs reuse it across turns only)."""
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
+
+    def twice(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls = [ToolCallPart("read", {"path": p}, tool_call_id="call_0") for p in "ab"]
+        return ModelResponse(parts=list(calls))
+
+    agent: Agent = Agent(FunctionModel(twice))
+
+    @agent.tool_plain
+    def read(path: str) -> str:
+        """Read a file."""
+        return output(path)
+
+    with pytest.raises(UnexpectedModelBehavior, match="unique `tool_call_id`"):
+        agent.run_sync("go")
+
+
+def test_importing_pi_condense_does_not_import_pydantic_ai() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, pi_condense, pi_condense.integrations, pi_condense.adapters\n"
+        "import pi_condense.live\n"
+        "assert 'pydantic_ai' not in sys.modules, 'pydantic_ai imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
