@@ -305,3 +305,16 @@ def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:
     text = path.read_text()
     assert "context-prune-summary" in text
     assert '"done"' in text
+
+
+def test_a_reloaded_history_gets_its_own_objects_back(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", clock=Clock())
+    history, _sent, _ = run_agent(driver, prompts=3, turns=3)
+    first = driver.condense(history)
+    reloaded = json.loads(json.dumps(history))  # equal, but new objects
+    again = driver.condense(reloaded)
+    assert json.dumps(again) == json.dumps(first)
+    mine = {id(m) for m in reloaded}
+    kept = [m for m in again if "ref `" not in json.dumps(m) and m["role"] != "custom"]
+    assert kept
+    assert all(id(m) in mine for m in kept)
