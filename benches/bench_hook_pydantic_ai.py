@@ -99,14 +99,19 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
 
 
 def _check(sent: list[ModelMessage], history: list[ModelMessage]) -> None:
+    parts = [p for m in sent if isinstance(m, ModelRequest) for p in m.parts]
     stubs = [
-        p
-        for m in sent
-        if isinstance(m, ModelRequest)
-        for p in m.parts
-        if isinstance(p, ToolReturnPart) and "context_tree_query" in str(p.content)
+        p for p in parts if isinstance(p, ToolReturnPart) and "context_tree_query" in str(p.content)
     ]
-    assert len(stubs) > len(history) // 4
+    chains = [
+        p for p in parts if isinstance(p, UserPromptPart) and "<compressed-chain" in p.content
+    ]
+    raw = [p for p in parts if isinstance(p, ToolReturnPart) and "item_" in str(p.content)]
+    assert stubs
+    assert chains
+    assert len(raw) < len(history) // 20  # (most outputs are condensed)
+    size = len(ModelMessagesTypeAdapter.dump_json(sent))
+    assert size < 0.5 * len(ModelMessagesTypeAdapter.dump_json(history))
     open_calls: set[str] = set()
     for message in sent:
         if isinstance(message, ModelResponse):

@@ -501,3 +501,17 @@ def test_importing_pi_condense_does_not_import_pydantic_ai() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_reloaded_history_gets_its_own_objects_back(tmp_path: Path) -> None:
+    hook = CondenseHistory(session=tmp_path / "s.jsonl", clock=clock)
+    history = converse(make_agent(Script(), hook), PROMPTS[:3])
+    first = hook.condense(history)
+    reloaded = ModelMessagesTypeAdapter.validate_json(dump(history))
+    again = hook.condense(reloaded)
+    assert dump(again) == dump(first)
+    mine = {id(m) for m in reloaded}
+    kept = [m for m in again if id(m) in mine]
+    # every message the render left alone is the caller's (a request with a stub is a copy)
+    assert len(kept) == sum(1 for m in again if not REF.search(dump([m]).decode()))
+    assert len(kept) > len(again) // 2

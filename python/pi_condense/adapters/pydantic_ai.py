@@ -92,17 +92,36 @@ class _EmptyRequest:
     part_kind = "empty"
 
 
-def expand(messages: Sequence[ModelMessage]) -> list[HostItem]:
-    """The host items of a pydantic-ai history (see the module docstring)."""
+_EMPTY: Any = _EmptyRequest()
+
+
+def expand(
+    messages: Sequence[ModelMessage], reuse: Optional[dict[int, RequestPart]] = None
+) -> list[HostItem]:
+    """The host items of a pydantic-ai history (see the module docstring).
+
+    ``reuse`` maps ``id(part)`` to the items of an earlier call: a part still held by the same
+    request gets the very same item again (the driver then sees an identical prefix); it is
+    refilled with this call's items.
+    """
+    old = reuse if reuse is not None else {}
+    new: dict[int, RequestPart] = {}
     items: list[HostItem] = []
     for message in messages:
-        if isinstance(message, ModelRequest):
-            if message.parts:
-                items.extend(RequestPart(part, message) for part in message.parts)
-            else:
-                items.append(RequestPart(_EmptyRequest(), message))  # type: ignore[arg-type]
-        else:
+        if not isinstance(message, ModelRequest):
             items.append(message)
+            continue
+        parts: Sequence[Any] = message.parts or [_EMPTY]
+        for part in parts:
+            key = id(part) if part is not _EMPTY else id(message)
+            item = old.get(key)
+            if item is None or item.owner is not message or (item.part is not part):
+                item = RequestPart(part, message)
+            new[key] = item
+            items.append(item)
+    if reuse is not None:
+        reuse.clear()
+        reuse.update(new)
     return items
 
 

@@ -30,7 +30,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import ModelRequestContext
 
-from ..adapters.pydantic_ai import HostItem, PydanticAICodec, assemble, expand
+from ..adapters.pydantic_ai import HostItem, PydanticAICodec, RequestPart, assemble, expand
 from ..config import Config
 from ..live import LiveDriver, LiveStats, SessionSpec
 from ..session import SessionFile
@@ -93,6 +93,7 @@ class CondenseHistory(AbstractCapability[Any]):
             notify=notify,
         )
         self._tools: Optional[list[Tool[Any]]] = None
+        self._items: dict[int, RequestPart] = {}  # the last call's request parts, by id
 
     @classmethod
     def get_serialization_name(cls) -> Optional[str]:
@@ -110,11 +111,11 @@ class CondenseHistory(AbstractCapability[Any]):
 
     def condense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """The history to send instead of ``messages`` (sync; works inside a running loop)."""
-        return assemble(self.driver.condense(expand(messages)))
+        return assemble(self.driver.condense(expand(messages, self._items)))
 
     async def acondense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """:meth:`condense` for async callers (a ``ProcessHistory`` processor)."""
-        return assemble(await self.driver.acondense(expand(messages)))
+        return assemble(await self.driver.acondense(expand(messages, self._items)))
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """:meth:`condense`: the hook as a plain (sync) history processor."""
