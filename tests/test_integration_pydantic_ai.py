@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -36,6 +37,7 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import RunContext
 
+from pi_condense import CondenseWarning
 from pi_condense.adapters.pydantic_ai import PydanticAICodec, RequestPart, assemble, expand
 from pi_condense.integrations.pydantic_ai import CondenseHistory, has_history_processors
 
@@ -347,6 +349,7 @@ def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None
         assert output(read_path) in second.execute("context_tree_query", {"toolCallIds": [ref]})
 
 
+@pytest.mark.filterwarnings("ignore::pi_condense.errors.CondenseWarning")  # (tested below)
 @pytest.mark.xfail(
     strict=True,
     reason="driver: after a restart a written-back (condensed) history is not recognised; "
@@ -515,3 +518,31 @@ def test_a_reloaded_history_gets_its_own_objects_back(tmp_path: Path) -> None:
     # every message the render left alone is the caller's (a request with a stub is a copy)
     assert len(kept) == sum(1 for m in again if not REF.search(dump([m]).decode()))
     assert len(kept) > len(again) // 2
+
+
+def test_a_saved_written_back_history_warns_in_a_new_process(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    first = CondenseHistory(session=path, clock=clock)
+    history = converse(make_agent(Script(), first, process=True), PROMPTS[:3])
+    saved = dump(history)
+    assert b'"pi_condense":"rendered"' in saved  # the stubs it wrote back are marked
+    # the same process carries on without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CondenseWarning)
+        converse(make_agent(Script(), first, process=True), PROMPTS[3:4], history)
+    # a new process with the saved, condensed history is told what it is getting
+    second = CondenseHistory(session=path, clock=clock)
+    loaded = ModelMessagesTypeAdapter.validate_json(saved)
+    with pytest.warns(CondenseWarning, match="capability"):
+        converse(make_agent(Script(), second, process=True), PROMPTS[3:4], loaded)
+    # and a raw history (the capability's) never warns
+    third = CondenseHistory(session=tmp_path / "raw.jsonl", clock=clock)
+    raw = converse(make_agent(Script(), third), PROMPTS[:2])
+    fourth = CondenseHistory(session=tmp_path / "raw.jsonl", clock=clock)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CondenseWarning)
+        converse(make_agent(Script(), fourth), PROMPTS[2:3], dump_load(raw))
+
+
+def dump_load(messages: list[ModelMessage]) -> list[ModelMessage]:
+    return ModelMessagesTypeAdapter.validate_json(dump(messages))

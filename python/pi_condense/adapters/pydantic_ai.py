@@ -53,9 +53,21 @@ from .base import Out, PiMessage, Unit
 from .blocks import parse_arguments, text_blocks
 from .prepare import Keep, New, assistant_message, prepare
 
-__all__ = ["HostItem", "PydanticAICodec", "RequestPart", "assemble", "expand"]
+__all__ = [
+    "MARK",
+    "HostItem",
+    "PydanticAICodec",
+    "RequestPart",
+    "assemble",
+    "expand",
+    "is_rendered",
+]
 
 _API = "pydantic-ai"
+
+MARK = {"pi_condense": "rendered"}
+"""The ``metadata`` of the tool returns the codec makes (stubs, results it fills in): kept by
+pydantic-ai's serializer, so a saved history shows where it holds condensed output."""
 
 
 class RequestPart:
@@ -329,6 +341,7 @@ def _tool_part(message: PiMessage) -> ToolReturnPart:
         tool_call_id=str(message.get("toolCallId")),
         timestamp=_datetime(message),
         outcome="failed" if message.get("isError") else "success",
+        metadata=dict(MARK),
     )
 
 
@@ -362,6 +375,15 @@ def _response(message: PiMessage) -> ModelResponse:
         parts=parts,
         model_name=model if isinstance(model, str) and model else None,
         timestamp=_datetime(message),
+    )
+
+
+def is_rendered(messages: Sequence[ModelMessage]) -> bool:
+    """Whether a history holds tool returns the codec made (condensed output written back)."""
+    return any(
+        isinstance(message, ModelRequest)
+        and any(getattr(part, "metadata", None) == MARK for part in message.parts)
+        for message in messages
     )
 
 

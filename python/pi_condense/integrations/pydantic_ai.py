@@ -22,6 +22,7 @@ One hook is one conversation (one session file): give each conversation its own 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -30,8 +31,16 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import ModelRequestContext
 
-from ..adapters.pydantic_ai import HostItem, PydanticAICodec, RequestPart, assemble, expand
+from ..adapters.pydantic_ai import (
+    HostItem,
+    PydanticAICodec,
+    RequestPart,
+    assemble,
+    expand,
+    is_rendered,
+)
 from ..config import Config
+from ..errors import CondenseWarning
 from ..live import LiveDriver, LiveStats, SessionSpec
 from ..session import SessionFile
 from ..summarize.base import Summarizer
@@ -94,6 +103,8 @@ class CondenseHistory(AbstractCapability[Any]):
         )
         self._tools: Optional[list[Tool[Any]]] = None
         self._items: dict[int, RequestPart] = {}  # the last call's request parts, by id
+        self._produced = False  # this hook has handed out condensed output
+        self._warned = False
 
     @classmethod
     def get_serialization_name(cls) -> Optional[str]:
@@ -111,11 +122,32 @@ class CondenseHistory(AbstractCapability[Any]):
 
     def condense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """The history to send instead of ``messages`` (sync; works inside a running loop)."""
-        return assemble(self.driver.condense(expand(messages, self._items)))
+        self._check(messages)
+        return self._done(self.driver.condense(expand(messages, self._items)))
 
     async def acondense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """:meth:`condense` for async callers (a ``ProcessHistory`` processor)."""
-        return assemble(await self.driver.acondense(expand(messages, self._items)))
+        self._check(messages)
+        return self._done(await self.driver.acondense(expand(messages, self._items)))
+
+    def _check(self, messages: Sequence[ModelMessage]) -> None:
+        if self._produced or self._warned or not is_rendered(messages):
+            return
+        self._warned = True
+        warnings.warn(
+            "pi-condense: this history holds condensed output (stubs) that an earlier hook wrote "
+            "back into it (ProcessHistory) and saved; a new hook cannot map it back to the raw "
+            "messages yet, so the session forks here and refs shown in the old stubs may name "
+            "other outputs. Use CondenseHistory as a capability (capabilities=[hook]): the run's "
+            "history then stays raw and survives a restart.",
+            CondenseWarning,
+            stacklevel=3,
+        )
+
+    def _done(self, items: list[HostItem]) -> list[ModelMessage]:
+        if not self._produced:
+            self._produced = any(isinstance(i, RequestPart) and i.owner is None for i in items)
+        return assemble(items)
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         """:meth:`condense`: the hook as a plain (sync) history processor."""
