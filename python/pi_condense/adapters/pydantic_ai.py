@@ -21,7 +21,8 @@ compaction) are kept only while the response is untouched.
 Encoding: a stub is a ``ToolReturnPart`` with the stub text and the same call id and tool name,
 an errored result a ``ToolReturnPart`` with outcome ``failed``, a summary or compressed chain a
 ``UserPromptPart``; a changed assistant a new ``ModelResponse``. New parts take the Pi message's
-timestamp, so the same render gives the same objects' contents on every call.
+timestamp, so the same render gives the same objects' contents on every call, and the tool
+returns the codec makes carry :data:`MARK` as their ``metadata`` (see :func:`is_rendered`).
 """
 
 from __future__ import annotations
