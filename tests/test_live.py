@@ -344,3 +344,16 @@ def test_a_conversation_joined_late_is_taken_in_and_flushed(tmp_path: Path) -> N
     assert len(json.dumps(sent)) < 0.5 * len(json.dumps(history))
     assert assert_refs_return_their_own_output(late, sent) >= 1
     assert len(refs_in(sent)) == len(set(refs_in(sent)))
+
+
+def test_a_reloaded_history_gets_its_own_objects_back(tmp_path: Path) -> None:
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", clock=Clock())
+    history, _sent, _ = run_agent(driver, prompts=3, turns=3)
+    first = driver.condense(history)
+    reloaded = json.loads(json.dumps(history))  # equal, but new objects
+    again = driver.condense(reloaded)
+    assert json.dumps(again) == json.dumps(first)
+    mine = {id(m) for m in reloaded}
+    kept = [m for m in again if "ref `" not in json.dumps(m) and m["role"] != "custom"]
+    assert kept
+    assert all(id(m) in mine for m in kept)

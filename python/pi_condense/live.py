@@ -268,6 +268,7 @@ class LiveDriver(Generic[H]):
         self._last_ts = 0
         self._run = _Run()
         self._prev_items: list[Any] = []
+        self._rebind = False
         self._prev_units: list[Unit] = []
         self._host_counts: list[int] = [0]  # host messages in the first k previous units
         self._last_out: Optional[list[Any]] = None
@@ -520,7 +521,11 @@ class LiveDriver(Generic[H]):
     def _decode(self, items: list[Any]) -> tuple[list[Unit], int]:
         """Units of ``items`` and how many of them the previous call's decode already had
         (only what differs from the previous call's items is decoded again)."""
-        same = _same_items(items, self._prev_items)
+        previous = self._prev_items
+        same = _same_items(items, previous)
+        # equal but not the very same objects (a reloaded history): the kept units must point
+        # at the caller's items, not the previous call's
+        self._rebind = any(items[i] is not previous[i] for i in range(same))
         units = self._prev_units
         keep = 0
         lo, hi = 0, len(units)
@@ -589,7 +594,10 @@ class LiveDriver(Generic[H]):
                 await self._guard("flush", self._condenser.flush_now)
         for bare in new:
             await self._take(bare)
-        self._bind(items, units, 0 if forked else keep, 0 if forked else shared)
+        if forked or self._rebind:
+            self._bind(items, units, 0, 0)
+        else:
+            self._bind(items, units, keep, shared)
         return units
 
     def _recognise_restart(self, fresh: list[dict[str, Any]]) -> Optional[tuple[list[Any], int]]:

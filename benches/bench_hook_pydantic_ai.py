@@ -1,0 +1,156 @@
+"""CondenseHistory per model call vs pydantic-ai's own serialization of the same history.
+
+A synthetic pydantic-ai history of 10,000 messages (``PI_CONDENSE_BENCH_HOOK_MESSAGES``;
+``ModelRequest`` / ``ModelResponse``: prompts, tool calls, tool returns of 1-3 KB, final
+replies) is fed to a
+:class:`CondenseHistory` prompt by prompt (the driver derives Pi's events from the messages, so
+the session holds summaries and the render stubs most returns). Then:
+
+- subject: ``hook.condense(history)`` for the whole history, the history loaded as fresh
+  objects before every round (``ModelMessagesTypeAdapter.validate_json`` of the saved
+  history: what a restarted process or a stored conversation hands over; within one run
+  pydantic-ai passes the same objects, the faster path): expand into request parts, compare
+  with the previous call, decode what differs, render, encode, assemble;
+- baseline: ``ModelMessagesTypeAdapter.dump_json(history)`` on the same fresh objects
+  (pydantic-ai's own serializer: what saving the history costs).
+
+The output is checked: returns became stubs, the request is valid (each return right after
+its call), and untouched messages are the caller's own objects.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from pi_condense.integrations.pydantic_ai import CondenseHistory
+
+Record = Callable[[Any, str, str, int], None]
+
+# Building the 10k history takes the driver long (its ingestion is quadratic today); a smaller
+# history for a quick look: PI_CONDENSE_BENCH_HOOK_MESSAGES=1000.
+MESSAGES = int(os.environ.get("PI_CONDENSE_BENCH_HOOK_MESSAGES", "10000"))
+TURNS = 4  # per prompt: a request, 4 x (call, returns), a reply = 10 messages
+ROUNDS = 15
+
+
+def _output(p: int, t: int) -> str:
+    lines = 20 + (p * 7 + t * 3) % 40
+    return "".join(
+        f"src/mod{p}/f{t}.py:{n}: item_{n} = load({p}, {t}, {n})\n" for n in range(lines)
+    )
+
+
+def _prompt(p: int) -> list[ModelMessage]:
+    messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(f"task {p}: fix {p}")])]
+    for t in range(TURNS):
+        call_id = f"call_{p}_{t}"
+        path = f"src/mod{p}/f{t}.py"
+        messages.append(
+            ModelResponse(parts=[ToolCallPart("read_file", {"path": path}, tool_call_id=call_id)])
+        )
+        messages.append(
+            ModelRequest(parts=[ToolReturnPart("read_file", _output(p, t), tool_call_id=call_id)])
+        )
+    messages.append(ModelResponse(parts=[TextPart(f"module {p} fixed")]))
+    return messages
+
+
+class Workload:
+    def __init__(self, hook: CondenseHistory, saved: bytes, count: int) -> None:
+        self.hook = hook
+        self.saved = saved
+        self.count = count
+
+    def fresh(self) -> list[ModelMessage]:
+        return ModelMessagesTypeAdapter.validate_json(self.saved)
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    path = tmp_path_factory.mktemp("hook-pydantic-ai") / "session.jsonl"
+    hook = CondenseHistory(session=path)
+    history: list[ModelMessage] = []
+    prompt = 0
+    while len(history) < MESSAGES:
+        messages = _prompt(prompt)
+        history.append(messages[0])
+        hook.condense(history)  # the prompt's first model call (the flush of the last one)
+        history.extend(messages[1:])
+        prompt += 1
+    saved = ModelMessagesTypeAdapter.dump_json(history)
+    hook.condense(ModelMessagesTypeAdapter.validate_json(saved))
+    return Workload(hook, saved, len(history))
+
+
+def _check(sent: list[ModelMessage], history: list[ModelMessage]) -> None:
+    parts = [p for m in sent if isinstance(m, ModelRequest) for p in m.parts]
+    stubs = [
+        p for p in parts if isinstance(p, ToolReturnPart) and "context_tree_query" in str(p.content)
+    ]
+    chains = [
+        p for p in parts if isinstance(p, UserPromptPart) and "<compressed-chain" in p.content
+    ]
+    raw = [p for p in parts if isinstance(p, ToolReturnPart) and "item_" in str(p.content)]
+    assert stubs
+    assert chains
+    assert len(raw) < len(history) // 20  # (most outputs are condensed)
+    size = len(ModelMessagesTypeAdapter.dump_json(sent))
+    assert size < 0.5 * len(ModelMessagesTypeAdapter.dump_json(history))
+    open_calls: set[str] = set()
+    for message in sent:
+        if isinstance(message, ModelResponse):
+            assert not open_calls
+            open_calls = {p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)}
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                open_calls.remove(part.tool_call_id)
+        assert not open_calls
+    # a message holding only the caller's parts is the caller's very own object
+    mine = {id(m) for m in history}
+    own_parts = {id(p) for m in history for p in m.parts}
+    untouched = [m for m in sent if all(id(p) in own_parts for p in m.parts)]
+    assert len(untouched) > len(sent) // 4
+    assert all(id(m) in mine for m in untouched)
+
+
+def test_pydantic_serialization_of_history(
+    benchmark: Any, record: Record, workload: Workload
+) -> None:
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (workload.fresh(),), {}
+
+    result = benchmark.pedantic(
+        ModelMessagesTypeAdapter.dump_json, setup=setup, rounds=ROUNDS, warmup_rounds=1
+    )
+    record(benchmark, "hook-pydantic-ai", "baseline", 1)
+    assert len(ModelMessagesTypeAdapter.validate_json(result)) == workload.count
+
+
+def test_condense_history_per_call(benchmark: Any, record: Record, workload: Workload) -> None:
+    histories: list[list[ModelMessage]] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        histories.append(workload.fresh())
+        return (histories[-1],), {}
+
+    sent = benchmark.pedantic(workload.hook.condense, setup=setup, rounds=ROUNDS, warmup_rounds=1)
+    record(benchmark, "hook-pydantic-ai", "subject", 1)
+    assert workload.hook.stats.rebuilds == 0
+    _check(sent, histories[-1])

@@ -1,0 +1,201 @@
+"""pi-condense for pydantic-ai: ``Agent(..., capabilities=[CondenseHistory(...)])``.
+
+:class:`CondenseHistory` is a pydantic-ai capability whose ``before_model_request`` hook hands
+the run's whole history to a :class:`~pi_condense.live.LiveDriver` and sends the model the
+condensed list instead. It changes only what the model is sent: the run's history (and so
+``result.all_messages()``, which an application saves and passes back as ``message_history``)
+keeps the raw messages, and every stub's ref can be recovered with the hook's
+:attr:`~CondenseHistory.tools` (``context_tree_query`` and the session recovery tools), given to
+the agent as ``Agent(tools=hook.tools)``.
+
+The same object is also a plain history processor (``hook(messages)`` / ``await
+hook.acondense(messages)``): ``capabilities=[ProcessHistory(hook.acondense)]`` works too.
+pydantic-ai's ``ProcessHistory`` writes the processed list back into the run's history; the
+driver recognises its own output there and carries on against the raw history behind it.
+pydantic-ai 2.x has no ``Agent(history_processors=...)`` any more
+(:func:`has_history_processors` says whether the installed version does; where it does, pass the
+hook itself).
+
+One hook is one conversation (one session file): give each conversation its own hook.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
+
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import ModelRequestContext
+
+from ..adapters.pydantic_ai import (
+    HostItem,
+    PydanticAICodec,
+    RequestPart,
+    assemble,
+    expand,
+    is_rendered,
+)
+from ..config import Config
+from ..errors import CondenseWarning
+from ..live import LiveDriver, LiveStats, SessionSpec
+from ..session import SessionFile
+from ..summarize.base import Summarizer
+from ..tools.registry import Tool as RecoveryTool
+
+__all__ = ["CondenseHistory", "has_history_processors"]
+
+
+def has_history_processors() -> bool:
+    """Whether the installed pydantic-ai's ``Agent`` takes ``history_processors=``."""
+    return "history_processors" in inspect.signature(Agent.__init__).parameters
+
+
+def _pydantic_tool(tool: RecoveryTool) -> Tool[Any]:
+    def run(ctx: RunContext[Any], **arguments: Any) -> str:
+        return tool.call(arguments, ctx.tool_call_id).text
+
+    run.__name__ = tool.name
+    return Tool.from_schema(
+        run,
+        name=tool.name,
+        description=tool.description,
+        json_schema=tool.parameters,
+        takes_ctx=True,
+    )
+
+
+class CondenseHistory(AbstractCapability[Any]):
+    """A pydantic-ai capability that condenses what the model is sent (module docstring).
+
+    ``session`` is where the conversation and the pruner's entries are kept: a path (loaded, or
+    created when missing; pass the same path after a restart), a
+    :class:`~pi_condense.session.SessionFile`, ``":memory:"``, or None for a new file in Pi's
+    sessions directory. ``config`` is a :class:`~pi_condense.config.Config` or a
+    ``contextPrune`` dict (enabled unless it says ``"enabled": false``); ``summarizer`` a
+    summarizer object or spec string (``"openai:gpt-4o-mini"``), the offline summarizer by
+    default. ``context_window`` sizes the budget triggers; ``clock`` gives epoch ms.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: SessionSpec = None,
+        config: Union[Config, Mapping[str, Any], None] = None,
+        summarizer: Union[Summarizer, str, None] = None,
+        cwd: Optional[str] = None,
+        context_window: int = 200_000,
+        clock: Optional[Callable[[], int]] = None,
+        notify: Optional[Callable[[str, str], None]] = None,
+    ) -> None:
+        self.driver: LiveDriver[HostItem] = LiveDriver(
+            PydanticAICodec(),
+            session=session,
+            config=config,
+            summarizer=summarizer,
+            cwd=cwd,
+            context_window=context_window,
+            clock=clock,
+            notify=notify,
+        )
+        self._tools: Optional[list[Tool[Any]]] = None
+        self._items: dict[int, RequestPart] = {}  # the last call's request parts, by id
+        self._produced = False  # this hook has handed out condensed output
+        self._warned = False
+
+    @classmethod
+    def get_serialization_name(cls) -> Optional[str]:
+        """Not part of pydantic-ai agent specs (it holds a live session)."""
+        return None
+
+    # ------------------------------------------------------------------ the hook
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Send the model the condensed history; the run's own history stays raw."""
+        request_context.messages = await self.acondense(request_context.messages)
+        return request_context
+
+    def condense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """The history to send instead of ``messages`` (sync; works inside a running loop)."""
+        self._check(messages)
+        return self._done(self.driver.condense(expand(messages, self._items)))
+
+    async def acondense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """:meth:`condense` for async callers (a ``ProcessHistory`` processor)."""
+        self._check(messages)
+        return self._done(await self.driver.acondense(expand(messages, self._items)))
+
+    def _check(self, messages: Sequence[ModelMessage]) -> None:
+        if self._produced or self._warned or not is_rendered(messages):
+            return
+        self._warned = True
+        warnings.warn(
+            "pi-condense: this history holds condensed output (stubs) that an earlier hook wrote "
+            "back into it (ProcessHistory) and saved; a new hook cannot map it back to the raw "
+            "messages yet, so the session forks here and refs shown in the old stubs may name "
+            "other outputs. Use CondenseHistory as a capability (capabilities=[hook]): the run's "
+            "history then stays raw and survives a restart.",
+            CondenseWarning,
+            stacklevel=3,
+        )
+
+    def _done(self, items: list[HostItem]) -> list[ModelMessage]:
+        if not self._produced:
+            self._produced = any(isinstance(i, RequestPart) and i.owner is None for i in items)
+        return assemble(items)
+
+    def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """:meth:`condense`: the hook as a plain (sync) history processor."""
+        return self.condense(messages)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def flush(self, messages: Optional[Sequence[ModelMessage]] = None) -> None:
+        """Take in ``messages`` (e.g. ``result.all_messages()`` with the final reply), close the
+        run as Pi does at its end and summarize everything still pending."""
+        self.driver.flush(None if messages is None else expand(messages))
+
+    async def aflush(self, messages: Optional[Sequence[ModelMessage]] = None) -> None:
+        """:meth:`flush` for async callers."""
+        await self.driver.aflush(None if messages is None else expand(messages))
+
+    def close(self, messages: Optional[Sequence[ModelMessage]] = None) -> None:
+        """:meth:`flush`, then stop the driver's worker thread."""
+        self.driver.close(None if messages is None else expand(messages))
+
+    async def aclose(self, messages: Optional[Sequence[ModelMessage]] = None) -> None:
+        """:meth:`close` for async callers."""
+        await self.driver.aclose(None if messages is None else expand(messages))
+
+    # ------------------------------------------------------------------ tools and state
+
+    @property
+    def tools(self) -> list[Tool[Any]]:
+        """The recovery tools as pydantic-ai tools, for ``Agent(tools=...)``."""
+        if self._tools is None:
+            self._tools = [_pydantic_tool(t) for t in self.driver.tools]
+        return list(self._tools)
+
+    def execute(
+        self,
+        name: str,
+        arguments: Union[Mapping[str, Any], str, None],
+        tool_call_id: Optional[str] = None,
+    ) -> str:
+        """Run one recovery tool directly; returns the text the model would get."""
+        return self.driver.execute(name, arguments, tool_call_id=tool_call_id)
+
+    @property
+    def session(self) -> SessionFile:
+        """The session file the conversation and the pruner's entries are kept in."""
+        return self.driver.session
+
+    @property
+    def stats(self) -> LiveStats:
+        """Calls, messages seen, chars in/out so far (this process)."""
+        return self.driver.stats
