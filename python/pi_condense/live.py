@@ -642,7 +642,15 @@ class LiveDriver(Generic[H]):
                 if cut is None:
                     continue
                 hosts = [m for m in raw if isinstance(m, dict) and m.get("role") in _HOST_ROLES]
-                raw_items = self.codec.encode([Out(m, ()) for m in hosts])
+                # the host's own items (system prompts) are not in the session: keep those of
+                # the covered part, ahead of the raw messages it stands for
+                own = [
+                    item
+                    for u in self._prev_units
+                    if u.stop <= cut and not unit_messages(u.message)
+                    for item in self._prev_items[u.start : u.stop]
+                ]
+                raw_items = own + self.codec.encode([Out(m, ()) for m in hosts])
                 return raw_items, cut
         return None
 

@@ -122,24 +122,29 @@ class CondenseHistory(AbstractCapability[Any]):
 
     def condense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """The history to send instead of ``messages`` (sync; works inside a running loop)."""
-        self._check(messages)
-        return self._done(self.driver.condense(expand(messages, self._items)))
+        mapped = self.driver.stats.written_back
+        out = self._done(self.driver.condense(expand(messages, self._items)))
+        self._check(messages, mapped)
+        return out
 
     async def acondense(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """:meth:`condense` for async callers (a ``ProcessHistory`` processor)."""
-        self._check(messages)
-        return self._done(await self.driver.acondense(expand(messages, self._items)))
+        mapped = self.driver.stats.written_back
+        out = self._done(await self.driver.acondense(expand(messages, self._items)))
+        self._check(messages, mapped)
+        return out
 
-    def _check(self, messages: Sequence[ModelMessage]) -> None:
-        if self._produced or self._warned or not is_rendered(messages):
+    def _check(self, messages: Sequence[ModelMessage], mapped: int) -> None:
+        """Warn once when a history holding condensed output could not be mapped back to the
+        raw messages behind it (it is then taken as it is)."""
+        if self._warned or self.driver.stats.written_back > mapped or not is_rendered(messages):
             return
         self._warned = True
         warnings.warn(
-            "pi-condense: this history holds condensed output (stubs) that an earlier hook wrote "
-            "back into it (ProcessHistory) and saved; a new hook cannot map it back to the raw "
-            "messages yet, so the session forks here and refs shown in the old stubs may name "
-            "other outputs. Use CondenseHistory as a capability (capabilities=[hook]): the run's "
-            "history then stays raw and survives a restart.",
+            "pi-condense: this history holds condensed output (stubs) written back into it "
+            "(ProcessHistory) that matches no earlier model call of this session, so it is "
+            "taken as it is and the old stubs' refs may not be found. Use CondenseHistory as a "
+            "capability (capabilities=[hook]): the run's history then stays raw.",
             CondenseWarning,
             stacklevel=3,
         )
