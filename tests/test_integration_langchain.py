@@ -34,7 +34,7 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
@@ -73,7 +73,13 @@ def read_file(path: str) -> str:
     return file_text(path)
 
 
+def write_file(path: str, content: str) -> str:
+    """Write a file of the project."""
+    raise ToolException(f"permission denied: {path}")
+
+
 READ_TOOL = StructuredTool.from_function(read_file)
+WRITE_TOOL = StructuredTool.from_function(write_file, handle_tool_error=True)
 
 Step = Callable[[list[BaseMessage]], AIMessage]
 
@@ -208,7 +214,7 @@ class Run:
         self.checkpointer = checkpointer
         self.agent = create_agent(
             self.model,
-            tools=[READ_TOOL],
+            tools=[READ_TOOL, WRITE_TOOL],
             system_prompt=SYSTEM,
             middleware=list(middleware),
             checkpointer=checkpointer,
@@ -435,3 +441,68 @@ def test_importing_the_package_does_not_import_langchain() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_a_rewritten_assistant_keeps_its_calls_and_the_state_keeps_the_original(
+    tmp_path: Path,
+) -> None:
+    """Pi's error purge: an errored call's large arguments give way to a size marker after two
+    turns; the model gets a new AIMessage with the same calls, the agent state the original."""
+    condense = middleware_for(tmp_path / "s.jsonl")
+    run = Run([condense], reuse_ids=True)
+    big = "x" * 2000
+    attempt = AIMessage(
+        content=[
+            {"type": "text", "text": "writing it"},
+            {"type": "tool_use", "id": "call_0", "name": "write_file", "input": {}},
+        ],
+        tool_calls=[
+            {
+                "type": "tool_call",
+                "id": "call_0",
+                "name": "write_file",
+                "args": {"path": "out.txt", "content": big},
+            }
+        ],
+    )
+    run.plan.steps.append(lambda _m: attempt)
+    prompt = run.plan.prompt(0)
+    run.say(prompt)
+    requests = run.model.requests
+    for request in requests:
+        check_request(request)
+    last = requests[-1]
+    (rewritten,) = [m for m in last if isinstance(m, AIMessage) and m.text == "writing it"]
+    assert rewritten is not attempt
+    (call,) = rewritten.tool_calls
+    assert (call["id"], call["name"]) == ("call_0", "write_file")
+    size = len(json.dumps(attempt.tool_calls[0]["args"], separators=(",", ":")))  # JSON.stringify
+    assert call["args"] == {"_purged": f'<purged-errored-args size="{size}"/>'}
+    error = last[last.index(rewritten) + 1]
+    assert isinstance(error, ToolMessage)
+    assert (error.tool_call_id, error.status) == ("call_0", "error")
+    # before the cooldown the model saw the call as it was made; the state still has it
+    assert any(any(m is attempt for m in r) for r in requests[:2])
+    assert attempt in run.history
+    assert attempt.tool_calls[0]["args"]["content"] == big
+
+
+def test_untouched_messages_are_the_callers_own_objects_when_the_history_is_rebuilt(
+    tmp_path: Path,
+) -> None:
+    """A checkpointer or a loaded history hands over equal but new objects on every call: the
+    request must hold those, not the objects of an earlier call."""
+    condense = middleware_for(tmp_path / "s.jsonl")
+    run = Run([condense], reuse_ids=True)
+    run.conversation(range(3), query=False)
+    history = [*run.history, HumanMessage(content="next")]
+    first = condense.condense(history)
+    again = messages_from_dict(messages_to_dict(history))
+    second = condense.condense(again)
+    assert [message_to_dict(m) for m in second] == [message_to_dict(m) for m in first]
+    old = {id(m) for m in history}
+    new = {id(m) for m in again}
+    assert not any(id(m) in old for m in second)
+    kept = [m for m in second if id(m) in new]
+    assert len(kept) >= 8  # prompts, replies, the last turn's raw messages
+    assert condense.stats.messages_seen == len(history)

@@ -140,6 +140,15 @@ def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     return i
 
 
+def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The length of the common prefix of two item lists (identity only)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] is b[i]:
+        i += 1
+    return i
+
+
 @dataclass
 class _Known:
     """One host message as the session stores it."""
@@ -504,8 +513,10 @@ class LiveDriver(Generic[H]):
 
     def _decode(self, items: list[Any]) -> tuple[list[Unit], int]:
         """Units of ``items`` and how many of them the previous call's decode already had
-        (only what differs from the previous call's items is decoded again)."""
-        same = _same_items(items, self._prev_items)
+        (only items that are not the previous call's very objects are decoded again: equal
+        but new objects, as a checkpointer or a loaded history gives, must be the ones the
+        output hands back)."""
+        same = _same_objects(items, self._prev_items)
         units = self._prev_units
         keep = 0
         lo, hi = 0, len(units)
