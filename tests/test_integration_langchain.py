@@ -227,6 +227,12 @@ class Run:
         messages = [message] if self.checkpointer is not None else [*self.history, message]
         if mode == "ainvoke":
             result = asyncio.run(self.agent.ainvoke({"messages": messages}, config))
+        elif mode == "invoke-in-loop":  # a notebook cell: sync invoke under a running loop
+
+            async def cell() -> Any:
+                return self.agent.invoke({"messages": messages}, config)
+
+            result = asyncio.run(cell())
         else:
             result = self.agent.invoke({"messages": messages}, config)
         self.history = list(result["messages"])
@@ -291,7 +297,8 @@ def middleware_for(path: Path, start: int = 1_800_000_000_000) -> CondenseMiddle
 
 
 @pytest.mark.parametrize(
-    ("mode", "reuse_ids"), [("invoke", False), ("invoke", True), ("ainvoke", True)]
+    ("mode", "reuse_ids"),
+    [("invoke", False), ("invoke", True), ("ainvoke", True), ("invoke-in-loop", False)],
 )
 def test_agent_run_condenses_and_refs_recover_their_own_output(
     tmp_path: Path, mode: str, reuse_ids: bool

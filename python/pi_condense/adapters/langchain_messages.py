@@ -87,12 +87,9 @@ def _user_in(message: HumanMessage) -> PiMessage:
     }
 
 
-def _assistant_in(message: AIMessage) -> PiMessage:
-    calls = message.tool_calls
-    call_ids = {c.get("id") for c in calls}
+def _assistant_blocks(raw: list[Any], call_ids: set[Any]) -> list[Any]:
     content: list[Any] = []
-    raw = message.content
-    for block in [raw] if isinstance(raw, str) else raw:
+    for block in raw:
         if isinstance(block, str):
             if block:
                 content.append({"type": "text", "text": block})
@@ -110,6 +107,17 @@ def _assistant_in(message: AIMessage) -> PiMessage:
             content.append(pi)
             continue
         content.append(_block_in(block))
+    return content
+
+
+def _assistant_in(message: AIMessage) -> PiMessage:
+    calls = message.tool_calls
+    raw = message.content
+    content: list[Any]
+    if isinstance(raw, str):  # the common case: no blocks to sort out
+        content = [{"type": "text", "text": raw}] if raw else []
+    else:
+        content = _assistant_blocks(raw, {c.get("id") for c in calls})
     for call in calls:
         content.append(
             {
