@@ -513,3 +513,84 @@ def test_untouched_messages_are_the_callers_own_objects_when_the_history_is_rebu
     kept = [m for m in second if id(m) in new]
     assert len(kept) >= 8  # prompts, replies, the last turn's raw messages
     assert condense.stats.messages_seen == len(history)
+
+
+def test_codec_reads_provider_shaped_messages_and_writes_valid_ones() -> None:
+    from pi_condense.adapters.base import Out
+    from pi_condense.adapters.langchain_messages import LangChainCodec
+
+    codec = LangChainCodec()
+    anthropic_style = AIMessage(
+        content=[
+            {"type": "thinking", "thinking": "look at a", "signature": "sig1"},
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "a"}},
+        ],
+        tool_calls=[{"type": "tool_call", "id": "c1", "name": "read_file", "args": {"path": "a"}}],
+    )
+    nameless = ToolMessage(content="A" * 50, tool_call_id="c1")  # no name: taken from the call
+    image = HumanMessage(
+        content=[{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}]
+    )
+    items = [image, anthropic_style, nameless]
+    units = codec.decode(items)
+    assert [u.message["role"] for u in units if isinstance(u.message, dict)] == [
+        "user",
+        "assistant",
+        "toolResult",
+    ]
+    assert units[0].message == {
+        "role": "user",
+        "content": [{"type": "image", "data": "iVBO", "mimeType": "image/png"}],
+    }
+    assistant, result = units[1].message, units[2].message
+    assert isinstance(assistant, dict)
+    assert isinstance(result, dict)
+    assert assistant["content"] == [
+        {"type": "thinking", "thinking": "look at a", "thinkingSignature": "sig1"},
+        {"type": "text", "text": "reading"},
+        {"type": "toolCall", "id": "c1", "name": "read_file", "arguments": {"path": "a"}},
+    ]
+    assert assistant["stopReason"] == "toolUse"
+    assert (result["toolName"], result["isError"]) == ("read_file", False)
+    # deterministic, also for LangChain's own serializer round trip
+    again = codec.decode(messages_from_dict(messages_to_dict(items)))
+    assert [u.message for u in again] == [u.message for u in units]
+    # the tail of a decode from a unit boundary still finds the call's name
+    assert codec.decode(items, 2)[0].message == result
+
+    stub = {**result, "content": [{"type": "text", "text": "[Summarized ... ref `t1`.]"}]}
+    summary = {"role": "custom", "customType": "context-prune-summary", "content": "- `t1` ..."}
+    out = codec.encode(
+        [
+            Out(units[0].message, (image,)),
+            Out(assistant, (anthropic_style,)),
+            Out(stub, ()),
+            Out(summary, ()),
+        ]
+    )
+    assert out[0] is image
+    assert out[1] is anthropic_style
+    assert isinstance(out[2], ToolMessage)
+    assert (out[2].tool_call_id, out[2].name, out[2].content) == (
+        "c1",
+        "read_file",
+        "[Summarized ... ref `t1`.]",
+    )
+    assert isinstance(out[3], HumanMessage)
+    assert out[3].content == "- `t1` ..."
+    # a rewritten assistant: same calls, thinking kept with its signature
+    copy = codec.encode([Out(assistant, ()), Out(result, (nameless,))])
+    assert isinstance(copy[0], AIMessage)
+    assert copy[0].tool_calls == anthropic_style.tool_calls
+    assert copy[0].content == [
+        {"type": "thinking", "thinking": "look at a", "signature": "sig1"},
+        {"type": "text", "text": "reading"},
+    ]
+    assert copy[1] is nameless
+    # a result whose call is gone is dropped; a call left open is answered
+    assert codec.encode([Out(result, (nameless,))]) == []
+    (lonely, answer) = codec.encode([Out(assistant, (anthropic_style,))])
+    assert lonely is anthropic_style
+    assert isinstance(answer, ToolMessage)
+    assert (answer.tool_call_id, answer.status) == ("c1", "error")
