@@ -24,14 +24,9 @@ with the final messages before the process exits to summarize the last run too.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from langchain.agents.middleware.types import (
-    AgentMiddleware,
-    ModelCallResult,
-    ModelRequest,
-    ModelResponse,
-)
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool, ToolException
 
@@ -41,6 +36,9 @@ from ..live import LiveDriver, LiveStats, SessionSpec
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..tools.registry import Tool
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware.types import ModelCallResult, ModelRequest, ModelResponse
 
 __all__ = ["CondenseMiddleware", "RecoveryTool"]
 
