@@ -693,7 +693,11 @@ class LiveDriver(Generic[H]):
                     self.stats.chars_in += result.before_chars
                     self.stats.chars_out += result.before_chars
                 self._last_out = None
-                return list(self._prev_items)
+                if not self._condenser.config.enabled:
+                    return list(self._prev_items)
+                # nothing condensed, but the codec still makes the request valid (a call the
+                # host never answered gets its result); untouched items come back as they are
+                return self._encode(self._raw, units)
             out = self._encode(result.messages, units)
             self.stats.chars_in += result.before_chars
             self.stats.chars_out += result.after_chars
