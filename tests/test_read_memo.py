@@ -208,7 +208,7 @@ def test_a_render_after_any_sequence_of_changes_is_the_fresh_render(
     for mutate in mutations:
         try:
             mutate(messages)
-        except (IndexError, KeyError, TypeError):
+        except (IndexError, KeyError, TypeError, ValueError):
             continue  # an edit that does not fit what earlier edits left (nothing changed)
         assert_same(render(messages, state, CONFIG), messages)
 
