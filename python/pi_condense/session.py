@@ -16,21 +16,28 @@ Loading
 Appending
     Entries are built with Pi's key order, an id unique in the session (Pi's ``generateId``
     rule), ``parentId`` = the current leaf and an ISO timestamp from the injectable clock. Each
-    append holds an advisory lock (``fcntl.flock`` on POSIX; no lock on Windows, where byte-range
-    locks would block Pi's own reads), first picks up entries another writer appended since
-    our last read (see below), terminates a torn last line with ``"\\n"`` so nothing is glued
-    onto it, then writes the line, flushes and ``fsync``-s it. Unlike Pi, which holds a new
+    append takes an advisory lock against other pi-condense writers (``fcntl.flock`` on POSIX,
+    waiting at most :attr:`SessionFile.lock_timeout` seconds, then
+    :class:`~pi_condense.errors.SessionError`; no lock on Windows, where byte-range locks would
+    block Pi's own reads), first picks up entries another writer appended since our last read
+    (see below), terminates a torn last line with ``"\\n"`` so nothing is glued onto it, then
+    writes the line with ``O_APPEND``, flushes and ``fsync``-s it. Unlike Pi, which holds a new
     session in memory until the first assistant message, every append is written immediately
-    and :meth:`SessionFile.create` writes the header at once.
+    and :meth:`SessionFile.create` writes the header at once. Loading and :meth:`refresh` take
+    no lock (every writer appends whole lines), so a stuck lock holder never blocks a reader.
 
 Concurrent writers
-    Before every append (and on :meth:`SessionFile.refresh`) the bytes appended since our last
-    read are parsed and indexed (migrated like the rest of the file, with warnings for bad
-    lines). If our leaf was the file's last entry, it follows the new last entry, so our next
-    entry continues the conversation instead of forking it off; a leaf moved explicitly with
-    :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already read
-    changed (Pi rewrites a v1/v2 file when it opens it), appending raises
-    :class:`~pi_condense.errors.SessionError`: load the file again.
+    Pi appends without any lock (``appendFileSync``). Before every append (and on
+    :meth:`SessionFile.refresh`) the bytes appended since our last read are parsed and indexed
+    (migrated like the rest of the file, with warnings for bad lines); bytes another writer
+    slipped in between that re-read and our write (``O_APPEND`` puts our line after them) are
+    read back right after the write and indexed before our entry, so our view of the file
+    stays exact. If our leaf was the file's last entry, it follows the new last entry, so our
+    next entry continues the conversation instead of forking it off; a leaf moved explicitly
+    with :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already
+    read changed (Pi rewrites a v1/v2 file when it opens it), appending raises
+    :class:`~pi_condense.errors.SessionError`: load the file again. Only regular files are
+    opened: a FIFO or a device is refused at once instead of blocking.
 
 In-memory sessions (:meth:`SessionFile.in_memory`, :meth:`SessionFile.parse`) behave the same
 without a file.
@@ -52,8 +59,10 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import stat
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -403,22 +412,74 @@ _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _TAIL_BYTES = 256
 
+LOCK_TIMEOUT_S = 10.0
+"""How long an append waits for another pi-condense writer's lock before it gives up."""
+
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
-    def _lock(fd: int, exclusive: bool) -> None:
+    def _try_lock(fd: int) -> bool:
         """No advisory lock on Windows: msvcrt locks are mandatory and would block Pi's reads."""
+        return True
 
     def _unlock(fd: int) -> None:
-        """See :func:`_lock`."""
+        """See :func:`_try_lock`."""
 
 else:
     import fcntl
 
-    def _lock(fd: int, exclusive: bool) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _lock(fd: int, name: str, timeout: float) -> None:
+    """Take the exclusive append lock, waiting at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while not _try_lock(fd):
+        if time.monotonic() >= deadline:
+            raise SessionError(
+                f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
+                "pi-condense process holds it: is it stuck?); nothing was written"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def open_regular(name: str, flags: int, what: str) -> int:
+    """Open ``name`` without blocking on a FIFO or device and check that it is a regular
+    file; raises :class:`SessionError` naming it otherwise."""
+    try:
+        fd = os.open(name, flags | _O_BINARY | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise SessionError(f"{name}: cannot open {what}: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise SessionError(f"{name}: cannot read {what}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise SessionError(f"{name}: cannot read {what}: not a regular file ({_kind(mode)})")
+    return fd
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
 
 
 def _read_from(fd: int, offset: int) -> bytes:
@@ -573,6 +634,8 @@ class SessionFile:
     _size: int
     _lines: int
     _tail: bytes
+    lock_timeout: float
+    """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
     def __init__(self) -> None:
         raise TypeError("use SessionFile.load(), create(), in_memory() or parse()")
@@ -609,6 +672,7 @@ class SessionFile:
         session._size = 0
         session._lines = 0
         session._tail = b""
+        session.lock_timeout = LOCK_TIMEOUT_S
         return session
 
     @classmethod
@@ -624,16 +688,10 @@ class SessionFile:
         Raises :class:`SessionError` if the file cannot be read or is not a Pi session.
         """
         name = os.path.abspath(os.fspath(path))
+        # No lock: appends are whole lines (ours and Pi's), and a torn last line is reported.
+        fd = open_regular(name, os.O_RDONLY, "session file")
         try:
-            fd = os.open(name, os.O_RDONLY | _O_BINARY | _O_CLOEXEC)
-        except OSError as exc:
-            raise SessionError(f"{name}: cannot open session file: {exc.strerror or exc}") from exc
-        try:
-            _lock(fd, exclusive=False)
-            try:
-                data = _read_from(fd, 0)
-            finally:
-                _unlock(fd)
+            data = _read_from(fd, 0)
         except OSError as exc:
             raise SessionError(f"{name}: cannot read session file: {exc.strerror or exc}") from exc
         finally:
@@ -1071,11 +1129,7 @@ class SessionFile:
         with self._mutex:
             fd = self._open(os.O_RDONLY)
             try:
-                _lock(fd, exclusive=False)
-                try:
-                    return self._sync(fd)
-                finally:
-                    _unlock(fd)
+                return self._sync(fd)
             finally:
                 os.close(fd)
 
@@ -1086,12 +1140,7 @@ class SessionFile:
 
     def _open(self, flags: int) -> int:
         assert self._path is not None
-        try:
-            return os.open(self._path, flags | _O_BINARY | _O_CLOEXEC)
-        except OSError as exc:
-            raise SessionError(
-                f"{self._path}: cannot open session file: {exc.strerror or exc}"
-            ) from exc
+        return open_regular(self._path, flags, "session file")
 
     def _generate_id(self) -> str:
         for _ in range(100):
@@ -1154,7 +1203,7 @@ class SessionFile:
                 return self._commit(fields, None)
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
-                _lock(fd, exclusive=True)
+                _lock(fd, self._name(), self.lock_timeout)
                 try:
                     if follow_tip:
                         self._sync(fd)
@@ -1181,6 +1230,11 @@ class SessionFile:
             try:
                 _write_all(fd, payload)
                 os.fsync(fd)
+                # Pi appends without a lock: what it wrote between our re-read and our write
+                # (O_APPEND put our line after it) is read back and indexed before our line.
+                start = os.lseek(fd, 0, os.SEEK_CUR) - len(payload)
+                if start > self._size:
+                    self._absorb_bytes(_read_exact(fd, self._size, start - self._size))
             except OSError as exc:
                 raise SessionError(
                     f"{self._path}: cannot append entry: {exc.strerror or exc}"
