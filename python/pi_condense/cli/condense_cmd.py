@@ -10,8 +10,6 @@ current directory) and reports what was reclaimed;
 
 from __future__ import annotations
 
-import secrets
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -22,7 +20,7 @@ from rich.table import Table
 
 from .. import jsjson
 from ..config import Config
-from ..fsio import write_atomic
+from ..inplace import InPlaceError, backup_blocker, fingerprint, replace_in_place, write_new
 from ..render import render
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
@@ -121,19 +119,6 @@ def _run(
                 session_model=session_model,
             ),
         )
-
-
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        info = path.stat()
-    except OSError:
-        return (-1, -1)
-    return (info.st_size, info.st_mtime_ns)
-
-
-def _write_atomic(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    write_atomic(target, text.encode("utf-8"), tmp)
 
 
 def _cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
@@ -347,9 +332,16 @@ def condense(
     """
     path = resolve_file(session_path, example)
     target, backup = _targets(path, out_file, in_place, example)
-    if not force and (backup if in_place else target).exists():
-        fail(f"{backup if in_place else target} exists (use --force to overwrite it)")
-    stamp = _stamp(path)
+    if in_place:
+        blocker = backup_blocker(path, backup, force)
+        if blocker is not None:
+            fail(blocker)
+    elif not force and target.exists():
+        fail(f"{target} exists (use --force to overwrite it)")
+    try:
+        before = fingerprint(path) if in_place else None
+    except OSError as exc:
+        fail(f"{path}: cannot read session file: {exc.strerror or exc}")
     source, config, summarizer, session_model = _inputs(
         path, leaf, config_file, compat, summarizer_name, base_url, "default"
     )
@@ -364,14 +356,12 @@ def condense(
     text = result.session_text()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        if in_place:
-            if _stamp(path) != stamp:
-                fail(
-                    f"{path} changed while it was being condensed (is Pi still "
-                    "writing it?); nothing was replaced"
-                )
-            shutil.copy2(path, backup)
-        _write_atomic(target, text)
+        if before is not None:
+            replace_in_place(path, text.encode("utf-8"), backup, before)
+        else:
+            write_new(target, text.encode("utf-8"))
+    except InPlaceError as exc:
+        fail(str(exc))
     except OSError as exc:
         fail(f"{target}: cannot write: {exc}")
     raw_chars = jsjson.length(source.build_context(leaf).messages)
