@@ -246,7 +246,7 @@ def _backup(path: Path, backup: Path, old_fd: int) -> bool:
 
 def _read_range(fd: int, start: int) -> bytes:
     os.lseek(fd, start, os.SEEK_SET)
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, _CHUNK)
         if not chunk:
