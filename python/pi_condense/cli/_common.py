@@ -7,7 +7,6 @@ fails the same way everywhere: one line on stderr naming the file or option, exi
 from __future__ import annotations
 
 import asyncio
-import gzip
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -19,6 +18,7 @@ from rich.console import Console
 from .. import jsjson
 from ..config import Config, load_config
 from ..errors import CondenseError
+from ..fsio import read_input, read_regular
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import OPENAI_COMPATIBLE_SERVERS, make_summarizer
@@ -179,7 +179,9 @@ def resolve_file(file: Optional[Path], example: bool) -> Path:
 
 
 def open_session(path: Path) -> SessionFile:
-    """Load a session file (read-only), or exit 2 naming it."""
+    """Load a session file (read-only; a ``.gz`` one into memory), or exit 2 naming it."""
+    if path.name.endswith(".gz"):
+        return read_session(path)
     try:
         return SessionFile.load(path)
     except (CondenseError, OSError) as exc:
@@ -196,12 +198,10 @@ def open_at_leaf(path: Path, leaf: Optional[str]) -> SessionFile:
 def read_session(path: Path) -> SessionFile:
     """An in-memory copy of a session file (``.jsonl`` or ``.jsonl.gz``), or exit 2."""
     try:
-        data = path.read_bytes()
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
+        data = read_input(path)
         return SessionFile.parse(data, name=str(path))
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        fail(f"{path}: cannot read session file: {exc}")
+    except OSError as exc:
+        fail(f"{path}: cannot read session file: {exc.strerror or exc}")
     except CondenseError as exc:
         fail(str(exc))
 
@@ -244,7 +244,7 @@ def check_compat(compat: Optional[str]) -> None:
 def config_block(path: Path) -> dict[str, Any]:
     """The ``contextPrune`` block of a settings file, or the file itself if it is the block."""
     try:
-        value = jsjson.loads(path.read_bytes())
+        value = jsjson.loads(read_regular(path))
     except (OSError, CondenseError) as exc:
         fail(f"{path}: cannot read config: {exc}")
     if isinstance(value, dict) and isinstance(value.get("contextPrune"), dict):

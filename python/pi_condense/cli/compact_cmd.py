@@ -13,7 +13,6 @@ sidecar spill goes to a temporary directory) and the table shows what would be c
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -25,6 +24,7 @@ from rich.table import Table
 from .. import jsjson, jstime
 from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
 from ..errors import CondenseError
+from ..fsio import read_regular
 from ..session import SessionFile
 from ..state import ChainEntry, PrunerState
 from ._common import (
@@ -60,10 +60,13 @@ def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> 
         if out_file is not None:
             if out_file.exists():
                 fail(f"{out_file}: already exists (pick a new file or use --in-place)")
-            shutil.copyfile(session, out_file)
+            data = read_regular(session)
+            out_file.write_bytes(data)
             return SessionFile.load(out_file)
-        return SessionFile.parse(session.read_bytes(), name=str(session), session_dir=tmp)
-    except (OSError, CondenseError) as exc:
+        return SessionFile.parse(read_regular(session), name=str(session), session_dir=tmp)
+    except OSError as exc:
+        fail(f"{session}: {exc.strerror or exc}")
+    except CondenseError as exc:
         fail(f"{session}: {exc}")
 
 

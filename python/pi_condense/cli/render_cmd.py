@@ -8,7 +8,6 @@ a live render would persist are only reported.
 
 from __future__ import annotations
 
-import gzip
 import math
 import sys
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from .. import jsjson
 from ..condenser import Condenser
 from ..config import Config, load_config
 from ..errors import CondenseError
+from ..fsio import read_input
 from ..render import RenderResult, render
 from ..session import SessionFile
 from ._common import err, fail, out, print_warnings, resolve_file
@@ -223,21 +223,20 @@ def _print_pretty(messages: list[Any], result: RenderResult) -> None:
 def _load_session(path: Path) -> SessionFile:
     try:
         if path.name.endswith(".gz"):
-            return SessionFile.parse(gzip.decompress(path.read_bytes()), name=str(path))
+            return SessionFile.parse(read_input(path), name=str(path))
         return SessionFile.load(path)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        fail(f"{path}: cannot read session file: {exc}")
+    except OSError as exc:
+        fail(f"{path}: cannot read session file: {exc.strerror or exc}")
     except CondenseError as exc:
         fail(str(exc))
 
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        data = path.read_bytes()
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
-        return jsjson.loads(data)
-    except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
+        return jsjson.loads(read_input(path))
+    except OSError as exc:
+        fail(f"{path}: cannot read {what}: {exc.strerror or exc}")
+    except CondenseError as exc:
         fail(f"{path}: cannot read {what}: {exc}")
 
 
