@@ -513,6 +513,11 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _is_prune_entry(entry: Mapping[str, Any]) -> bool:
+    kind = entry.get("customType")
+    return isinstance(kind, str) and kind.startswith("context-prune-")
+
+
 def _describe(value: Any) -> str:
     if value is None:
         return "null"
@@ -634,6 +639,7 @@ class SessionFile:
     _size: int
     _lines: int
     _tail: bytes
+    _foreign_prune: int
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -673,6 +679,7 @@ class SessionFile:
         session._lines = 0
         session._tail = b""
         session.lock_timeout = LOCK_TIMEOUT_S
+        session._foreign_prune = 0
         return session
 
     @classmethod
@@ -961,6 +968,12 @@ class SessionFile:
         tip = self._tip
         return None if tip is ABSENT else cast(Optional[str], tip)
 
+    @property
+    def foreign_prune_entries(self) -> int:
+        """How many pi-condense entries (``context-prune-*``) another writer (a second
+        Condenser) appended that this object has picked up so far."""
+        return self._foreign_prune
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -1190,6 +1203,7 @@ class SessionFile:
             _parse_line(text, number, torn, parsed)
         previous_tip = self._tip
         self._warnings.extend(parsed.warnings)
+        self._foreign_prune += sum(1 for _, obj in parsed.objects if _is_prune_entry(obj))
         count = self._absorb(parsed.objects)
         self._warnings.sort(key=lambda w: w.line)
         if count and _mkey(self._leaf) == _mkey(previous_tip):
