@@ -3,7 +3,7 @@
 Run as ``python _appender.py SESSION ACK COUNT [PAUSE_S]``: appends COUNT ``message`` entries
 (ids ``pi<n>``), each with one open(O_APPEND) + write + close as Node's appendFileSync does,
 and after each write records ``n`` in ACK (so a killed run says what it acknowledged).
-COUNT 0 means until killed.
+COUNT 0 means until killed; an existing ACK continues the numbering after it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,12 @@ def main() -> None:
     pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     parent: str | None = None
     n = 0
-    while count == 0 or n < count:
+    if os.path.exists(ack):  # a restarted appender continues its numbering
+        with open(ack) as handle:
+            n = int(handle.read()) + 1
+        parent = f"pi{n - 1:06d}"
+    end = n + count
+    while count == 0 or n < end:
         fd = os.open(session, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, pi_line(n, parent))
