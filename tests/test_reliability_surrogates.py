@@ -70,3 +70,18 @@ def test_a_non_utf8_argument_is_a_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert b"Traceback" not in proc.stderr
     assert b"caf\\udce9.jsonl" in proc.stderr
+
+
+def test_an_odd_header_version_warns(tmp_path: Path) -> None:
+    from pi_condense.session import SessionFile
+
+    for version, shown in ((99, "99"), ("4-beta", '"4-beta"'), (-1, "-1")):
+        lines = session_lines(1, 120)
+        lines[0]["version"] = version
+        text = "".join(json.dumps(x) + "\n" for x in lines)
+        warnings = SessionFile.parse(text).warnings
+        assert [w.kind for w in warnings] == ["odd-version"]
+        assert warnings[0].line == 1
+        assert f"header version {shown} is not one Pi writes" in warnings[0].reason
+    lines = session_lines(1, 120)
+    assert SessionFile.parse("".join(json.dumps(x) + "\n" for x in lines)).warnings == []

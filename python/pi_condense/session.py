@@ -132,7 +132,8 @@ class LoadWarning:
 
     ``kind`` is a stable code: ``invalid-json``, ``truncated`` (last line without a newline
     that does not parse), ``not-object``, ``extra-header``, ``invalid-utf8``, ``bad-entry``,
-    ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock).
+    ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock),
+    ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``).
     """
 
     line: int
@@ -818,6 +819,14 @@ class SessionFile:
         self._header = header
         version = header.get("version")
         self._file_version = 1 if version is None else version
+        if version is not None and not (
+            isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= 3
+        ):
+            reason = (
+                f"header version {jsjson.dumps(version)} is not one Pi writes (1, 2 or 3); "
+                f"read as Pi reads it (Number(version) = {_to_number(version):g})"
+            )
+            self._warnings.append(LoadWarning(parsed.first_line, "odd-version", reason))
         number = _to_number(self._file_version)
         self._migrate_v1 = number < 2
         self._migrate_v3 = number < 3
