@@ -4,12 +4,13 @@ A :class:`SessionFile` reads a Pi session (JSON Lines, spec 01) exactly as Pi's
 ``SessionManager`` does and adds what a Python host needs on top:
 
 Loading
-    The whole file is read, JS-``trim()``-ed and split on ``"\\n"``; blank lines are skipped and
-    every line is parsed with :func:`pi_condense.jsjson.loads`. Lines Pi would skip are skipped
-    here too, but each one is reported in :attr:`SessionFile.warnings` (1-based line number and
-    reason); a last line cut short by a crash (no trailing newline) is reported as truncated.
-    The first parsed line must be a session header (``type == "session"`` with a string ``id``),
-    else :class:`~pi_condense.errors.SessionError` is raised. v1 and v2 files are migrated in
+    The whole file is read and handled as Pi does (JS-``trim()``, split on ``"\\n"``, blank
+    lines skipped, every line parsed with :func:`pi_condense.jsjson.loads`), one line at a
+    time so that only the file's bytes and the parsed entries are held. Lines Pi would skip
+    are skipped here too, but each one is reported in :attr:`SessionFile.warnings` (1-based
+    line number and reason); a last line cut short by a crash (no trailing newline) is
+    reported as truncated. The first parsed line must be a session header (``type ==
+    "session"`` with a string ``id``), else :class:`~pi_condense.errors.SessionError` is raised. v1 and v2 files are migrated in
     memory the way Pi migrates them (fresh 8-hex ids from the id source for v1 entries,
     ``hookMessage`` -> ``custom`` for v2). The file itself is never rewritten.
 
@@ -576,36 +577,51 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", errors="replace"), False
 
 
-def _parse_text(text: str, ends_with_newline: bool, invalid_utf8: set[int]) -> _Parsed:
-    """Pi's ``loadEntriesFromFile`` line handling over a whole file's text."""
+def _parse_lines(data: bytes) -> _Parsed:
+    """Pi's ``loadEntriesFromFile`` line handling (JS-``trim()`` the whole text, split on
+    ``"\\n"``, skip blank lines, ``JSON.parse`` each), one line at a time: only the bytes and
+    the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
+    text only ever changes the first and the last non-blank line, so those two are trimmed
+    at their outer end (``"\\n"`` is never part of a UTF-8 sequence, so decoding line by line
+    gives the same text)."""
     parsed = _Parsed([], [])
-    body = _js_trim(text)
-    if not body:
-        return parsed
-    first = 1 + text[: len(text) - len(text.lstrip(_JS_WHITESPACE))].count("\n")
-    lines = body.split("\n")
-    torn_last = not ends_with_newline and bool(_js_trim(text[text.rfind("\n") + 1 :]))
-    last = len(lines) - 1
-    for index, line in enumerate(lines):
-        if _is_blank(line):
+    pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
+    first = True
+    number = 0
+    position = 0
+    size = len(data)
+    while position <= size:
+        cut = data.find(b"\n", position)
+        end = size if cut < 0 else cut
+        number += 1
+        text, valid = _decode(data[position:end])
+        position = end + 1
+        if _is_blank(text):
+            if cut < 0:
+                break
             continue
-        number = first + index
-        if number in invalid_utf8:
-            parsed.warnings.append(
-                LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
-            )
-        _parse_line(line, number, torn_last and index == last, parsed)
+        if first:
+            text = text.lstrip(_JS_WHITESPACE)
+            first = False
+        if pending is not None:
+            _parse_pending(pending, False, parsed)
+        pending = (number, text, valid)
+        if cut < 0:
+            break
+    if pending is not None:
+        line, text, valid = pending
+        torn = not data.endswith(b"\n") and line == number
+        _parse_pending((line, text.rstrip(_JS_WHITESPACE), valid), torn, parsed)
     return parsed
 
 
-def _invalid_utf8_lines(data: bytes, first_line: int) -> set[int]:
-    bad: set[int] = set()
-    for offset, raw in enumerate(data.split(b"\n")):
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            bad.add(first_line + offset)
-    return bad
+def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: _Parsed) -> None:
+    number, text, valid = item
+    if not valid:
+        parsed.warnings.append(
+            LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
+        )
+    _parse_line(text, number, torn, parsed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -800,9 +816,7 @@ class SessionFile:
         return header
 
     def _load_bytes(self, data: bytes, name: str) -> None:
-        text, valid = _decode(data)
-        invalid = set() if valid else _invalid_utf8_lines(data, 1)
-        parsed = _parse_text(text, data.endswith(b"\n"), invalid)
+        parsed = _parse_lines(data)
         if parsed.first_value is ABSENT:
             detail = f" ({parsed.warnings[0]})" if parsed.warnings else ""
             raise SessionError(f"{name}: not a Pi session file: no valid JSON line{detail}")
