@@ -10,9 +10,10 @@ Loading
     are skipped here too, but each one is reported in :attr:`SessionFile.warnings` (1-based
     line number and reason); a last line cut short by a crash (no trailing newline) is
     reported as truncated. The first parsed line must be a session header (``type ==
-    "session"`` with a string ``id``), else :class:`~pi_condense.errors.SessionError` is raised. v1 and v2 files are migrated in
-    memory the way Pi migrates them (fresh 8-hex ids from the id source for v1 entries,
-    ``hookMessage`` -> ``custom`` for v2). The file itself is never rewritten.
+    "session"`` with a string ``id``), else :class:`~pi_condense.errors.SessionError` is
+    raised. v1 and v2 files are migrated in memory the way Pi migrates them (fresh 8-hex
+    ids from the id source for v1 entries, ``hookMessage`` -> ``custom`` for v2). The file
+    itself is never rewritten.
 
 Appending
     Entries are built with Pi's key order, an id unique in the session (Pi's ``generateId``
