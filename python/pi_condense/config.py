@@ -56,7 +56,7 @@ from pydantic.alias_generators import to_camel
 
 from . import jsjson
 from .errors import ConfigError, JsonError
-from .fsio import write_atomic
+from .fsio import read_regular, write_atomic
 
 __all__ = [
     "BATCHING_MODES",
@@ -1085,7 +1085,7 @@ def settings_path(env: Optional[Mapping[str, str]] = None) -> Path:
 def _read_json_object(path: Path) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """The parsed file and, when it is present but unusable, why."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return None, None
     except OSError as exc:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Optional, Union
 
 from . import jsjson
@@ -508,6 +508,23 @@ async def flush_pending(rt: Runtime, options: Optional[FlushOptions] = None) -> 
     opts = options if options is not None else FlushOptions()
     if rt.flushing:
         return FlushResult(False, "already-flushing")
+    if rt.config.is_reference:
+        return await _flush_pending(rt, opts)
+    from .cooperation import FlushLock, absorb_other_writers
+
+    lock = FlushLock.try_acquire(rt)
+    if lock is None:
+        rt.ui.notify("pruner: another condenser is flushing this session; will retry", "info")
+        return FlushResult(False, "already-flushing")
+    try:
+        if absorb_other_writers(rt):
+            opts = replace(opts, previewed_batches=None)
+        return await _flush_pending(rt, opts)
+    finally:
+        lock.release()
+
+
+async def _flush_pending(rt: Runtime, opts: FlushOptions) -> FlushResult:
     rt.rearmed = False
     cached = rt.compute_metrics()
     entry_metrics: MetricsSnapshot = (

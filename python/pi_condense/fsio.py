@@ -48,3 +48,88 @@ def write_atomic(
             tmp_path.unlink()
         raise
     fsync_dir(tmp_path.parent)
+
+
+GZIP_MIN_LIMIT = 64 * 1024 * 1024
+"""A gzip input may always decompress to this many bytes..."""
+GZIP_MAX_RATIO = 100
+"""...or to this many times its compressed size, whichever is more; beyond, it is refused
+(a decompression bomb; real session files compress 5-20x)."""
+
+
+class InputError(OSError):
+    """An input file that cannot be used (not a regular file, corrupt or oversized gzip);
+    the message says why, without the path (callers name it)."""
+
+
+def read_regular(path: StrPath) -> bytes:
+    """The bytes of a regular file; a FIFO, device, socket or directory is refused at once
+    (opened without blocking) instead of hanging or growing without bound."""
+    import stat
+
+    fd = os.open(
+        path,
+        os.O_RDONLY
+        | getattr(os, "O_BINARY", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+        | getattr(os, "O_NONBLOCK", 0),
+    )
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a directory"
+                if stat.S_ISDIR(mode)
+                else "a device or socket"
+            )
+            raise InputError(f"not a regular file ({kind})")
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def gunzip_bounded(data: bytes, limit: Optional[int] = None) -> bytes:
+    """Decompress a gzip stream (several members allowed) to at most ``limit`` bytes
+    (default: :data:`GZIP_MIN_LIMIT` or :data:`GZIP_MAX_RATIO` times the input); a corrupt,
+    truncated or oversized stream raises :class:`InputError`."""
+    import zlib
+
+    cap = limit if limit is not None else max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data))
+    out: list[bytes] = []
+    size = 0
+    pending = memoryview(data)
+    step = 16 * 1024  # input per call: bounds one call's output (deflate expands <= 1032x)
+    while True:
+        stream = zlib.decompressobj(wbits=31)
+        try:
+            while not stream.eof:
+                if not pending:
+                    raise InputError("truncated gzip stream (it ends before its last block)")
+                piece = stream.decompress(pending[:step])
+                pending = pending[step:]
+                size += len(piece)
+                if size > cap:
+                    raise InputError(
+                        f"the gzip stream decompresses to more than {cap:,} bytes "
+                        f"({len(data):,} compressed): refused as a decompression bomb"
+                    )
+                out.append(piece)
+        except zlib.error as exc:
+            raise InputError(f"corrupt gzip stream ({exc})") from None
+        leftover = stream.unused_data + bytes(pending)
+        if not leftover.strip(b"\0"):
+            return b"".join(out)
+        pending = memoryview(leftover)
+
+
+def read_input(path: StrPath) -> bytes:
+    """:func:`read_regular`, decompressed (bounded) when the name ends in ``.gz``."""
+    data = read_regular(path)
+    return gunzip_bounded(data) if os.fspath(path).endswith(".gz") else data

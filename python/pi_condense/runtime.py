@@ -101,6 +101,8 @@ class Runtime:
     flushing: bool = False
     rearmed: bool = False
     previous_fraction: Optional[float] = None
+    foreign_prune_seen: int = 0
+    """``session.foreign_prune_entries`` when the state last took them in."""
     metrics_cache: Optional[MetricsSnapshot] = None
     live_summaries: list[LiveSummary] = field(default_factory=list)
     chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
@@ -178,7 +180,9 @@ class Runtime:
     def resync(self) -> None:
         """Re-read the pruner state from the session (after a failed write, default mode)."""
         try:
+            seen = self.session.foreign_prune_entries
             self.state = PrunerState.from_session(self.session)
+            self.foreign_prune_seen = seen
         except Exception:
             log.exception("pi-condense: could not re-read the pruner state")
 

@@ -4,33 +4,42 @@ A :class:`SessionFile` reads a Pi session (JSON Lines, spec 01) exactly as Pi's
 ``SessionManager`` does and adds what a Python host needs on top:
 
 Loading
-    The whole file is read, JS-``trim()``-ed and split on ``"\\n"``; blank lines are skipped and
-    every line is parsed with :func:`pi_condense.jsjson.loads`. Lines Pi would skip are skipped
-    here too, but each one is reported in :attr:`SessionFile.warnings` (1-based line number and
-    reason); a last line cut short by a crash (no trailing newline) is reported as truncated.
-    The first parsed line must be a session header (``type == "session"`` with a string ``id``),
-    else :class:`~pi_condense.errors.SessionError` is raised. v1 and v2 files are migrated in
-    memory the way Pi migrates them (fresh 8-hex ids from the id source for v1 entries,
-    ``hookMessage`` -> ``custom`` for v2). The file itself is never rewritten.
+    The whole file is read and handled as Pi does (JS-``trim()``, split on ``"\\n"``, blank
+    lines skipped, every line parsed with :func:`pi_condense.jsjson.loads`), one line at a
+    time so that only the file's bytes and the parsed entries are held. Lines Pi would skip
+    are skipped here too, but each one is reported in :attr:`SessionFile.warnings` (1-based
+    line number and reason); a last line cut short by a crash (no trailing newline) is
+    reported as truncated. The first parsed line must be a session header (``type ==
+    "session"`` with a string ``id``), else :class:`~pi_condense.errors.SessionError` is
+    raised. v1 and v2 files are migrated in memory the way Pi migrates them (fresh 8-hex
+    ids from the id source for v1 entries, ``hookMessage`` -> ``custom`` for v2). The file
+    itself is never rewritten.
 
 Appending
     Entries are built with Pi's key order, an id unique in the session (Pi's ``generateId``
     rule), ``parentId`` = the current leaf and an ISO timestamp from the injectable clock. Each
-    append holds an advisory lock (``fcntl.flock`` on POSIX; no lock on Windows, where byte-range
-    locks would block Pi's own reads), first picks up entries another writer appended since
-    our last read (see below), terminates a torn last line with ``"\\n"`` so nothing is glued
-    onto it, then writes the line, flushes and ``fsync``-s it. Unlike Pi, which holds a new
+    append takes an advisory lock against other pi-condense writers (``fcntl.flock`` on POSIX,
+    waiting at most :attr:`SessionFile.lock_timeout` seconds, then
+    :class:`~pi_condense.errors.SessionError`; no lock on Windows, where byte-range locks would
+    block Pi's own reads), first picks up entries another writer appended since our last read
+    (see below), terminates a torn last line with ``"\\n"`` so nothing is glued onto it, then
+    writes the line with ``O_APPEND``, flushes and ``fsync``-s it. Unlike Pi, which holds a new
     session in memory until the first assistant message, every append is written immediately
-    and :meth:`SessionFile.create` writes the header at once.
+    and :meth:`SessionFile.create` writes the header at once. Loading and :meth:`refresh` take
+    no lock (every writer appends whole lines), so a stuck lock holder never blocks a reader.
 
 Concurrent writers
-    Before every append (and on :meth:`SessionFile.refresh`) the bytes appended since our last
-    read are parsed and indexed (migrated like the rest of the file, with warnings for bad
-    lines). If our leaf was the file's last entry, it follows the new last entry, so our next
-    entry continues the conversation instead of forking it off; a leaf moved explicitly with
-    :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already read
-    changed (Pi rewrites a v1/v2 file when it opens it), appending raises
-    :class:`~pi_condense.errors.SessionError`: load the file again.
+    Pi appends without any lock (``appendFileSync``). Before every append (and on
+    :meth:`SessionFile.refresh`) the bytes appended since our last read are parsed and indexed
+    (migrated like the rest of the file, with warnings for bad lines); bytes another writer
+    slipped in between that re-read and our write (``O_APPEND`` puts our line after them) are
+    read back right after the write and indexed before our entry, so our view of the file
+    stays exact. If our leaf was the file's last entry, it follows the new last entry, so our
+    next entry continues the conversation instead of forking it off; a leaf moved explicitly
+    with :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already
+    read changed (Pi rewrites a v1/v2 file when it opens it), appending raises
+    :class:`~pi_condense.errors.SessionError`: load the file again. Only regular files are
+    opened: a FIFO or a device is refused at once instead of blocking.
 
 In-memory sessions (:meth:`SessionFile.in_memory`, :meth:`SessionFile.parse`) behave the same
 without a file.
@@ -52,8 +61,10 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import stat
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,7 +134,8 @@ class LoadWarning:
 
     ``kind`` is a stable code: ``invalid-json``, ``truncated`` (last line without a newline
     that does not parse), ``not-object``, ``extra-header``, ``invalid-utf8``, ``bad-entry``,
-    ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock).
+    ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock),
+    ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``).
     """
 
     line: int
@@ -403,22 +415,74 @@ _O_BINARY: int = getattr(os, "O_BINARY", 0)
 _O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _TAIL_BYTES = 256
 
+LOCK_TIMEOUT_S = 10.0
+"""How long an append waits for another pi-condense writer's lock before it gives up."""
+
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
 
-    def _lock(fd: int, exclusive: bool) -> None:
+    def _try_lock(fd: int) -> bool:
         """No advisory lock on Windows: msvcrt locks are mandatory and would block Pi's reads."""
+        return True
 
     def _unlock(fd: int) -> None:
-        """See :func:`_lock`."""
+        """See :func:`_try_lock`."""
 
 else:
     import fcntl
 
-    def _lock(fd: int, exclusive: bool) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _lock(fd: int, name: str, timeout: float) -> None:
+    """Take the exclusive append lock, waiting at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while not _try_lock(fd):
+        if time.monotonic() >= deadline:
+            raise SessionError(
+                f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
+                "pi-condense process holds it: is it stuck?); nothing was written"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def open_regular(name: str, flags: int, what: str) -> int:
+    """Open ``name`` without blocking on a FIFO or device and check that it is a regular
+    file; raises :class:`SessionError` naming it otherwise."""
+    try:
+        fd = os.open(name, flags | _O_BINARY | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise SessionError(f"{name}: cannot open {what}: {exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise SessionError(f"{name}: cannot read {what}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise SessionError(f"{name}: cannot read {what}: not a regular file ({_kind(mode)})")
+    return fd
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
 
 
 def _read_from(fd: int, offset: int) -> bytes:
@@ -450,6 +514,11 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def _is_prune_entry(entry: Mapping[str, Any]) -> bool:
+    kind = entry.get("customType")
+    return isinstance(kind, str) and kind.startswith("context-prune-")
 
 
 def _describe(value: Any) -> str:
@@ -509,36 +578,51 @@ def _decode(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", errors="replace"), False
 
 
-def _parse_text(text: str, ends_with_newline: bool, invalid_utf8: set[int]) -> _Parsed:
-    """Pi's ``loadEntriesFromFile`` line handling over a whole file's text."""
+def _parse_lines(data: bytes) -> _Parsed:
+    """Pi's ``loadEntriesFromFile`` line handling (JS-``trim()`` the whole text, split on
+    ``"\\n"``, skip blank lines, ``JSON.parse`` each), one line at a time: only the bytes and
+    the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
+    text only ever changes the first and the last non-blank line, so those two are trimmed
+    at their outer end (``"\\n"`` is never part of a UTF-8 sequence, so decoding line by line
+    gives the same text)."""
     parsed = _Parsed([], [])
-    body = _js_trim(text)
-    if not body:
-        return parsed
-    first = 1 + text[: len(text) - len(text.lstrip(_JS_WHITESPACE))].count("\n")
-    lines = body.split("\n")
-    torn_last = not ends_with_newline and bool(_js_trim(text[text.rfind("\n") + 1 :]))
-    last = len(lines) - 1
-    for index, line in enumerate(lines):
-        if _is_blank(line):
+    pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
+    first = True
+    number = 0
+    position = 0
+    size = len(data)
+    while position <= size:
+        cut = data.find(b"\n", position)
+        end = size if cut < 0 else cut
+        number += 1
+        text, valid = _decode(data[position:end])
+        position = end + 1
+        if _is_blank(text):
+            if cut < 0:
+                break
             continue
-        number = first + index
-        if number in invalid_utf8:
-            parsed.warnings.append(
-                LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
-            )
-        _parse_line(line, number, torn_last and index == last, parsed)
+        if first:
+            text = text.lstrip(_JS_WHITESPACE)
+            first = False
+        if pending is not None:
+            _parse_pending(pending, False, parsed)
+        pending = (number, text, valid)
+        if cut < 0:
+            break
+    if pending is not None:
+        line, text, valid = pending
+        torn = not data.endswith(b"\n") and line == number
+        _parse_pending((line, text.rstrip(_JS_WHITESPACE), valid), torn, parsed)
     return parsed
 
 
-def _invalid_utf8_lines(data: bytes, first_line: int) -> set[int]:
-    bad: set[int] = set()
-    for offset, raw in enumerate(data.split(b"\n")):
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            bad.add(first_line + offset)
-    return bad
+def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: _Parsed) -> None:
+    number, text, valid = item
+    if not valid:
+        parsed.warnings.append(
+            LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
+        )
+    _parse_line(text, number, torn, parsed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -573,6 +657,9 @@ class SessionFile:
     _size: int
     _lines: int
     _tail: bytes
+    _foreign_prune: int
+    lock_timeout: float
+    """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
     def __init__(self) -> None:
         raise TypeError("use SessionFile.load(), create(), in_memory() or parse()")
@@ -609,6 +696,8 @@ class SessionFile:
         session._size = 0
         session._lines = 0
         session._tail = b""
+        session.lock_timeout = LOCK_TIMEOUT_S
+        session._foreign_prune = 0
         return session
 
     @classmethod
@@ -624,16 +713,10 @@ class SessionFile:
         Raises :class:`SessionError` if the file cannot be read or is not a Pi session.
         """
         name = os.path.abspath(os.fspath(path))
+        # No lock: appends are whole lines (ours and Pi's), and a torn last line is reported.
+        fd = open_regular(name, os.O_RDONLY, "session file")
         try:
-            fd = os.open(name, os.O_RDONLY | _O_BINARY | _O_CLOEXEC)
-        except OSError as exc:
-            raise SessionError(f"{name}: cannot open session file: {exc.strerror or exc}") from exc
-        try:
-            _lock(fd, exclusive=False)
-            try:
-                data = _read_from(fd, 0)
-            finally:
-                _unlock(fd)
+            data = _read_from(fd, 0)
         except OSError as exc:
             raise SessionError(f"{name}: cannot read session file: {exc.strerror or exc}") from exc
         finally:
@@ -734,9 +817,7 @@ class SessionFile:
         return header
 
     def _load_bytes(self, data: bytes, name: str) -> None:
-        text, valid = _decode(data)
-        invalid = set() if valid else _invalid_utf8_lines(data, 1)
-        parsed = _parse_text(text, data.endswith(b"\n"), invalid)
+        parsed = _parse_lines(data)
         if parsed.first_value is ABSENT:
             detail = f" ({parsed.warnings[0]})" if parsed.warnings else ""
             raise SessionError(f"{name}: not a Pi session file: no valid JSON line{detail}")
@@ -753,6 +834,14 @@ class SessionFile:
         self._header = header
         version = header.get("version")
         self._file_version = 1 if version is None else version
+        if version is not None and not (
+            isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= 3
+        ):
+            reason = (
+                f"header version {jsjson.dumps(version)} is not one Pi writes (1, 2 or 3); "
+                f"read as Pi reads it (Number(version) = {_to_number(version):g})"
+            )
+            self._warnings.append(LoadWarning(parsed.first_line, "odd-version", reason))
         number = _to_number(self._file_version)
         self._migrate_v1 = number < 2
         self._migrate_v3 = number < 3
@@ -902,6 +991,12 @@ class SessionFile:
         """Id of the last entry in file order (the leaf Pi picks when it loads the file)."""
         tip = self._tip
         return None if tip is ABSENT else cast(Optional[str], tip)
+
+    @property
+    def foreign_prune_entries(self) -> int:
+        """How many pi-condense entries (``context-prune-*``) another writer (a second
+        Condenser) appended that this object has picked up so far."""
+        return self._foreign_prune
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -1071,11 +1166,7 @@ class SessionFile:
         with self._mutex:
             fd = self._open(os.O_RDONLY)
             try:
-                _lock(fd, exclusive=False)
-                try:
-                    return self._sync(fd)
-                finally:
-                    _unlock(fd)
+                return self._sync(fd)
             finally:
                 os.close(fd)
 
@@ -1086,12 +1177,7 @@ class SessionFile:
 
     def _open(self, flags: int) -> int:
         assert self._path is not None
-        try:
-            return os.open(self._path, flags | _O_BINARY | _O_CLOEXEC)
-        except OSError as exc:
-            raise SessionError(
-                f"{self._path}: cannot open session file: {exc.strerror or exc}"
-            ) from exc
+        return open_regular(self._path, flags, "session file")
 
     def _generate_id(self) -> str:
         for _ in range(100):
@@ -1141,6 +1227,7 @@ class SessionFile:
             _parse_line(text, number, torn, parsed)
         previous_tip = self._tip
         self._warnings.extend(parsed.warnings)
+        self._foreign_prune += sum(1 for _, obj in parsed.objects if _is_prune_entry(obj))
         count = self._absorb(parsed.objects)
         self._warnings.sort(key=lambda w: w.line)
         if count and _mkey(self._leaf) == _mkey(previous_tip):
@@ -1154,7 +1241,7 @@ class SessionFile:
                 return self._commit(fields, None)
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
-                _lock(fd, exclusive=True)
+                _lock(fd, self._name(), self.lock_timeout)
                 try:
                     if follow_tip:
                         self._sync(fd)
@@ -1181,6 +1268,11 @@ class SessionFile:
             try:
                 _write_all(fd, payload)
                 os.fsync(fd)
+                # Pi appends without a lock: what it wrote between our re-read and our write
+                # (O_APPEND put our line after it) is read back and indexed before our line.
+                start = os.lseek(fd, 0, os.SEEK_CUR) - len(payload)
+                if start > self._size:
+                    self._absorb_bytes(_read_exact(fd, self._size, start - self._size))
             except OSError as exc:
                 raise SessionError(
                     f"{self._path}: cannot append entry: {exc.strerror or exc}"

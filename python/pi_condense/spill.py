@@ -27,6 +27,7 @@ from .capture import CapturedBatch, call_key
 from .fsio import write_atomic
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
+from .tools.spill_access import plain_session_id
 
 __all__ = [
     "SpillSettings",
@@ -75,9 +76,10 @@ def blob_path(session_dir: str, session_id: str, key: str) -> str:
 
 
 def safe_session_id(session_id: str) -> bool:
-    """Whether ``<session_id>-blobs`` is a plain directory name (no separator, no NUL), so
-    the blob directory is a child of the session directory."""
-    return not any(ch in session_id for ch in ("/", "\\", os.sep, "\0"))
+    """Whether ``<session_id>-blobs`` is a plain directory name (no separator, no drive
+    colon, no NUL), so the blob directory is a child of the session directory on every
+    platform (``C:x-blobs`` would be drive-relative on Windows)."""
+    return plain_session_id(session_id)
 
 
 def _node_join(*parts: str) -> str:
@@ -107,6 +109,25 @@ def write_blob(path: str, text: str) -> None:
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
     write_atomic(path, js_utf8(text), tmp)
+
+
+def _taken(path: str, text: str) -> bool:
+    """Whether ``path`` exists (by any case, on a case-insensitive filesystem) and holds
+    something other than ``text``."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    data = js_utf8(text)
+    if size != len(data):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(data) + 1) != data
+    except OSError:
+        return True
 
 
 def alias_entry_data(new_key: str, original_key: str) -> dict[str, Any]:
@@ -192,6 +213,12 @@ def spill_batch(
                 handled.add(call["toolCallId"])
                 continue
         path = blob_path(settings.session_dir, settings.session_id, key)
+        if _taken(path, text):
+            # Another call's sidecar has this name (ids differing only in characters the
+            # sanitizer maps to "_", or in case): keep this one inline (spec: never overwrite).
+            if on_error is not None:
+                on_error(path, FileExistsError(f"{path} holds another call's output"))
+            continue
         try:
             write(path, text)
         except OSError as exc:

@@ -21,6 +21,8 @@ Exit codes, the same for every command (scripts can rely on them):
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from .. import __version__
@@ -81,4 +83,10 @@ polish(app)
 
 def main() -> None:
     """Console-script entry point."""
+    # A lone surrogate (a tool call id cut inside a pair, a non-UTF-8 argument decoded with
+    # surrogateescape) is printed as a \\udXXX escape instead of crashing the print.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     app()

@@ -20,6 +20,7 @@ from rich.console import Console
 from .. import jsjson
 from ..config import Config, load_config
 from ..errors import CondenseError
+from ..fsio import read_input, read_regular
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import OPENAI_COMPATIBLE_SERVERS, make_summarizer
@@ -198,7 +199,7 @@ def open_session(path: Path) -> SessionFile:
     into memory (its directory stays the session directory, for spill files)."""
     try:
         if path.name.endswith(".gz"):
-            data = gzip.decompress(path.read_bytes())
+            data = read_input(path)
             return SessionFile.parse(data, name=str(path), session_dir=str(path.parent.resolve()))
         return SessionFile.load(path)
     except (CondenseError, OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -215,9 +216,7 @@ def open_at_leaf(path: Path, leaf: Optional[str]) -> SessionFile:
 def read_session(path: Path) -> SessionFile:
     """An in-memory copy of a session file (``.jsonl`` or ``.jsonl.gz``), or exit 2."""
     try:
-        data = path.read_bytes()
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
+        data = read_input(path)
         return SessionFile.parse(data, name=str(path))
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
         fail_at(path, "cannot read session file", exc)
@@ -261,7 +260,7 @@ def check_compat(compat: Optional[str]) -> None:
 def config_block(path: Path) -> dict[str, Any]:
     """The ``contextPrune`` block of a settings file, or the file itself if it is the block."""
     try:
-        value = jsjson.loads(path.read_bytes())
+        value = jsjson.loads(read_regular(path))
     except (OSError, CondenseError) as exc:
         fail_at(path, "cannot read config", exc)
     if isinstance(value, dict) and isinstance(value.get("contextPrune"), dict):

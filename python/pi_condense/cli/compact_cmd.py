@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from rich.table import Table
 from .. import jsjson, jstime
 from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
 from ..errors import CondenseError
+from ..fsio import read_regular
 from ..session import SessionFile
 from ..state import ChainEntry, PrunerState
 from ._common import (
@@ -67,9 +67,10 @@ def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> 
         if out_file is not None:
             if out_file.exists():
                 fail(f"{out_file}: already exists (pick a new file or use --in-place)")
-            shutil.copyfile(session, out_file)
+            data = read_regular(session)
+            out_file.write_bytes(data)
             return SessionFile.load(out_file)
-        return SessionFile.parse(session.read_bytes(), name=str(session), session_dir=tmp)
+        return SessionFile.parse(read_regular(session), name=str(session), session_dir=tmp)
     except (OSError, CondenseError, EOFError, gzip.BadGzipFile) as exc:
         fail_at(session, "cannot read session file", exc)
 

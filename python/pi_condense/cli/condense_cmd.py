@@ -12,8 +12,6 @@ what was reclaimed;
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -26,7 +24,7 @@ from .. import jsjson
 from ..condense_report import cold_chars, condense_report, problems
 from ..config import Config
 from ..errors import CondenseError
-from ..fsio import write_atomic
+from ..inplace import InPlaceError, backup_blocker, fingerprint, replace_in_place, write_new
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
 from ..summarize.base import Summarizer
@@ -125,19 +123,6 @@ def _run(
                 session_model=session_model,
             ),
         )
-
-
-def _stamp(path: Path) -> tuple[int, int]:
-    try:
-        info = path.stat()
-    except OSError:
-        return (-1, -1)
-    return (info.st_size, info.st_mtime_ns)
-
-
-def _write_atomic(target: Path, text: str) -> None:
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    write_atomic(target, text.encode("utf-8"), tmp)
 
 
 def _print_problems(result: ReplayResult) -> None:
@@ -290,11 +275,18 @@ def condense(
     """
     path = resolve_file(session_path, example)
     target, backup = _targets(path, out_file, in_place, example)
-    existing = backup if in_place else target
-    rerun = example and out_file is None and _is_example_output(existing)
-    if not force and not rerun and existing.exists():
-        fail(f"{existing} exists (use --force to overwrite it)")
-    stamp = _stamp(path)
+    if in_place:
+        blocker = backup_blocker(path, backup, force)
+        if blocker is not None:
+            fail(blocker)
+    else:
+        rerun = example and out_file is None and _is_example_output(target)
+        if not force and not rerun and target.exists():
+            fail(f"{target} exists (use --force to overwrite it)")
+    try:
+        before = fingerprint(path) if in_place else None
+    except OSError as exc:
+        fail_at(path, "cannot read session file", exc)
     source, config, summarizer, session_model = _inputs(
         path, leaf, config_file, compat, summarizer_name, base_url, "default"
     )
@@ -309,14 +301,12 @@ def condense(
     text = result.session_text()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        if in_place:
-            if _stamp(path) != stamp:
-                fail(
-                    f"{path} changed while it was being condensed (is Pi still "
-                    "writing it?); nothing was replaced"
-                )
-            shutil.copy2(path, backup)
-        _write_atomic(target, text)
+        if before is not None:
+            replace_in_place(path, text.encode("utf-8"), backup, before)
+        else:
+            write_new(target, text.encode("utf-8"))
+    except InPlaceError as exc:
+        fail(str(exc))
     except OSError as exc:
         fail_at(target, "cannot write", exc)
     raw_chars = jsjson.length(source.build_context(leaf).messages)

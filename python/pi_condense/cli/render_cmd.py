@@ -24,6 +24,7 @@ from ..adapters import detect_format
 from ..condenser import Condenser
 from ..config import Config, load_config
 from ..errors import CondenseError
+from ..fsio import read_input
 from ..render import RenderResult, render
 from ..session import SessionFile
 from ._common import err, fail, fail_at, out, print_warnings, resolve_file
@@ -236,7 +237,7 @@ def _print_pretty(messages: list[Any], result: RenderResult) -> None:
 def _load_session(path: Path) -> SessionFile:
     try:
         if path.name.endswith(".gz"):
-            return SessionFile.parse(gzip.decompress(path.read_bytes()), name=str(path))
+            return SessionFile.parse(read_input(path), name=str(path))
         return SessionFile.load(path)
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
         fail_at(path, "cannot read session file", exc)
@@ -244,10 +245,7 @@ def _load_session(path: Path) -> SessionFile:
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        data = path.read_bytes()
-        if path.name.endswith(".gz"):
-            data = gzip.decompress(data)
-        return jsjson.loads(data)
+        return jsjson.loads(read_input(path))
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
         fail_at(path, f"cannot read {what}", exc)
 

@@ -152,30 +152,40 @@ class ContextTreeQuery:
             f"Turn: {_field(record, 'turnIndex')}",
             "",
         ]
-        raw, refused = self._raw(record)
+        raw, refused, total_lines = self._raw(record)
         if self.full:
             body = raw
         else:
             cut = truncate_head(raw, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
             body = cut.content
-        if not self.full and cut.truncated:
-            body += f"\n[Output truncated: {cut.output_lines}/{cut.total_lines} lines shown]"
+            if cut.truncated:
+                total = cut.total_lines if total_lines is None else total_lines
+                body += f"\n[Output truncated: {cut.output_lines}/{total} lines shown]"
         if refused is not None:
             body += f"\n[Spill file not read: {refused}]"
         return "\n".join(header) + "\n" + body
 
-    def _raw(self, record: ToolCallRecord) -> tuple[str, Optional[str]]:
-        """The record's full output, and why its spill file was refused (None if it was not)."""
+    def _raw(self, record: ToolCallRecord) -> tuple[str, Optional[str], Optional[int]]:
+        """The record's output (a spill file's head only when the file is larger than the
+        truncation can show), why its spill file was refused (None if it was not), and the
+        whole file's line count when only its head was read."""
         spill_path = record.get("spillPath")
         if not _truthy(spill_path):
-            return _text(record.get("resultText")), None
-        read = read_spill(spill_path, self.session_dir, self.session_id, self.recorded_session_dir)
+            return _text(record.get("resultText")), None, None
+        read = read_spill(
+            spill_path,
+            self.session_dir,
+            self.session_id,
+            self.recorded_session_dir,
+            max_bytes=None if self.full else DEFAULT_MAX_BYTES,
+            record=record,
+        )
         if read.text is not None:
-            return read.text, None
+            return read.text, None, (None if read.complete else read.total_lines)
         if read.refused is not None:
             _log.warning("context_tree_query: refused spill path %r: %s", spill_path, read.refused)
         else:
             _log.warning("context_tree_query: failed to read spilled output: %s", read.error)
         preview = record.get("resultPreview")
         fallback = preview if isinstance(preview, str) else _SPILL_MISSING
-        return fallback, read.refused
+        return fallback, read.refused, None

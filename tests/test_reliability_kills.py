@@ -1,0 +1,147 @@
+"""Issue 14, the kill campaign: SIGKILL at targeted and random points of `condense
+--in-place`, `compact --in-place` and a live Condenser loop, with a plain appender process
+(the stand-in for Pi) writing the same session throughout.
+
+After every kill: no acknowledged entry of ours is lost, no acknowledged line of the other
+writer is lost, the session loads without a damaged line, a backup is never torn (it is the
+whole original, or the session's own inode), and the next complete run leaves no temporary
+file behind. Targeted points kill the process right before its N-th write, fsync, link or
+rename; random points kill it after a random delay.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _sessions import write_session
+from pi_condense.session import SessionFile
+
+HERE = Path(__file__).parent
+KILL_PRELUDE = """
+import os, signal
+_calls = [0]
+_at = int(os.environ.get("KILL_AT", "0"))
+def _wrap(f):
+    def g(*a, **k):
+        _calls[0] += 1
+        if _calls[0] == _at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f(*a, **k)
+    return g
+for _name in ("write", "fsync", "link", "replace", "rename"):
+    setattr(os, _name, _wrap(getattr(os, _name)))
+"""
+CLI = KILL_PRELUDE + "\nfrom pi_condense.cli import main\nmain()"
+
+
+class Campaign:
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path
+        self.session = write_session(tmp_path / "s.jsonl", prompts=6)
+        self.ours = tmp_path / "ours.ack"
+        self.pi_ack = tmp_path / "pi.ack"
+        self.env = {**os.environ, "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+        self.kills = 0
+        self.rng = random.Random(14)
+        self.pi_seen = -1
+        self.appender: subprocess.Popen[bytes] | None = None
+
+    def start_appender(self, pause: float) -> None:
+        self.appender = subprocess.Popen(
+            [sys.executable, str(HERE / "_appender.py"), str(self.session), str(self.pi_ack),
+             "0", str(pause)]
+        )  # fmt: skip
+
+    def stop_appender(self) -> None:
+        assert self.appender is not None
+        self.appender.kill()
+        self.appender.wait()
+        self.pi_seen = int(self.pi_ack.read_text()) if self.pi_ack.exists() else -1
+
+    def run(self, args: list[str], kill_at: int = 0, kill_after: float = 0.0) -> int:
+        env = {**self.env, "KILL_AT": str(kill_at)}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLI, *args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if kill_after:
+            time.sleep(kill_after)
+            proc.send_signal(signal.SIGKILL)
+        code = proc.wait(timeout=120)
+        self.kills += code == -signal.SIGKILL
+        return code
+
+    def check(self, *, by_id: bool) -> None:
+        # The acknowledgement first: the appender may still be writing.
+        acked = int(self.pi_ack.read_text()) if self.pi_ack.exists() else -1
+        data = self.session.read_bytes()
+        backup = self.session.with_name("s.jsonl.bak")
+        assert SessionFile.load(self.session).warnings == []
+        if backup.exists():
+            assert SessionFile.load(backup).warnings == []  # never torn
+        everything = data + (backup.read_bytes() if backup.exists() else b"")
+        for n in range(acked + 1):
+            needle = f'"id":"pi{n:06d}"' if by_id else f'"from pi {n}"'
+            assert needle.encode() in everything, f"line {n} of the other writer lost"
+        if self.ours.exists():
+            for entry_id in self.ours.read_text().split():
+                assert f'"id":"{entry_id}"'.encode() in data, f"acknowledged {entry_id} lost"
+
+
+def test_kill_campaign(tmp_path: Path) -> None:
+    c = Campaign(tmp_path)
+
+    # 1. A live Condenser loop, killed at random moments and before its N-th write/fsync.
+    c.start_appender(0.05)
+    for round_ in range(26):
+        argv = [str(c.session), str(c.ours), str(round_ * 1000)]
+        script = (
+            f"{KILL_PRELUDE}\nimport runpy, sys\nsys.argv = ['x', *{argv!r}]\n"
+            f"runpy.run_path({str(HERE / '_live_loop.py')!r}, run_name='__main__')"
+        )
+        loop = [sys.executable, "-c", script]
+        kill_at = 0 if round_ % 2 else 5 + 3 * round_
+        proc = subprocess.Popen(loop, env={**c.env, "KILL_AT": str(kill_at)})
+        if not kill_at:
+            time.sleep(0.4 + 0.6 * c.rng.random())
+            proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=120) == -signal.SIGKILL
+        c.kills += 1
+        c.check(by_id=True)
+    c.stop_appender()
+    c.check(by_id=True)
+
+    # 2. compact --in-place, killed before its N-th write/fsync, and at random moments.
+    c.start_appender(0.05)
+    for kill_at in (1, 2, 3, 5):
+        c.run(["compact", str(c.session), "--in-place", "--summarizer", "none"], kill_at=kill_at)
+        c.check(by_id=True)
+    for _ in range(2):
+        c.run(["compact", str(c.session), "--in-place", "--summarizer", "none"],
+              kill_after=0.5 + c.rng.random())  # fmt: skip
+        c.check(by_id=True)
+    c.stop_appender()
+
+    # 3. condense --in-place, killed before its N-th write/fsync/link/rename, and at random.
+    c.ours.unlink()  # condense rewrites the file: our earlier ids become the replay's
+    c.start_appender(1.0)
+    for kill_at in (1, 2, 4, 6):
+        c.run(["condense", str(c.session), "--in-place", "--force", "-q"], kill_at=kill_at)
+        c.check(by_id=False)
+    c.run(["condense", str(c.session), "--in-place", "--force", "-q"], kill_after=1.5)
+    c.check(by_id=False)
+    c.stop_appender()
+
+    # The next complete run succeeds and leaves no temporary file.
+    assert c.run(["condense", str(c.session), "--in-place", "--force", "-q"]) == 0
+    c.check(by_id=False)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+    assert c.kills >= 30, c.kills  # SIGKILLs actually delivered

@@ -1,0 +1,87 @@
+"""Issue 14, findings 5 and 9 (Python side): lone surrogates in ids and non-UTF-8 arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from _sessions import session_lines
+from pi_condense.state import PrunerState
+from pi_condense.tools import ContextTreeQuery
+
+CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
+LONE = "call\ud800x"
+
+
+def record(tool_call_id: str) -> dict[str, Any]:
+    return {
+        "toolCallId": tool_call_id,
+        "toolName": "bash",
+        "args": {},
+        "resultText": "THE OUTPUT",
+        "isError": False,
+        "turnIndex": 0,
+        "timestamp": 1,
+        "resultTimestamp": 5,
+    }
+
+
+def test_lookups_with_a_lone_surrogate_find_the_record() -> None:
+    state = PrunerState()
+    state.add_batch([record(LONE)])
+    assert state.is_summarized(f"{LONE}@5")
+    assert [r["toolCallId"] for r in state.records_for_id(LONE)] == [LONE]
+    got = state.get_record(f"{LONE}@5")
+    assert got is not None
+    assert got["toolCallId"] == LONE
+    assert state.short_ref(f"{LONE}@5") is None  # indexed without a summary ref
+    text = ContextTreeQuery(state, "", "sid").execute({"toolCallIds": [LONE]}).text
+    assert text.endswith("\nTHE OUTPUT")
+
+
+def run(args: list[Any], tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+    return subprocess.run([*CLI, *args], capture_output=True, env=env, timeout=120, check=False)
+
+
+def test_printing_a_lone_surrogate_does_not_crash_the_cli(tmp_path: Path) -> None:
+    lines = session_lines(2, 300)
+    lines[2]["message"]["content"][0]["id"] = LONE  # the assistant's tool call
+    lines[3]["message"]["toolCallId"] = LONE
+    lines[1]["message"]["content"][0]["text"] = "cut \ud83d"
+    path = tmp_path / "s.jsonl"
+    # json.dumps escapes the lone surrogate as \ud800, valid JSON that JSON.parse accepts.
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="ascii")
+    for command in (["session", "info", str(path)], ["render", str(path), "--pretty"]):
+        proc = run(command, tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+        assert b"Traceback" not in proc.stderr
+    pretty = run(["render", str(path), "--pretty"], tmp_path).stdout
+    assert b"cut \\ud83d" in pretty
+
+
+def test_a_non_utf8_argument_is_a_clear_error(tmp_path: Path) -> None:
+    missing = os.fsencode(tmp_path) + b"/caf\xe9.jsonl"
+    proc = run(["session", "info", missing], tmp_path)
+    assert proc.returncode == 2
+    assert b"Traceback" not in proc.stderr
+    assert b"caf\\udce9.jsonl" in proc.stderr
+
+
+def test_an_odd_header_version_warns(tmp_path: Path) -> None:
+    from pi_condense.session import SessionFile
+
+    for version, shown in ((99, "99"), ("4-beta", '"4-beta"'), (-1, "-1")):
+        lines = session_lines(1, 120)
+        lines[0]["version"] = version
+        text = "".join(json.dumps(x) + "\n" for x in lines)
+        warnings = SessionFile.parse(text).warnings
+        assert [w.kind for w in warnings] == ["odd-version"]
+        assert warnings[0].line == 1
+        assert f"header version {shown} is not one Pi writes" in warnings[0].reason
+    lines = session_lines(1, 120)
+    assert SessionFile.parse("".join(json.dumps(x) + "\n" for x in lines)).warnings == []

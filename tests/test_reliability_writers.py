@@ -1,0 +1,138 @@
+"""Issue 14, findings 3 and 6: our writer coexists with Pi's unlocked appends; read-only
+loads never need the lock; lock waits are bounded; special files are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pi_condense.errors import SessionError
+from pi_condense.session import SessionFile
+
+CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
+APPENDER = Path(__file__).with_name("_appender.py")
+
+
+def new_session(tmp_path: Path) -> Path:
+    path = tmp_path / "s.jsonl"
+    SessionFile.create(path, "/w", session_id="sid")
+    return path
+
+
+def start_appender(
+    path: Path, ack: Path, count: int, pause: float = 0.0
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(APPENDER), str(path), str(ack), str(count), str(pause)]
+    )
+
+
+def lines_of(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()]
+
+
+def test_appends_survive_a_concurrent_unlocked_writer(tmp_path: Path) -> None:
+    path = new_session(tmp_path)
+    ack = tmp_path / "ack"
+    appender = start_appender(path, ack, 0)
+    ours: list[str] = []
+    try:
+        session = SessionFile.load(path)
+        deadline = time.monotonic() + 20
+        # Appending until the other writer has demonstrably slipped lines in between ours.
+        while time.monotonic() < deadline:
+            ours.append(session.append_custom("ours", {"n": len(ours)}))
+            if len(ours) >= 300 and len(session) > len(ours) + 50:
+                break
+    finally:
+        appender.kill()
+        appender.wait()
+    entries = lines_of(path)
+    ids = [e["id"] for e in entries[1:]]
+    assert all(i in ids for i in ours)
+    pi_ids = [i for i in ids if str(i).startswith("pi")]
+    acknowledged = int(ack.read_text())
+    assert len(pi_ids) >= acknowledged + 1  # every acknowledged line of the other writer is there
+    assert pi_ids == [f"pi{n:06d}" for n in range(len(pi_ids))]
+    reloaded = SessionFile.load(path)
+    assert reloaded.warnings == []
+    # Our in-memory session saw the other writer's lines too, in file order.
+    assert [e["id"] for e in session.entries][: len(ids) - 5] == ids[: len(ids) - 5]
+
+
+def hold_flock(path: Path, seconds: float) -> subprocess.Popen[bytes]:
+    script = (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(path)!r}, os.O_RDONLY)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "sys.stdout.write('locked\\n'); sys.stdout.flush()\n"
+        f"time.sleep({seconds})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"locked\n"
+    return proc
+
+
+def test_read_only_loads_do_not_wait_for_a_held_lock(tmp_path: Path) -> None:
+    path = new_session(tmp_path)
+    SessionFile.load(path).append_custom("x", 1)
+    holder = hold_flock(path, 60)
+    try:
+        result: list[object] = []
+        worker = threading.Thread(target=lambda: result.append(len(SessionFile.load(path))))
+        worker.start()
+        worker.join(15)
+        assert result == [1], "load blocked on another process's lock"
+        cli = subprocess.run(
+            [*CLI, "session", "info", str(path), "--json"],
+            capture_output=True,
+            timeout=60,
+        )
+        assert cli.returncode == 0, cli.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_wait_is_bounded_with_a_clear_message(tmp_path: Path) -> None:
+    path = new_session(tmp_path)
+    session = SessionFile.load(path)
+    session.lock_timeout = 0.5
+    holder = hold_flock(path, 60)
+    try:
+        with pytest.raises(
+            SessionError, match=r"timed out after 0\.5 s waiting for the append lock"
+        ):
+            session.append_custom("x", 1)
+    finally:
+        holder.kill()
+        holder.wait()
+    session.append_custom("x", 2)  # once the holder is gone, appends work again
+    assert len(SessionFile.load(path)) == 1
+
+
+def test_a_fifo_or_device_as_session_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "s.jsonl"
+    os.mkfifo(fifo)
+    for name in (str(fifo), "/dev/zero"):
+        result: list[str] = []
+
+        def load(target: str = name, result: list[str] = result) -> None:
+            try:
+                SessionFile.load(target)
+            except SessionError as exc:
+                result.append(str(exc))
+
+        worker = threading.Thread(target=load, daemon=True)
+        worker.start()
+        worker.join(15)
+        assert len(result) == 1, f"{name}: load hung"
+        assert result[0].startswith(f"{name}: cannot read session file: not a regular file (")
