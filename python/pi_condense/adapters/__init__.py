@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .base import Codec, Out, Unit
+from .base import Codec, Out, PiMessage, Unit, unit_messages
 
-__all__ = ["Codec", "Out", "Unit"]
+__all__ = ["Codec", "Out", "PiMessage", "Unit", "unit_messages"]

@@ -1,0 +1,74 @@
+"""Small conversions every codec shares: tool arguments, data-URL images, text joins."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from .. import jsjson
+from ..errors import JsonError
+
+__all__ = [
+    "arguments_text",
+    "data_url",
+    "image_from_data_url",
+    "parse_arguments",
+    "text_blocks",
+    "text_of",
+]
+
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+
+
+def parse_arguments(text: Any) -> Any:
+    """Tool-call arguments as Pi stores them: the JSON object the text holds.
+
+    Text that is not a JSON object (invalid JSON, an array, a number) is kept as the string
+    itself, so that :func:`arguments_text` gives the very same text back.
+    """
+    if not isinstance(text, str):
+        return text
+    try:
+        value = jsjson.loads(text)
+    except (JsonError, ValueError):
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def arguments_text(arguments: Any) -> str:
+    """The JSON text a provider expects for Pi arguments (``JSON.stringify``, as Pi does)."""
+    if isinstance(arguments, str):
+        return arguments
+    return jsjson.dumps({} if arguments is None else arguments)
+
+
+def image_from_data_url(url: Any) -> Optional[dict[str, Any]]:
+    """A Pi image block for a ``data:<mime>;base64,<data>`` URL, else None."""
+    if not isinstance(url, str):
+        return None
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        return None
+    return {"type": "image", "data": match.group(2), "mimeType": match.group(1)}
+
+
+def data_url(block: dict[str, Any]) -> str:
+    """The data URL of a Pi image block."""
+    return f"data:{block.get('mimeType')};base64,{block.get('data')}"
+
+
+def text_of(block: Any) -> Optional[str]:
+    """The text of a Pi text block, else None."""
+    if isinstance(block, dict) and block.get("type") == "text":
+        text = block.get("text")
+        return text if isinstance(text, str) else ""
+    return None
+
+
+def text_blocks(content: Any) -> list[str]:
+    """The texts of a Pi content list's text blocks (a string content is one text)."""
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [t for t in (text_of(b) for b in content) if t is not None]

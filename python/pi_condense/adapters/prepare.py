@@ -1,0 +1,207 @@
+"""The Pi-side half of every codec's ``encode``: what Pi does to a context before a provider
+sees it, applied to the render's output.
+
+- ``convertToLlm`` (coding-agent ``messages.ts``): ``custom`` messages become user messages
+  (string content -> one text block), ``bashExecution`` / ``branchSummary`` /
+  ``compactionSummary`` become user text, unknown roles are dropped;
+- ``transformMessages`` (pi-ai ``transform-messages.ts``): assistant messages with
+  ``stopReason`` ``error``/``aborted`` are skipped, and every tool call left without a result
+  gets a synthetic ``"No result provided"`` error result before the next assistant or user
+  message (and, unlike Pi, also at the end of the list: a request must not end on an open call);
+- beyond Pi: a tool result that answers no open call (its call was skipped or already
+  answered) is dropped, so the request never holds a result without its call.
+
+Untouched host items keep their identity through this: a segment is either the caller's own
+items (:class:`Keep`) or a Pi message to convert (:class:`New`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple, Optional, Union
+
+from .base import Out, PiMessage, unit_messages
+
+__all__ = [
+    "Keep",
+    "New",
+    "Segment",
+    "assistant_message",
+    "bash_execution_text",
+    "prepare",
+    "to_llm",
+    "tool_calls",
+]
+
+NO_RESULT_TEXT = "No result provided"
+COMPACTION_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:"
+    "\n\n<summary>\n"
+)
+COMPACTION_SUFFIX = "\n</summary>"
+BRANCH_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUFFIX = "</summary>"
+
+
+class Keep(NamedTuple):
+    """The caller's own items, returned as they are (``messages``: their Pi messages)."""
+
+    items: tuple[Any, ...]
+    messages: tuple[PiMessage, ...]
+
+
+class New(NamedTuple):
+    """A Pi message (user, assistant or toolResult) the codec converts to host items."""
+
+    message: PiMessage
+
+
+Segment = Union[Keep, New]
+
+
+def assistant_message(content: list[Any], api: str, provider: str) -> PiMessage:
+    """A decoded Pi assistant message (no timestamp; usage unknown, so zero)."""
+    calls = any(isinstance(b, dict) and b.get("type") == "toolCall" for b in content)
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    return {
+        "role": "assistant",
+        "content": content,
+        "api": api,
+        "provider": provider,
+        "model": "",
+        "usage": {**zero, "totalTokens": 0, "cost": {**zero, "total": 0}},
+        "stopReason": "toolUse" if calls else "stop",
+    }
+
+
+def tool_calls(message: PiMessage) -> list[dict[str, Any]]:
+    """The ``toolCall`` blocks of an assistant message."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
+
+
+def bash_execution_text(message: PiMessage) -> str:
+    """The user text Pi sends for a ``bashExecution`` message."""
+    text = f"Ran `{message.get('command')}`\n"
+    output = message.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = message.get("exitCode")
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif exit_code is not None and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if message.get("truncated") and message.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {message.get('fullOutputPath')}]"
+    return text
+
+
+def to_llm(message: PiMessage) -> Optional[PiMessage]:
+    """``convertToLlm`` for one message: a user, assistant or toolResult message, or None."""
+    role = message.get("role")
+    if role in ("user", "assistant", "toolResult"):
+        return message
+    text: Optional[str] = None
+    if role == "custom":
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        return {"role": "user", "content": content}
+    if role == "bashExecution" and not message.get("excludeFromContext"):
+        text = bash_execution_text(message)
+    elif role == "branchSummary":
+        text = BRANCH_PREFIX + str(message.get("summary")) + BRANCH_SUFFIX
+    elif role == "compactionSummary":
+        text = COMPACTION_PREFIX + str(message.get("summary")) + COMPACTION_SUFFIX
+    if text is None:
+        return None
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def _no_result(call: dict[str, Any]) -> PiMessage:
+    return {
+        "role": "toolResult",
+        "toolCallId": call.get("id"),
+        "toolName": call.get("name"),
+        "content": [{"type": "text", "text": NO_RESULT_TEXT}],
+        "isError": True,
+    }
+
+
+class _Entry(NamedTuple):
+    group: int  # index of the Out it came from; -1 for a synthetic result
+    message: Optional[PiMessage]  # None: host-only
+
+
+def _flatten(outs: Sequence[Out]) -> Iterator[_Entry]:
+    for index, out in enumerate(outs):
+        if out.message is None:
+            yield _Entry(index, None)
+            continue
+        for message in unit_messages(out.message):
+            converted = message if out.items else to_llm(message)
+            if converted is not None:
+                yield _Entry(index, converted)
+
+
+def _pair(entries: Iterator[_Entry]) -> list[_Entry]:
+    """Skip errored assistants, add missing results, drop results answering no open call."""
+    result: list[_Entry] = []
+    pending: list[dict[str, Any]] = []
+    answered: set[Any] = set()
+
+    def close() -> None:
+        nonlocal pending, answered
+        for call in pending:
+            if call.get("id") not in answered:
+                result.append(_Entry(-1, _no_result(call)))
+        pending, answered = [], set()
+
+    for entry in entries:
+        message = entry.message
+        if message is None:
+            result.append(entry)
+            continue
+        role = message.get("role")
+        if role == "toolResult":
+            call_id = message.get("toolCallId")
+            if call_id not in answered and any(c.get("id") == call_id for c in pending):
+                answered.add(call_id)
+                result.append(entry)
+            continue
+        close()
+        if role == "assistant":
+            if message.get("stopReason") in ("error", "aborted"):
+                continue
+            pending = tool_calls(message)
+        result.append(entry)
+    close()
+    return result
+
+
+def prepare(outs: Sequence[Out]) -> list[Segment]:
+    """The render's output as the segments a provider request is built from (module doc)."""
+    outs = list(outs)
+    paired = _pair(_flatten(outs))
+    positions: dict[int, list[int]] = {}
+    for position, entry in enumerate(paired):
+        positions.setdefault(entry.group, []).append(position)
+    segments: list[Segment] = []
+    for position, entry in enumerate(paired):
+        out = outs[entry.group] if entry.group >= 0 else None
+        if out is not None and out.items and _intact(out, positions[entry.group]):
+            if positions[entry.group][0] == position:
+                segments.append(Keep(out.items, tuple(unit_messages(out.message))))
+            continue
+        if entry.message is not None:
+            segments.append(New(entry.message))
+    return segments
+
+
+def _intact(out: Out, positions: list[int]) -> bool:
+    """Whether an untouched Out survived pairing whole: all its messages, adjacent."""
+    expected = max(1, len(unit_messages(out.message)))
+    return len(positions) == expected and positions[-1] - positions[0] == expected - 1
