@@ -140,6 +140,27 @@ def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     return i
 
 
+def _identical_items(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The length of the common prefix of two item lists (the very same objects)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] is b[i]:
+        i += 1
+    return i
+
+
+def _units_within(units: Sequence[Unit], count: int, limit: int) -> int:
+    """How many of the first ``limit`` units lie wholly within the first ``count`` items."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if units[mid].stop <= count:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @dataclass
 class _Known:
     """One host message as the session stores it."""
@@ -539,7 +560,11 @@ class LiveDriver(Generic[H]):
     async def _ingest(self, items: list[Any]) -> list[Unit]:
         self._start()
         items = self._unwrite(items)
+        previous = self._prev_items
         units, keep = self._decode(items)
+        # units kept because their items are equal, not identical, to the previous call's
+        # are bound to the caller's new objects: those are what an untouched message returns
+        rebind = _units_within(units, _identical_items(items, previous), keep)
         # the previous call's host messages are the session's first ones: start after them
         shared = min(self._host_counts[keep], len(self._known))
         fresh = [m for u in units[keep:] for m in unit_messages(u.message)]
@@ -556,7 +581,10 @@ class LiveDriver(Generic[H]):
             self._fork_at(shared + matched)
         for bare in fresh[matched:]:
             await self._take(bare)
-        self._bind(items, units, 0 if forked else keep, 0 if forked else shared)
+        if forked:
+            self._bind(items, units, 0, 0)
+        else:
+            self._bind(items, units, rebind, min(self._host_counts[rebind], len(known)))
         return units
 
     def _bind(self, items: list[Any], units: list[Unit], first: int, position: int) -> None:
