@@ -1,0 +1,1 @@
+"""One-object hooks that plug pi-condense into agent loops and frameworks (optional extras)."""
