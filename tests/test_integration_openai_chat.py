@@ -178,7 +178,8 @@ def test_chat_loop_condenses_and_recovers(tmp_path: Path, reuse_ids: bool) -> No
     final = hook.condense([*history, {"role": "user", "content": "thanks"}])
     assert check_refs(hook.execute, pairs(final), final) >= 12
     busts = prefix_busts(model.requests)
-    assert busts and set(busts) <= set(firsts), (busts, firsts)
+    assert busts
+    assert set(busts) <= set(firsts), (busts, firsts)
     assert all(request[0] == SYSTEM for request in model.requests)
     hook.close()
 
@@ -207,7 +208,8 @@ def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None
     second = ChatCondenser(session=path)
     again = second.condense(stored)
     assert json.dumps(again) == json.dumps(saved(before))
-    assert second.stats.messages_seen == 0 and second.stats.rebuilds == 0
+    assert second.stats.messages_seen == 0
+    assert second.stats.rebuilds == 0
 
     script = Script(reuse_ids=True, prompt=3, query_prompt=4)
     history2, model, _ = run_loop(second, script, range(3, 6), messages=stored)
@@ -263,8 +265,10 @@ def test_async_client_and_acondense(tmp_path: Path) -> None:
 def test_tools_are_chat_function_definitions(tmp_path: Path) -> None:
     hook = ChatCondenser(session=":memory:")
     names = [tool["function"]["name"] for tool in hook.tools]
-    assert names[0] == QUERY and "session_search" in names
+    assert names[0] == QUERY
+    assert "session_search" in names
     assert all(tool["type"] == "function" for tool in hook.tools)
-    assert hook.handles(QUERY) and not hook.handles("read")
+    assert hook.handles(QUERY)
+    assert not hook.handles("read")
     assert "not valid JSON" in hook.execute(QUERY, "{not json")
     assert not list(tmp_path.iterdir())
