@@ -59,6 +59,9 @@ class Script:
 
     turns: int = 3
     reuse_ids: bool = False
+    """Every call has the id ``call_0``."""
+    ids_per_prompt: bool = False
+    """Ids start again at every prompt (``call_0``, ``call_1``, ...): reused across runs only."""
     query_prompt: Optional[int] = 2
     prompt: int = 0
     turn: int = 0
@@ -66,7 +69,9 @@ class Script:
     queries: list[tuple[str, str]] = field(default_factory=list)  # (ref, path) asked for
 
     def call_id(self) -> str:
-        return "call_0" if self.reuse_ids else f"call_{self.prompt}_{self.turn}"
+        if self.reuse_ids:
+            return "call_0"
+        return f"call_{self.turn}" if self.ids_per_prompt else f"call_{self.prompt}_{self.turn}"
 
     def step(self, pairs: Sequence[Pair]) -> Step:
         if self.turn < self.turns:
