@@ -28,6 +28,7 @@ __all__ = ["AnthropicMessagesCodec"]
 REDACTED_THINKING_TEXT = "[Reasoning redacted]"
 IMAGE_ONLY_TOOL_TEXT = "(see attached image)"
 _BASE64_KEYS = {"type", "media_type", "data"}
+_TEXT_KEYS = {"type", "text", "cache_control", "citations"}
 _API = "anthropic-messages"
 _PROVIDER = "anthropic"
 
@@ -36,8 +37,8 @@ def _block_in(block: Any) -> Any:
     if not isinstance(block, dict):
         return block
     kind = block.get("type")
-    if kind == "text" and block.keys() == {"type", "text"}:
-        return {"type": "text", "text": block["text"]}
+    if kind == "text" and isinstance(block.get("text"), str) and block.keys() <= _TEXT_KEYS:
+        return {"type": "text", **{k: v for k, v in block.items() if k != "type"}}
     if kind == "image" and block.keys() == {"type", "source"}:
         image = _base64_image(block["source"])
         if image is not None:
@@ -70,7 +71,8 @@ def _assistant_block_in(block: Any) -> Any:
             "thinkingSignature": block["data"],
             "redacted": True,
         }
-    if kind == "tool_use" and block.keys() == {"type", "id", "name", "input"}:
+    if kind == "tool_use" and block.keys() >= {"id", "name", "input"}:
+        # extra keys (cache_control) stay in the caller's untouched message only
         return {
             "type": "toolCall",
             "id": block["id"],
@@ -144,9 +146,18 @@ def _user_in(item: dict[str, Any], names: _Names) -> Union[PiMessage, list[PiMes
 
 
 class AnthropicMessagesCodec:
-    """Anthropic ``messages`` (dicts) <-> Pi messages (see the module doc)."""
+    """Anthropic ``messages`` (dicts) <-> Pi messages (see the module doc).
+
+    ``merge_same_role`` (default True) merges adjacent messages of one role into one, which
+    every gateway accepts; a merged message is a new object, so an untouched message next to
+    a new one (a prompt followed by a compressed chain or a summary) loses its identity.
+    False keeps them apart (the Messages API itself joins consecutive same-role turns).
+    """
 
     name = "anthropic-messages"
+
+    def __init__(self, merge_same_role: bool = True) -> None:
+        self.merge_same_role = merge_same_role
 
     def decode(self, items: Sequence[Any], start: int = 0) -> list[Unit]:
         """One unit per message; a user message with tool results is a list unit."""
@@ -184,6 +195,8 @@ class AnthropicMessagesCodec:
                     staged.append((converted["role"], converted))
         if results:
             staged.append(("user", {"role": "user", "content": results}))
+        if not self.merge_same_role:
+            return [item for _, item in staged]
         return _merge(staged)
 
 
@@ -209,7 +222,7 @@ def _merge(staged: list[tuple[str, Any]]) -> list[Any]:
 def _block_out(block: Any) -> Any:
     text = text_of(block)
     if text is not None:
-        return {"type": "text", "text": text}
+        return {k: v for k, v in block.items() if k in _TEXT_KEYS}
     if isinstance(block, dict) and block.get("type") == "image":
         source = {"type": "base64", "media_type": block.get("mimeType"), "data": block.get("data")}
         return {"type": "image", "source": source}

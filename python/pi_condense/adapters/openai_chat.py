@@ -61,6 +61,14 @@ def _tool_content(content: Any) -> list[Any]:
     return []
 
 
+def _function(call: Any) -> dict[str, Any]:
+    """A tool call's ``function`` (or a custom tool's ``custom``: name and raw ``input``)."""
+    if not isinstance(call, dict):
+        return {}
+    function = call.get("function", call.get("custom"))
+    return function if isinstance(function, dict) else {}
+
+
 def _assistant(item: dict[str, Any]) -> PiMessage:
     content: list[Any] = []
     for field in REASONING_FIELDS:
@@ -75,15 +83,13 @@ def _assistant(item: dict[str, Any]) -> PiMessage:
     elif isinstance(text, list):
         content.extend(_user_part(p) for p in text)
     for call in item.get("tool_calls") or ():
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            function = {}
+        function = _function(call)
         content.append(
             {
                 "type": "toolCall",
                 "id": call.get("id") if isinstance(call, dict) else None,
                 "name": function.get("name"),
-                "arguments": parse_arguments(function.get("arguments")),
+                "arguments": parse_arguments(function.get("arguments", function.get("input"))),
             }
         )
     return assistant_message(content, _API, _PROVIDER)
@@ -99,8 +105,8 @@ class _Names:
 
     def add(self, item: dict[str, Any]) -> None:
         for call in item.get("tool_calls") or ():
-            if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                self._names[call.get("id")] = call["function"].get("name")
+            if isinstance(call, dict):
+                self._names[call.get("id")] = _function(call).get("name")
 
     def get(self, call_id: Any) -> Any:
         if call_id in self._names:
@@ -109,8 +115,7 @@ class _Names:
             if isinstance(item, dict) and item.get("role") == "assistant":
                 for call in item.get("tool_calls") or ():
                     if isinstance(call, dict) and call.get("id") == call_id:
-                        function = call.get("function")
-                        return function.get("name") if isinstance(function, dict) else None
+                        return _function(call).get("name")
         return None
 
 

@@ -186,22 +186,24 @@ def prepare(outs: Sequence[Out]) -> list[Segment]:
     """The render's output as the segments a provider request is built from (module doc)."""
     outs = list(outs)
     paired = _pair(_flatten(outs))
-    positions: dict[int, list[int]] = {}
-    for position, entry in enumerate(paired):
-        positions.setdefault(entry.group, []).append(position)
     segments: list[Segment] = []
-    for position, entry in enumerate(paired):
-        out = outs[entry.group] if entry.group >= 0 else None
-        if out is not None and out.items and _intact(out, positions[entry.group]):
-            if positions[entry.group][0] == position:
+    index = 0
+    while index < len(paired):
+        group = paired[index].group
+        stop = index + 1
+        while stop < len(paired) and paired[stop].group == group:
+            stop += 1
+        out = outs[group] if group >= 0 else None
+        # an untouched Out is kept when all its messages survived, adjacent (a group's
+        # entries stay in order; a dropped or inserted message shortens its run)
+        if out is not None and out.items:
+            expected = len(out.message) if isinstance(out.message, list) else 1
+            if stop - index == expected:
                 segments.append(Keep(out.items, tuple(unit_messages(out.message))))
-            continue
-        if entry.message is not None:
-            segments.append(New(entry.message))
+                index = stop
+                continue
+        for entry in paired[index:stop]:
+            if entry.message is not None:
+                segments.append(New(entry.message))
+        index = stop
     return segments
-
-
-def _intact(out: Out, positions: list[int]) -> bool:
-    """Whether an untouched Out survived pairing whole: all its messages, adjacent."""
-    expected = max(1, len(unit_messages(out.message)))
-    return len(positions) == expected and positions[-1] - positions[0] == expected - 1

@@ -20,6 +20,7 @@ import typer
 from rich.text import Text
 
 from .. import jsjson
+from ..adapters import detect_format
 from ..condenser import Condenser
 from ..config import Config, load_config
 from ..errors import CondenseError
@@ -201,6 +202,18 @@ _ROLE_STYLE = {
 }
 
 
+def _warn_foreign(path: Path, messages: list[Any]) -> None:
+    """Say so when the messages look like a provider format rather than Pi's."""
+    found = detect_format(messages)
+    if found is None or found == "pi":
+        return
+    err.print(
+        f"pi-condense: warning: {path}: these look like {found} messages, not Pi messages; "
+        f"convert them first with pi_condense.adapters.adapter_for({found!r}).decode(...)",
+        markup=False,
+    )
+
+
 def _print_pretty(messages: list[Any], result: RenderResult) -> None:
     inputs = {id(m) for m in messages}
     width = len(str(len(result.messages)))
@@ -329,6 +342,7 @@ def render_command(
         messages = _read_json(messages_file, "messages")
         if not isinstance(messages, list):
             fail(f"{messages_file}: the messages must be a JSON array")
+        _warn_foreign(messages_file, messages)
         result = render(messages, condenser.state, condenser.config)
     else:
         messages = session.build_context().messages
