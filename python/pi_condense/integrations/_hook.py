@@ -14,26 +14,16 @@ from ..tools.registry import ToolRegistry
 
 __all__ = ["LiveHook", "plain"]
 
+
 H = TypeVar("H")
 
 
 def plain(value: Any) -> Any:
-    """``value`` with SDK response objects (pydantic models) turned into JSON-shaped dicts,
-    the form the SDKs themselves send them in (``to_dict()``: the fields the API returned).
-
-    Dicts and lists that hold no such object come back as the very same objects, so the
-    driver sees the caller's own items wherever it can (a byte-stable prefix).
-    """
-    if isinstance(value, dict):
-        changed = {k: plain(v) for k, v in value.items()}
-        if all(changed[k] is value[k] for k in value):
-            return value
-        return changed
-    if isinstance(value, list):
-        items = [plain(v) for v in value]
-        if all(a is b for a, b in zip(items, value)):
-            return value
-        return items
+    """``value`` as JSON-shaped data: an SDK response object (a pydantic model) becomes the
+    dict the SDK itself sends for it (``to_dict()``: the fields the API returned); anything
+    else comes back as it is, the very same object (a byte-stable prefix)."""
+    if type(value) is dict:
+        return value
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_dict(mode="json")
@@ -101,7 +91,8 @@ class LiveHook(Generic[H]):
         return name in self.driver.tools
 
     def _history(self, items: Sequence[Any]) -> list[Any]:
-        return [plain(item) for item in items]
+        """The host's items with SDK objects as dicts (see :func:`plain`)."""
+        return [item if type(item) is dict else plain(item) for item in items]
 
     def flush(self, history: Optional[Sequence[H]] = None) -> None:
         """Take in ``history`` (with the run's final reply), close the run and summarize

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ..adapters.anthropic_messages import AnthropicMessagesCodec
-from ._hook import LiveHook
+from ._hook import LiveHook, plain
 
 __all__ = ["MessagesCondenser"]
 
@@ -67,6 +67,17 @@ class MessagesCondenser(LiveHook[Any]):
 
     def _codec(self) -> AnthropicMessagesCodec:
         return AnthropicMessagesCodec()
+
+    def _history(self, items: Sequence[Any]) -> list[Any]:
+        """The messages with the SDK's content blocks (``reply.content``) as dicts."""
+        out: list[Any] = []
+        for item in items:
+            item = plain(item)
+            content = item.get("content") if isinstance(item, dict) else None
+            if isinstance(content, list) and not all(type(b) is dict for b in content):
+                item = {**item, "content": [plain(b) for b in content]}
+            out.append(item)
+        return out
 
     @property
     def tools(self) -> list[dict[str, Any]]:
