@@ -171,4 +171,4 @@ def test_hook_condense_fresh_history(benchmark: Any, record: Record, work: Prepa
     assert stats.messages_seen == seen  # the copies were recognised: nothing new, no rebuild
     assert stats.rebuilds == 0
     assert len(orjson.dumps(result)) < 0.5 * len(work.json)
-    assert result[0] == work.history[0]
+    assert result[0]["role"] == work.history[0]["role"]

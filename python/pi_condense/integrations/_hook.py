@@ -34,7 +34,13 @@ def plain(value: Any) -> Any:
 
 
 class LiveHook(Generic[H]):
-    """A hook's driver, its session and its lifecycle (``flush``/``close``)."""
+    """A hook's driver, its session and its lifecycle (``flush``/``close``).
+
+    Besides ``session``, ``config`` and ``summarizer`` (see the hooks), ``cwd`` is the working
+    directory a new session records, ``context_window`` sizes the budget triggers' usage
+    estimate, ``clock`` gives epoch ms and ``notify(text, level)`` receives the pruner's
+    notices (default: the ``pi_condense.live`` logger).
+    """
 
     def __init__(
         self,
