@@ -206,11 +206,45 @@ def inject_live_summaries(messages: list[Any], live: Sequence[LiveSummary]) -> l
     missing = [s for s in live if s.identity not in present]
     if not missing:
         return messages
-    out = list(messages)
+    if any(s.anchor is not None and s.anchor[0] == "custom" for s in missing):
+        out = list(messages)  # an anchor an inserted summary could match: one at a time
+        for summary in missing:
+            position = _insert_position(out, summary.anchor)
+            if position is not None:
+                out.insert(position, summary.message)
+        return out
+    return _insert_all(messages, missing)
+
+
+def _is_summary(message: Any) -> bool:
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "custom"
+        and message.get("customType") == SUMMARY
+    )
+
+
+def _insert_all(messages: list[Any], missing: Sequence[LiveSummary]) -> list[Any]:
+    """What inserting each summary with :func:`_insert_position` gives, in one pass (an
+    anchor that is not a custom message cannot be matched by an inserted summary)."""
+    last: dict[tuple[Any, Any], int] = {}
+    for i, m in enumerate(messages):
+        if isinstance(m, dict):
+            last[(m.get("role"), m.get("timestamp"))] = i
+    after: dict[int, list[Any]] = {}
     for summary in missing:
-        position = _insert_position(out, summary.anchor)
-        if position is not None:
-            out.insert(position, summary.message)
+        index = -1 if summary.anchor is None else last.get(summary.anchor)
+        if index is not None:
+            after.setdefault(index, []).append(summary.message)
+    pending = list(after.get(-1, ()))
+    out: list[Any] = []
+    for i, m in enumerate(messages):
+        if pending and not _is_summary(m):
+            out.extend(pending)
+            pending = []
+        out.append(m)
+        pending.extend(after.get(i, ()))
+    out.extend(pending)
     return out
 
 
