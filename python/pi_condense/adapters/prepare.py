@@ -138,27 +138,33 @@ class _Entry(NamedTuple):
 
 def _flatten(outs: Sequence[Out]) -> Iterator[_Entry]:
     for index, out in enumerate(outs):
-        if out.message is None:
+        message = out.message
+        if message is None:
             yield _Entry(index, None)
-            continue
-        for message in unit_messages(out.message):
-            converted = message if out.items else to_llm(message)
-            if converted is not None:
-                yield _Entry(index, converted)
+        elif out.items and not isinstance(message, list):
+            yield _Entry(index, message)
+        else:
+            for one in unit_messages(message):
+                converted = one if out.items else to_llm(one)
+                if converted is not None:
+                    yield _Entry(index, converted)
 
 
 def _pair(entries: Iterator[_Entry]) -> list[_Entry]:
     """Skip errored assistants, add missing results, drop results answering no open call."""
     result: list[_Entry] = []
     pending: list[dict[str, Any]] = []
-    answered: set[Any] = set()
+    unanswered: set[Any] = set()
 
     def close() -> None:
-        nonlocal pending, answered
-        for call in pending:
-            if call.get("id") not in answered:
-                result.append(_Entry(-1, _no_result(call)))
-        pending, answered = [], set()
+        nonlocal pending
+        if unanswered:
+            for call in pending:
+                if call.get("id") in unanswered:
+                    unanswered.discard(call.get("id"))
+                    result.append(_Entry(-1, _no_result(call)))
+        pending = []
+        unanswered.clear()
 
     for entry in entries:
         message = entry.message
@@ -168,15 +174,17 @@ def _pair(entries: Iterator[_Entry]) -> list[_Entry]:
         role = message.get("role")
         if role == "toolResult":
             call_id = message.get("toolCallId")
-            if call_id not in answered and any(c.get("id") == call_id for c in pending):
-                answered.add(call_id)
+            if call_id in unanswered:
+                unanswered.discard(call_id)
                 result.append(entry)
             continue
-        close()
+        if pending:
+            close()
         if role == "assistant":
             if message.get("stopReason") in ("error", "aborted"):
                 continue
             pending = tool_calls(message)
+            unanswered.update(call.get("id") for call in pending)
         result.append(entry)
     close()
     return result
