@@ -9,6 +9,11 @@ saw, renders it and converts the result back: the cold path of a model call with
 The baseline is ``orjson.dumps`` of that same history (the cost of merely serializing the
 request), measured in the same run. Each pair checks that the condensed history is a valid
 request of its format and much smaller than the input.
+
+Measured on the loaded 2-core VM (process CPU time, GC off, min of 5 rounds): 138 ms (chat),
+138 ms (Anthropic), 129 ms (Agents SDK) per call against orjson's 3.4-4.4 ms: ratios 37.5,
+31.7 and 38.4. The time goes to comparing the fresh copy with the previous history, the
+encode (one ``Out`` per message) and binding the copy's objects; the render itself is ~25 ms.
 """
 
 from __future__ import annotations
