@@ -357,3 +357,20 @@ def test_a_reloaded_history_gets_its_own_objects_back(tmp_path: Path) -> None:
     kept = [m for m in again if "ref `" not in json.dumps(m) and m["role"] != "custom"]
     assert kept
     assert all(id(m) in mine for m in kept)
+
+
+def test_fresh_equal_items_come_back_as_the_callers_new_objects(tmp_path: Path) -> None:
+    """A host that rebuilds its history on every call (fresh, equal objects) gets its own
+    new objects back for the untouched messages, not the previous call's."""
+    driver = LiveDriver(PiCodec(), session=":memory:", clock=Clock())
+    history, _, _ = run_agent(driver, prompts=3, turns=2)
+    driver.condense(history)
+    fresh = json.loads(json.dumps(history))
+    sent = driver.condense(fresh)
+    assert json.dumps(sent) == json.dumps(driver.condense(history))
+    fresh = json.loads(json.dumps(history))
+    sent = driver.condense(fresh)
+    by_text = {json.dumps(m): m for m in fresh}
+    same = [m for m in sent if json.dumps(m) in by_text]
+    assert len(same) >= 8
+    assert all(m is by_text[json.dumps(m)] for m in same)

@@ -140,6 +140,27 @@ def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     return i
 
 
+def _identical_items(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The length of the common prefix of two item lists (the very same objects)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] is b[i]:
+        i += 1
+    return i
+
+
+def _units_within(units: Sequence[Unit], count: int, limit: int) -> int:
+    """How many of the first ``limit`` units lie wholly within the first ``count`` items."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if units[mid].stop <= count:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @dataclass
 class _Known:
     """One host message as the session stores it."""
@@ -268,7 +289,6 @@ class LiveDriver(Generic[H]):
         self._last_ts = 0
         self._run = _Run()
         self._prev_items: list[Any] = []
-        self._rebind = False
         self._prev_units: list[Unit] = []
         self._host_counts: list[int] = [0]  # host messages in the first k previous units
         self._last_out: Optional[list[Any]] = None
@@ -521,11 +541,7 @@ class LiveDriver(Generic[H]):
     def _decode(self, items: list[Any]) -> tuple[list[Unit], int]:
         """Units of ``items`` and how many of them the previous call's decode already had
         (only what differs from the previous call's items is decoded again)."""
-        previous = self._prev_items
-        same = _same_items(items, previous)
-        # equal but not the very same objects (a reloaded history): the kept units must point
-        # at the caller's items, not the previous call's
-        self._rebind = any(items[i] is not previous[i] for i in range(same))
+        same = _same_items(items, self._prev_items)
         units = self._prev_units
         keep = 0
         lo, hi = 0, len(units)
@@ -559,7 +575,11 @@ class LiveDriver(Generic[H]):
     async def _ingest(self, items: list[Any]) -> list[Unit]:
         self._start()
         items = self._unwrite(items)
+        previous = self._prev_items
         units, keep = self._decode(items)
+        # units kept because their items are equal, not identical, to the previous call's
+        # are bound to the caller's new objects: those are what an untouched message returns
+        rebind = _units_within(units, _identical_items(items, previous), keep)
         # the previous call's host messages are the session's first ones: start after them
         shared = min(self._host_counts[keep], len(self._known))
         fresh = [m for u in units[keep:] for m in unit_messages(u.message)]
@@ -594,10 +614,10 @@ class LiveDriver(Generic[H]):
                 await self._guard("flush", self._condenser.flush_now)
         for bare in new:
             await self._take(bare)
-        if forked or self._rebind:
+        if forked:
             self._bind(items, units, 0, 0)
         else:
-            self._bind(items, units, keep, shared)
+            self._bind(items, units, rebind, min(self._host_counts[rebind], len(known)))
         return units
 
     def _recognise_restart(self, fresh: list[dict[str, Any]]) -> Optional[tuple[list[Any], int]]:
