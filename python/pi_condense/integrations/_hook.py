@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
@@ -33,7 +34,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-class LiveHook(Generic[H]):
+class LiveHook(ABC, Generic[H]):
     """A hook's driver, its session and its lifecycle (``flush``/``close``).
 
     Besides ``session``, ``config`` and ``summarizer`` (see the hooks), ``cwd`` is the working
@@ -64,8 +65,9 @@ class LiveHook(Generic[H]):
             notify=notify,
         )
 
+    @abstractmethod
     def _codec(self) -> Codec[H]:
-        raise NotImplementedError
+        """The codec of the hook's format."""
 
     @property
     def session(self) -> SessionFile:
