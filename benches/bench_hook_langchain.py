@@ -21,9 +21,6 @@ from typing import Any, Callable
 
 import orjson
 import pytest
-
-pytest.importorskip("langchain")
-
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,

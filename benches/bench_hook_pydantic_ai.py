@@ -24,9 +24,6 @@ import os
 from typing import Any, Callable
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,

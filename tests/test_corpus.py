@@ -168,7 +168,8 @@ def test_discovery_files_directories_globs_and_default(
 
 
 def test_fsspec_urls_are_read_by_the_workers(small: tuple[Path, _corpus.Plant]) -> None:
-    pytest.importorskip("fsspec")
+    import fsspec  # noqa: F401  (the [test] extra has it; file:// URLs need it)
+
     root = small[0]
     local = corpus.scan([str(root)], engine="serial")
     remote = corpus.scan([f"file://{root}"], engine="local", workers=2)

@@ -28,8 +28,9 @@ def local_results(sessions: tuple[Path, _corpus.Plant]) -> tuple[Any, Any]:
 
 @pytest.fixture(scope="module")
 def dask_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dask = pytest.importorskip("dask")
-    distributed = pytest.importorskip("distributed")
+    import dask
+    import distributed
+
     scratch = tmp_path_factory.mktemp("dask")
     # Workers and the scheduler keep their scratch space (and lock files) under the test's dir.
     with (
@@ -77,7 +78,8 @@ def test_cluster_workers_write_the_shared_cache(
 def test_unreachable_dask_scheduler_is_a_clear_error(
     sessions: tuple[Path, _corpus.Plant],
 ) -> None:
-    dask = pytest.importorskip("dask")
+    import dask
+
     with (
         dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
         pytest.raises(corpus.EngineError, match="cannot connect to the Dask scheduler"),

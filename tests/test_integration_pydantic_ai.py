@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import pytest
-
-pytest.importorskip("pydantic_ai")
-
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
