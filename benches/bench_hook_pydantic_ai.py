@@ -1,10 +1,10 @@
 """CondenseHistory per model call vs pydantic-ai's own serialization of the same history.
 
-A synthetic pydantic-ai history of 10,000 messages (``PI_CONDENSE_BENCH_HOOK_MESSAGES``;
-``ModelRequest`` / ``ModelResponse``: prompts, tool calls, tool returns of 1-3 KB, final
-replies) is fed to a
-:class:`CondenseHistory` prompt by prompt (the driver derives Pi's events from the messages, so
-the session holds summaries and the render stubs most returns). Then:
+A synthetic pydantic-ai conversation (``ModelRequest`` / ``ModelResponse``: prompts, tool
+calls, tool returns of 1-3 KB, final replies) is fed to a :class:`CondenseHistory` prompt by
+prompt (the driver derives Pi's events from the messages, so the session holds summaries), and
+its session is scaled to 10,000 messages (``PI_CONDENSE_BENCH_HOOK_MESSAGES``) with the
+benchmarks' generator, so that the render stubs most returns. Then:
 
 - subject: ``hook.condense(history)`` for the whole history, the history loaded as fresh
   objects before every round (``ModelMessagesTypeAdapter.validate_json`` of the saved
@@ -35,13 +35,16 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+import generate
+from pi_condense.adapters.base import Out
+from pi_condense.adapters.pydantic_ai import PydanticAICodec, assemble
 from pi_condense.integrations.pydantic_ai import CondenseHistory
+from pi_condense.session import SessionFile
 
 Record = Callable[[Any, str, str, int], None]
 
-# Building the 10k history takes the driver long (its ingestion is quadratic today); a smaller
-# history for a quick look: PI_CONDENSE_BENCH_HOOK_MESSAGES=1000.
 MESSAGES = int(os.environ.get("PI_CONDENSE_BENCH_HOOK_MESSAGES", "10000"))
+SOURCE_PROMPTS = 20
 TURNS = 4  # per prompt: a request, 4 x (call, returns), a reply = 10 messages
 ROUNDS = 15
 
@@ -78,20 +81,42 @@ class Workload:
         return ModelMessagesTypeAdapter.validate_json(self.saved)
 
 
+def _host_history(session: SessionFile) -> list[ModelMessage]:
+    """The session's conversation as pydantic-ai messages (what a run's history holds)."""
+    hosts = [
+        {k: v for k, v in m.items() if k != "timestamp"}
+        for m in session.build_context().messages
+        if m.get("role") in ("user", "assistant", "toolResult")
+    ]
+    return assemble(PydanticAICodec().encode([Out(m, ()) for m in hosts]))
+
+
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
-    path = tmp_path_factory.mktemp("hook-pydantic-ai") / "session.jsonl"
-    hook = CondenseHistory(session=path)
+    # A source conversation taken in through the hook prompt by prompt, as an agent would,
+    # then scaled to the size asked for with the benchmarks' session generator (each copy a
+    # new stretch of the same conversation, its pruner entries rewritten to match): taking
+    # 10k messages in through the driver one call at a time still costs minutes (issue 18).
+    directory = tmp_path_factory.mktemp("hook-pydantic-ai")
+    source = CondenseHistory(session=directory / "source.jsonl")
     history: list[ModelMessage] = []
-    prompt = 0
-    while len(history) < MESSAGES:
+    for prompt in range(SOURCE_PROMPTS):
         messages = _prompt(prompt)
         history.append(messages[0])
-        hook.condense(history)  # the prompt's first model call (the flush of the last one)
+        source.condense(history)  # the prompt's first model call (the flush of the last one)
         history.extend(messages[1:])
-        prompt += 1
+    source.close(history)
+    copies = -(-MESSAGES // len(history))
+    data = (directory / "source.jsonl").read_bytes()
+    scaled = directory / "scaled.jsonl"
+    scaled.write_text("".join(f"{line}\n" for line in generate.scale_lines(data, copies)), "utf-8")
+    hook = CondenseHistory(session=scaled)
+    history = _host_history(hook.session)
     saved = ModelMessagesTypeAdapter.dump_json(history)
     hook.condense(ModelMessagesTypeAdapter.validate_json(saved))
+    # the scaled session already holds every message: nothing new, nothing rebuilt
+    assert hook.stats.messages_seen == 0
+    assert hook.stats.rebuilds == 0
     return Workload(hook, saved, len(history))
 
 
