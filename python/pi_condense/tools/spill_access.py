@@ -63,9 +63,9 @@ class SpillRead:
 
     ``text`` is the file's UTF-8 content (invalid bytes as U+FFFD, as Node reads it), or
     None; with ``max_bytes`` and a larger file it is only the head (``complete`` False) and
-    ``total_lines`` counts the lines of the whole file (``"\\n"`` count + 1). ``refused`` is
-    the reason the path was not even tried (outside the blob dir, not a regular file, ...);
-    ``error`` the reason an allowed read failed (e.g. the file is gone).
+    ``total_lines`` counts the lines of the whole file as Pi does (see :func:`_lines`).
+    ``refused`` is the reason the path was not even tried (outside the blob dir, not a regular
+    file, ...); ``error`` the reason an allowed read failed (e.g. the file is gone).
     """
 
     text: Optional[str] = None
@@ -214,7 +214,17 @@ def _read(fd: int, limit: Optional[int]) -> SpillRead:
         complete = not more
         if complete:
             parts.append(decoder.decode(b"", final=True))
-    return SpillRead(text="".join(parts), complete=complete, total_lines=newlines + 1)
+    return SpillRead(text="".join(parts), complete=complete, total_lines=_lines(fd, newlines))
+
+
+def _lines(fd: int, newlines: int) -> int:
+    """The file's line count as Pi 0.83 counts a text: ``""`` has none, and a last ``"\n"``
+    ends the last line rather than starting an empty one (spec 06 A.3)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return 0
+    os.lseek(fd, size - 1, os.SEEK_SET)
+    return newlines if os.read(fd, 1) == b"\n" else newlines + 1
 
 
 def _count_newlines(fd: int, offset: int) -> tuple[int, bool]:
