@@ -63,8 +63,67 @@ def test_appends_survive_a_concurrent_unlocked_writer(tmp_path: Path) -> None:
     assert pi_ids == [f"pi{n:06d}" for n in range(len(pi_ids))]
     reloaded = SessionFile.load(path)
     assert reloaded.warnings == []
-    # Our in-memory session saw the other writer's lines too, in file order.
+    # Our in-memory session saw the other writer's lines too, in file order, none half-read.
     assert [e["id"] for e in session.entries][: len(ids) - 5] == ids[: len(ids) - 5]
+    assert session.warnings == []
+
+
+def pi_entry_line(entry_id: str) -> bytes:
+    entry = {
+        "type": "custom",
+        "customType": "pi",
+        "id": entry_id,
+        "parentId": None,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+    }
+    return (json.dumps(entry, separators=(",", ":")) + "\n").encode()
+
+
+@pytest.mark.parametrize("when", ["load", "append"])
+def test_a_line_read_half_written_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    # The kernel grows a file page by page, so a reader can see the first part of a line
+    # another writer is appending right now. Here the other writer finishes its line during
+    # the reader's first short wait, as a real in-flight write does.
+    path = new_session(tmp_path)
+    session = SessionFile.load(path) if when == "append" else None
+    line = pi_entry_line("pi000000")
+    with path.open("ab") as handle:
+        handle.write(line[:40])
+    real_sleep = time.sleep
+    waits: list[float] = []
+
+    def finish_the_write(seconds: float) -> None:
+        if not waits:
+            with path.open("ab") as handle:
+                handle.write(line[40:])
+        waits.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr("pi_condense.session.time.sleep", finish_the_write)
+    if session is None:
+        session = SessionFile.load(path)
+    else:
+        session.append_custom("ours")
+    assert waits, "the reader never waited for the rest of the line"
+    assert session.warnings == []
+    assert session.get_entry("pi000000") is not None
+    assert SessionFile.load(path).warnings == []
+
+
+def test_a_crash_remnant_costs_two_short_waits_then_reads_as_torn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = new_session(tmp_path)
+    with path.open("ab") as handle:
+        handle.write(pi_entry_line("pi000000")[:40])
+    waits: list[float] = []
+    monkeypatch.setattr("pi_condense.session.time.sleep", waits.append)
+    session = SessionFile.load(path)
+    assert len(waits) == 2
+    assert sum(waits) < 0.01
+    assert [(w.line, w.kind) for w in session.warnings] == [(2, "truncated")]
 
 
 def hold_flock(path: Path, seconds: float) -> subprocess.Popen[bytes]:

@@ -34,7 +34,9 @@ Concurrent writers
     (migrated like the rest of the file, with warnings for bad lines); bytes another writer
     slipped in between that re-read and our write (``O_APPEND`` puts our line after them) are
     read back right after the write and indexed before our entry, so our view of the file
-    stays exact. If our leaf was the file's last entry, it follows the new last entry, so our
+    stays exact. A read that ends inside a line waits a few milliseconds for the rest of it (a
+    line being appended right now can be seen half-written); a remnant that never completes is
+    reported as torn. If our leaf was the file's last entry, it follows the new last entry, so our
     next entry continues the conversation instead of forking it off; a leaf moved explicitly
     with :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already
     read changed (Pi rewrites a v1/v2 file when it opens it), appending raises
@@ -496,6 +498,36 @@ def _read_from(fd: int, offset: int) -> bytes:
         chunks.append(chunk)
 
 
+# A line another writer is appending right now can be read half-written: the kernel grows the
+# file page by page, so a line that crosses a page boundary shows its first part first.
+_SETTLE_WAITS_S = (0.0005, 0.001, 0.002, 0.004, 0.008)
+
+
+def _read_settled(fd: int, offset: int) -> bytes:
+    """:func:`_read_from`, but a read that ends inside a line waits briefly for the rest.
+
+    Every writer appends whole lines with one ``write``; a last line without its newline is
+    either such a write still in flight (it completes within microseconds) or a remnant of a
+    crash (it never does). Without the wait, the in-flight line's first part would be
+    consumed as a torn line and the rest later skipped as glued onto it.
+    """
+    data = _read_from(fd, offset)
+    idle = 0
+    for wait in _SETTLE_WAITS_S:
+        if not data or data.endswith(b"\n"):
+            break
+        time.sleep(wait)
+        more = _read_from(fd, offset + len(data))
+        if more:
+            data += more
+            idle = 0
+        else:
+            idle += 1
+            if idle == 2:
+                break
+    return data
+
+
 def _read_exact(fd: int, offset: int, size: int) -> bytes:
     os.lseek(fd, offset, os.SEEK_SET)
     chunks: list[bytes] = []
@@ -716,7 +748,7 @@ class SessionFile:
         # No lock: appends are whole lines (ours and Pi's), and a torn last line is reported.
         fd = open_regular(name, os.O_RDONLY, "session file")
         try:
-            data = _read_from(fd, 0)
+            data = _read_settled(fd, 0)
         except OSError as exc:
             raise SessionError(f"{name}: cannot read session file: {exc.strerror or exc}") from exc
         finally:
@@ -1200,7 +1232,7 @@ class SessionFile:
             )
         if size == self._size:
             return 0
-        data = _read_from(fd, self._size)
+        data = _read_settled(fd, self._size)
         return self._absorb_bytes(data)
 
     def _absorb_bytes(self, data: bytes) -> int:
