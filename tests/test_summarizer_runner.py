@@ -26,6 +26,7 @@ from _llm_servers import (
     openai_stream,
 )
 from pi_condense.config import Config
+from pi_condense.errors import CondenseError
 from pi_condense.summarize.anthropic_client import AnthropicSummarizer
 from pi_condense.summarize.base import (
     Completion,
@@ -708,3 +709,10 @@ def test_provider_error_is_a_summarizer_error() -> None:
     assert isinstance(error, SummarizerError)
     assert not error.auth
     assert (error.status, error.retryable, error.retry_after) == (503, True, None)
+
+
+def test_summarizer_errors_are_condense_errors() -> None:
+    # One ``except CondenseError`` catches every error the package raises.
+    assert issubclass(SummarizerError, CondenseError)
+    assert isinstance(ProviderError("x", status=429, retryable=True), CondenseError)
+    assert isinstance(SummarizerError("no key", auth=True), CondenseError)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Protocol, runtime_checkable
 
+from ..errors import CondenseError
+
 RequestKind = Literal["batch", "range"]
 ThinkingLevel = Literal["minimal", "low", "medium", "high", "xhigh"]
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
@@ -78,7 +80,7 @@ class Completion:
     error_message: Optional[str] = None
 
 
-class SummarizerError(Exception):
+class SummarizerError(CondenseError):
     """A summarizer call failed. `auth` failures never trip the outage fallback."""
 
     def __init__(self, message: str, *, auth: bool = False) -> None:
