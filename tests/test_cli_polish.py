@@ -225,6 +225,40 @@ def test_errors_name_the_path_once_without_errno(args: list[str], tmp_path: Path
     assert "Errno" not in proc.stderr
 
 
+NOT_A_HEADER = (
+    'not a Pi session file: line 1: the first entry is not a session header ({"type":"session",'
+    '"id":"..."})'
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["render"], ["condense"], ["session", "info"], ["compact"], ["status"], ["session", "context"]],
+)
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ('{"role":"user"}\n', NOT_A_HEADER),
+        (
+            "hello\n",
+            "not a Pi session file: no valid JSON line (line 1: invalid JSON, skipped: "
+            "Expecting value: line 1 column 1 (char 0))",
+        ),
+    ],
+)
+def test_a_non_session_file_is_named_once(
+    command: list[str], content: str, reason: str, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(content, encoding="utf-8")
+    before = sorted(tmp_path.iterdir())
+    proc = run(*command, str(notes), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == f"pi-condense: {notes}: {reason}\n"
+    assert sorted(tmp_path.iterdir()) == before  # nothing written beside it
+
+
 # ------------------------------------------------------------------------------ help
 
 
