@@ -233,7 +233,14 @@ NOT_A_HEADER = (
 
 @pytest.mark.parametrize(
     "command",
-    [["render"], ["condense"], ["session", "info"], ["compact"], ["status"], ["session", "context"]],
+    [
+        ["render"],
+        ["condense"],
+        ["session", "info"],
+        ["compact"],
+        ["status"],
+        ["session", "context"],
+    ],
 )
 @pytest.mark.parametrize(
     ("content", "reason"),

@@ -211,3 +211,95 @@ def test_a_sidecar_with_another_content_hash_is_refused(tmp_path: Path) -> None:
     text = query(spilled_state(str(blob), contentHash=good, spillBytes=size + 1), tmp_path)
     assert "ANOTHER" not in text
     assert "the record says" in text
+
+
+# ------------------------------------------------------- temp files of killed blob writers
+
+_PAUSED_WRITER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pi_condense import spill
+
+    real_fsync = os.fsync
+
+    def paused_fsync(fd):
+        # The blob's bytes are in its temporary file, not yet fsynced nor renamed.
+        print("writing", flush=True)
+        time.sleep(600)
+        real_fsync(fd)
+
+    os.fsync = paused_fsync
+    spill.write_blob(sys.argv[1], "x" * 100000)
+    """
+)
+
+
+def _temps(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_killed_blob_writer_leaves_a_temp_file_the_next_write_removes(tmp_path: Path) -> None:
+    from pi_condense import blob_write
+    from pi_condense.spill import write_blob
+
+    blobs = tmp_path / f"{SID}-blobs"
+    target = blobs / "call_1_7.txt"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_WRITER, str(target)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "writing\n"
+        [temp] = _temps(blobs)
+        assert temp.startswith(".call_1_7.txt.")
+        old = os.stat(blobs / temp).st_mtime - 3600
+        os.utime(blobs / temp, (old, old))
+        # Old but locked by a live writer: kept.
+        assert blob_write.clean_stale_temps(str(blobs)) == []
+        assert _temps(blobs) == [temp]
+    finally:
+        child.kill()
+        child.wait()
+    assert not target.exists()
+    assert _temps(blobs) == [temp]  # SIGKILL left it behind
+    write_blob(str(blobs / "call_2_8.txt"), "next")
+    assert _temps(blobs) == []
+    assert sorted(p.name for p in blobs.iterdir()) == ["call_2_8.txt"]
+
+
+def test_only_old_unlocked_temp_files_of_our_naming_are_removed(tmp_path: Path) -> None:
+    from pi_condense import blob_write
+
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    stale = blobs / ".a_1.txt.0123456789ab.tmp"
+    fresh = blobs / ".b_2.txt.ba9876543210.tmp"
+    others = [
+        blobs / ".notes.tmp",  # not our naming
+        blobs / "a_1.txt",  # a blob
+        blobs / ".c_3.txt.0123456789ab.tmp.keep",
+        blobs / ".d_4.txt.XYZ.tmp",
+    ]
+    for path in [stale, fresh, *others]:
+        path.write_text("partial")
+    outside = tmp_path / "victim"
+    outside.write_text("keep me")
+    link = blobs / ".e_5.txt.aaaaaaaaaaaa.tmp"
+    link.symlink_to(outside)
+    now = os.stat(fresh).st_mtime
+    for path in [stale, *others]:
+        os.utime(path, (now - 3600, now - 3600))
+    os.utime(link, (now - 3600, now - 3600), follow_symlinks=False)
+    assert blob_write.clean_stale_temps(str(blobs), now=now + 1) == [str(stale)]
+    assert not stale.exists()
+    assert fresh.exists()
+    assert link.is_symlink()
+    assert outside.read_text() == "keep me"
+    assert all(p.exists() for p in others)
+    # Once old enough, the fresh one goes too.
+    assert blob_write.clean_stale_temps(str(blobs), now=now + blob_write.STALE_AFTER) == [
+        str(fresh)
+    ]

@@ -18,13 +18,12 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from . import jsjson, jstime
+from .blob_write import write_blob_bytes
 from .capture import CapturedBatch, call_key
-from .fsio import write_atomic
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
 from .tools.spill_access import plain_session_id
@@ -104,11 +103,9 @@ def head_preview(text: str, max_bytes: int) -> str:
 
 
 def write_blob(path: str, text: str) -> None:
-    """Write ``text`` (JS UTF-8) to ``path``: parent dirs created, temp file fsynced, renamed."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-    write_atomic(path, js_utf8(text), tmp)
+    """Write ``text`` (JS UTF-8) to ``path``: parent dirs created, temp file fsynced, renamed
+    (see :mod:`pi_condense.blob_write`, which also removes what killed writers left)."""
+    write_blob_bytes(path, js_utf8(text))
 
 
 def _taken(path: str, text: str) -> bool:
