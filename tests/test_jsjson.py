@@ -439,3 +439,75 @@ def test_loads_and_rust_parser_agree(text: str) -> None:
     except JsonError:
         via_rust = None
     assert via_python == via_rust
+
+
+# --- nesting beyond orjson's and the stdlib's limits -------------------------------------
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5000, 200_000])
+def test_loads_takes_any_depth_as_json_parse(depth: int) -> None:
+    # Node's JSON.parse reads 5,000,000 levels; orjson stops at 1024, json at the
+    # recursion limit.
+    text = '{"a":[' * depth + '1,"\\ud800",{"k":2,"k":3}' + "]}" * depth
+    value, found = jsjson.loads_with_depth(text)
+    assert found == 2 * depth + 1
+    for _ in range(depth):
+        assert list(value) == ["a"]
+        value = value["a"]
+        assert isinstance(value, list)
+        value = value[-1] if len(value) == 1 else value
+    assert value == [1, "\ud800", {"k": 3}]
+    assert jsjson.loads(text.encode()) is not None
+
+
+def test_shallow_texts_report_no_depth() -> None:
+    assert jsjson.loads_with_depth('{"a":[[1]]}') == ({"a": [[1]]}, 0)
+
+
+@pytest.mark.parametrize(
+    ("tail", "message"),
+    [
+        ("1,]", r"Expecting value: line 1 column \d+"),
+        ("NaN]", r"Expecting value"),
+        ('{"a" 1}]', r"Expecting ':' delimiter"),
+        ("1 2]", r"Expecting ',' delimiter"),
+        ('"\t"]', r"Invalid control character"),
+        ("1]]", r"Extra data"),
+    ],
+)
+def test_deep_invalid_texts_are_refused_with_their_position(tail: str, message: str) -> None:
+    text = "[" * 3000 + tail + "]" * 2999
+    with pytest.raises(JsonError, match=message):
+        jsjson.loads(text)
+
+
+@settings(max_examples=500)
+@given(st.one_of(_json_ish, _values.map(jsjson.dumps), _values.map(lambda v: jsjson.dumps(v, 2))))
+def test_the_deep_parser_agrees_with_loads(text: str) -> None:
+    from pi_condense.deep_json import deep_loads
+    from pi_condense.jsjson import _parse_int
+
+    try:
+        expected: Any = (jsjson.dumps(jsjson.loads(text)), type(jsjson.loads(text)))
+    except JsonError as exc:
+        expected = str(exc)
+    try:
+        value, _ = deep_loads(text, _parse_int)
+        got: Any = (jsjson.dumps(value), type(value))
+    except JsonError as exc:
+        got = str(exc)
+    if isinstance(expected, str) and "unexpected token" in expected:
+        # NaN / Infinity: loads reports them in the Rust parser's words, at the same place.
+        assert isinstance(got, str)
+        assert got.rsplit(": line", 1)[1] == expected.rsplit(": line", 1)[1]
+    else:
+        assert got == expected
+
+
+def test_a_value_too_deep_to_serialize_is_still_refused() -> None:
+    value = jsjson.loads("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+    assert jsjson.MAX_DEPTH == MAX_DEPTH
+    with pytest.raises(ValueError, match="JSON nesting deeper than 1024"):
+        jsjson.dumps(value)
+    with pytest.raises(ValueError, match="JSON nesting deeper than 1024"):
+        jsjson.length(value)

@@ -98,3 +98,73 @@ def test_a_corrupt_deflate_stream_is_a_clear_error(tmp_path: Path) -> None:
     for path, why in ((corrupt, "corrupt gzip stream"), (truncated, "truncated gzip stream")):
         for command in (["session", "info", str(path)], ["render", str(path)]):
             assert_clear_error(cli(command, tmp_path), path, why)
+
+
+# ----------------------------------------------------------- nesting deeper than 1024 levels
+
+
+def _with_deep_line(tmp_path: Path, depth: int) -> tuple[Path, int]:
+    """A session whose last line is a user message holding ``depth`` nested arrays."""
+    import json
+
+    session = write_session(tmp_path / "deep.jsonl", prompts=2)
+    lines = session.read_text(encoding="utf-8").splitlines()
+    last = json.loads(lines[-1])
+    entry = {
+        "type": "message",
+        "id": "deep0001",
+        "parentId": last["id"],
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi"}],
+            "timestamp": 1767225600000,
+            "x": "@",
+        },
+    }
+    line = json.dumps(entry, separators=(",", ":")).replace('"@"', "[" * depth + "]" * depth)
+    session.write_text("\n".join([*lines, line]) + "\n", encoding="utf-8")
+    return session, len(lines) + 1
+
+
+def test_a_line_nested_deeper_than_1024_loads_as_json_parse_reads_it(tmp_path: Path) -> None:
+    from pi_condense.session import SessionFile
+
+    session, line = _with_deep_line(tmp_path, 3000)
+    loaded = SessionFile.load(session)
+    entry = loaded.get_entry("deep0001")
+    assert entry is not None
+    value, depth = entry["message"]["x"], 1
+    while value:
+        value, depth = value[0], depth + 1
+    assert depth == 3000
+    [warning] = [w for w in loaded.warnings if w.kind == "deep"]
+    assert warning.line == line
+    assert "nested 3002 levels deep" in warning.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["session", "info"], ["render"], ["condense", "-q", "-o", "{out}"], ["status"]],
+)
+def test_serializing_a_too_deep_line_is_a_clear_error_naming_it(
+    command: list[str], tmp_path: Path
+) -> None:
+    session, line = _with_deep_line(tmp_path, 3000)
+    args = [a.replace("{out}", str(tmp_path / "out.jsonl")) for a in command]
+    proc = cli([*args, str(session)], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.endswith(
+        f"pi-condense: {session}:{line}: nested 3002 levels deep: kept (JSON.parse reads it), "
+        "but a render or a write of it fails (JSON.stringify here stops at 1024 levels)\n"
+        "pi-condense: cannot serialize a value nested deeper than 1024 levels "
+        "(or a circular one)\n"
+    )
+
+
+def test_a_deep_line_within_the_limit_is_rendered(tmp_path: Path) -> None:
+    session, _ = _with_deep_line(tmp_path, 1015)
+    proc = cli(["session", "info", "--json", str(session)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""

@@ -552,6 +552,36 @@ def test_missing_arguments_throw_and_keep_the_list() -> None:
     assert (res.pruned, res.before_chars, res.after_chars) == (False, 0, 0)
 
 
+@pytest.mark.parametrize("kind", ["deep", "circular"])
+def test_a_message_json_stringify_refuses_throws_and_keeps_the_list(kind: str) -> None:
+    # JSON.stringify throws on a cycle (TypeError) and past its stack (RangeError); our
+    # serializer refuses beyond jsjson.MAX_DEPTH levels, so the render throws as the
+    # reference's measuring of the input does.
+    messages, state = example()
+    value: Any
+    if kind == "deep":
+        value = []
+        for _ in range(jsjson.MAX_DEPTH + 5):
+            value = [value]
+    else:
+        value = {}
+        value["self"] = value
+    messages[0] = {**messages[0], "extra": value}
+    res = render(messages, state, NO_CHAIN)
+    assert res == RenderResult(messages, False, 0, 0, (), True)
+    assert res.messages is messages
+    # Just within the limit it renders.
+    if kind == "deep":
+        value = []
+        for _ in range(jsjson.MAX_DEPTH - 10):
+            value = [value]
+        messages[0] = {**messages[0], "extra": value}
+        fine = render(messages, state, NO_CHAIN)
+        assert fine.pruned
+        assert not fine.threw
+        assert_sizes(messages, fine)
+
+
 def test_non_array_assistant_content_throws() -> None:
     messages = [user(1), {"role": "assistant", "content": "plain", "timestamp": 2}]
     res = render(messages, PrunerState(), NO_CHAIN)

@@ -18,9 +18,23 @@ from typing import Any, NoReturn, Union
 import orjson
 
 from . import _core
+from .deep_json import deep_loads
 from .errors import JsonError
 
-__all__ = ["dumps", "dumps_bytes", "length", "loads", "reformat", "utf8_len", "utf16_len"]
+__all__ = [
+    "MAX_DEPTH",
+    "dumps",
+    "dumps_bytes",
+    "length",
+    "loads",
+    "loads_with_depth",
+    "reformat",
+    "utf8_len",
+    "utf16_len",
+]
+
+MAX_DEPTH = 1024
+"""The deepest nesting `dumps`, `length` and the render serialize (`loads` takes any)."""
 
 _I64_MIN = -(2**63)
 _U64_MAX = 2**64 - 1
@@ -48,9 +62,12 @@ def _parse_int(literal: str) -> int | float:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_int=_parse_int)
 
 
-def _fallback_loads(text: str) -> Any:
+def _fallback_loads(text: str) -> tuple[Any, int]:
     try:
-        return _DECODER.decode(text)
+        return _DECODER.decode(text), 0
+    except RecursionError:
+        # Deeper than the recursion limit (orjson stops at 1024): JSON.parse takes any depth.
+        return deep_loads(text, _parse_int)
     except json.JSONDecodeError as exc:
         raise JsonError(
             f"{exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
@@ -59,8 +76,6 @@ def _fallback_loads(text: str) -> Any:
         # The Rust parser follows JSON.parse too and reports where the literal is.
         _core.reformat_json(text)
         raise JsonError(f"{exc.args[0]} is not valid JSON") from None
-    except RecursionError:
-        raise JsonError("JSON nesting too deep") from None
 
 
 def loads(text: Union[str, bytes, bytearray, memoryview]) -> Any:
@@ -68,13 +83,26 @@ def loads(text: Union[str, bytes, bytearray, memoryview]) -> Any:
 
     Bytes are decoded as UTF-8, invalid sequences replaced by U+FFFD (as Node reads
     files). Objects become dicts (a repeated key keeps its first position and takes the
-    last value), integers that fit 64 bits stay ints, other numbers become floats.
+    last value), integers that fit 64 bits stay ints, other numbers become floats. Any
+    nesting depth is accepted, as far as memory allows (beyond about 1000 levels through a
+    slower iterative parser).
 
     Raises:
         JsonError: the text is not valid JSON; the message gives line, column and char.
     """
+    return loads_with_depth(text)[0]
+
+
+def loads_with_depth(text: Union[str, bytes, bytearray, memoryview]) -> tuple[Any, int]:
+    """`loads(text)`, and the value's nesting depth when the fast parsers could not take it
+    (0 otherwise: then it is at most 1024). `dumps` refuses a value nested deeper than
+    `MAX_DEPTH`: such a value can be read, not written back.
+
+    Raises:
+        JsonError: as `loads`.
+    """
     try:
-        return orjson.loads(text)
+        return orjson.loads(text), 0
     except orjson.JSONDecodeError:
         pass
     if isinstance(text, (bytes, bytearray, memoryview)):

@@ -96,11 +96,35 @@ def render(messages: list[Any], state: PrunerState, config: Config) -> RenderRes
     ``state`` is the pruner state of the session's branch; ``config`` the effective
     configuration. ``config.enabled`` is not consulted: skipping render when the extension is
     off is the caller's decision, as in the reference's ``context`` handler. No input object is
-    mutated.
+    mutated. A message nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH` levels (or
+    circular), which ``JSON.stringify`` refuses, makes ``threw`` true.
     """
+    try:
+        rendered = _render(messages, state, config)
+    except ValueError as exc:
+        if not str(exc).startswith("JSON nesting deeper than"):
+            raise
+        # The reference's JSON.stringify throws on such a value (RangeError, TypeError on a
+        # cycle), so its render does too: the input list comes back as on any other throw.
+        return RenderResult(messages, False, 0, 0, (), True)
+    out, pruned, before, after, diagnostics, threw = rendered
+    return RenderResult(
+        messages=out,
+        pruned=pruned,
+        before_chars=before,
+        after_chars=after,
+        diagnostics=tuple(
+            RenderDiagnostic(cast(DiagnosticKind, kind), key, detail)
+            for kind, key, detail in diagnostics
+        ),
+        threw=threw,
+    )
+
+
+def _render(messages: list[Any], state: PrunerState, config: Config) -> Any:
     purge = config.purge_errors
     chain = config.chain_compression
-    out, pruned, before, after, diagnostics, threw = _core.render(
+    return _core.render(
         messages,
         state.index,
         recovery_grace_turns=float(config.recovery_grace_turns),
@@ -113,15 +137,4 @@ def render(messages: list[Any], state: PrunerState, config: Config) -> RenderRes
         protected_paths=list(config.protected_paths),
         protected_tool_predicate=_tool_predicate(config),
         sizes=state.sizes,
-    )
-    return RenderResult(
-        messages=out,
-        pruned=pruned,
-        before_chars=before,
-        after_chars=after,
-        diagnostics=tuple(
-            RenderDiagnostic(cast(DiagnosticKind, kind), key, detail)
-            for kind, key, detail in diagnostics
-        ),
-        threw=threw,
     )

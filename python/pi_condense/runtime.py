@@ -143,6 +143,11 @@ class Runtime:
             self.metrics_cache = self.metrics.compute(
                 messages, self.state.frontier, self.state.is_summarized, self.protection()
             )
+        except ValueError as exc:
+            if not str(exc).startswith("JSON nesting deeper than"):
+                log.exception("pi-condense: context metrics computation failed")
+            else:  # bad input, not a bug: the session loader's "deep" warning names the line
+                log.error("pi-condense: context metrics computation failed: %s", exc)
         except Exception:
             log.exception("pi-condense: context metrics computation failed")
         return self.metrics_cache

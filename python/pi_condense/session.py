@@ -137,7 +137,9 @@ class LoadWarning:
     ``kind`` is a stable code: ``invalid-json``, ``truncated`` (last line without a newline
     that does not parse), ``not-object``, ``extra-header``, ``invalid-utf8``, ``bad-entry``,
     ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock),
-    ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``).
+    ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``),
+    ``deep`` (a line nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH`: loaded, but it
+    cannot be serialized).
     """
 
     line: int
@@ -583,7 +585,7 @@ class _Parsed:
 
 def _parse_line(line: str, number: int, torn: bool, parsed: _Parsed) -> None:
     try:
-        value = jsjson.loads(line)
+        value, depth = jsjson.loads_with_depth(line)
     except (ValueError, RecursionError) as exc:  # JsonError is a ValueError
         if torn:
             reason = "truncated last line (no trailing newline: an interrupted write?); skipped"
@@ -593,6 +595,12 @@ def _parse_line(line: str, number: int, torn: bool, parsed: _Parsed) -> None:
                 LoadWarning(number, "invalid-json", f"invalid JSON, skipped: {exc}")
             )
         return
+    if depth > jsjson.MAX_DEPTH:
+        reason = (
+            f"nested {depth} levels deep: kept (JSON.parse reads it), but a render or a "
+            f"write of it fails (JSON.stringify here stops at {jsjson.MAX_DEPTH} levels)"
+        )
+        parsed.warnings.append(LoadWarning(number, "deep", reason))
     if parsed.first_value is ABSENT:
         parsed.first_value = value
         parsed.first_line = number

@@ -25,8 +25,8 @@ import sys
 
 import typer
 
-from .. import __version__
-from ._common import EXIT_OK, out
+from .. import __version__, jsjson
+from ._common import DEEP_LINES, EXIT_OK, EXIT_UNREADABLE, out
 from ._help import polish
 from .compact_cmd import compact_command
 from .condense_cmd import register as register_condense
@@ -89,4 +89,17 @@ def main() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    app()
+    try:
+        app()
+    except ValueError as exc:
+        if not str(exc).startswith("JSON nesting deeper than"):
+            raise
+        # A session line JSON.parse reads but our JSON.stringify refuses (see jsjson.MAX_DEPTH).
+        lines = DEEP_LINES or [f"a value is nested deeper than {jsjson.MAX_DEPTH} levels"]
+        for line in lines:
+            sys.stderr.write(f"pi-condense: {line}\n")
+        sys.stderr.write(
+            f"pi-condense: cannot serialize a value nested deeper than {jsjson.MAX_DEPTH} "
+            "levels (or a circular one)\n"
+        )
+        raise SystemExit(EXIT_UNREADABLE) from None

@@ -194,14 +194,30 @@ def resolve_file(file: Optional[Path], example: bool) -> Path:
     return file
 
 
+DEEP_LINES: list[str] = []
+"""``path:line: reason`` of every loaded session line nested deeper than ``jsjson.MAX_DEPTH``
+(named by :func:`pi_condense.cli.main` if serializing one fails)."""
+
+
+def note_loaded(session: SessionFile, path: Union[str, os.PathLike[str]]) -> SessionFile:
+    """Remember ``session``'s too-deep lines (see :data:`DEEP_LINES`); returns it."""
+    for warning in session.warnings:
+        if warning.kind == "deep":
+            DEEP_LINES.append(f"{os.fspath(path)}:{warning.line}: {warning.reason}")
+    return session
+
+
 def open_session(path: Path) -> SessionFile:
     """Load a session file (read-only), or exit 2 naming it. A ``.jsonl.gz`` file is read
     into memory (its directory stays the session directory, for spill files)."""
     try:
         if path.name.endswith(".gz"):
             data = read_input(path)
-            return SessionFile.parse(data, name=str(path), session_dir=str(path.parent.resolve()))
-        return SessionFile.load(path)
+            return note_loaded(
+                SessionFile.parse(data, name=str(path), session_dir=str(path.parent.resolve())),
+                path,
+            )
+        return note_loaded(SessionFile.load(path), path)
     except (CondenseError, OSError, EOFError, gzip.BadGzipFile) as exc:
         fail_at(path, "cannot read session file", exc)
 
@@ -217,7 +233,7 @@ def read_session(path: Path) -> SessionFile:
     """An in-memory copy of a session file (``.jsonl`` or ``.jsonl.gz``), or exit 2."""
     try:
         data = read_input(path)
-        return SessionFile.parse(data, name=str(path))
+        return note_loaded(SessionFile.parse(data, name=str(path)), path)
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
         fail_at(path, "cannot read session file", exc)
 

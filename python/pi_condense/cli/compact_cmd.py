@@ -39,6 +39,7 @@ from ._common import (
     json_option,
     load_cli_config,
     make_cli_summarizers,
+    note_loaded,
     out,
     print_warnings,
     run_with_summarizer,
@@ -56,6 +57,10 @@ _FUSER_EXTRA = (
 
 def _open(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> SessionFile:
     """The session to compact: the file itself, a fresh copy, or an in-memory copy."""
+    return note_loaded(_load(session, out_file, in_place, tmp), session)
+
+
+def _load(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> SessionFile:
     if session.name.endswith(".gz") and (in_place or out_file is not None):
         fail(f"{session}: --in-place and --out need a plain .jsonl session (not .gz)")
     try:

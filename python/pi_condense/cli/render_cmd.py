@@ -27,7 +27,7 @@ from ..errors import CondenseError
 from ..fsio import read_input
 from ..render import RenderResult, render
 from ..session import SessionFile
-from ._common import err, fail, fail_at, out, print_warnings, resolve_file
+from ._common import err, fail, fail_at, note_loaded, out, print_warnings, resolve_file
 
 __all__ = ["RenderCounts", "compact_count", "register", "render_counts", "stats_line"]
 
@@ -237,8 +237,8 @@ def _print_pretty(messages: list[Any], result: RenderResult) -> None:
 def _load_session(path: Path) -> SessionFile:
     try:
         if path.name.endswith(".gz"):
-            return SessionFile.parse(read_input(path), name=str(path))
-        return SessionFile.load(path)
+            return note_loaded(SessionFile.parse(read_input(path), name=str(path)), path)
+        return note_loaded(SessionFile.load(path), path)
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
         fail_at(path, "cannot read session file", exc)
 
