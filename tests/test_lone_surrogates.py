@@ -436,3 +436,222 @@ def test_recovery_tools_keep_lone_surrogates(user: str, answer: str, output: str
     ours = run(user, answer, output)
     assert ours == unswapped(run(*swapped([user, answer, output])))
     assert "\ufffd" not in jsjson.dumps(ours)
+
+
+# ------------------------------------------------------------ ids and keys with lone surrogates
+#
+# Ids are compared exactly (JS `===` on UTF-16), so two ids that differ only in a lone
+# surrogate, or in a lone surrogate against U+FFFD, are two calls with two records and two refs.
+# The swap oracle gives each lone surrogate its own private-use stand-in, so ids that are
+# distinct there must be told apart here too.
+
+
+@st.composite
+def id_sessions(draw: st.DrawFn) -> tuple[list[Any], list[dict[str, Any]], list[str]]:
+    """Three summarized calls (one spilled) and a closed chain over the first, with
+    generated ids; the second id is the first with its lone surrogates as U+FFFD, when it has
+    any (the ids the lossy index confused)."""
+    first = draw(texts)
+    second = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in first)
+    if second == first:
+        second = draw(texts)
+    third = draw(texts)
+    ids = [first, second, third]
+    if len(set(ids)) < 3:
+        ids = [first + "1", first + "2", first + "3"]
+    a, b, c = ids
+    messages = [
+        _user(100),
+        _assistant(110, [{"type": "toolCall", "id": a, "name": "bash", "arguments": {}}]),
+        _result(a, "bash", 120, "x" * 50),
+        _assistant(130, [{"type": "text", "text": "done"}]),
+        _user(200),
+        _assistant(
+            210,
+            [
+                {"type": "toolCall", "id": b, "name": "bash", "arguments": {}},
+                {"type": "toolCall", "id": c, "name": "read", "arguments": {}},
+            ],
+        ),
+        _result(b, "bash", 220, "y" * 50),
+        _result(c, "read", 221, "z" * 50),
+        _assistant(230, [{"type": "text", "text": "ok"}]),
+    ]
+    spilled = _record(
+        c, "read", 221, resultText="", spillPath="/s/p", spillBytes=50, resultPreview="head"
+    )
+    entries: list[dict[str, Any]] = [
+        {
+            "type": "custom",
+            "customType": "context-prune-index",
+            "data": {
+                "toolCalls": [
+                    _record(a, "bash", 120, resultText="out of " + a),
+                    _record(b, "bash", 220, resultText="out of " + b),
+                    spilled,
+                ]
+            },
+        },
+        {
+            "type": "custom_message",
+            "customType": "context-prune-summary",
+            "content": "summary of " + a,
+            "display": False,
+            "details": {
+                "toolCallRefs": [
+                    {"shortId": "t1", "toolCallId": a, "resultTimestamp": 120},
+                    {"shortId": "t2", "toolCallId": b, "resultTimestamp": 220},
+                ]
+            },
+        },
+        {
+            "type": "custom_message",
+            "customType": "context-prune-summary",
+            "content": "summary of " + c,
+            "display": False,
+            "details": {
+                "toolCallRefs": [{"shortId": "t3", "toolCallId": c, "resultTimestamp": 221}]
+            },
+        },
+    ]
+    if draw(st.booleans()):
+        entries.append(
+            {
+                "type": "custom",
+                "customType": "context-prune-chain",
+                "data": {
+                    "blockId": "b1",
+                    "startUserTimestamp": 100,
+                    "droppedToolCallIds": [a],
+                    "droppedOccurrenceKeys": [a + "@120"],
+                    "finalAssistantTimestamp": 130,
+                    "toolRefs": ["t1"],
+                    "compressedAt": 9000,
+                },
+            }
+        )
+    return messages, entries, ids
+
+
+_PINNED_IDS = (
+    [
+        _user(100),
+        _assistant(
+            110,
+            [
+                {"type": "toolCall", "id": "a\ud800", "name": "bash", "arguments": {}},
+                {"type": "toolCall", "id": "a\ufffd", "name": "bash", "arguments": {}},
+            ],
+        ),
+        _result("a\ud800", "bash", 120, "x" * 50),
+        _result("a\ufffd", "bash", 121, "y" * 50),
+        _assistant(130, [{"type": "text", "text": "done"}]),
+    ],
+    [
+        {
+            "type": "custom",
+            "customType": "context-prune-index",
+            "data": {
+                "toolCalls": [
+                    _record("a\ud800", "bash", 120, resultText="out of a\ud800"),
+                    _record("a\ufffd", "bash", 121, resultText="out of a\ufffd"),
+                ]
+            },
+        },
+        {
+            "type": "custom_message",
+            "customType": "context-prune-summary",
+            "content": "S",
+            "display": False,
+            "details": {
+                "toolCallRefs": [
+                    {"shortId": "t1", "toolCallId": "a\ud800", "resultTimestamp": 120},
+                    {"shortId": "t2", "toolCallId": "a\ufffd", "resultTimestamp": 121},
+                ]
+            },
+        },
+    ],
+    ["a\ud800", "a\ufffd", "b"],
+)
+
+
+@SETTINGS
+@given(id_sessions(), st.booleans())
+@example(_PINNED_IDS, False)
+def test_ids_with_lone_surrogates_render_as_distinct_strings(
+    session: tuple[list[Any], list[Any], list[str]], chains: bool
+) -> None:
+    messages, entries, _ = session
+    ours = _render(messages, entries, chains)
+    assert ours == unswapped(_render(swapped(messages), swapped(entries), chains))
+    text = jsjson.dumps(ours)
+    text.encode("utf-8")  # every lone surrogate escaped
+    assert jsjson.loads(text) == ours
+
+
+def test_an_id_and_its_lossy_twin_are_stubbed_under_their_own_refs() -> None:
+    messages, entries, _ = _PINNED_IDS
+    out = _render(messages, entries, False)
+    assert [m["toolCallId"] for m in out[2:4]] == ["a\ud800", "a\ufffd"]
+    assert "ref `t1`" in out[2]["content"][0]["text"]
+    assert "ref `t2`" in out[3]["content"][0]["text"]
+    state = PrunerState.from_branch(entries)
+    assert state.resolve("t1") == "a\ud800@120"
+    assert state.resolve("t2") == "a\ufffd@121"
+    assert state.short_ref("a\ud800@120") == "t1"
+    assert not state.is_summarized("a\ufffd@120")
+    assert [r["toolCallId"] for r in state.records_for_id("a\ud800")] == ["a\ud800"]
+    assert state.index.keys() == ["a\ud800@120", "a\ufffd@121"]
+    assert state.index.short_refs() == [("t1", "a\ud800@120"), ("t2", "a\ufffd@121")]
+
+
+@SETTINGS
+@given(id_sessions())
+@example(_PINNED_IDS)
+def test_query_by_id_key_and_ref_answers_as_for_distinct_strings(
+    session: tuple[list[Any], list[Any], list[str]],
+) -> None:
+    _, entries, ids = session
+
+    def run(branch: list[Any], wanted: list[str]) -> list[str]:
+        state = PrunerState.from_branch(branch)
+        tool = ContextTreeQuery(state, "/nonexistent", "s")
+        return [tool.execute({"toolCallIds": [w]}).text for w in wanted]
+
+    wanted = [*ids, ids[0] + "@120", "t1", "t2", "t3"]
+    ours = run(entries, wanted)
+    assert ours == unswapped(run(swapped(entries), swapped(wanted)))
+    for id_, text in zip(ids[:2], ours):
+        assert "out of " + id_ in text
+
+
+def test_a_pair_given_as_two_code_points_is_the_astral_character() -> None:
+    # One JS string, two Python strings: a record under either form answers lookups by both;
+    # keys the index returns are in the joined form (what JSON decoding gives).
+    for stored, asked in (("\ud800\udc00", "\U00010000"), ("\U00010000", "\ud800\udc00")):
+        state = PrunerState()
+        assert state.add_batch([_record(stored, "bash", 5)]) == ["\U00010000@5"]
+        assert state.is_summarized(asked + "@5")
+        assert state.get_record(asked) is not None
+        assert state.index.keys() == ["\U00010000@5"]
+        messages = [
+            _user(1),
+            _assistant(2, [{"type": "toolCall", "id": asked, "name": "bash", "arguments": {}}]),
+            _result(asked, "bash", 5, "x" * 50),
+            _assistant(6, [{"type": "text", "text": "ok"}]),
+        ]
+        state.register_refs([{"shortId": "t1", "toolCallId": stored, "resultTimestamp": 5}])
+        out = render(messages, state, Config.from_settings_dict({"enabled": True})).messages
+        assert "ref `t1`" in out[2]["content"][0]["text"]
+        assert out[2]["toolCallId"] == asked  # the message's own string
+
+
+def test_keys_holding_the_key_form_escape_are_kept_exactly() -> None:
+    # U+FDD0 (the index's internal escape) in a real id is an ordinary character.
+    ids = ["x\ufdd0", "x\ufdd0\uf000", "x\ud800", "x\ufdd0\ufdd0"]
+    state = PrunerState()
+    keys = state.add_batch([_record(i, "bash", n) for n, i in enumerate(ids)])
+    assert keys == [f"{i}@{n}" for n, i in enumerate(ids)]
+    assert state.index.keys() == keys
+    for key in keys:
+        assert state.resolve(key) == key

@@ -116,20 +116,6 @@ def normalize_stats(data: Any) -> Stats:
     }
 
 
-def _unit_safe(key: Any) -> Any:
-    """A lookup key as the native index stores it: a string holding lone surrogates (a JS
-    string cut between the halves of a pair; JSON may carry ``\\ud800``) has each of them
-    as U+FFFD, which is how :meth:`PrunerState.add_batch` indexed it; other values as given.
-    """
-    if not isinstance(key, str):
-        return key
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in key)
-    return key
-
-
 class PrunerState:
     """Index + frontier + stats of one branch.
 
@@ -191,55 +177,55 @@ class PrunerState:
 
     def is_summarized(self, key: str) -> bool:
         """``isSummarized``: the occurrence key is indexed or is a dedup alias (strict)."""
-        return self.index.is_summarized(_unit_safe(key))
+        return self.index.is_summarized(key)
 
     def has_legacy_bare_record(self, tool_call_id: str) -> bool:
         """``hasLegacyBareRecord``: a record under the bare id, and no other key for it."""
-        return self.index.has_legacy_bare_record(_unit_safe(tool_call_id))
+        return self.index.has_legacy_bare_record(tool_call_id)
 
     def resolve(self, id_or_ref: str) -> Optional[str]:
         """``resolveToolCallId``: key, dedup alias, short ref, or an unambiguous bare id."""
-        return self.index.resolve(_unit_safe(id_or_ref))
+        return self.index.resolve(id_or_ref)
 
     def get_record(self, id_or_ref: str) -> Optional[ToolCallRecord]:
         """``getRecord``: the record :meth:`resolve` leads to (the branch's own dict)."""
-        return self.index.get_record(_unit_safe(id_or_ref))
+        return self.index.get_record(id_or_ref)
 
     def lookup_records(self, ids: Iterable[str]) -> list[ToolCallRecord]:
         """``lookupToolCalls``: :meth:`get_record` for each id, misses skipped."""
-        return self.index.lookup_records([_unit_safe(k) for k in ids])
+        return self.index.lookup_records(list(ids))
 
     def records_for_id(self, id_or_ref: str) -> list[ToolCallRecord]:
         """``getRecordsForId``: every occurrence of a bare id (dedup aliases included),
         chronologically; exactly one record for a key or short ref; ``[]`` if unknown."""
-        return self.index.records_for_id(_unit_safe(id_or_ref))
+        return self.index.records_for_id(id_or_ref)
 
     def short_ref(self, key: str) -> Optional[str]:
         """``getShortRefForToolCallId``: the ``tN`` of a key (None for legacy refs)."""
-        return self.index.short_ref(_unit_safe(key))
+        return self.index.short_ref(key)
 
     def key_for_short_ref(self, short_id: str) -> Optional[str]:
         """The occurrence key a short ref stands for."""
-        return self.index.key_for_short_ref(_unit_safe(short_id))
+        return self.index.key_for_short_ref(short_id)
 
     def tool_refs_for(self, keys: Iterable[str]) -> list[str]:
         """``getToolRefsForToolCallIds``: refs of the keys that have one, in order.
 
         A ref may repeat: a dedup alias shares its original's ref.
         """
-        return self.index.tool_refs_for([_unit_safe(k) for k in keys])
+        return self.index.tool_refs_for(list(keys))
 
     def has_summary_covering_any(self, keys: Iterable[str]) -> bool:
         """``hasPerBatchSummaryCoveringAny``: some summary body shares a key."""
-        return self.index.has_summary_covering_any([_unit_safe(k) for k in keys])
+        return self.index.has_summary_covering_any(list(keys))
 
     def per_batch_summaries(self, keys: Iterable[str]) -> list[str]:
         """``getPerBatchSummariesForToolCallIds``: overlapping body texts, deduplicated."""
-        return self.index.per_batch_summaries([_unit_safe(k) for k in keys])
+        return self.index.per_batch_summaries(list(keys))
 
     def per_batch_summary_text(self, keys: Iterable[str]) -> str:
         """``getPerBatchSummaryTextForToolCallIds``: those texts joined with a blank line."""
-        return self.index.per_batch_summary_text([_unit_safe(k) for k in keys])
+        return self.index.per_batch_summary_text(list(keys))
 
     def chain_entries(self) -> list[ChainEntry]:
         """``getChainEntries``: registered chains by ``startUserTimestamp`` ascending."""
@@ -247,11 +233,11 @@ class PrunerState:
 
     def find_chain_by_block_id(self, block_id: str) -> Optional[ChainEntry]:
         """``findChainEntryByBlockId``: the first registered chain with that block id."""
-        return self.index.find_chain_by_block_id(_unit_safe(block_id))
+        return self.index.find_chain_by_block_id(block_id)
 
     def lookup_by_content(self, tool_name: str, result_text: str) -> Optional[str]:
         """``lookupByContent``: the canonical key of an identical (normalized) result."""
-        return self.index.lookup_by_content(_unit_safe(tool_name), result_text)
+        return self.index.lookup_by_content(tool_name, result_text)
 
     @property
     def next_short_ref_number(self) -> Number:
@@ -288,11 +274,11 @@ class PrunerState:
 
     def register_duplicate(self, new_key: str, original_key: str) -> bool:
         """``registerDuplicate`` in memory (False when the keys are equal: nothing to write)."""
-        return self.index.register_duplicate(_unit_safe(new_key), _unit_safe(original_key))
+        return self.index.register_duplicate(new_key, original_key)
 
     def register_summary_body(self, keys: Iterable[str], text: str) -> bool:
         """``registerSummaryBody``: kept only when both keys and text are non-empty."""
-        return self.index.register_summary_body([_unit_safe(k) for k in keys], text)
+        return self.index.register_summary_body(list(keys), text)
 
     def register_chain(self, entry: ChainEntry) -> None:
         """``registerChain``: replaces any chain with the same ``startUserTimestamp``."""

@@ -306,6 +306,103 @@ pub fn utf16_to_wtf8(units: &[u16]) -> JsStr {
     buf.finish()
 }
 
+/// The escape of the key form (a noncharacter, reserved for internal use).
+const KEY_ESCAPE: char = '\u{FDD0}';
+/// A lone surrogate `u` is written in key form as [`KEY_ESCAPE`] then `KEY_SURROGATE_BASE +
+/// (u - 0xD800)` (a private-use character).
+const KEY_SURROGATE_BASE: u32 = 0xF000;
+
+/// The *key form* of a JS string given as UTF-16 code units: a Rust string that is equal for
+/// two JS strings exactly when they are equal, so ids and keys holding lone surrogates keep
+/// their own slot in string-keyed tables (`"a\ud800"` and `"a\u{FFFD}"` differ).
+///
+/// A string without lone surrogates and without U+FDD0 is its own key form (every key the
+/// reference writes); a lone surrogate `u` becomes U+FDD0 followed by U+F000 + (u - 0xD800),
+/// and U+FDD0 itself becomes U+FDD0 U+FDD0. Key forms concatenate as the strings do (an `@`
+/// suffix appended to an id's key form is the key form of the occurrence key), and a
+/// surrogate pair given as two units is the astral character (the same JS string).
+pub fn key_form_units(units: &[u16]) -> String {
+    let mut out = String::with_capacity(units.len());
+    for item in char::decode_utf16(units.iter().copied()) {
+        match item {
+            Ok(KEY_ESCAPE) => {
+                out.push(KEY_ESCAPE);
+                out.push(KEY_ESCAPE);
+            }
+            Ok(c) => out.push(c),
+            Err(err) => {
+                let offset = u32::from(err.unpaired_surrogate()) - 0xD800;
+                out.push(KEY_ESCAPE);
+                out.push(char::from_u32(KEY_SURROGATE_BASE + offset).unwrap_or('\u{FFFD}'));
+            }
+        }
+    }
+    out
+}
+
+/// [`key_form_units`] of generalized UTF-8.
+pub fn key_form_wtf8(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => key_form_str(text).into_owned(),
+        Err(_) => key_form_units(&wtf8_to_utf16(bytes)),
+    }
+}
+
+/// [`key_form_units`] of a string without lone surrogates (borrowed unless it holds U+FDD0).
+pub fn key_form_str(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains(KEY_ESCAPE) {
+        std::borrow::Cow::Owned(text.replace(KEY_ESCAPE, "\u{FDD0}\u{FDD0}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// The JS string of a key form, as generalized UTF-8 (borrowed when it holds no escape).
+/// An escape not followed by what [`key_form_units`] writes is kept as it is.
+pub fn key_form_to_wtf8(key: &str) -> std::borrow::Cow<'_, [u8]> {
+    if !key.contains(KEY_ESCAPE) {
+        return std::borrow::Cow::Borrowed(key.as_bytes());
+    }
+    let mut out = Vec::with_capacity(key.len());
+    let mut chars = key.chars().peekable();
+    let mut tmp = [0u8; 4];
+    while let Some(c) = chars.next() {
+        if c == KEY_ESCAPE {
+            match chars.peek().copied() {
+                Some(KEY_ESCAPE) => {
+                    chars.next();
+                }
+                Some(next)
+                    if (KEY_SURROGATE_BASE..KEY_SURROGATE_BASE + 0x800)
+                        .contains(&u32::from(next)) =>
+                {
+                    chars.next();
+                    let unit = 0xD800 + (u32::from(next) - KEY_SURROGATE_BASE);
+                    out.extend_from_slice(&[
+                        0xE0 | (unit >> 12) as u8,
+                        0x80 | ((unit >> 6) & 0x3F) as u8,
+                        0x80 | (unit & 0x3F) as u8,
+                    ]);
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+impl JsStr {
+    /// The key form of the string (see [`key_form_units`]).
+    pub fn key_form(&self) -> std::borrow::Cow<'_, str> {
+        match &self.exact {
+            None => key_form_str(&self.text),
+            Some(bytes) => std::borrow::Cow::Owned(key_form_wtf8(bytes)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,5 +457,55 @@ mod tests {
         let s = utf16_to_wtf8(&units);
         assert_eq!(s.as_str(), "a\u{FFFD}\u{1F600}\u{FFFD}");
         assert_eq!(s.to_utf16(), units);
+    }
+
+    #[test]
+    fn key_forms_tell_lone_surrogates_from_replacement_characters() {
+        let lone = key_form_units(&[0x61, 0xD800]);
+        let replaced = key_form_units(&[0x61, 0xFFFD]);
+        assert_ne!(lone, replaced);
+        assert_eq!(replaced, "a\u{FFFD}");
+        assert_eq!(lone, "a\u{FDD0}\u{F000}");
+        assert_eq!(key_form_units(&[0xDFFF]), "\u{FDD0}\u{F7FF}");
+        // The escape itself is escaped, so no real string collides with an encoded one.
+        assert_eq!(
+            key_form_str("a\u{FDD0}\u{F000}"),
+            "a\u{FDD0}\u{FDD0}\u{F000}"
+        );
+        assert_ne!(key_form_str("a\u{FDD0}\u{F000}"), lone);
+        // A pair given as two units is the astral character.
+        assert_eq!(key_form_units(&[0xD800, 0xDC00]), "\u{10000}");
+        assert_eq!(
+            key_form_wtf8(&[0xED, 0xA0, 0x80, 0xED, 0xB0, 0x80]),
+            "\u{10000}"
+        );
+        // Plain strings are their own key form (borrowed).
+        assert!(matches!(
+            key_form_str("tc1@300"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn key_forms_round_trip() {
+        let cases: [&[u16]; 6] = [
+            &[0x61, 0xD800],
+            &[0xDC00, 0x40, 0x31],
+            &[0xFDD0, 0xD83D, 0xFDD0, 0xFDD0],
+            &[0xD83D, 0xDE00, 0xDE00],
+            &[],
+            &[0xFDD0, 0xF000],
+        ];
+        for units in cases {
+            let key = key_form_units(units);
+            let back = key_form_to_wtf8(&key);
+            assert_eq!(wtf8_to_utf16(&back), units, "{key:?}");
+            assert_eq!(key_form_wtf8(&back), key);
+        }
+        // Concatenation: the key form of `id@5` is the id's key form then `@5`.
+        assert_eq!(
+            key_form_units(&[0x61, 0xD800, 0x40, 0x35]),
+            key_form_units(&[0x61, 0xD800]) + "@5"
+        );
     }
 }

@@ -24,6 +24,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::keys::{key_of, keys_to_py};
 use crate::pyvalue::{js_number, js_str_of};
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySlice, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
@@ -192,7 +193,7 @@ fn js_id(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsId> {
         return Ok(JsId::Bool(b.is_true()));
     }
     if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(JsId::Str(lossy(s)));
+        return Ok(JsId::Str(key_of(s)?));
     }
     if let Some(x) = js_number(value)? {
         return Ok(JsId::num(x));
@@ -743,10 +744,10 @@ impl PyChainScan {
 
     /// Occurrence keys of the recovery outputs in grace.
     #[getter]
-    fn in_grace(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.in_grace.iter().cloned().collect();
+    fn in_grace<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyString>>> {
+        let mut keys: Vec<&String> = self.in_grace.iter().collect();
         keys.sort();
-        keys
+        keys_to_py(py, keys)
     }
 
     /// Every detected chain, in order, as

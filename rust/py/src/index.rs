@@ -17,6 +17,7 @@ use pi_condense_core::keys::hash_tool_result;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::keys::{key_of, key_to_py, keys_to_py};
 use crate::pyvalue::{js_number, js_str_of, str_of_js};
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
@@ -129,7 +130,7 @@ impl PyIndex {
             None => None,
         };
         let record = Record {
-            tool_call_id: text_of(id),
+            tool_call_id: key_of(id)?,
             tool_name: field(dict, intern!(py, "toolName"))?,
             args_path,
             result_timestamp: field(dict, intern!(py, "resultTimestamp"))?,
@@ -249,9 +250,9 @@ impl PyIndex {
                     return Ok(());
                 };
                 replay.alias_entry(&AliasData {
-                    new_tool_call_id: field(dict, intern!(py, "newToolCallId"))?,
+                    new_tool_call_id: key_field(dict, intern!(py, "newToolCallId"))?,
                     new_result_timestamp: field(dict, intern!(py, "newResultTimestamp"))?,
-                    original_tool_call_id: field(dict, intern!(py, "originalToolCallId"))?,
+                    original_tool_call_id: key_field(dict, intern!(py, "originalToolCallId"))?,
                     original_result_timestamp: field(dict, intern!(py, "originalResultTimestamp"))?,
                 });
             }
@@ -416,7 +417,7 @@ fn normalized_summary_refs(details: Option<Bound<'_, PyAny>>) -> PyResult<Vec<Sh
                     Some(ts) => js_number(&ts)?,
                     None => None,
                 };
-                out.push(ShortRef::new(js_str_of(short)?, text_of(id), ts));
+                out.push(ShortRef::new(js_str_of(short)?, key_of(id)?, ts));
             }
             return Ok(out);
         }
@@ -427,8 +428,7 @@ fn normalized_summary_refs(details: Option<Bound<'_, PyAny>>) -> PyResult<Vec<Sh
             for item in ids.try_iter()? {
                 let item = item?;
                 if let Ok(id) = item.downcast::<PyString>() {
-                    let id = text_of(id);
-                    out.push(ShortRef::new(id.clone(), id, None));
+                    out.push(ShortRef::new(js_str_of(id)?, key_of(id)?, None));
                 }
             }
             return Ok(out);
@@ -449,7 +449,7 @@ fn raw_refs(list: &Bound<'_, PyAny>) -> PyResult<Vec<ShortRef>> {
         let py = r.py();
         let (JsField::Str(short_id), JsField::Str(tool_call_id)) = (
             field(r, intern!(py, "shortId"))?,
-            field(r, intern!(py, "toolCallId"))?,
+            key_field(r, intern!(py, "toolCallId"))?,
         ) else {
             continue;
         };
@@ -514,9 +514,9 @@ fn read_chain(dict: &Bound<'_, PyDict>) -> PyResult<Option<ChainEntry>> {
         block_id,
         start_user_timestamp: start,
         final_assistant_timestamp: field(dict, intern!(py, "finalAssistantTimestamp"))?,
-        dropped_tool_call_ids: field_list(dict, intern!(py, "droppedToolCallIds"))?,
-        dropped_occurrence_keys: field_list(dict, intern!(py, "droppedOccurrenceKeys"))?,
-        protected_tool_call_ids: field_list(dict, intern!(py, "protectedToolCallIds"))?,
+        dropped_tool_call_ids: key_field_list(dict, intern!(py, "droppedToolCallIds"))?,
+        dropped_occurrence_keys: key_field_list(dict, intern!(py, "droppedOccurrenceKeys"))?,
+        protected_tool_call_ids: key_field_list(dict, intern!(py, "protectedToolCallIds"))?,
         tool_refs: field_list(dict, intern!(py, "toolRefs"))?,
         compressed_at: field(dict, intern!(py, "compressedAt"))?,
         range_summary_text: field(dict, intern!(py, "rangeSummaryText"))?,
@@ -525,15 +525,51 @@ fn read_chain(dict: &Bound<'_, PyDict>) -> PyResult<Option<ChainEntry>> {
     }))
 }
 
-fn strings_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+/// The key forms of a sequence of ids or keys (see `keys::key_of`).
+fn keys_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
     for item in seq.try_iter()? {
         let item = item?;
         let s = item.downcast::<PyString>()?;
-        out.push(text_of(s));
+        out.push(key_of(s)?);
     }
     Ok(out)
 }
+
+/// [`field`] of an id or key: a string in its key form (see `keys::key_of`).
+fn key_field(dict: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<JsField> {
+    match dict.get_item(key)? {
+        Some(v) => key_field_of(&v),
+        None => Ok(JsField::Absent),
+    }
+}
+
+fn key_field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
+    match value.downcast::<PyString>() {
+        Ok(s) => Ok(JsField::Str(JsStr::new(key_of(s)?))),
+        Err(_) => field_of(value),
+    }
+}
+
+/// [`field_list`] of ids or keys.
+fn key_field_list(
+    dict: &Bound<'_, PyDict>,
+    key: &Bound<'_, PyString>,
+) -> PyResult<Option<Vec<JsField>>> {
+    match dict.get_item(key)? {
+        Some(v) if v.is_instance_of::<PyList>() => {
+            let mut out = Vec::new();
+            for item in v.try_iter()? {
+                out.push(key_field_of(&item?)?);
+            }
+            Ok(Some(out))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// One `(keys, text)` item of `Index.summary_bodies()`.
+type SummaryBodyItem<'py> = (Vec<Bound<'py, PyString>>, Bound<'py, PyAny>);
 
 // ----- Python API -----
 
@@ -561,26 +597,38 @@ impl PyIndex {
     // ----- lookups -----
 
     /// `isSummarized(key)`: strict occurrence-key lookup (index or dedup alias).
-    fn is_summarized(&self, key: &str) -> bool {
-        self.core.is_summarized(key)
+    fn is_summarized(&self, key: &Bound<'_, PyString>) -> PyResult<bool> {
+        Ok(self.core.is_summarized(&key_of(key)?))
     }
 
     /// `hasLegacyBareRecord(id)`: a pure-legacy bare id.
-    fn has_legacy_bare_record(&self, tool_call_id: &str) -> bool {
-        self.core.has_legacy_bare_record(tool_call_id)
+    fn has_legacy_bare_record(&self, tool_call_id: &Bound<'_, PyString>) -> PyResult<bool> {
+        Ok(self.core.has_legacy_bare_record(&key_of(tool_call_id)?))
     }
 
     /// `resolveToolCallId(x)`: the key a key / dedup alias / short ref / unambiguous bare id
     /// denotes.
-    fn resolve(&self, id_or_ref: &str) -> Option<String> {
-        self.core.resolve(id_or_ref).map(str::to_owned)
+    fn resolve<'py>(
+        &self,
+        id_or_ref: &Bound<'py, PyString>,
+    ) -> PyResult<Option<Bound<'py, PyString>>> {
+        let py = id_or_ref.py();
+        self.core
+            .resolve(&key_of(id_or_ref)?)
+            .map(|k| key_to_py(py, k))
+            .transpose()
     }
 
     /// `getRecord(x)`: the record object (not a copy).
-    fn get_record<'py>(&self, py: Python<'py>, id_or_ref: &str) -> Option<Bound<'py, PyAny>> {
-        self.core
-            .get_record(id_or_ref)
-            .map(|r| self.record_object(py, r))
+    fn get_record<'py>(
+        &self,
+        py: Python<'py>,
+        id_or_ref: &Bound<'py, PyString>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(self
+            .core
+            .get_record(&key_of(id_or_ref)?)
+            .map(|r| self.record_object(py, r)))
     }
 
     /// `lookupToolCalls(ids)`.
@@ -589,7 +637,7 @@ impl PyIndex {
         py: Python<'py>,
         ids: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let ids = strings_of(ids)?;
+        let ids = keys_of(ids)?;
         Ok(self
             .core
             .lookup_records(&ids)
@@ -603,10 +651,10 @@ impl PyIndex {
     fn records_for_id<'py>(
         &self,
         py: Python<'py>,
-        id_or_ref: &str,
+        id_or_ref: &Bound<'py, PyString>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let mut out = Vec::new();
-        for occ in self.core.records_for_id(id_or_ref) {
+        for occ in self.core.records_for_id(&key_of(id_or_ref)?) {
             let obj = self.record_object(py, occ.record());
             match occ {
                 Occurrence::Record(_) => out.push(obj),
@@ -631,29 +679,39 @@ impl PyIndex {
     }
 
     /// `getShortRefForToolCallId(key)`.
-    fn short_ref(&self, key: &str) -> Option<String> {
-        self.core.short_ref(key).map(str::to_owned)
+    fn short_ref<'py>(&self, key: &Bound<'py, PyString>) -> PyResult<Option<Bound<'py, PyString>>> {
+        let py = key.py();
+        self.core
+            .short_ref(&key_of(key)?)
+            .map(|k| key_to_py(py, k))
+            .transpose()
     }
 
     /// The key a short ref denotes.
-    fn key_for_short_ref(&self, short_id: &str) -> Option<String> {
-        self.core.key_for_short_ref(short_id).map(str::to_owned)
+    fn key_for_short_ref<'py>(
+        &self,
+        short_id: &Bound<'py, PyString>,
+    ) -> PyResult<Option<Bound<'py, PyString>>> {
+        let py = short_id.py();
+        self.core
+            .key_for_short_ref(&key_of(short_id)?)
+            .map(|k| key_to_py(py, k))
+            .transpose()
     }
 
     /// `getToolRefsForToolCallIds(keys)` (may repeat a ref: dedup aliases share it).
-    fn tool_refs_for(&self, keys: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        let keys = strings_of(keys)?;
-        Ok(self
-            .core
-            .tool_refs_for(&keys)
-            .into_iter()
-            .map(str::to_owned)
-            .collect())
+    fn tool_refs_for<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyString>>> {
+        let keys = keys_of(keys)?;
+        keys_to_py(py, self.core.tool_refs_for(&keys))
     }
 
     /// `hasPerBatchSummaryCoveringAny(keys)`.
     fn has_summary_covering_any(&self, keys: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.core.has_summary_covering_any(&strings_of(keys)?))
+        Ok(self.core.has_summary_covering_any(&keys_of(keys)?))
     }
 
     /// `getPerBatchSummariesForToolCallIds(keys)` (the original text objects).
@@ -662,7 +720,7 @@ impl PyIndex {
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let keys = strings_of(keys)?;
+        let keys = keys_of(keys)?;
         Ok(self
             .core
             .per_batch_summary_indices(&keys)
@@ -702,20 +760,30 @@ impl PyIndex {
     }
 
     /// `lookupByContent(toolName, resultText)`: the canonical key with the same content hash.
-    fn lookup_by_content(
+    fn lookup_by_content<'py>(
         &mut self,
-        py: Python<'_>,
+        py: Python<'py>,
         tool_name: &Bound<'_, PyString>,
         result_text: &Bound<'_, PyString>,
-    ) -> Option<String> {
+    ) -> PyResult<Option<Bound<'py, PyString>>> {
         self.resolve_seeds(py);
         let hash = hash_tool_result(&text_of(tool_name), &text_of(result_text));
-        self.core.lookup_by_content(&hash).map(str::to_owned)
+        self.core
+            .lookup_by_content(&hash)
+            .map(|k| key_to_py(py, k))
+            .transpose()
     }
 
     /// The original key of a dedup alias key.
-    fn original_of(&self, alias_key: &str) -> Option<String> {
-        self.core.original_of(alias_key).map(str::to_owned)
+    fn original_of<'py>(
+        &self,
+        alias_key: &Bound<'py, PyString>,
+    ) -> PyResult<Option<Bound<'py, PyString>>> {
+        let py = alias_key.py();
+        self.core
+            .original_of(&key_of(alias_key)?)
+            .map(|k| key_to_py(py, k))
+            .transpose()
     }
 
     /// The current record objects in key insertion order (`getIndex().values()`).
@@ -727,38 +795,50 @@ impl PyIndex {
     }
 
     /// The indexed occurrence keys in insertion order.
-    fn keys(&self) -> Vec<String> {
-        self.core.records().map(|r| r.key.clone()).collect()
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyString>>> {
+        keys_to_py(py, self.core.records().map(|r| r.key.as_str()))
     }
 
     /// The keys indexed under a bare id.
-    fn keys_for_bare_id(&self, tool_call_id: &str) -> Vec<String> {
-        self.core.keys_for_bare_id(tool_call_id).to_vec()
+    fn keys_for_bare_id<'py>(
+        &self,
+        tool_call_id: &Bound<'py, PyString>,
+    ) -> PyResult<Vec<Bound<'py, PyString>>> {
+        keys_to_py(
+            tool_call_id.py(),
+            self.core.keys_for_bare_id(&key_of(tool_call_id)?),
+        )
     }
 
     /// Dedup aliases `(aliasKey, originalKey)` in insertion order.
-    fn aliases(&self) -> Vec<(String, String)> {
+    fn aliases<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>> {
         self.core
             .aliases()
-            .map(|(a, o)| (a.to_owned(), o.to_owned()))
+            .map(|(a, o)| Ok((key_to_py(py, a)?, key_to_py(py, o)?)))
             .collect()
     }
 
     /// Registered short refs `(shortId, key)` in first-registration order.
-    fn short_refs(&self) -> Vec<(String, String)> {
+    fn short_refs<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>> {
         self.core
             .short_refs()
-            .map(|(s, k)| (s.to_owned(), k.to_owned()))
+            .map(|(s, k)| Ok((key_to_py(py, s)?, key_to_py(py, k)?)))
             .collect()
     }
 
     /// Summary bodies `(keys, text)` in append order.
-    fn summary_bodies<'py>(&self, py: Python<'py>) -> Vec<(Vec<String>, Bound<'py, PyAny>)> {
+    fn summary_bodies<'py>(&self, py: Python<'py>) -> PyResult<Vec<SummaryBodyItem<'py>>> {
         self.core
             .summary_bodies()
             .iter()
             .enumerate()
-            .map(|(i, b)| (b.keys.clone(), self.summary_text_object(py, i)))
+            .map(|(i, b)| Ok((keys_to_py(py, &b.keys)?, self.summary_text_object(py, i))))
             .collect()
     }
 
@@ -815,7 +895,10 @@ impl PyIndex {
 
     /// `addBatch` in memory: indexes each record dict and seeds its dedup hash. Returns the
     /// keys. Records without a string `toolCallId` are rejected.
-    fn add_batch(&mut self, records: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    fn add_batch<'py>(
+        &mut self,
+        records: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyString>>> {
         let mut keys = Vec::new();
         for item in records.try_iter()? {
             let (record, seed) = self.read_required(&item?)?;
@@ -825,16 +908,16 @@ impl PyIndex {
             }
             keys.push(key);
         }
-        Ok(keys)
+        keys_to_py(records.py(), keys)
     }
 
     /// Backfill step 4: indexes the record dicts without seeding dedup hashes, then registers
     /// the refs (dicts `{shortId, toolCallId, resultTimestamp?}`). Returns the keys.
-    fn add_backfilled(
+    fn add_backfilled<'py>(
         &mut self,
-        records: &Bound<'_, PyAny>,
+        records: &Bound<'py, PyAny>,
         refs: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<String>> {
+    ) -> PyResult<Vec<Bound<'py, PyString>>> {
         // Read everything before indexing anything; on a bad record drop the objects read so
         // far, so record slots stay aligned with the core.
         let before = self.records.len();
@@ -846,7 +929,7 @@ impl PyIndex {
             Ok::<_, PyErr>((views, raw_refs(refs)?))
         })();
         match read {
-            Ok((views, refs)) => Ok(self.core.add_backfilled(views, &refs)),
+            Ok((views, refs)) => keys_to_py(records.py(), self.core.add_backfilled(views, &refs)),
             Err(err) => {
                 self.records.truncate(before);
                 Err(err)
@@ -872,7 +955,7 @@ impl PyIndex {
                     "allocate_refs: resultTimestamp must be a number or None",
                 ));
             }
-            pairs.push((text_of(&id), n));
+            pairs.push((key_of(&id)?, n));
             stamps.push(n.map(|_| ts));
         }
         let refs = self.core.allocate_refs(&pairs);
@@ -880,7 +963,7 @@ impl PyIndex {
         for (r, ts) in refs.iter().zip(stamps) {
             let d = PyDict::new(py);
             d.set_item(intern!(py, "shortId"), str_of_js(py, &r.short_id)?)?;
-            d.set_item(intern!(py, "toolCallId"), &r.tool_call_id)?;
+            d.set_item(intern!(py, "toolCallId"), key_to_py(py, &r.tool_call_id)?)?;
             if let Some(ts) = ts {
                 d.set_item(intern!(py, "resultTimestamp"), ts)?;
             }
@@ -897,8 +980,14 @@ impl PyIndex {
     }
 
     /// `registerDuplicate` in memory: False (no-op) when the keys are equal.
-    fn register_duplicate(&mut self, new_key: &str, original_key: &str) -> bool {
-        self.core.register_duplicate(new_key, original_key)
+    fn register_duplicate(
+        &mut self,
+        new_key: &Bound<'_, PyString>,
+        original_key: &Bound<'_, PyString>,
+    ) -> PyResult<bool> {
+        Ok(self
+            .core
+            .register_duplicate(&key_of(new_key)?, &key_of(original_key)?))
     }
 
     /// `registerSummaryBody(keys, text)`: pushed iff both are non-empty.
@@ -909,7 +998,7 @@ impl PyIndex {
     ) -> PyResult<bool> {
         let pushed = self
             .core
-            .register_summary_body(strings_of(keys)?, js_str_of(text)?);
+            .register_summary_body(keys_of(keys)?, js_str_of(text)?);
         if pushed {
             self.bodies.push(text.clone().into_any().unbind());
         }

@@ -235,7 +235,14 @@ unsafe fn js_id<'a>(py: Python<'_>, value: Option<Obj>, owned: bool) -> PyResult
         return Ok(JsIdOf::Undefined);
     };
     if is_str(value) {
-        return Ok(JsIdOf::Str(str_text(py, value, owned)));
+        // Ids are compared in key form (a lone surrogate, read as U+FFFD, is told apart).
+        let text = str_text(py, value, owned);
+        if !text.contains(['\u{FFFD}', '\u{FDD0}']) {
+            return Ok(JsIdOf::Str(text));
+        }
+        let obj = Borrowed::from_ptr(py, value);
+        let key = crate::keys::key_of(obj.downcast_unchecked::<PyString>())?;
+        return Ok(JsIdOf::Str(Cow::Owned(key)));
     }
     if value == ffi::Py_None() {
         return Ok(JsIdOf::Null);

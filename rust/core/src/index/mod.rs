@@ -34,9 +34,11 @@
 //! | render's `chainSummaryText(entry)` | [`Index::chain_summary_text`] |
 //! | `lookupByContent(name, text)` | [`Index::lookup_by_content`] (takes the hash) |
 //!
-//! Strings: keys and ids are Rust `String`s. A Python/JS string holding a lone surrogate cannot
-//! be one; bindings convert such strings lossily (U+FFFD) on the way in, for lookups too, so
-//! both sides agree. Record bodies (result text, args) are not held here: a record carries a
+//! Strings: keys, ids and short refs are held in *key form* ([`crate::jsstr::key_form_units`]):
+//! a Rust `String` that is the JS string itself unless it holds a lone surrogate (or U+FDD0),
+//! and differs for JS strings that differ (`"a\ud800"` and `"a\u{FFFD}"` keep two slots).
+//! Bindings convert every id and key to key form on the way in, for lookups too, and back on
+//! the way out; texts (summary bodies, previews) are [`JsStr`]s. Record bodies (result text, args) are not held here: a record carries a
 //! `slot` that the binding maps to the original record object.
 
 pub mod aliases;

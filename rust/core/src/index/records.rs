@@ -62,6 +62,7 @@ pub fn key_with_field(id: &str, ts: &JsField) -> String {
     match ts {
         JsField::Absent => id.to_owned(),
         JsField::Number(n) => format_occ_key(id, *n),
+        JsField::Str(s) => format!("{id}@{}", s.key_form()),
         other => format!("{id}@{}", other.js_string()),
     }
 }

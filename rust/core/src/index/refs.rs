@@ -11,7 +11,7 @@ use crate::jsstr::JsStr;
 pub struct ShortRef {
     /// `shortId` (`t<N>`, or the raw id for legacy pre-short-ref summaries).
     pub short_id: JsStr,
-    /// `toolCallId` (bare id).
+    /// `toolCallId` (bare id), in key form (see [`crate::jsstr::key_form_units`]).
     pub tool_call_id: String,
     /// `resultTimestamp` (a number in normalized summary refs; raw in backfilled index refs).
     pub result_timestamp: JsField,
@@ -56,9 +56,11 @@ impl Index {
                 continue;
             }
             let key = r.key();
-            if r.short_id.as_str() != key {
-                let short = self.short_id(&r.short_id);
-                if r.short_id.exact().is_some() {
+            // Short refs are held in key form, as keys are (see `Index` on strings).
+            let short_key = r.short_id.key_form();
+            if *short_key != *key {
+                let short = self.short_id(&short_key);
+                if *short_key != *r.short_id.as_str() {
                     self.exact_shorts.insert(short, r.short_id.clone());
                 }
                 let key = self.key_id(&key);
