@@ -85,3 +85,46 @@ def test_an_odd_header_version_warns(tmp_path: Path) -> None:
         assert f"header version {shown} is not one Pi writes" in warnings[0].reason
     lines = session_lines(1, 120)
     assert SessionFile.parse("".join(json.dumps(x) + "\n" for x in lines)).warnings == []
+
+
+def test_condense_keeps_an_id_and_its_lossy_twin_apart(tmp_path: Path) -> None:
+    from pi_condense.config import Config
+    from pi_condense.render import render
+    from pi_condense.session import SessionFile
+
+    twin = LONE.replace("\ud800", "\ufffd")
+    lines = session_lines(3, 3000)
+    # Outputs that differ beyond the id: the content hash reads a lone surrogate as U+FFFD
+    # (as Node's UTF-8 encoder does), so equal-looking outputs would be dedup aliases.
+    for n, (assistant, result, call_id) in enumerate(((2, 3, LONE), (6, 7, twin))):
+        lines[assistant]["message"]["content"][0]["id"] = call_id
+        lines[result]["message"]["toolCallId"] = call_id
+        lines[result]["message"]["content"][0]["text"] = f"output {n} of {call_id} " * 200
+    source = tmp_path / "s.jsonl"
+    source.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="ascii")
+    out = tmp_path / "out.jsonl"
+    proc = run(["condense", str(source), "-o", str(out), "-q"], tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    session = SessionFile.load(out)
+    state = PrunerState.from_session(session)
+    keys = [
+        f"{LONE}@{lines[3]['message']['timestamp']}",
+        f"{twin}@{lines[7]['message']['timestamp']}",
+    ]
+    refs = [state.short_ref(key) for key in keys]
+    assert None not in refs
+    assert refs[0] != refs[1]
+    assert [state.resolve(r) for r in refs if r is not None] == keys
+    tool = ContextTreeQuery(state, str(tmp_path), session.header["id"])
+    for n, (call_id, ref) in enumerate(zip((LONE, twin), refs)):
+        text = tool.execute({"toolCallIds": [ref]}).text
+        assert f"output {n} of {call_id} " in text
+        assert f"output {1 - n} of" not in text
+    messages = session.build_context().messages
+    config = Config.from_settings_dict({"enabled": True, "chainCompression": {"enabled": False}})
+    rendered = render(messages, state, config).messages
+    stubs = {
+        m["toolCallId"]: m["content"][0]["text"] for m in rendered if m["role"] == "toolResult"
+    }
+    assert f"`{refs[0]}`" in stubs[LONE]
+    assert f"`{refs[1]}`" in stubs[twin]
