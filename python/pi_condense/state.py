@@ -11,8 +11,10 @@ stay the very dict objects of the branch (lookups return them, not copies), exce
 occurrences from :meth:`PrunerState.records_for_id`, which are shallow copies labelled with the
 alias's own ``resultTimestamp``, as in the reference.
 
-Strings holding lone surrogates are compared in their U+FFFD form (keys, ids, short refs); the
-record bodies themselves are never converted.
+Keys, ids and short refs are compared as JavaScript compares strings (UTF-16 code units): one
+holding a lone surrogate is a different key from its U+FFFD look-alike, and every key returned
+is the exact ``str`` (a surrogate pair given as two code points comes back joined, the same JS
+string). The record bodies themselves are never converted.
 """
 
 from __future__ import annotations
