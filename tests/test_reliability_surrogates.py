@@ -128,3 +128,60 @@ def test_condense_keeps_an_id_and_its_lossy_twin_apart(tmp_path: Path) -> None:
     }
     assert f"`{refs[0]}`" in stubs[LONE]
     assert f"`{refs[1]}`" in stubs[twin]
+
+
+def _condensed_entries(lines: list[dict[str, Any]], tmp_path: Path) -> list[Any]:
+    """``condense`` of ``lines`` as entries, without what legitimately depends on the text
+    of a lone surrogate (entry ids, content hashes, JSON-size metrics)."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if k not in ("contentHash", "metrics")}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    tmp_path.mkdir()
+    source, out = tmp_path / "s.jsonl", tmp_path / "o.jsonl"
+    source.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="ascii")
+    proc = run(["condense", str(source), "-o", str(out), "-q"], tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    entries = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return [{k: v for k, v in clean(e).items() if k not in ("id", "parentId")} for e in entries]
+
+
+def test_condense_with_chains_treats_lone_surrogate_ids_as_distinct_strings(
+    tmp_path: Path,
+) -> None:
+    # Metamorphic, as tests/test_lone_surrogates.py: each lone surrogate swapped for its
+    # private-use stand-in gives the same session, with the swap undone.
+    from test_lone_surrogates import swapped, unswapped
+
+    def build(ids: list[str]) -> list[dict[str, Any]]:
+        lines = session_lines(6, 3000)
+        calls = iter(ids)
+        n = 0
+        for i, line in enumerate(lines):
+            message = line.get("message", {})
+            if message.get("role") != "assistant":
+                continue
+            for block in message["content"]:
+                if block.get("type") == "toolCall":
+                    call_id = next(calls)
+                    block["id"] = call_id
+                    result = lines[i + 1]["message"]
+                    result["toolCallId"] = call_id
+                    # Distinct beyond the id (else the U+FFFD twin is a dedup alias, as
+                    # the content hash reads a lone surrogate as U+FFFD).
+                    result["content"][0]["text"] = f"out {n} {call_id} " * 150
+                    n += 1
+        return lines
+
+    ids = ["c\ud800", "c\ufffd", "c\udfff\ud801", "\udc00", "x\ud83d", "y"]
+    ours = _condensed_entries(build(ids), tmp_path / "a")
+    theirs = unswapped(_condensed_entries(build(swapped(ids)), tmp_path / "b"))
+    assert ours == theirs
+    chains = [e["data"] for e in ours if e.get("customType") == "context-prune-chain"]
+    assert chains  # the session's closed chains were compressed
+    dropped = [i for chain in chains for i in chain["droppedToolCallIds"]]
+    assert set(dropped) <= set(ids)
