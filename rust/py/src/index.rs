@@ -752,10 +752,11 @@ impl PyIndex {
     fn find_chain_by_block_id<'py>(
         &self,
         py: Python<'py>,
-        block_id: &str,
+        block_id: &Bound<'py, PyString>,
     ) -> Option<Bound<'py, PyAny>> {
+        // Block ids compare by their lossy text, on both sides (they are `bN` in practice).
         self.core
-            .find_chain_by_block_id(block_id)
+            .find_chain_by_block_id(&text_of(block_id))
             .map(|e| self.chain_object(py, e))
     }
 
