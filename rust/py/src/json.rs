@@ -561,14 +561,34 @@ unsafe fn float_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Numb
     Ok(Number::Double(x))
 }
 
+/// A `TypeError` naming the type of an object, its message made only when the error is
+/// raised: a type's `__name__` can run Python code (a metaclass property), and the error
+/// is made while borrowed views of the messages are alive.
+struct TypeNamed {
+    ty: Py<PyType>,
+    message: fn(&str) -> String,
+}
+
+impl pyo3::PyErrArguments for TypeNamed {
+    fn arguments(self, py: Python<'_>) -> PyObject {
+        let name = self
+            .ty
+            .bind(py)
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        pyo3::IntoPyObjectExt::into_py_any((self.message)(&name), py).unwrap_or_else(|_| py.None())
+    }
+}
+
 /// # Safety
 /// `obj` must be a live object and the GIL held.
 #[cold]
 #[inline(never)]
-unsafe fn type_name(py: Python<'_>, obj: *mut ffi::PyObject) -> String {
-    let bound = Bound::from_borrowed_ptr(py, obj);
-    let ty = bound.get_type();
-    ty.name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
+unsafe fn type_error(py: Python<'_>, obj: *mut ffi::PyObject, message: fn(&str) -> String) -> PyErr {
+    // SAFETY: `obj` is live (the caller's contract); taking a reference to its type runs
+    // nothing.
+    let ty = unsafe { Bound::from_borrowed_ptr(py, obj) }.get_type().unbind();
+    PyTypeError::new_err(TypeNamed { ty, message })
 }
 
 /// # Safety
@@ -576,10 +596,9 @@ unsafe fn type_name(py: Python<'_>, obj: *mut ffi::PyObject) -> String {
 #[cold]
 #[inline(never)]
 unsafe fn unsupported(py: Python<'_>, obj: *mut ffi::PyObject) -> PyErr {
-    PyTypeError::new_err(format!(
-        "Object of type {} is not JSON serializable",
-        type_name(py, obj)
-    ))
+    type_error(py, obj, |name| {
+        format!("Object of type {name} is not JSON serializable")
+    })
 }
 
 /// # Safety
@@ -588,10 +607,9 @@ unsafe fn read_key(py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<Text> {
     if ffi::PyUnicode_Check(key) != 0 {
         read_text(py, key)
     } else {
-        Err(PyTypeError::new_err(format!(
-            "dict keys must be str, not {}",
-            type_name(py, key)
-        )))
+        Err(type_error(py, key, |name| {
+            format!("dict keys must be str, not {name}")
+        }))
     }
 }
 

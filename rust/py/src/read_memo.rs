@@ -30,10 +30,10 @@ use std::ptr::addr_of_mut;
 
 use pi_condense_core::render::{MsgView, Needs, Role, Ts};
 use pyo3::ffi;
-use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::json::{dict_version, list_slice, prefetch};
+use crate::render::{fields_of, K};
 use crate::size_memo::View;
 
 type Obj = *mut ffi::PyObject;
@@ -208,13 +208,9 @@ impl ReadMemo {
             ..Slot::default()
         };
         if reads_content {
-            let content = ffi::PyDict_GetItemWithError(msg, intern!(py, "content").as_ptr());
-            if content.is_null() {
-                if let Some(err) = PyErr::take(py) {
-                    drop(err);
-                    return None;
-                }
-            } else if ffi::PyList_Check(content) != 0 {
+            // Found as the reader finds it (no hash lookup: no key's `__eq__` runs).
+            let [content] = fields_of(msg, [K::Content]);
+            if let Some(content) = content.filter(|&c| ffi::PyList_Check(c) != 0) {
                 let items = list_slice(py, content)?;
                 let start = self.blocks.len();
                 for &item in items {

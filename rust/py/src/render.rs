@@ -47,12 +47,13 @@ use pi_condense_core::render::{
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
 use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
-use crate::pyvalue::{js_number, str_of_js, str_of_wtf8};
+use crate::pyvalue::{js_number, number_value, str_of_js, str_of_wtf8};
 use crate::read_memo;
 use crate::size_memo::{self, PySizeMemo};
 
@@ -93,8 +94,24 @@ unsafe fn is_list(obj: Obj) -> bool {
     type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0
 }
 
-/// `pi_condense.session.ABSENT` (JS `undefined` inside a dict). JSON values (the usual
-/// case) are ruled out by their exact type before the type name is looked at.
+/// The type of `pi_condense.session.ABSENT` (JS `undefined` inside a dict), looked up once
+/// per process before any view is read (`None` when that module cannot be imported: then
+/// nothing is `ABSENT`).
+static ABSENT_TYPE: GILOnceCell<Option<Py<PyType>>> = GILOnceCell::new();
+
+/// Finds the type of `ABSENT` (imports `pi_condense.session`: call before reading views).
+fn init_absent(py: Python<'_>) {
+    ABSENT_TYPE.get_or_init(py, || {
+        py.import("pi_condense.session")
+            .and_then(|m| m.getattr("ABSENT"))
+            .map(|absent| absent.get_type().unbind())
+            .ok()
+    });
+}
+
+/// Whether `obj` is `ABSENT`: told by the identity of its type, without calling anything
+/// (a type's `__name__` could run Python code). JSON values (the usual case) are ruled out
+/// by their exact type first.
 #[inline(always)]
 unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
     let ty = ffi::Py_TYPE(obj);
@@ -106,20 +123,13 @@ unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
         || ty == addr_of_mut!(ffi::PyFloat_Type)
         || obj == ffi::Py_None()
         || ty == addr_of_mut!(ffi::PyTuple_Type);
-    !plain && is_absent_slow(py, obj)
+    !plain && is_absent_slow(py, ty)
 }
 
 #[cold]
 #[inline(never)]
-unsafe fn is_absent_slow(py: Python<'_>, obj: Obj) -> bool {
-    if is_dict(obj) {
-        return false;
-    }
-    let value = Borrowed::from_ptr(py, obj);
-    value
-        .get_type()
-        .name()
-        .is_ok_and(|n| n.to_cow().is_ok_and(|n| n == "_Absent"))
+fn is_absent_slow(py: Python<'_>, ty: *mut ffi::PyTypeObject) -> bool {
+    matches!(ABSENT_TYPE.get(py), Some(Some(absent)) if absent.as_ptr().cast() == ty)
 }
 
 /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
@@ -204,7 +214,9 @@ unsafe fn str_is(value: Option<Obj>, expected: &'static str) -> bool {
 }
 
 /// `typeof v === "number"` as a double (bools are not numbers; ints beyond a
-/// double's range read as +-Infinity, as `JSON.parse` reads them).
+/// double's range read as +-Infinity, as `JSON.parse` reads them). Subclasses are read
+/// by value, without running Python code ([`number_value`]).
+#[inline]
 unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
     if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
         let mut overflow: std::os::raw::c_int = 0;
@@ -219,7 +231,7 @@ unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
     } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
         return Ok(Some(ffi::PyFloat_AsDouble(obj)));
     }
-    js_number(&Borrowed::from_ptr(py, obj))
+    number_value(py, obj)
 }
 
 unsafe fn timestamp_of(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
@@ -268,9 +280,16 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
         if depth >= MAX_JS_STRING_DEPTH {
             return Ok(String::new());
         }
+        // Items by index, through the C API: a subclass's `__iter__` is not called.
+        let items: Vec<Bound<'_, PyAny>> = match value.downcast::<PyList>() {
+            Ok(list) => (0..list.len()).filter_map(|i| list.get_item(i).ok()).collect(),
+            Err(_) => match value.downcast::<PyTuple>() {
+                Ok(tuple) => tuple.iter_borrowed().map(|b| b.to_owned()).collect(),
+                Err(_) => Vec::new(),
+            },
+        };
         let mut parts = Vec::new();
-        for item in value.try_iter()? {
-            let item = item?;
+        for item in items {
             // SAFETY: `item` is a live object and the GIL is held.
             let absent = unsafe { is_absent(item.py(), item.as_ptr()) };
             parts.push(if item.is_none() || absent {
@@ -302,7 +321,7 @@ const PREFETCH_BLOCKS: usize = 4;
 
 /// The dict keys render reads.
 #[derive(Clone, Copy)]
-enum K {
+pub(crate) enum K {
     Role,
     Timestamp,
     ToolCallId,
@@ -336,23 +355,56 @@ const KEY_NAMES: [&str; 14] = [
     "resultTimestamp",
 ];
 
-/// The key strings, looked up by the very objects the messages use when possible.
+/// The text of a dict key, when it is a str (or str subclass) that is valid UTF-8.
 ///
-/// A dict lookup compares keys by identity before comparing their text. Messages parsed
-/// from JSON share their key objects (the parser caches them), but those are not the
-/// interned strings Rust has at hand; so the first time a key is found, the dict's own
-/// key object is adopted for the later lookups (any equal string finds the same
-/// entries; only the speed differs).
+/// # Safety
+/// `key` must be a live object and the GIL held; the text lives as long as `key`.
+#[inline(always)]
+unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
+    if is_str(key) {
+        borrowed_utf8(key)
+    } else {
+        None
+    }
+}
+
+/// The members of `dict` named by `fields`: for each, the value of the first key (in the
+/// dict's order) whose text is the field's name.
+///
+/// Fields are found by walking the members (`PyDict_Next`), never by a hash lookup: a
+/// lookup compares the keys of equal hash with `==`, which runs Python code for a key of
+/// another type (its `__eq__`), and the render holds borrowed views while it reads. A key
+/// that is not a str is skipped (it is no JSON member name); a str subclass key is read
+/// by its text, as `json.dumps` writes it.
+///
+/// # Safety
+/// `dict` must be a live dict (or dict subclass) and the GIL held; the values are borrowed
+/// from the dict.
+#[inline]
+pub(crate) unsafe fn fields_of<const N: usize>(dict: Obj, fields: [K; N]) -> [Option<Obj>; N] {
+    let mut found = [None; N];
+    let mut left = N;
+    let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+    while left > 0 && ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+        let Some(text) = key_text(key) else {
+            continue;
+        };
+        for (slot, field) in found.iter_mut().zip(fields) {
+            if slot.is_none() && text_is(text, KEY_NAMES[field as usize]) {
+                *slot = Some(value);
+                left -= 1;
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// The key strings render reads and writes.
 struct Keys<'py> {
     py: Python<'py>,
     /// The interned strings (alive for the interpreter's life).
     interned: [Obj; 14],
-    /// The object each key is looked up by.
-    current: [std::cell::Cell<Obj>; 14],
-    /// Whether a dict's own key object was looked for yet.
-    adopted: [std::cell::Cell<bool>; 14],
-    /// Strong references to the adopted key objects.
-    keep: RefCell<Vec<Bound<'py, PyAny>>>,
 }
 
 impl<'py> Keys<'py> {
@@ -373,13 +425,7 @@ impl<'py> Keys<'py> {
             intern!(py, "toolCallRefs").as_ptr(),
             intern!(py, "resultTimestamp").as_ptr(),
         ];
-        Keys {
-            py,
-            interned,
-            current: interned.map(std::cell::Cell::new),
-            adopted: [(); 14].map(|()| std::cell::Cell::new(false)),
-            keep: RefCell::new(Vec::new()),
-        }
+        Keys { py, interned }
     }
 
     /// The interned key string (for building dicts).
@@ -387,38 +433,14 @@ impl<'py> Keys<'py> {
         self.interned[key as usize]
     }
 
-    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
+    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key ([`fields_of`]).
     ///
     /// # Safety
     /// `dict` must be a live dict and the GIL held.
     #[inline]
     unsafe fn get(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
-        let k = key as usize;
-        let found = get(self.py, dict, self.current[k].get())?;
-        if found.is_some() && !self.adopted[k].get() {
-            self.adopt(dict, k);
-        }
-        Ok(found)
-    }
-
-    /// `dict[key]` (any `dict`), `ABSENT` included (see [`present`]).
-    ///
-    /// # Safety
-    /// `dict` must be a live dict and the GIL held.
-    #[inline]
-    unsafe fn get_raw(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
-        let k = key as usize;
-        let value = ffi::PyDict_GetItemWithError(dict, self.current[k].get());
-        if value.is_null() {
-            return match PyErr::take(self.py) {
-                Some(err) => Err(err),
-                None => Ok(None),
-            };
-        }
-        if !self.adopted[k].get() {
-            self.adopt(dict, k);
-        }
-        Ok(Some(value))
+        let [found] = fields_of(dict, [key]);
+        Ok(present(self.py, found))
     }
 
     /// `dict[key]` of an object that may not be a dict.
@@ -430,26 +452,6 @@ impl<'py> Keys<'py> {
             self.get(obj, key)
         } else {
             Ok(None)
-        }
-    }
-
-    /// Adopts `dict`'s own object for key `k`.
-    #[cold]
-    unsafe fn adopt(&self, dict: Obj, k: usize) {
-        self.adopted[k].set(true);
-        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-            if key == self.interned[k] {
-                return;
-            }
-            if type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
-                && borrowed_utf8(key) == Some(KEY_NAMES[k])
-            {
-                let owned = Borrowed::from_ptr(self.py, key).to_owned();
-                self.current[k].set(owned.as_ptr());
-                self.keep.borrow_mut().push(owned);
-                return;
-            }
         }
     }
 }
@@ -492,14 +494,14 @@ impl Reader<'_, '_> {
         if !is_dict(item) {
             return Ok(Block::Other);
         }
-        let kind = self.keys.get(item, K::Kind)?;
-        let Some(kind) = kind.filter(|k| is_str(*k)) else {
+        let [kind, id] = fields_of(item, [K::Kind, K::Id]);
+        let Some(kind) = present(py, kind).filter(|k| is_str(*k)) else {
             return Ok(Block::Other);
         };
         let kind = borrowed_utf8(kind).unwrap_or_default();
         Ok(if text_is(kind, "toolCall") {
             Block::ToolCall {
-                id: js_id(py, self.keys.get(item, K::Id)?, self.owned)?,
+                id: js_id(py, present(py, id), self.owned)?,
             }
         } else if text_is(kind, "thinking") {
             Block::Thinking
@@ -597,13 +599,28 @@ impl Reader<'_, '_> {
         self.decode(&fetched, view)
     }
 
-    /// Stage 1: the `role` value (prefetched).
+    /// Stage 1: the members render may read (one walk of the dict), the `role` value
+    /// prefetched.
     #[inline]
     unsafe fn fetch_role(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
         fetched.dict = is_dict(msg);
         if fetched.dict {
-            fetched.role = self.keys.get_raw(msg, K::Role)?;
-            if let Some(role) = fetched.role {
+            let [role, tool_call_id, is_error, timestamp, content, custom_type, details] =
+                fields_of(
+                    msg,
+                    [
+                        K::Role,
+                        K::ToolCallId,
+                        K::IsError,
+                        K::Timestamp,
+                        K::Content,
+                        K::CustomType,
+                        K::Details,
+                    ],
+                );
+            fetched.role = role;
+            fetched.members = [tool_call_id, is_error, timestamp, content, custom_type, details];
+            if let Some(role) = role {
                 prefetch(role);
             }
         }
@@ -612,47 +629,46 @@ impl Reader<'_, '_> {
 
     /// Stage 2: the role, and the values it needs (prefetched).
     #[inline]
-    unsafe fn fetch_fields(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
+    unsafe fn fetch_fields(&self, _msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
         if !fetched.dict {
             return Ok(());
         }
         let py = self.py;
-        let keys = self.keys;
         let needs = &self.needs;
         fetched.kind = self.role_of(present(py, fetched.role));
-        let fetch = |key: K| -> PyResult<Option<Obj>> {
-            let value = keys.get_raw(msg, key)?;
+        let [tool_call_id, is_error, timestamp, content, custom_type, details] = fetched.members;
+        let fetch = |value: Option<Obj>| -> Option<Obj> {
             if let Some(value) = value {
                 prefetch(value);
             }
-            Ok(value)
+            value
         };
         match fetched.kind {
             Role::ToolResult => {
-                fetched.a = fetch(K::ToolCallId)?;
+                fetched.a = fetch(tool_call_id);
                 if needs.is_error {
-                    fetched.b = fetch(K::IsError)?;
+                    fetched.b = fetch(is_error);
                 }
                 if needs.result_timestamps || needs.chain {
-                    fetched.ts = fetch(K::Timestamp)?;
+                    fetched.ts = fetch(timestamp);
                 }
             }
             Role::Assistant => {
-                fetched.a = fetch(K::Content)?;
+                fetched.a = fetch(content);
                 if needs.chain {
-                    fetched.ts = fetch(K::Timestamp)?;
+                    fetched.ts = fetch(timestamp);
                 }
             }
             Role::User => {
                 if needs.chain {
-                    fetched.a = fetch(K::Content)?;
-                    fetched.ts = fetch(K::Timestamp)?;
+                    fetched.a = fetch(content);
+                    fetched.ts = fetch(timestamp);
                 }
             }
             Role::Custom => {
                 if needs.chain {
-                    fetched.a = fetch(K::CustomType)?;
-                    fetched.b = fetch(K::Details)?;
+                    fetched.a = fetch(custom_type);
+                    fetched.b = fetch(details);
                 }
             }
             Role::Other => {}
@@ -800,6 +816,8 @@ impl Reader<'_, '_> {
 struct Fetched {
     dict: bool,
     role: Option<Obj>,
+    /// toolCallId, isError, timestamp, content, customType, details (raw).
+    members: [Option<Obj>; 6],
     kind: Role,
     /// toolCallId / content / customType
     a: Option<Obj>,
@@ -813,6 +831,7 @@ impl Default for Fetched {
         Fetched {
             dict: false,
             role: None,
+            members: [None; 6],
             kind: Role::Other,
             a: None,
             b: None,
@@ -1291,6 +1310,7 @@ fn render<'py>(
     // A render from inside a render (a protection predicate) does without the memo.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
     layout(py);
+    init_absent(py);
     let keys = Keys::new(py);
     let protection = match (
         &protected_tools,
