@@ -274,7 +274,7 @@ def run(request: pytest.FixtureRequest) -> Renderer:
 
 def test_int_subclass_tool_call_id_is_a_number(run: Renderer) -> None:
     """The issue's probe: the id is read as the JS number 7 and the orphan swept, alone."""
-    messages = session() + [tool_result(HostileInt(7))]
+    messages = [*session(), tool_result(HostileInt(7))]
     probe(messages, run, fires=False)
     res = run(messages)
     assert len(res.messages) == 180
@@ -282,13 +282,14 @@ def test_int_subclass_tool_call_id_is_a_number(run: Renderer) -> None:
 
 
 def test_int_subclass_timestamp(run: Renderer) -> None:
-    messages = session() + [tool_result("call-x", HostileInt(5))]
+    messages = [*session(), tool_result("call-x", HostileInt(5))]
     probe(messages, run, fires=False)
 
 
 def test_big_int_subclass_timestamp(run: Renderer) -> None:
     """Beyond a double's range: +-Infinity, told from the sign without ``__lt__``."""
-    messages = session() + [
+    messages = [
+        *session(),
         tool_result("a", HostileInt(-(10**400))),
         tool_result("b", HostileInt(10**400)),
     ]
@@ -296,7 +297,7 @@ def test_big_int_subclass_timestamp(run: Renderer) -> None:
 
 
 def test_float_subclass_timestamp(run: Renderer) -> None:
-    messages = session() + [tool_result("call-x", HostileFloat(5.5))]
+    messages = [*session(), tool_result("call-x", HostileFloat(5.5))]
     probe(messages, run, fires=False)
 
 

@@ -584,10 +584,16 @@ impl pyo3::PyErrArguments for TypeNamed {
 /// `obj` must be a live object and the GIL held.
 #[cold]
 #[inline(never)]
-unsafe fn type_error(py: Python<'_>, obj: *mut ffi::PyObject, message: fn(&str) -> String) -> PyErr {
+unsafe fn type_error(
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+    message: fn(&str) -> String,
+) -> PyErr {
     // SAFETY: `obj` is live (the caller's contract); taking a reference to its type runs
     // nothing.
-    let ty = unsafe { Bound::from_borrowed_ptr(py, obj) }.get_type().unbind();
+    let ty = unsafe { Bound::from_borrowed_ptr(py, obj) }
+        .get_type()
+        .unbind();
     PyTypeError::new_err(TypeNamed { ty, message })
 }
 

@@ -2,9 +2,9 @@
 
 use pi_condense_core::jsstr::JsStr;
 use pyo3::exceptions::PyOverflowError;
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::ffi;
 use pyo3::types::{PyBytes, PyString};
 
 /// `typeof v === "number"` as a double: floats as they are, ints rounded to the nearest
@@ -23,7 +23,10 @@ pub(crate) fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
 ///
 /// # Safety
 /// `obj` must be a live object and the GIL held.
-pub(crate) unsafe fn number_value(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Option<f64>> {
+pub(crate) unsafe fn number_value(
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+) -> PyResult<Option<f64>> {
     // SAFETY (every call below): `obj` is live and the GIL held (the caller's contract);
     // for an object of (a subclass of) the checked type these calls read its value in C.
     unsafe {

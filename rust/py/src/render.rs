@@ -282,7 +282,9 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
         }
         // Items by index, through the C API: a subclass's `__iter__` is not called.
         let items: Vec<Bound<'_, PyAny>> = match value.downcast::<PyList>() {
-            Ok(list) => (0..list.len()).filter_map(|i| list.get_item(i).ok()).collect(),
+            Ok(list) => (0..list.len())
+                .filter_map(|i| list.get_item(i).ok())
+                .collect(),
             Err(_) => match value.downcast::<PyTuple>() {
                 Ok(tuple) => tuple.iter_borrowed().map(|b| b.to_owned()).collect(),
                 Err(_) => Vec::new(),
@@ -619,7 +621,14 @@ impl Reader<'_, '_> {
                     ],
                 );
             fetched.role = role;
-            fetched.members = [tool_call_id, is_error, timestamp, content, custom_type, details];
+            fetched.members = [
+                tool_call_id,
+                is_error,
+                timestamp,
+                content,
+                custom_type,
+                details,
+            ];
             if let Some(role) = role {
                 prefetch(role);
             }
