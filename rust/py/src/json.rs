@@ -21,20 +21,13 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyVal
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 
 use crate::size_memo::{release, Recorded, Trail};
 
 #[cfg(not(windows))]
-extern "C" {
-    // Part of the stable ABI since 3.10 and exported (outside the limited API) by every
-    // CPython 3.x; on Windows python3.dll only exports it from 3.10 on, so Windows takes
-    // the PyUnicode_AsUTF8String path below.
-    fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut ffi::PyObject,
-        size: *mut ffi::Py_ssize_t,
-    ) -> *const std::os::raw::c_char;
-}
+use crate::cpython::PyUnicode_AsUTF8AndSize;
+use crate::cpython::{list_items, prefetch, prefetch_body, str_utf8};
 
 /// Integers up to this magnitude print with all their digits.
 const EXACT_INT_LIMIT: u64 = 1 << 53;
@@ -145,281 +138,6 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
         return Err(err);
     }
     Ok(Text::Units(code_units(py, obj)?))
-}
-
-/// Object layouts read directly, outside the limited API, once verified at run time.
-///
-/// The hot loops read many short ASCII strings and list items; the API calls for them
-/// (`PyUnicode_AsUTF8AndSize`, `PyList_GetItem`) cost more than the reads themselves.
-/// CPython 3.9-3.14 lay these objects out the same way, except for the offset of the
-/// characters of a compact ASCII str (after a `wstr` pointer up to 3.11). The layout is
-/// used only on CPython 3.9-3.14 and only after it reads back known objects correctly;
-/// otherwise every read goes through the API.
-pub(crate) struct Layout {
-    /// Offset of the characters of a compact ASCII str (0: use the API).
-    ascii_data: usize,
-    /// `PyListObject.ob_item` follows the variable-size header (else use the API).
-    list_items: bool,
-    /// `PyDictObject.ma_version_tag` is read by [`dict_version`] (else it reads 0).
-    dict_version: bool,
-}
-
-/// `PyASCIIObject.length`, `.state` (bit 5 `compact`, bit 6 `ascii`), `PyVarObject.ob_size`
-/// and `PyListObject.ob_item` offsets.
-const STR_LENGTH_AT: usize = 16;
-const STR_STATE_AT: usize = 32;
-const STR_COMPACT_ASCII: u32 = 0b110_0000;
-const VAR_SIZE_AT: usize = 16;
-const LIST_ITEMS_AT: usize = 24;
-/// `PyDictObject.ma_version_tag` offset (CPython 3.9-3.13, 64-bit).
-const DICT_VERSION_AT: usize = 24;
-
-static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
-
-/// The verified layout (found on first use; the GIL is held).
-#[inline]
-pub(crate) fn layout(py: Python<'_>) -> &'static Layout {
-    LAYOUT.get_or_init(|| calibrate(py))
-}
-
-#[cold]
-fn calibrate(py: Python<'_>) -> Layout {
-    let off = Layout {
-        ascii_data: 0,
-        list_items: false,
-        dict_version: false,
-    };
-    let cpython = py
-        .import("sys")
-        .and_then(|sys| {
-            sys.getattr("implementation")?
-                .getattr("name")?
-                .extract::<String>()
-        })
-        .is_ok_and(|name| name == "cpython");
-    let version = py.version_info();
-    if !cpython || version.major != 3 || !(9..=14).contains(&version.minor) {
-        return off;
-    }
-    let ascii_data = if version.minor <= 11 { 48 } else { 40 };
-    // SAFETY: the GIL is held; every object read is alive (owned here), and each read
-    // stays inside the object for the layout of this CPython version.
-    unsafe {
-        let ascii_ok = ["", "a", "toolResult", &"x".repeat(100)]
-            .iter()
-            .all(|sample| {
-                let obj = PyString::new(py, sample);
-                let ptr = obj.as_ptr().cast::<u8>();
-                let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
-                let length = ptr
-                    .add(STR_LENGTH_AT)
-                    .cast::<ffi::Py_ssize_t>()
-                    .read_unaligned();
-                state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
-                    && usize::try_from(length).ok() == Some(sample.len())
-                    && std::slice::from_raw_parts(ptr.add(ascii_data), sample.len() + 1)
-                        == [sample.as_bytes(), &[0]].concat().as_slice()
-            })
-            && ["\u{e9}", "\u{100}", "\u{1f600}"].iter().all(|sample| {
-                let obj = PyString::new(py, sample);
-                let state = obj
-                    .as_ptr()
-                    .cast::<u8>()
-                    .add(STR_STATE_AT)
-                    .cast::<u32>()
-                    .read_unaligned();
-                state & STR_COMPACT_ASCII != STR_COMPACT_ASCII
-            });
-        let list_ok = PyList::new(py, [1, 2, 3]).is_ok_and(|list| {
-            let ptr = list.as_ptr();
-            let size = ptr
-                .cast::<u8>()
-                .add(VAR_SIZE_AT)
-                .cast::<ffi::Py_ssize_t>()
-                .read_unaligned();
-            let items = ptr
-                .cast::<u8>()
-                .add(LIST_ITEMS_AT)
-                .cast::<*const *mut ffi::PyObject>()
-                .read_unaligned();
-            size == 3
-                && !items.is_null()
-                && (0..3).all(|i| *items.add(i) == ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t))
-        });
-        Layout {
-            ascii_data: if ascii_ok { ascii_data } else { 0 },
-            list_items: list_ok,
-            dict_version: cfg!(target_pointer_width = "64")
-                && version.minor <= 13
-                && dict_versions_behave(py).unwrap_or(false),
-        }
-    }
-}
-
-/// Reads the version tag of `dict` at its CPython 3.9-3.13 offset.
-///
-/// # Safety
-/// `dict` must be a live dict of one of those versions and the GIL held.
-unsafe fn read_version(dict: &Bound<'_, PyDict>) -> u64 {
-    dict.as_ptr()
-        .cast::<u8>()
-        .add(DICT_VERSION_AT)
-        .cast::<u64>()
-        .read_unaligned()
-}
-
-/// Whether the version tags read back as CPython promises (PEP 509): a new tag, never
-/// seen before and never 0, for every new dict and every change of a dict, and the same
-/// tag while a dict does not change (other dicts changing or not).
-///
-/// # Safety
-/// The GIL must be held; only on CPython 3.9-3.13 (the field is at the offset read).
-unsafe fn dict_versions_behave(py: Python<'_>) -> PyResult<bool> {
-    let (dict, other) = (PyDict::new(py), PyDict::new(py));
-    let mut seen = vec![read_version(&dict), read_version(&other)];
-    type Change<'c> = &'c dyn Fn(&Bound<'_, PyDict>) -> PyResult<()>;
-    let changes: [Change<'_>; 7] = [
-        &|d| d.set_item("k", 1),
-        &|d| d.set_item("k", 2),
-        &|d| d.set_item("j", "v"),
-        &|d| d.del_item("k"),
-        &|d| {
-            let more = PyDict::new(py);
-            more.set_item("u", 1)?;
-            d.update(more.as_mapping())
-        },
-        &|d| d.call_method1("pop", ("j",)).map(drop),
-        &|d| {
-            d.set_item("x", 0)?;
-            d.clear();
-            Ok(())
-        },
-    ];
-    for change in changes {
-        change(&dict)?;
-        let after = read_version(&dict);
-        if after == 0 || seen.contains(&after) || read_version(&other) != seen[1] {
-            return Ok(false);
-        }
-        seen.push(after);
-    }
-    Ok(seen[0] != 0 && seen[1] != 0 && seen[0] != seen[1])
-}
-
-/// The version tag of a dict (`PyDictObject.ma_version_tag`, CPython 3.9-3.13): each
-/// dict gets a new one, from a counter of the whole interpreter, when it is made and at
-/// every change of its keys or values. So a live dict still showing the tag read earlier
-/// has not changed since. 0 where the layout is not verified (nothing can be concluded).
-///
-/// # Safety
-/// `dict` must be a live dict (or dict subclass) and the GIL held.
-#[inline(always)]
-pub(crate) unsafe fn dict_version(dict: *mut ffi::PyObject) -> u64 {
-    match LAYOUT.get() {
-        Some(layout) if layout.dict_version => dict
-            .cast::<u8>()
-            .add(DICT_VERSION_AT)
-            .cast::<u64>()
-            .read_unaligned(),
-        _ => 0,
-    }
-}
-
-/// The characters of an exact, compact ASCII str, read in place.
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
-#[inline(always)]
-unsafe fn ascii_text<'a>(layout: &Layout, obj: *mut ffi::PyObject) -> Option<&'a str> {
-    if layout.ascii_data == 0 || ffi::Py_TYPE(obj) != addr_of_mut!(ffi::PyUnicode_Type) {
-        return None;
-    }
-    let ptr = obj.cast::<u8>();
-    let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
-    if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
-        return None;
-    }
-    let length = ptr
-        .add(STR_LENGTH_AT)
-        .cast::<ffi::Py_ssize_t>()
-        .read_unaligned();
-    let bytes =
-        std::slice::from_raw_parts(ptr.add(layout.ascii_data), usize::try_from(length).ok()?);
-    // ASCII is valid UTF-8.
-    Some(std::str::from_utf8_unchecked(bytes))
-}
-
-/// The items of an exact list, read in place (`None`: use `PyList_GetItem`).
-///
-/// # Safety
-/// `list` must be a live list and the GIL held; the slice is valid while the list is
-/// neither changed nor freed (no Python code may run meanwhile).
-#[inline(always)]
-pub(crate) unsafe fn list_slice<'a>(
-    py: Python<'_>,
-    list: *mut ffi::PyObject,
-) -> Option<&'a [*mut ffi::PyObject]> {
-    if !layout(py).list_items || ffi::Py_TYPE(list) != addr_of_mut!(ffi::PyList_Type) {
-        return None;
-    }
-    let ptr = list.cast::<u8>();
-    let size = ptr
-        .add(VAR_SIZE_AT)
-        .cast::<ffi::Py_ssize_t>()
-        .read_unaligned();
-    let items = ptr
-        .add(LIST_ITEMS_AT)
-        .cast::<*const *mut ffi::PyObject>()
-        .read_unaligned();
-    let len = usize::try_from(size).ok()?;
-    if len == 0 {
-        return Some(&[]);
-    }
-    if items.is_null() {
-        return None;
-    }
-    Some(std::slice::from_raw_parts(items, len))
-}
-
-/// The UTF-8 text of a `str` (or str subclass) object, borrowed from the object, when
-/// CPython can hand it out without a copy; `None` otherwise (a string holding lone
-/// surrogates, or a platform without the call), with no Python error left set.
-///
-/// # Safety
-/// `obj` must be a live `str` object and the GIL held; the text is valid while `obj` is
-/// alive (the caller picks `'a` accordingly).
-#[inline]
-pub(crate) unsafe fn borrowed_utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
-    if let Some(layout) = LAYOUT.get() {
-        if let Some(text) = ascii_text(layout, obj) {
-            return Some(text);
-        }
-    }
-    borrowed_utf8_api(obj)
-}
-
-/// [`borrowed_utf8`] through the C API.
-///
-/// # Safety
-/// As [`borrowed_utf8`].
-unsafe fn borrowed_utf8_api<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
-    #[cfg(not(windows))]
-    {
-        let mut size: ffi::Py_ssize_t = 0;
-        let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
-        if data.is_null() {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), usize::try_from(size).ok()?);
-        // CPython's UTF-8 form of a str is valid UTF-8.
-        Some(std::str::from_utf8_unchecked(bytes))
-    }
-    #[cfg(windows)]
-    {
-        let _ = obj;
-        None
-    }
 }
 
 /// The UTF-16 code units of a `str`, lone surrogates kept.
@@ -864,44 +582,6 @@ const AHEAD_HEADER: usize = 12;
 /// header has arrived by then).
 const AHEAD_BODY: usize = 6;
 
-/// Hints the CPU to load the cache line at `addr`.
-#[inline(always)]
-pub(crate) fn prefetch<T>(addr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
-
-/// Hints the CPU to load what the walk reads next from an object whose header is
-/// (about to be) cached: the hash table of a dict, the item array of a list, the second
-/// line of a str.
-///
-/// The pointers of dicts and lists are read at their offsets in CPython 3.9-3.14
-/// (`PyDictObject.ma_keys`, `PyListObject.ob_item`). The layouts are not part of the
-/// limited API, so the pointers serve as hints only: each read stays inside the object
-/// (larger than the offset read), and prefetching a wrong address is harmless.
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held.
-#[inline(always)]
-pub(crate) unsafe fn prefetch_body(obj: *mut ffi::PyObject) {
-    let ty = ffi::Py_TYPE(obj);
-    if ty == addr_of_mut!(ffi::PyUnicode_Type) {
-        prefetch(obj.cast::<u8>().wrapping_add(64));
-    } else if ty == addr_of_mut!(ffi::PyDict_Type) {
-        let table = obj.cast::<*const u8>().add(4).read();
-        prefetch(table);
-        prefetch(table.wrapping_add(64));
-        prefetch(table.wrapping_add(128));
-    } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        prefetch(obj.cast::<*const u8>().add(3).read());
-    }
-}
-
 /// `JSON.stringify(value).length` of Python values, without building the text (member
 /// order does not change the length).
 ///
@@ -922,8 +602,7 @@ pub(crate) struct Measurer {
 }
 
 impl Measurer {
-    pub(crate) fn new(py: Python<'_>) -> Self {
-        layout(py);
+    pub(crate) fn new(_py: Python<'_>) -> Self {
         Measurer {
             steps: Vec::new(),
             keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
@@ -983,7 +662,7 @@ impl Measurer {
     /// `obj` must be a live str and the GIL held.
     #[inline]
     unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
-        match borrowed_utf8(obj) {
+        match str_utf8(obj) {
             Some(text) => Ok(escape::str_len(text)),
             None => Ok(read_text(py, obj)?.escaped_len()),
         }
@@ -1215,11 +894,11 @@ impl Measurer {
                 kind @ (Kind::List | Kind::Tuple) => {
                     check_depth(depth as usize)?;
                     let is_list = matches!(kind, Kind::List);
-                    let items = list_slice(py, obj).filter(|_| is_list);
-                    if let Some(trail) = self.trail.as_mut() {
-                        trail.list(obj, items.map(<[_]>::len), depth);
-                    }
+                    let items = list_items(obj).filter(|_| is_list);
                     if let Some(items) = items {
+                        if let Some(trail) = self.trail.as_mut() {
+                            trail.list(obj, items.len(), depth);
+                        }
                         for &item in items.iter().rev() {
                             self.steps.push(Step::Value(item, depth + 1));
                         }
@@ -1229,6 +908,9 @@ impl Measurer {
                     let len = seq_len(obj, is_list);
                     if len < 0 {
                         return Err(PyErr::fetch(py));
+                    }
+                    if let Some(trail) = self.trail.as_mut() {
+                        trail.list(obj, usize::try_from(len).unwrap_or(0), depth);
                     }
                     for i in (0..len).rev() {
                         let item = seq_item(obj, is_list, i);
@@ -1432,15 +1114,10 @@ fn reformat_json<'py>(
 }
 
 /// Which object layouts this interpreter lets the module read directly (diagnostics and
-/// tests): `ascii_text`, `list_items`, `dict_versions`.
+/// tests): `ascii_text`, `list_items`, `prefetch` (see `cpython.rs`).
 #[pyfunction]
 fn layout_features(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let layout = layout(py);
-    let features = PyDict::new(py);
-    features.set_item("ascii_text", layout.ascii_data != 0)?;
-    features.set_item("list_items", layout.list_items)?;
-    features.set_item("dict_versions", layout.dict_version)?;
-    Ok(features)
+    crate::cpython::features(py)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

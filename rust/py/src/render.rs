@@ -51,10 +51,12 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{intern, IntoPyObjectExt};
 
+use crate::cpython::{
+    list_items as list_slice, prefetch, prefetch_body, str_utf8 as borrowed_utf8,
+};
 use crate::index::PyIndex;
-use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
+use crate::json::Measurer;
 use crate::pyvalue::{js_number, number_value, str_of_js, str_of_wtf8};
-use crate::read_memo;
 use crate::size_memo::{self, PySizeMemo};
 
 /// How many output slots ahead a kept message's header is prefetched.
@@ -165,8 +167,7 @@ unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
 unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
     // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
     // while iterating.
-    let fast = Python::assume_gil_acquired();
-    let slice = list_slice(fast, list);
+    let slice = list_slice(list);
     let len = match slice {
         Some(items) => items.len() as ffi::Py_ssize_t,
         None => ffi::PyList_Size(list).max(0),
@@ -465,9 +466,22 @@ struct Reader<'k, 'py> {
     needs: Needs,
     /// Copy strings instead of borrowing them (Python code runs during the decision).
     owned: bool,
+    /// Every str object a view read so far borrows its text from, in reading order (a
+    /// size memo keeps a view only while it holds each of them: `size_memo::keep_view`).
+    borrowed: RefCell<Vec<Obj>>,
 }
 
 impl Reader<'_, '_> {
+    /// [`js_id`], the str it borrows from (if any) logged in `borrowed`.
+    #[inline]
+    unsafe fn js_id<'a>(&self, value: Option<Obj>) -> PyResult<CowId<'a>> {
+        let id = js_id(self.py, value, self.owned)?;
+        if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
+            self.borrowed.borrow_mut().push(obj);
+        }
+        Ok(id)
+    }
+
     unsafe fn role_of(&self, value: Option<Obj>) -> Role {
         let Some(value) = value.filter(|v| is_str(*v)) else {
             return Role::Other;
@@ -503,7 +517,7 @@ impl Reader<'_, '_> {
         let kind = borrowed_utf8(kind).unwrap_or_default();
         Ok(if text_is(kind, "toolCall") {
             Block::ToolCall {
-                id: js_id(py, present(py, id), self.owned)?,
+                id: self.js_id(present(py, id))?,
             }
         } else if text_is(kind, "thinking") {
             Block::Thinking
@@ -586,7 +600,7 @@ impl Reader<'_, '_> {
                 Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
             };
             out.push(SummaryRef::Ref {
-                tool_call_id: js_id(py, self.keys.get(item, K::ToolCallId)?, self.owned)?,
+                tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId)?)?,
                 result_timestamp,
             });
         }
@@ -733,7 +747,7 @@ impl Reader<'_, '_> {
         let ts = present(py, fetched.ts);
         match fetched.kind {
             Role::ToolResult => {
-                view.tool_call_id = js_id(py, a, self.owned)?;
+                view.tool_call_id = self.js_id(a)?;
                 if needs.is_error {
                     view.is_error = b == Some(ffi::Py_True());
                 }
@@ -1318,7 +1332,6 @@ fn render<'py>(
     let py = messages.py();
     // A render from inside a render (a protection predicate) does without the memo.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
-    layout(py);
     init_absent(py);
     let keys = Keys::new(py);
     let protection = match (
@@ -1359,6 +1372,7 @@ fn render<'py>(
         needs: Needs::of(state, &cfg),
         // A predicate is Python code: it could change the messages under borrowed views.
         owned: protected_tool_predicate.is_some(),
+        borrowed: RefCell::new(Vec::new()),
     };
 
     // Extract and decide. The views borrow strings from the message objects: the list
@@ -1374,8 +1388,6 @@ fn render<'py>(
     let plan = {
         let list = messages.as_ptr();
         let mut views: Vec<MsgView<Cow<'_, str>>> = Vec::new();
-        // The views decided on: `views`, or the read memo's own.
-        let mut remembered: Option<&[MsgView<Cow<'_, str>>]> = None;
         // SAFETY: `list` is a live list and the GIL is held; see above for the lifetime
         // of the borrowed strings. Reading views runs no Python code.
         unsafe {
@@ -1386,6 +1398,7 @@ fn render<'py>(
                     list,
                     memo_guard.as_deref_mut().map(|g| &mut g.0),
                     Some(reader.needs),
+                    &reader.borrowed,
                     |_, msg| {
                         let mut view = MsgView::new(Role::Other, Ts::Absent);
                         let read = reader.read_into(msg, &mut view);
@@ -1404,19 +1417,7 @@ fn render<'py>(
             }
             if lens.is_none() {
                 let items: Vec<Obj> = list_items(list).collect();
-                match memo_guard.as_deref_mut() {
-                    // Owned views are not remembered (a predicate runs Python code).
-                    Some(memo) if !reader.owned => {
-                        remembered = Some(read_memo::read_views(
-                            py,
-                            &items,
-                            &mut memo.0.reads,
-                            reader.needs,
-                            |batch| reader.read_all(batch),
-                        )?);
-                    }
-                    _ => views = reader.read_all(&items)?,
-                }
+                views = reader.read_all(&items)?;
             }
         }
         let mut lazy = ArgLens {
@@ -1426,7 +1427,7 @@ fn render<'py>(
             measurer: None,
             keep_measurer: !reader.owned,
         };
-        let plan = core_render::render(remembered.unwrap_or(&views), state, &cfg, &mut lazy);
+        let plan = core_render::render(&views, state, &cfg, &mut lazy);
         if let Some(err) = lazy.error.into_inner() {
             return Err(err);
         }
@@ -1467,6 +1468,7 @@ fn render<'py>(
                 messages.as_ptr(),
                 memo_guard.as_deref_mut().map(|g| &mut g.0),
                 None,
+                &RefCell::new(Vec::new()),
                 |_, _| Ok(MsgView::new(Role::Other, Ts::Absent)),
             )?;
             lens

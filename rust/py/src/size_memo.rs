@@ -9,12 +9,10 @@
 //! that measures the message ([`Trail`]), so remembering costs little on top of measuring.
 //!
 //! A later render reuses the length when the message is still made of the very same
-//! objects: each container of the trail is walked again (size, key order and the identity
-//! of every key and item compared with the trail); leaves are compared by address only,
-//! without being read. A dict still showing the version tag recorded with it
-//! ([`dict_version`]: CPython gives each dict a new one at every change) holds the very
-//! same keys and values, so only its container values are walked. This is exact, not a
-//! heuristic: the references the trail holds keep every recorded object alive, so no other
+//! objects: each container of the trail is walked again through the C API (size, key
+//! order and the identity of every key and item compared with the trail); leaves are
+//! compared by address only, without being read. No private field (such as a dict's
+//! version tag) is consulted. This is exact, not a heuristic: the references the trail holds keep every recorded object alive, so no other
 //! object can take one of their addresses, and the only leaves admitted (exact `str`,
 //! `int`, `float`, `bool`, `None`) are immutable. Equal trails therefore mean equal JSON
 //! text. A message holding anything else (a subclass, a tuple, `ABSENT`, a non-str key) or
@@ -24,7 +22,7 @@
 //! memo holds (references to) the messages of the latest measured list only.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr::{addr_of_mut, null_mut};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -33,8 +31,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::json::{dict_version, list_slice, prefetch, prefetch_body, Measurer};
-use crate::read_memo::ReadMemo;
+use crate::cpython::{list_items as list_slice, prefetch, prefetch_body};
+use crate::json::Measurer;
 
 type Obj = *mut ffi::PyObject;
 
@@ -64,20 +62,9 @@ pub(crate) struct SizeMemo {
     /// Boxed: the table stays small (scanned for every message), and an entry's address
     /// is known, to prefetch it, before it is read.
     entries: FastMap<usize, Box<Entry>>,
-    /// The views of the latest render that did not measure.
-    pub(crate) reads: ReadMemo,
     generation: u64,
     hits: u64,
     misses: u64,
-}
-
-/// A dict's version tag as a trail word: tagged like a size (so that [`release`] skips
-/// it), `TAG_COUNT` alone when the tag is not known (0) or too large to shift.
-fn version_word(version: u64) -> usize {
-    usize::try_from(version)
-        .ok()
-        .filter(|&v| v != 0 && v >> (usize::BITS - 2) == 0)
-        .map_or(TAG_COUNT, |v| v << 2 | TAG_COUNT)
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -99,8 +86,8 @@ unsafe fn is_plain_leaf(obj: Obj) -> bool {
 pub(crate) type Recorded = Box<[usize]>;
 
 /// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the walk's
-/// order: a dict is `DICT|dict, version, size, key1 .. keyN` followed by the trails of its
-/// values in order ([`version_word`]); a list is `LIST|list, size` followed by the trails
+/// order: a dict is `DICT|dict, size, key1 .. keyN` followed by the trails of its
+/// values in order; a list is `LIST|list, size` followed by the trails
 /// of its items; a leaf is its address. Anything the memo does not admit spoils the trail.
 ///
 /// The trail takes a reference to each object as it records it (the object was just read:
@@ -177,7 +164,6 @@ impl Trail {
         if self.spoiled {
             return None;
         }
-        self.words.push(version_word(dict_version(dict)));
         self.words.push(TAG_COUNT);
         Some(self.words.len() - 1)
     }
@@ -202,34 +188,20 @@ impl Trail {
         }
     }
 
-    /// A list or tuple at `depth`, with its items when the walk reads them directly.
+    /// A list or tuple at `depth`, of `count` items.
     ///
     /// # Safety
     /// `list` must be a live object and the GIL held.
-    pub(crate) unsafe fn list(&mut self, list: Obj, items: Option<usize>, depth: u32) {
-        match items {
-            Some(count)
-                if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type)
-                    && (depth as usize) < MAX_DEPTH =>
-            {
-                self.push_object(list, TAG_LIST);
-                if !self.spoiled {
-                    self.words.push(count << 2 | TAG_COUNT);
-                }
+    pub(crate) unsafe fn list(&mut self, list: Obj, count: usize, depth: u32) {
+        if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH {
+            self.push_object(list, TAG_LIST);
+            if !self.spoiled {
+                self.words.push(count << 2 | TAG_COUNT);
             }
-            _ => self.spoil(),
+        } else {
+            self.spoil();
         }
     }
-}
-
-/// The items of an exact list (`None` where the list layout is not known: such lists
-/// are not remembered).
-///
-/// # Safety
-/// `list` must be a live exact list and the GIL held; the slice is valid until the list
-/// changes.
-unsafe fn list_items<'a>(py: Python<'_>, list: Obj) -> Option<&'a [Obj]> {
-    list_slice(py, list)
 }
 
 /// Whether `obj` is still the tree the trail recorded from `trail[*pos]` on; advances
@@ -250,35 +222,12 @@ unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) 
     if word & !TAG_MASK != obj as usize {
         return false;
     }
-    // A dict's version word comes before its size.
-    let version = if tag == TAG_DICT {
-        let Some(&version) = trail.get(*pos) else {
-            return false;
-        };
-        *pos += 1;
-        Some(version)
-    } else {
-        None
-    };
     let Some(&count) = trail.get(*pos) else {
         return false;
     };
     *pos += 1;
     let size = count >> 2;
-    if let Some(version) = version {
-        if version != TAG_COUNT && version_word(dict_version(obj)) == version {
-            // Unchanged since recorded: the very same keys and values. Only the
-            // containers among the values may have changed inside.
-            *pos += size;
-            return (0..size).all(|_| match trail.get(*pos) {
-                Some(&word) if word & TAG_MASK == TAG_LEAF => {
-                    *pos += 1;
-                    true
-                }
-                Some(&word) => same_tree(py, (word & !TAG_MASK) as Obj, trail, pos),
-                None => false,
-            });
-        }
+    if tag == TAG_DICT {
         // The keys, in order, then the values' trees.
         let mut values: SmallValues = SmallValues::new();
         let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
@@ -294,13 +243,15 @@ unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) 
                 .as_slice()
                 .iter()
                 .all(|&value| same_tree(py, value, trail, pos))
+    } else if let Some(items) = list_slice(obj) {
+        items.len() == size && items.iter().all(|&item| same_tree(py, item, trail, pos))
     } else {
-        match list_items(py, obj) {
-            Some(items) if items.len() == size => {
-                items.iter().all(|&item| same_tree(py, item, trail, pos))
-            }
-            _ => false,
-        }
+        // The layout is not known: the items through the C API.
+        ffi::PyList_Size(obj) == size as ffi::Py_ssize_t
+            && (0..size).all(|i| {
+                let item = ffi::PyList_GetItem(obj, i as ffi::Py_ssize_t);
+                !item.is_null() && same_tree(py, item, trail, pos)
+            })
     }
 }
 
@@ -404,7 +355,6 @@ impl SizeMemo {
     }
 
     fn clear(&mut self) {
-        self.reads.clear();
         let entries = std::mem::take(&mut self.entries);
         if entries.is_empty() {
             return;
@@ -483,13 +433,6 @@ impl PySizeMemo {
         self.with(|memo| (memo.hits, memo.misses))
     }
 
-    /// `(reused, read)`: message views a render that did not measure took from the
-    /// memo, and views it read, so far.
-    #[getter]
-    fn read_stats(&self) -> PyResult<(u64, u64)> {
-        self.with(|memo| memo.reads.stats())
-    }
-
     /// Forgets every message (releases the references).
     fn clear(&self) -> PyResult<()> {
         self.with(SizeMemo::clear)
@@ -516,11 +459,9 @@ fn prefetch_headers(trail: &[usize]) {
 /// # Safety
 /// The trail's objects must be alive (the memo holds them) and the GIL held.
 unsafe fn prefetch_tables(trail: &[usize]) {
-    for (at, &word) in trail.iter().enumerate() {
+    for &word in trail {
         let tag = word & TAG_MASK;
-        // A dict with a version tag is read only if the tag changed.
-        let versioned = tag == TAG_DICT && trail.get(at + 1).is_some_and(|&v| v != TAG_COUNT);
-        if tag == TAG_LIST || (tag == TAG_DICT && !versioned) {
+        if tag == TAG_LIST || tag == TAG_DICT {
             prefetch_body((word & !TAG_MASK) as Obj);
         }
     }
@@ -546,22 +487,37 @@ unsafe fn items_of(py: Python<'_>, list: Obj) -> PyResult<Vec<Obj>> {
 /// A message view as render reads it, its strings borrowed from the message's objects.
 pub(crate) type View<'a> = MsgView<Cow<'a, str>>;
 
-/// A view kept by an entry, with the fields it was read for.
+/// A view kept by an entry, with the fields it was read for. Made only by [`keep_view`].
 struct KeptView {
     needs: Needs,
+    /// Borrows from objects of the entry's trail (checked by [`keep_view`]); the entry
+    /// drops it before it releases the trail.
     view: View<'static>,
 }
 
-/// Keeps `view` (read with `needs`) for an entry of the message it was read from.
-///
-/// # Safety
-/// Every string `view` borrows must belong to an object of the entry's trail (the view
-/// reader only borrows from the message's own objects, all of which the trail holds).
-unsafe fn keep_view(view: &View<'_>, needs: Needs) -> KeptView {
-    KeptView {
-        needs,
-        view: std::mem::transmute::<View<'_>, View<'static>>(view.clone()),
+/// Whether every object of `borrowed` is a leaf of `trail` (the trail holds a reference
+/// to it).
+fn all_in_trail(borrowed: &[Obj], trail: &[usize]) -> bool {
+    borrowed.iter().all(|&obj| {
+        let address = obj as usize;
+        address & TAG_MASK == 0 && trail.iter().any(|&word| word == address | TAG_LEAF)
+    })
+}
+
+/// `view` (read with `needs`, its strings borrowed from the str objects `borrowed`) kept
+/// for an entry whose trail is `trail`; `None` unless the trail holds every one of those
+/// objects. The memo hands a kept view out only after checking the whole trail again
+/// ([`same_tree`]), so the strings it borrows are exactly objects the memo both holds and
+/// checks: what the reader reads is recorded by the reader, not assumed here.
+fn keep_view(view: &View<'_>, needs: Needs, borrowed: &[Obj], trail: &[usize]) -> Option<KeptView> {
+    if !all_in_trail(borrowed, trail) {
+        return None;
     }
+    // SAFETY: every string the view borrows is the text of an object of `borrowed`
+    // (the reader logs each one), each held by a strong reference of the trail, which
+    // the entry releases only after dropping the view; str objects are immutable.
+    let view = unsafe { std::mem::transmute::<View<'_>, View<'static>>(view.clone()) };
+    Some(KeptView { needs, view })
 }
 
 /// The length of every message of `list` and its view (`read(i, message)`), reusing what
@@ -582,9 +538,12 @@ pub(crate) unsafe fn measure_and_read<'a>(
     list: Obj,
     memo: Option<&mut SizeMemo>,
     needs: Option<Needs>,
+    borrowed: &RefCell<Vec<Obj>>,
     mut read: impl FnMut(usize, Obj) -> PyResult<View<'a>>,
 ) -> PyResult<(Vec<usize>, Vec<View<'a>>)> {
     let mut views = Vec::new();
+    // Where the objects each read view borrows from end in `borrowed` (by list position).
+    let mut spans: Vec<(usize, usize)> = Vec::new();
     let Some(memo) = memo else {
         let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
             views.push(read(i, item)?);
@@ -596,14 +555,20 @@ pub(crate) unsafe fn measure_and_read<'a>(
     let items = items_of(py, list)?;
     if memo.entries.is_empty() {
         let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
+            let start = borrowed.borrow().len();
             views.push(read(i, item)?);
+            spans.push((start, borrowed.borrow().len()));
             Ok(())
         })?;
         memo.misses += lens.len() as u64;
+        let log = borrowed.borrow();
         for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
             match (trail, views.get(i)) {
                 (Some(trail), Some(view)) => {
-                    let kept = needs.map(|needs| keep_view(view, needs));
+                    let kept = needs.and_then(|needs| {
+                        let span = spans.get(i).and_then(|&(a, b)| log.get(a..b))?;
+                        keep_view(view, needs, span, &trail)
+                    });
                     memo.remember(item, *len, trail, kept);
                 }
                 (Some(trail), None) => release(&trail),
@@ -617,8 +582,9 @@ pub(crate) unsafe fn measure_and_read<'a>(
     let before = memo.entries.len();
     let mut lens = Vec::with_capacity(count);
     views.reserve(count);
-    // Messages measured now (`trail: None` - a remembered one whose view is refreshed).
-    let mut fresh: Vec<(usize, Obj, usize, Option<Recorded>)> = Vec::new();
+    // Messages measured now (`trail: None` - a remembered one whose view is refreshed),
+    // with where the objects their views borrow from are in `borrowed`.
+    let mut fresh: Vec<(usize, Obj, usize, Option<Recorded>, (usize, usize))> = Vec::new();
     let (mut hits, mut misses) = (0, 0);
     // Remembered entries seen by this render (a message may be listed twice).
     let mut distinct = 0;
@@ -654,6 +620,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
                         Some(kept) => views.push(kept.view.clone()),
                         None => {
+                            let start = borrowed.borrow().len();
                             match read(i, item) {
                                 Ok(view) => views.push(view),
                                 Err(err) => {
@@ -662,7 +629,8 @@ pub(crate) unsafe fn measure_and_read<'a>(
                                 }
                             }
                             if needs.is_some() {
-                                fresh.push((i, item, entry.len, None));
+                                let span = (start, borrowed.borrow().len());
+                                fresh.push((i, item, entry.len, None, span));
                             }
                         }
                     }
@@ -677,22 +645,26 @@ pub(crate) unsafe fn measure_and_read<'a>(
                         }
                     };
                     lens.push(len);
-                    if trail.is_some() {
-                        fresh.push((i, item, len, trail));
-                    }
+                    let start = borrowed.borrow().len();
                     match read(i, item) {
                         Ok(view) => views.push(view),
                         Err(err) => {
+                            if let Some(trail) = trail {
+                                release(&trail);
+                            }
                             failed = Some(err);
                             break;
                         }
+                    }
+                    if trail.is_some() {
+                        fresh.push((i, item, len, trail, (start, borrowed.borrow().len())));
                     }
                 }
             }
         }
         if let Some(err) = failed {
             // The references of the trails recorded so far go back.
-            for (_, _, _, trail) in fresh {
+            for (_, _, _, trail, _) in fresh {
                 if let Some(trail) = trail {
                     release(&trail);
                 }
@@ -703,16 +675,20 @@ pub(crate) unsafe fn measure_and_read<'a>(
 
     memo.hits += hits;
     memo.misses += misses;
-    for (i, item, len, trail) in fresh {
-        let kept = match (views.get(i), needs) {
-            (Some(view), Some(needs)) => Some(keep_view(view, needs)),
-            _ => None,
-        };
+    let log = borrowed.borrow();
+    for (i, item, len, trail, (start, end)) in fresh {
+        let view = views.get(i).zip(needs).zip(log.get(start..end));
         match trail {
-            Some(trail) => memo.remember(item, len, trail, kept),
+            Some(trail) => {
+                let kept =
+                    view.and_then(|((view, needs), span)| keep_view(view, needs, span, &trail));
+                memo.remember(item, len, trail, kept);
+            }
             None => {
                 if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
-                    entry.view = kept;
+                    entry.view = view.and_then(|((view, needs), span)| {
+                        keep_view(view, needs, span, &entry.trail)
+                    });
                 }
             }
         }
