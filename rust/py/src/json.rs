@@ -3,8 +3,8 @@
 //!
 //! Strings are read as UTF-8 straight from the `str` object; a string holding lone
 //! surrogates (not UTF-8-encodable) is read as UTF-16 code units instead, for that string
-//! only. On CPython 3.9-3.14 the characters of compact ASCII strings and the items of
-//! lists are read in place once the layout is verified at run time (see `Layout`).
+//! only. Where the layout is verified, the characters of compact ASCII strings and the
+//! items of lists are read in place (`cpython.rs`).
 //!
 //! `stringify_len` (and render's sizes) walk values with an explicit stack, prefetching
 //! the objects a few steps ahead, caching the lengths of dict keys (by object, within one

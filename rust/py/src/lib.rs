@@ -1,5 +1,7 @@
 //! Thin PyO3 bindings: convert Python values to core views and back. No logic lives here.
 
+#![warn(unsafe_op_in_unsafe_fn)]
+
 use pyo3::prelude::*;
 
 mod chains;

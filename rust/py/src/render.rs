@@ -5,22 +5,21 @@
 //! the ids of tool calls and results, and - only when the state or the config can use
 //! them - timestamps, error flags, chain markers and summary refs (recovery tool names
 //! and text-extraction failures are read on demand, through `Lazy`). The strings of the
-//! views are borrowed from the message objects (nothing is copied), the reads go
-//! through the C API with borrowed references, and dict keys are looked up by the very
-//! key objects the messages use. `pi_condense_core::render` then decides; when it
-//! changes nothing the input list itself comes back with sizes 0.
+//! views are borrowed from the message objects (nothing is copied), and the reads go
+//! through the C API with borrowed references; the members of a dict are found by walking
+//! it ([`fields_of`]). `pi_condense_core::render` then decides; when it changes nothing the
+//! input list itself comes back with sizes 0.
 //!
 //! Sizes: each input message is measured once (its length is reused for the output)
 //! and each new message once; a copied assistant that only lost blocks is the original's
 //! length minus theirs. With a `SizeMemo` (`size_memo`), a message the previous render
 //! measured and that is still made of the very same objects is neither measured nor read
 //! again: its length and view are reused. When the state cannot stub or compress anything,
-//! the views are read on their own in a prefetching pipeline (or taken from the memo's
-//! views by position, `read_memo`, where their dicts' version tags vouch for them) and a
-//! render that changes nothing never measures. When it can (a change is then likely), every
-//! message is measured and read in one pass, right after its objects were walked; if the
-//! render then changes nothing after all, the sizes are dropped (still 0), and a value that
-//! cannot be measured raises only when the render changes something.
+//! the views are read on their own in a prefetching pipeline and a render that changes
+//! nothing never measures. When it can (a change is then likely), every message is measured
+//! and read in one pass, right after its objects were walked; if the render then changes
+//! nothing after all, the sizes are dropped (still 0), and a value that cannot be measured
+//! raises only when the render changes something.
 //!
 //! Untouched messages are the caller's own objects; stubs, copied assistants and
 //! synthetic chain messages are fresh dicts in the reference's key order. Values copied
@@ -28,8 +27,11 @@
 //! relocated protected output) keep their exact code units: they are joined in Rust
 //! when every piece is valid UTF-8, and by Python otherwise (lone surrogates).
 //!
-//! While the views borrow from the messages no Python code may run, except a reference
-//! mode protection predicate: with one, the views copy their strings instead.
+//! While the views borrow from the messages no Python code runs, by construction: values of
+//! any type (subclasses included) are read through C calls that never call back into Python
+//! (no `__float__`, `__eq__`, `__iter__`, `__name__`), and `ABSENT` is told by the identity
+//! of its type. The one exception is a reference mode protection predicate: with one, the
+//! views copy their strings instead.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
