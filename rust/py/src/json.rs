@@ -110,34 +110,37 @@ impl Text {
 /// # Safety
 /// `obj` must be a live `str` object and the GIL held.
 unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
-    #[cfg(not(windows))]
-    {
-        let mut size: ffi::Py_ssize_t = 0;
-        let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
-        if !data.is_null() {
-            return Ok(Text::Utf8 {
-                data: data.cast(),
-                len: usize::try_from(size).unwrap_or(0),
-                owner: ptr::null_mut(),
-            });
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        #[cfg(not(windows))]
+        {
+            let mut size: ffi::Py_ssize_t = 0;
+            let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
+            if !data.is_null() {
+                return Ok(Text::Utf8 {
+                    data: data.cast(),
+                    len: usize::try_from(size).unwrap_or(0),
+                    owner: ptr::null_mut(),
+                });
+            }
         }
-    }
-    #[cfg(windows)]
-    {
-        let bytes = ffi::PyUnicode_AsUTF8String(obj);
-        if !bytes.is_null() {
-            return Ok(Text::Utf8 {
-                data: ffi::PyBytes_AsString(bytes).cast(),
-                len: usize::try_from(ffi::PyBytes_Size(bytes)).unwrap_or(0),
-                owner: bytes,
-            });
+        #[cfg(windows)]
+        {
+            let bytes = ffi::PyUnicode_AsUTF8String(obj);
+            if !bytes.is_null() {
+                return Ok(Text::Utf8 {
+                    data: ffi::PyBytes_AsString(bytes).cast(),
+                    len: usize::try_from(ffi::PyBytes_Size(bytes)).unwrap_or(0),
+                    owner: bytes,
+                });
+            }
         }
+        let err = PyErr::fetch(py);
+        if !err.is_instance_of::<PyUnicodeEncodeError>(py) {
+            return Err(err);
+        }
+        Ok(Text::Units(code_units(py, obj)?))
     }
-    let err = PyErr::fetch(py);
-    if !err.is_instance_of::<PyUnicodeEncodeError>(py) {
-        return Err(err);
-    }
-    Ok(Text::Units(code_units(py, obj)?))
 }
 
 /// The UTF-16 code units of a `str`, lone surrogates kept.
@@ -147,28 +150,31 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
 #[cold]
 #[inline(never)]
 unsafe fn code_units(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Vec<u16>> {
-    let len = ffi::PyUnicode_GetLength(obj);
-    if len < 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let buf = ffi::PyUnicode_AsUCS4Copy(obj);
-    if buf.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    let code_points = std::slice::from_raw_parts(buf, usize::try_from(len).unwrap_or(0));
-    let mut units = Vec::with_capacity(code_points.len());
-    for &cp in code_points {
-        match u16::try_from(cp) {
-            Ok(unit) => units.push(unit),
-            Err(_) => {
-                let c = cp.wrapping_sub(0x10000);
-                units.push(0xD800 | ((c >> 10) & 0x3FF) as u16);
-                units.push(0xDC00 | (c & 0x3FF) as u16);
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let len = ffi::PyUnicode_GetLength(obj);
+        if len < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        let buf = ffi::PyUnicode_AsUCS4Copy(obj);
+        if buf.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let code_points = std::slice::from_raw_parts(buf, usize::try_from(len).unwrap_or(0));
+        let mut units = Vec::with_capacity(code_points.len());
+        for &cp in code_points {
+            match u16::try_from(cp) {
+                Ok(unit) => units.push(unit),
+                Err(_) => {
+                    let c = cp.wrapping_sub(0x10000);
+                    units.push(0xD800 | ((c >> 10) & 0x3FF) as u16);
+                    units.push(0xDC00 | (c & 0x3FF) as u16);
+                }
             }
         }
+        ffi::PyMem_Free(buf.cast());
+        Ok(units)
     }
-    ffi::PyMem_Free(buf.cast());
-    Ok(units)
 }
 
 /// What a Python object is, as far as JSON goes.
@@ -189,39 +195,42 @@ enum Kind {
 /// `obj` must be a live object and the GIL held.
 #[inline(always)]
 unsafe fn kind(obj: *mut ffi::PyObject) -> Kind {
-    let ty = ffi::Py_TYPE(obj);
-    if ty == addr_of_mut!(ffi::PyUnicode_Type) {
-        Kind::Str
-    } else if ty == addr_of_mut!(ffi::PyDict_Type) {
-        Kind::Dict
-    } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        Kind::List
-    } else if ty == addr_of_mut!(ffi::PyLong_Type) {
-        Kind::Int
-    } else if obj == ffi::Py_None() {
-        Kind::Null
-    } else if obj == ffi::Py_True() {
-        Kind::True
-    } else if obj == ffi::Py_False() {
-        Kind::False
-    } else if ty == addr_of_mut!(ffi::PyFloat_Type) {
-        Kind::Float
-    } else if ty == addr_of_mut!(ffi::PyTuple_Type) {
-        Kind::Tuple
-    } else if ffi::PyUnicode_Check(obj) != 0 {
-        Kind::Str
-    } else if ffi::PyDict_Check(obj) != 0 {
-        Kind::Dict
-    } else if ffi::PyList_Check(obj) != 0 {
-        Kind::List
-    } else if ffi::PyTuple_Check(obj) != 0 {
-        Kind::Tuple
-    } else if ffi::PyLong_Check(obj) != 0 {
-        Kind::Int
-    } else if ffi::PyFloat_Check(obj) != 0 {
-        Kind::Float
-    } else {
-        Kind::Other
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        if ty == addr_of_mut!(ffi::PyUnicode_Type) {
+            Kind::Str
+        } else if ty == addr_of_mut!(ffi::PyDict_Type) {
+            Kind::Dict
+        } else if ty == addr_of_mut!(ffi::PyList_Type) {
+            Kind::List
+        } else if ty == addr_of_mut!(ffi::PyLong_Type) {
+            Kind::Int
+        } else if obj == ffi::Py_None() {
+            Kind::Null
+        } else if obj == ffi::Py_True() {
+            Kind::True
+        } else if obj == ffi::Py_False() {
+            Kind::False
+        } else if ty == addr_of_mut!(ffi::PyFloat_Type) {
+            Kind::Float
+        } else if ty == addr_of_mut!(ffi::PyTuple_Type) {
+            Kind::Tuple
+        } else if ffi::PyUnicode_Check(obj) != 0 {
+            Kind::Str
+        } else if ffi::PyDict_Check(obj) != 0 {
+            Kind::Dict
+        } else if ffi::PyList_Check(obj) != 0 {
+            Kind::List
+        } else if ffi::PyTuple_Check(obj) != 0 {
+            Kind::Tuple
+        } else if ffi::PyLong_Check(obj) != 0 {
+            Kind::Int
+        } else if ffi::PyFloat_Check(obj) != 0 {
+            Kind::Float
+        } else {
+            Kind::Other
+        }
     }
 }
 
@@ -245,38 +254,44 @@ impl Number {
 /// # Safety
 /// `obj` must be a live `int` object and the GIL held.
 unsafe fn int_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number> {
-    let mut overflow: std::os::raw::c_int = 0;
-    let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
-    if overflow == 0 {
-        if value == -1 && !ffi::PyErr_Occurred().is_null() {
-            return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut overflow: std::os::raw::c_int = 0;
+        let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+        if overflow == 0 {
+            if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            if value.unsigned_abs() <= EXACT_INT_LIMIT {
+                return Ok(Number::Exact(value));
+            }
+            // Round to the nearest double, ties to even, as float(i) and JS do.
+            return Ok(Number::Double(value as f64));
         }
-        if value.unsigned_abs() <= EXACT_INT_LIMIT {
-            return Ok(Number::Exact(value));
+        let x = ffi::PyLong_AsDouble(obj);
+        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
+            let err = PyErr::fetch(py);
+            if err.is_instance_of::<PyOverflowError>(py) {
+                // Beyond the double range: JS reads such a literal as +-Infinity.
+                return Ok(Number::Double(f64::INFINITY * f64::from(overflow.signum())));
+            }
+            return Err(err);
         }
-        // Round to the nearest double, ties to even, as float(i) and JS do.
-        return Ok(Number::Double(value as f64));
+        Ok(Number::Double(x))
     }
-    let x = ffi::PyLong_AsDouble(obj);
-    if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-        let err = PyErr::fetch(py);
-        if err.is_instance_of::<PyOverflowError>(py) {
-            // Beyond the double range: JS reads such a literal as +-Infinity.
-            return Ok(Number::Double(f64::INFINITY * f64::from(overflow.signum())));
-        }
-        return Err(err);
-    }
-    Ok(Number::Double(x))
 }
 
 /// # Safety
 /// `obj` must be a live `float` object and the GIL held.
 unsafe fn float_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number> {
-    let x = ffi::PyFloat_AsDouble(obj);
-    if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-        return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let x = ffi::PyFloat_AsDouble(obj);
+        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Number::Double(x))
     }
-    Ok(Number::Double(x))
 }
 
 /// A `TypeError` naming the type of an object, its message made only when the error is
@@ -320,20 +335,26 @@ unsafe fn type_error(
 #[cold]
 #[inline(never)]
 unsafe fn unsupported(py: Python<'_>, obj: *mut ffi::PyObject) -> PyErr {
-    type_error(py, obj, |name| {
-        format!("Object of type {name} is not JSON serializable")
-    })
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        type_error(py, obj, |name| {
+            format!("Object of type {name} is not JSON serializable")
+        })
+    }
 }
 
 /// # Safety
 /// `key` must be a live object and the GIL held.
 unsafe fn read_key(py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<Text> {
-    if ffi::PyUnicode_Check(key) != 0 {
-        read_text(py, key)
-    } else {
-        Err(type_error(py, key, |name| {
-            format!("dict keys must be str, not {name}")
-        }))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if ffi::PyUnicode_Check(key) != 0 {
+            read_text(py, key)
+        } else {
+            Err(type_error(py, key, |name| {
+                format!("dict keys must be str, not {name}")
+            }))
+        }
     }
 }
 
@@ -364,10 +385,13 @@ unsafe fn seq_item(
     is_list: bool,
     i: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
-    if is_list {
-        ffi::PyList_GetItem(seq, i)
-    } else {
-        ffi::PyTuple_GetItem(seq, i)
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_list {
+            ffi::PyList_GetItem(seq, i)
+        } else {
+            ffi::PyTuple_GetItem(seq, i)
+        }
     }
 }
 
@@ -375,10 +399,13 @@ unsafe fn seq_item(
 /// `seq` must be a live list (when `is_list`) or tuple and the GIL held.
 #[inline]
 unsafe fn seq_len(seq: *mut ffi::PyObject, is_list: bool) -> ffi::Py_ssize_t {
-    if is_list {
-        ffi::PyList_Size(seq)
-    } else {
-        ffi::PyTuple_Size(seq)
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_list {
+            ffi::PyList_Size(seq)
+        } else {
+            ffi::PyTuple_Size(seq)
+        }
     }
 }
 
@@ -415,17 +442,20 @@ enum Open {
 #[cold]
 #[inline(never)]
 unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open> {
-    let mut members: Vec<(Text, *mut ffi::PyObject)> = Vec::new();
-    let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
-    while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-        members.push((read_key(py, key)?, value));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut members: Vec<(Text, *mut ffi::PyObject)> = Vec::new();
+        let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            members.push((read_key(py, key)?, value));
+        }
+        let indices: Vec<Option<u32>> = members.iter().map(|(k, _)| k.array_index()).collect();
+        Ok(Open::Sorted {
+            order: js_key_order(&indices).into_iter(),
+            members,
+            first: true,
+        })
     }
-    let indices: Vec<Option<u32>> = members.iter().map(|(k, _)| k.array_index()).collect();
-    Ok(Open::Sorted {
-        order: js_key_order(&indices).into_iter(),
-        members,
-        first: true,
-    })
 }
 
 /// Writes the `JSON.stringify` text of a Python value.
@@ -436,122 +466,125 @@ unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open
 /// # Safety
 /// `root` must be a live object and the GIL held.
 unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -> PyResult<()> {
-    let mut stack: Vec<Open> = Vec::new();
-    let mut pending = Some(root);
-    loop {
-        if let Some(obj) = pending.take() {
-            match kind(obj) {
-                Kind::Str => read_text(py, obj)?.write_value(w),
-                Kind::Dict => {
-                    check_depth(stack.len())?;
-                    let mark = w.mark();
-                    w.begin_object();
-                    stack.push(Open::Dict {
-                        dict: obj,
-                        pos: 0,
-                        first: true,
-                        last_index: None,
-                        seen_other: false,
-                        mark,
-                    });
-                }
-                kind @ (Kind::List | Kind::Tuple) => {
-                    check_depth(stack.len())?;
-                    let is_list = matches!(kind, Kind::List);
-                    w.begin_array();
-                    stack.push(Open::Seq {
-                        seq: obj,
-                        is_list,
-                        len: seq_len(obj, is_list),
-                        next: 0,
-                    });
-                }
-                Kind::Int => int_number(py, obj)?.write(w),
-                Kind::Float => float_number(py, obj)?.write(w),
-                Kind::Null => w.null(),
-                Kind::True => w.bool(true),
-                Kind::False => w.bool(false),
-                Kind::Other => return Err(unsupported(py, obj)),
-            }
-        }
-        // The next value comes from the innermost open container (or closes it).
-        let Some(top) = stack.last_mut() else {
-            return Ok(());
-        };
-        match top {
-            Open::Seq {
-                seq,
-                is_list,
-                len,
-                next,
-            } => {
-                if *next < *len {
-                    let item = seq_item(*seq, *is_list, *next);
-                    if item.is_null() {
-                        return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut stack: Vec<Open> = Vec::new();
+        let mut pending = Some(root);
+        loop {
+            if let Some(obj) = pending.take() {
+                match kind(obj) {
+                    Kind::Str => read_text(py, obj)?.write_value(w),
+                    Kind::Dict => {
+                        check_depth(stack.len())?;
+                        let mark = w.mark();
+                        w.begin_object();
+                        stack.push(Open::Dict {
+                            dict: obj,
+                            pos: 0,
+                            first: true,
+                            last_index: None,
+                            seen_other: false,
+                            mark,
+                        });
                     }
-                    w.element(*next == 0);
-                    *next += 1;
-                    pending = Some(item);
-                } else {
-                    w.end_array(*len <= 0);
-                    stack.pop();
+                    kind @ (Kind::List | Kind::Tuple) => {
+                        check_depth(stack.len())?;
+                        let is_list = matches!(kind, Kind::List);
+                        w.begin_array();
+                        stack.push(Open::Seq {
+                            seq: obj,
+                            is_list,
+                            len: seq_len(obj, is_list),
+                            next: 0,
+                        });
+                    }
+                    Kind::Int => int_number(py, obj)?.write(w),
+                    Kind::Float => float_number(py, obj)?.write(w),
+                    Kind::Null => w.null(),
+                    Kind::True => w.bool(true),
+                    Kind::False => w.bool(false),
+                    Kind::Other => return Err(unsupported(py, obj)),
                 }
             }
-            Open::Dict {
-                dict,
-                pos,
-                first,
-                last_index,
-                seen_other,
-                mark,
-            } => {
-                let (mut key, mut value) = (ptr::null_mut(), ptr::null_mut());
-                if ffi::PyDict_Next(*dict, pos, &mut key, &mut value) == 0 {
-                    w.end_object(*first);
-                    stack.pop();
-                    continue;
+            // The next value comes from the innermost open container (or closes it).
+            let Some(top) = stack.last_mut() else {
+                return Ok(());
+            };
+            match top {
+                Open::Seq {
+                    seq,
+                    is_list,
+                    len,
+                    next,
+                } => {
+                    if *next < *len {
+                        let item = seq_item(*seq, *is_list, *next);
+                        if item.is_null() {
+                            return Err(PyErr::fetch(py));
+                        }
+                        w.element(*next == 0);
+                        *next += 1;
+                        pending = Some(item);
+                    } else {
+                        w.end_array(*len <= 0);
+                        stack.pop();
+                    }
                 }
-                let text = read_key(py, key)?;
-                let in_order = match text.array_index() {
-                    Some(i) if *seen_other || last_index.is_some_and(|l| i <= l) => false,
-                    Some(i) => {
-                        *last_index = Some(i);
-                        true
+                Open::Dict {
+                    dict,
+                    pos,
+                    first,
+                    last_index,
+                    seen_other,
+                    mark,
+                } => {
+                    let (mut key, mut value) = (ptr::null_mut(), ptr::null_mut());
+                    if ffi::PyDict_Next(*dict, pos, &mut key, &mut value) == 0 {
+                        w.end_object(*first);
+                        stack.pop();
+                        continue;
+                    }
+                    let text = read_key(py, key)?;
+                    let in_order = match text.array_index() {
+                        Some(i) if *seen_other || last_index.is_some_and(|l| i <= l) => false,
+                        Some(i) => {
+                            *last_index = Some(i);
+                            true
+                        }
+                        None => {
+                            *seen_other = true;
+                            true
+                        }
+                    };
+                    if in_order {
+                        w.element(*first);
+                        *first = false;
+                        text.write_key(w);
+                        pending = Some(value);
+                    } else {
+                        // An array-index key after another key: start over, reordered.
+                        w.reset(*mark);
+                        w.begin_object();
+                        *top = sorted_dict(py, *dict)?;
+                    }
+                }
+                Open::Sorted {
+                    members,
+                    order,
+                    first,
+                } => match order.next().and_then(|i| members.get(i)) {
+                    Some((text, value)) => {
+                        w.element(*first);
+                        *first = false;
+                        text.write_key(w);
+                        pending = Some(*value);
                     }
                     None => {
-                        *seen_other = true;
-                        true
+                        w.end_object(members.is_empty());
+                        stack.pop();
                     }
-                };
-                if in_order {
-                    w.element(*first);
-                    *first = false;
-                    text.write_key(w);
-                    pending = Some(value);
-                } else {
-                    // An array-index key after another key: start over, reordered.
-                    w.reset(*mark);
-                    w.begin_object();
-                    *top = sorted_dict(py, *dict)?;
-                }
+                },
             }
-            Open::Sorted {
-                members,
-                order,
-                first,
-            } => match order.next().and_then(|i| members.get(i)) {
-                Some((text, value)) => {
-                    w.element(*first);
-                    *first = false;
-                    text.write_key(w);
-                    pending = Some(*value);
-                }
-                None => {
-                    w.end_object(members.is_empty());
-                    stack.pop();
-                }
-            },
         }
     }
 }
@@ -620,18 +653,21 @@ impl Measurer {
     /// `key` must be a live object and the GIL held.
     #[inline]
     unsafe fn key_len(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
-        let address = key as usize;
-        let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
-        if let Some(&(cached, len)) = self.keys.get(slot) {
-            if cached == address {
-                return Ok(len);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let address = key as usize;
+            let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
+            if let Some(&(cached, len)) = self.keys.get(slot) {
+                if cached == address {
+                    return Ok(len);
+                }
             }
+            let len = read_key(py, key)?.escaped_len() + 1;
+            if let Some(entry) = self.keys.get_mut(slot) {
+                *entry = (address, len);
+            }
+            Ok(len)
         }
-        let len = read_key(py, key)?.escaped_len() + 1;
-        if let Some(entry) = self.keys.get_mut(slot) {
-            *entry = (address, len);
-        }
-        Ok(len)
     }
 
     /// Printed length of a number (shortest round-trip digits are costly: cached).
@@ -662,9 +698,12 @@ impl Measurer {
     /// `obj` must be a live str and the GIL held.
     #[inline]
     unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
-        match str_utf8(obj) {
-            Some(text) => Ok(escape::str_len(text)),
-            None => Ok(read_text(py, obj)?.escaped_len()),
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            match str_utf8(obj) {
+                Some(text) => Ok(escape::str_len(text)),
+                None => Ok(read_text(py, obj)?.escaped_len()),
+            }
         }
     }
 
@@ -684,41 +723,44 @@ impl Measurer {
         dict: *mut ffi::PyObject,
         depth: u32,
     ) -> PyResult<usize> {
-        let base = self.steps.len();
-        let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
-        let mut count = 0usize;
-        let mut keys_len = 0usize;
-        let mut plain = true;
-        let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
-        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-            if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
-                plain = false;
-                break;
-            }
-            keys_len += self.key_len(py, key)?;
-            if let Some(trail) = self.trail.as_mut() {
-                trail.key(key);
-            }
-            self.steps.push(Step::Value(value, depth + 1));
-            count += 1;
-        }
-        if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
-            trail.close_dict(at, count, plain);
-        }
-        if !plain {
-            self.steps.truncate(base);
-            (pos, count, keys_len) = (0, 0, 0);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let base = self.steps.len();
+            let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+            let mut count = 0usize;
+            let mut keys_len = 0usize;
+            let mut plain = true;
+            let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
             while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-                self.steps.push(Step::Key(key));
+                if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
+                    plain = false;
+                    break;
+                }
+                keys_len += self.key_len(py, key)?;
+                if let Some(trail) = self.trail.as_mut() {
+                    trail.key(key);
+                }
                 self.steps.push(Step::Value(value, depth + 1));
                 count += 1;
             }
+            if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
+                trail.close_dict(at, count, plain);
+            }
+            if !plain {
+                self.steps.truncate(base);
+                (pos, count, keys_len) = (0, 0, 0);
+                while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+                    self.steps.push(Step::Key(key));
+                    self.steps.push(Step::Value(value, depth + 1));
+                    count += 1;
+                }
+            }
+            if let Some(members) = self.steps.get_mut(base..) {
+                // [k1, v1, k2, v2] -> [v2, k2, v1, k1]: popped as k1, v1, k2, v2.
+                members.reverse();
+            }
+            Ok(2 + count.saturating_sub(1) + keys_len)
         }
-        if let Some(members) = self.steps.get_mut(base..) {
-            // [k1, v1, k2, v2] -> [v2, k2, v1, k1]: popped as k1, v1, k2, v2.
-            members.reverse();
-        }
-        Ok(2 + count.saturating_sub(1) + keys_len)
     }
 
     /// `JSON.stringify(value).length` in UTF-16 code units.
@@ -730,11 +772,14 @@ impl Measurer {
         py: Python<'_>,
         root: *mut ffi::PyObject,
     ) -> PyResult<usize> {
-        self.steps.clear();
-        self.steps.push(Step::Value(root, 0));
-        let mut total = 0usize;
-        self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
-        Ok(total)
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.steps.clear();
+            self.steps.push(Step::Value(root, 0));
+            let mut total = 0usize;
+            self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
+            Ok(total)
+        }
     }
 
     /// [`Measurer::len`], and the trail of `root` for a [`crate::size_memo::SizeMemo`]
@@ -747,20 +792,23 @@ impl Measurer {
         py: Python<'_>,
         root: *mut ffi::PyObject,
     ) -> PyResult<(usize, Option<Recorded>)> {
-        self.trail = Some(self.spare.take().unwrap_or_default());
-        let len = self.len(py, root);
-        let Some(mut trail) = self.trail.take() else {
-            return len.map(|len| (len, None));
-        };
-        let result = match len {
-            Ok(len) => Ok((len, trail.finish())),
-            Err(err) => {
-                trail.discard();
-                Err(err)
-            }
-        };
-        self.spare = Some(trail);
-        result
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.trail = Some(self.spare.take().unwrap_or_default());
+            let len = self.len(py, root);
+            let Some(mut trail) = self.trail.take() else {
+                return len.map(|len| (len, None));
+            };
+            let result = match len {
+                Ok(len) => Ok((len, trail.finish())),
+                Err(err) => {
+                    trail.discard();
+                    Err(err)
+                }
+            };
+            self.spare = Some(trail);
+            result
+        }
     }
 
     /// [`Measurer::len_each_then`], and the trail of every item (`None` where the memo
@@ -774,26 +822,29 @@ impl Measurer {
         list: *mut ffi::PyObject,
         then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
     ) -> PyResult<(Vec<usize>, Vec<Option<Recorded>>)> {
-        self.trail = Some(Trail::default());
-        self.trails.clear();
-        let lens = self.len_each_then(py, list, then);
-        let trail = self.trail.take();
-        let trails = std::mem::take(&mut self.trails);
-        match lens {
-            Ok(lens) => {
-                if let Some(mut trail) = trail {
-                    trail.discard(); // empty: the last element ended it
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.trail = Some(Trail::default());
+            self.trails.clear();
+            let lens = self.len_each_then(py, list, then);
+            let trail = self.trail.take();
+            let trails = std::mem::take(&mut self.trails);
+            match lens {
+                Ok(lens) => {
+                    if let Some(mut trail) = trail {
+                        trail.discard(); // empty: the last element ended it
+                    }
+                    Ok((lens, trails))
                 }
-                Ok((lens, trails))
-            }
-            Err(err) => {
-                for finished in trails.into_iter().flatten() {
-                    release(&finished);
+                Err(err) => {
+                    for finished in trails.into_iter().flatten() {
+                        release(&finished);
+                    }
+                    if let Some(mut trail) = trail {
+                        trail.discard();
+                    }
+                    Err(err)
                 }
-                if let Some(mut trail) = trail {
-                    trail.discard();
-                }
-                Err(err)
             }
         }
     }
@@ -810,31 +861,34 @@ impl Measurer {
         list: *mut ffi::PyObject,
         mut then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
     ) -> PyResult<Vec<usize>> {
-        let len = ffi::PyList_Size(list);
-        if len < 0 {
-            return Err(PyErr::fetch(py));
-        }
-        let count = usize::try_from(len).unwrap_or(0);
-        self.steps.clear();
-        self.steps.reserve(2 * count);
-        for i in (0..len).rev() {
-            let item = ffi::PyList_GetItem(list, i);
-            if item.is_null() {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let len = ffi::PyList_Size(list);
+            if len < 0 {
                 return Err(PyErr::fetch(py));
             }
-            self.steps.push(Step::End(usize::try_from(i).unwrap_or(0)));
-            self.steps.push(Step::Value(item, 0));
-        }
-        let mut lens = vec![0usize; count];
-        let mut total = 0usize;
-        self.walk(py, &mut total, &mut lens, &mut |i| {
-            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-            if item.is_null() {
-                return Err(PyErr::fetch(py));
+            let count = usize::try_from(len).unwrap_or(0);
+            self.steps.clear();
+            self.steps.reserve(2 * count);
+            for i in (0..len).rev() {
+                let item = ffi::PyList_GetItem(list, i);
+                if item.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                self.steps.push(Step::End(usize::try_from(i).unwrap_or(0)));
+                self.steps.push(Step::Value(item, 0));
             }
-            then(i, item)
-        })?;
-        Ok(lens)
+            let mut lens = vec![0usize; count];
+            let mut total = 0usize;
+            self.walk(py, &mut total, &mut lens, &mut |i| {
+                let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+                if item.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                then(i, item)
+            })?;
+            Ok(lens)
+        }
     }
 
     /// Runs the steps, adding to `total`; at `End(i)`, `lens[i]` gets the length of
@@ -846,96 +900,99 @@ impl Measurer {
         lens: &mut [usize],
         ended: &mut dyn FnMut(usize) -> PyResult<()>,
     ) -> PyResult<()> {
-        let mut element_start = *total;
-        while let Some(step) = self.steps.pop() {
-            let pending = self.steps.len();
-            if let Some(Step::Value(ahead, _)) = pending
-                .checked_sub(AHEAD_HEADER)
-                .and_then(|i| self.steps.get(i))
-            {
-                prefetch(*ahead);
-            }
-            if let Some(Step::Value(ahead, _)) = pending
-                .checked_sub(AHEAD_BODY)
-                .and_then(|i| self.steps.get(i))
-            {
-                prefetch_body(*ahead);
-            }
-            let (obj, depth) = match step {
-                Step::Value(obj, depth) => (obj, depth),
-                Step::Key(key) => {
-                    *total += self.key_len(py, key)?;
-                    continue;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let mut element_start = *total;
+            while let Some(step) = self.steps.pop() {
+                let pending = self.steps.len();
+                if let Some(Step::Value(ahead, _)) = pending
+                    .checked_sub(AHEAD_HEADER)
+                    .and_then(|i| self.steps.get(i))
+                {
+                    prefetch(*ahead);
                 }
-                Step::End(i) => {
-                    if let Some(len) = lens.get_mut(i) {
-                        *len = *total - element_start;
-                    }
-                    if let Some(trail) = self.trail.as_mut() {
-                        self.trails.push(trail.finish());
-                    }
-                    element_start = *total;
-                    ended(i)?;
-                    continue;
+                if let Some(Step::Value(ahead, _)) = pending
+                    .checked_sub(AHEAD_BODY)
+                    .and_then(|i| self.steps.get(i))
+                {
+                    prefetch_body(*ahead);
                 }
-            };
-            let kind = kind(obj);
-            if let Some(trail) = self.trail.as_mut() {
-                if !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
-                    trail.leaf(obj);
-                }
-            }
-            *total += match kind {
-                Kind::Str => self.str_len(py, obj)?,
-                Kind::Dict => {
-                    check_depth(depth as usize)?;
-                    self.open_dict(py, obj, depth)?
-                }
-                kind @ (Kind::List | Kind::Tuple) => {
-                    check_depth(depth as usize)?;
-                    let is_list = matches!(kind, Kind::List);
-                    let items = list_items(obj).filter(|_| is_list);
-                    if let Some(items) = items {
-                        if let Some(trail) = self.trail.as_mut() {
-                            trail.list(obj, items.len(), depth);
-                        }
-                        for &item in items.iter().rev() {
-                            self.steps.push(Step::Value(item, depth + 1));
-                        }
-                        *total += 2 + items.len().saturating_sub(1);
+                let (obj, depth) = match step {
+                    Step::Value(obj, depth) => (obj, depth),
+                    Step::Key(key) => {
+                        *total += self.key_len(py, key)?;
                         continue;
                     }
-                    let len = seq_len(obj, is_list);
-                    if len < 0 {
-                        return Err(PyErr::fetch(py));
+                    Step::End(i) => {
+                        if let Some(len) = lens.get_mut(i) {
+                            *len = *total - element_start;
+                        }
+                        if let Some(trail) = self.trail.as_mut() {
+                            self.trails.push(trail.finish());
+                        }
+                        element_start = *total;
+                        ended(i)?;
+                        continue;
                     }
-                    if let Some(trail) = self.trail.as_mut() {
-                        trail.list(obj, usize::try_from(len).unwrap_or(0), depth);
+                };
+                let kind = kind(obj);
+                if let Some(trail) = self.trail.as_mut() {
+                    if !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
+                        trail.leaf(obj);
                     }
-                    for i in (0..len).rev() {
-                        let item = seq_item(obj, is_list, i);
-                        if item.is_null() {
+                }
+                *total += match kind {
+                    Kind::Str => self.str_len(py, obj)?,
+                    Kind::Dict => {
+                        check_depth(depth as usize)?;
+                        self.open_dict(py, obj, depth)?
+                    }
+                    kind @ (Kind::List | Kind::Tuple) => {
+                        check_depth(depth as usize)?;
+                        let is_list = matches!(kind, Kind::List);
+                        let items = list_items(obj).filter(|_| is_list);
+                        if let Some(items) = items {
+                            if let Some(trail) = self.trail.as_mut() {
+                                trail.list(obj, items.len(), depth);
+                            }
+                            for &item in items.iter().rev() {
+                                self.steps.push(Step::Value(item, depth + 1));
+                            }
+                            *total += 2 + items.len().saturating_sub(1);
+                            continue;
+                        }
+                        let len = seq_len(obj, is_list);
+                        if len < 0 {
                             return Err(PyErr::fetch(py));
                         }
-                        self.steps.push(Step::Value(item, depth + 1));
+                        if let Some(trail) = self.trail.as_mut() {
+                            trail.list(obj, usize::try_from(len).unwrap_or(0), depth);
+                        }
+                        for i in (0..len).rev() {
+                            let item = seq_item(obj, is_list, i);
+                            if item.is_null() {
+                                return Err(PyErr::fetch(py));
+                            }
+                            self.steps.push(Step::Value(item, depth + 1));
+                        }
+                        let count = usize::try_from(len).unwrap_or(0);
+                        2 + count.saturating_sub(1)
                     }
-                    let count = usize::try_from(len).unwrap_or(0);
-                    2 + count.saturating_sub(1)
-                }
-                Kind::Int => {
-                    let number = int_number(py, obj)?;
-                    self.number_len(&number)
-                }
-                Kind::Float => {
-                    let number = float_number(py, obj)?;
-                    self.number_len(&number)
-                }
-                Kind::Null | Kind::True => 4,
-                Kind::False => 5,
-                Kind::Other => return Err(unsupported(py, obj)),
-            };
+                    Kind::Int => {
+                        let number = int_number(py, obj)?;
+                        self.number_len(&number)
+                    }
+                    Kind::Float => {
+                        let number = float_number(py, obj)?;
+                        self.number_len(&number)
+                    }
+                    Kind::Null | Kind::True => 4,
+                    Kind::False => 5,
+                    Kind::Other => return Err(unsupported(py, obj)),
+                };
+            }
+            Ok(())
         }
-        Ok(())
     }
 }
 

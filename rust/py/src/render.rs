@@ -80,22 +80,26 @@ type Obj = *mut ffi::PyObject;
 /// are valid while the container they were read from holds them.
 #[inline]
 unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
-    ffi::Py_TYPE(obj) == ty
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { ffi::Py_TYPE(obj) == ty }
 }
 
 #[inline]
 unsafe fn is_str(obj: Obj) -> bool {
-    type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0 }
 }
 
 #[inline]
 unsafe fn is_dict(obj: Obj) -> bool {
-    type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0 }
 }
 
 #[inline]
 unsafe fn is_list(obj: Obj) -> bool {
-    type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
 }
 
 /// The type of `pi_condense.session.ABSENT` (JS `undefined` inside a dict), looked up once
@@ -118,16 +122,19 @@ fn init_absent(py: Python<'_>) {
 /// by their exact type first.
 #[inline(always)]
 unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
-    let ty = ffi::Py_TYPE(obj);
-    let plain = ty == addr_of_mut!(ffi::PyUnicode_Type)
-        || ty == addr_of_mut!(ffi::PyDict_Type)
-        || ty == addr_of_mut!(ffi::PyLong_Type)
-        || ty == addr_of_mut!(ffi::PyList_Type)
-        || ty == addr_of_mut!(ffi::PyBool_Type)
-        || ty == addr_of_mut!(ffi::PyFloat_Type)
-        || obj == ffi::Py_None()
-        || ty == addr_of_mut!(ffi::PyTuple_Type);
-    !plain && is_absent_slow(py, ty)
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        let plain = ty == addr_of_mut!(ffi::PyUnicode_Type)
+            || ty == addr_of_mut!(ffi::PyDict_Type)
+            || ty == addr_of_mut!(ffi::PyLong_Type)
+            || ty == addr_of_mut!(ffi::PyList_Type)
+            || ty == addr_of_mut!(ffi::PyBool_Type)
+            || ty == addr_of_mut!(ffi::PyFloat_Type)
+            || obj == ffi::Py_None()
+            || ty == addr_of_mut!(ffi::PyTuple_Type);
+        !plain && is_absent_slow(py, ty)
+    }
 }
 
 #[cold]
@@ -138,28 +145,34 @@ fn is_absent_slow(py: Python<'_>, ty: *mut ffi::PyTypeObject) -> bool {
 
 /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
 unsafe fn get(py: Python<'_>, dict: Obj, key: Obj) -> PyResult<Option<Obj>> {
-    let value = ffi::PyDict_GetItemWithError(dict, key);
-    if value.is_null() {
-        return match PyErr::take(py) {
-            Some(err) => Err(err),
-            None => Ok(None),
-        };
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let value = ffi::PyDict_GetItemWithError(dict, key);
+        if value.is_null() {
+            return match PyErr::take(py) {
+                Some(err) => Err(err),
+                None => Ok(None),
+            };
+        }
+        Ok((!is_absent(py, value)).then_some(value))
     }
-    Ok((!is_absent(py, value)).then_some(value))
 }
 
 /// `list[i]` (borrowed; `None` past the end).
 unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
-    let index = ffi::Py_ssize_t::try_from(i).ok()?;
-    if index >= ffi::PyList_Size(list) {
-        return None;
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let index = ffi::Py_ssize_t::try_from(i).ok()?;
+        if index >= ffi::PyList_Size(list) {
+            return None;
+        }
+        let item = ffi::PyList_GetItem(list, index);
+        if item.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(item)
     }
-    let item = ffi::PyList_GetItem(list, index);
-    if item.is_null() {
-        ffi::PyErr_Clear();
-        return None;
-    }
-    Some(item)
 }
 
 /// The items of a list (borrowed).
@@ -167,25 +180,28 @@ unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
 /// # Safety
 /// `list` must be a live list, the GIL held, and the list not changed while iterating.
 unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
-    // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
-    // while iterating.
-    let slice = list_slice(list);
-    let len = match slice {
-        Some(items) => items.len() as ffi::Py_ssize_t,
-        None => ffi::PyList_Size(list).max(0),
-    };
-    (0..len).map_while(move |i| {
-        if let Some(items) = slice {
-            return items.get(i as usize).copied();
-        }
-        let item = ffi::PyList_GetItem(list, i);
-        if item.is_null() {
-            ffi::PyErr_Clear();
-            None
-        } else {
-            Some(item)
-        }
-    })
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
+        // while iterating.
+        let slice = list_slice(list);
+        let len = match slice {
+            Some(items) => items.len() as ffi::Py_ssize_t,
+            None => ffi::PyList_Size(list).max(0),
+        };
+        (0..len).map_while(move |i| {
+            if let Some(items) = slice {
+                return items.get(i as usize).copied();
+            }
+            let item = ffi::PyList_GetItem(list, i);
+            if item.is_null() {
+                ffi::PyErr_Clear();
+                None
+            } else {
+                Some(item)
+            }
+        })
+    }
 }
 
 /// Whether `text` is `literal` (short literals: compared without a `memcmp` call).
@@ -198,22 +214,28 @@ fn text_is(text: &str, literal: &'static str) -> bool {
 /// The UTF-8 text of a str, borrowed when possible; a str holding lone surrogates
 /// reads lossily (U+FFFD), as `to_string_lossy` does.
 unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
-    match borrowed_utf8(obj) {
-        Some(text) if owned => Cow::Owned(text.to_owned()),
-        Some(text) => Cow::Borrowed(text),
-        None => Cow::Owned(
-            Borrowed::from_ptr(py, obj)
-                .downcast_unchecked::<PyString>()
-                .to_string_lossy()
-                .into_owned(),
-        ),
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        match borrowed_utf8(obj) {
+            Some(text) if owned => Cow::Owned(text.to_owned()),
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(
+                Borrowed::from_ptr(py, obj)
+                    .downcast_unchecked::<PyString>()
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+        }
     }
 }
 
 /// `value === expected` for a str value (no match for a str holding lone surrogates).
 #[inline]
 unsafe fn str_is(value: Option<Obj>, expected: &'static str) -> bool {
-    value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
+    }
 }
 
 /// `typeof v === "number"` as a double (bools are not numbers; ints beyond a
@@ -221,48 +243,57 @@ unsafe fn str_is(value: Option<Obj>, expected: &'static str) -> bool {
 /// by value, without running Python code ([`number_value`]).
 #[inline]
 unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
-    if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
-        let mut overflow: std::os::raw::c_int = 0;
-        let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
-        if overflow == 0 {
-            if value == -1 && !ffi::PyErr_Occurred().is_null() {
-                return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
+            let mut overflow: std::os::raw::c_int = 0;
+            let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+            if overflow == 0 {
+                if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                // Correctly rounded, as `float(i)`.
+                return Ok(Some(value as f64));
             }
-            // Correctly rounded, as `float(i)`.
-            return Ok(Some(value as f64));
+        } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
+            return Ok(Some(ffi::PyFloat_AsDouble(obj)));
         }
-    } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
-        return Ok(Some(ffi::PyFloat_AsDouble(obj)));
+        number_value(py, obj)
     }
-    number_value(py, obj)
 }
 
 unsafe fn timestamp_of(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
-    Ok(match value {
-        None => Ts::Absent,
-        Some(v) => number_of(py, v)?.map_or(Ts::Other, Ts::Num),
-    })
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        Ok(match value {
+            None => Ts::Absent,
+            Some(v) => number_of(py, v)?.map_or(Ts::Other, Ts::Num),
+        })
+    }
 }
 
 /// A JS value used as an id (Map/Set key semantics).
 unsafe fn js_id<'a>(py: Python<'_>, value: Option<Obj>, owned: bool) -> PyResult<CowId<'a>> {
-    let Some(value) = value else {
-        return Ok(JsIdOf::Undefined);
-    };
-    if is_str(value) {
-        return Ok(JsIdOf::Str(str_text(py, value, owned)));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let Some(value) = value else {
+            return Ok(JsIdOf::Undefined);
+        };
+        if is_str(value) {
+            return Ok(JsIdOf::Str(str_text(py, value, owned)));
+        }
+        if value == ffi::Py_None() {
+            return Ok(JsIdOf::Null);
+        }
+        if value == ffi::Py_True() || value == ffi::Py_False() {
+            return Ok(JsIdOf::Bool(value == ffi::Py_True()));
+        }
+        if let Some(x) = number_of(py, value)? {
+            return Ok(JsIdOf::num(x));
+        }
+        // Objects compare by identity.
+        Ok(JsIdOf::Object(value as usize))
     }
-    if value == ffi::Py_None() {
-        return Ok(JsIdOf::Null);
-    }
-    if value == ffi::Py_True() || value == ffi::Py_False() {
-        return Ok(JsIdOf::Bool(value == ffi::Py_True()));
-    }
-    if let Some(x) = number_of(py, value)? {
-        return Ok(JsIdOf::num(x));
-    }
-    // Objects compare by identity.
-    Ok(JsIdOf::Object(value as usize))
 }
 
 /// `String(value)` (template literal / `+` concatenation) of a present value.
@@ -366,10 +397,13 @@ const KEY_NAMES: [&str; 14] = [
 /// `key` must be a live object and the GIL held; the text lives as long as `key`.
 #[inline(always)]
 unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
-    if is_str(key) {
-        borrowed_utf8(key)
-    } else {
-        None
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_str(key) {
+            borrowed_utf8(key)
+        } else {
+            None
+        }
     }
 }
 
@@ -387,22 +421,25 @@ unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
 /// from the dict.
 #[inline]
 pub(crate) unsafe fn fields_of<const N: usize>(dict: Obj, fields: [K; N]) -> [Option<Obj>; N] {
-    let mut found = [None; N];
-    let mut left = N;
-    let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-    while left > 0 && ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-        let Some(text) = key_text(key) else {
-            continue;
-        };
-        for (slot, field) in found.iter_mut().zip(fields) {
-            if slot.is_none() && text_is(text, KEY_NAMES[field as usize]) {
-                *slot = Some(value);
-                left -= 1;
-                break;
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut found = [None; N];
+        let mut left = N;
+        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        while left > 0 && ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            let Some(text) = key_text(key) else {
+                continue;
+            };
+            for (slot, field) in found.iter_mut().zip(fields) {
+                if slot.is_none() && text_is(text, KEY_NAMES[field as usize]) {
+                    *slot = Some(value);
+                    left -= 1;
+                    break;
+                }
             }
         }
+        found
     }
-    found
 }
 
 /// The key strings render reads and writes.
@@ -444,8 +481,11 @@ impl<'py> Keys<'py> {
     /// `dict` must be a live dict and the GIL held.
     #[inline]
     unsafe fn get(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
-        let [found] = fields_of(dict, [key]);
-        Ok(present(self.py, found))
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let [found] = fields_of(dict, [key]);
+            Ok(present(self.py, found))
+        }
     }
 
     /// `dict[key]` of an object that may not be a dict.
@@ -453,10 +493,13 @@ impl<'py> Keys<'py> {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     unsafe fn get_of(&self, obj: Obj, key: K) -> PyResult<Option<Obj>> {
-        if is_dict(obj) {
-            self.get(obj, key)
-        } else {
-            Ok(None)
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if is_dict(obj) {
+                self.get(obj, key)
+            } else {
+                Ok(None)
+            }
         }
     }
 }
@@ -477,92 +520,107 @@ impl Reader<'_, '_> {
     /// [`js_id`], the str it borrows from (if any) logged in `borrowed`.
     #[inline]
     unsafe fn js_id<'a>(&self, value: Option<Obj>) -> PyResult<CowId<'a>> {
-        let id = js_id(self.py, value, self.owned)?;
-        if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
-            self.borrowed.borrow_mut().push(obj);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let id = js_id(self.py, value, self.owned)?;
+            if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
+                self.borrowed.borrow_mut().push(obj);
+            }
+            Ok(id)
         }
-        Ok(id)
     }
 
     unsafe fn role_of(&self, value: Option<Obj>) -> Role {
-        let Some(value) = value.filter(|v| is_str(*v)) else {
-            return Role::Other;
-        };
-        let Some(text) = borrowed_utf8(value) else {
-            return Role::Other;
-        };
-        if text_is(text, "toolResult") {
-            Role::ToolResult
-        } else if text_is(text, "assistant") {
-            Role::Assistant
-        } else if text_is(text, "user") {
-            Role::User
-        } else if text_is(text, "custom") {
-            Role::Custom
-        } else {
-            Role::Other
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let Some(value) = value.filter(|v| is_str(*v)) else {
+                return Role::Other;
+            };
+            let Some(text) = borrowed_utf8(value) else {
+                return Role::Other;
+            };
+            if text_is(text, "toolResult") {
+                Role::ToolResult
+            } else if text_is(text, "assistant") {
+                Role::Assistant
+            } else if text_is(text, "user") {
+                Role::User
+            } else if text_is(text, "custom") {
+                Role::Custom
+            } else {
+                Role::Other
+            }
         }
     }
 
     unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
-        let py = self.py;
-        if item == ffi::Py_None() || is_absent(py, item) {
-            return Ok(Block::Nullish);
-        }
-        if !is_dict(item) {
-            return Ok(Block::Other);
-        }
-        let [kind, id] = fields_of(item, [K::Kind, K::Id]);
-        let Some(kind) = present(py, kind).filter(|k| is_str(*k)) else {
-            return Ok(Block::Other);
-        };
-        let kind = borrowed_utf8(kind).unwrap_or_default();
-        Ok(if text_is(kind, "toolCall") {
-            Block::ToolCall {
-                id: self.js_id(present(py, id))?,
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            if item == ffi::Py_None() || is_absent(py, item) {
+                return Ok(Block::Nullish);
             }
-        } else if text_is(kind, "thinking") {
-            Block::Thinking
-        } else {
-            Block::Other
-        })
+            if !is_dict(item) {
+                return Ok(Block::Other);
+            }
+            let [kind, id] = fields_of(item, [K::Kind, K::Id]);
+            let Some(kind) = present(py, kind).filter(|k| is_str(*k)) else {
+                return Ok(Block::Other);
+            };
+            let kind = borrowed_utf8(kind).unwrap_or_default();
+            Ok(if text_is(kind, "toolCall") {
+                Block::ToolCall {
+                    id: self.js_id(present(py, id))?,
+                }
+            } else if text_is(kind, "thinking") {
+                Block::Thinking
+            } else {
+                Block::Other
+            })
+        }
     }
 
     unsafe fn content_of<'a>(&self, value: Option<Obj>) -> PyResult<Content<Cow<'a, str>>> {
-        let Some(value) = value else {
-            return Ok(Content::Nullish);
-        };
-        if value == ffi::Py_None() {
-            return Ok(Content::Nullish);
-        }
-        if is_list(value) {
-            let mut blocks = Blocks::default();
-            for item in list_items(value) {
-                blocks.push(self.block_of(item)?);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let Some(value) = value else {
+                return Ok(Content::Nullish);
+            };
+            if value == ffi::Py_None() {
+                return Ok(Content::Nullish);
             }
-            return Ok(Content::Array(blocks));
+            if is_list(value) {
+                let mut blocks = Blocks::default();
+                for item in list_items(value) {
+                    blocks.push(self.block_of(item)?);
+                }
+                return Ok(Content::Array(blocks));
+            }
+            if is_str(value) {
+                return Ok(Content::Str);
+            }
+            Ok(Content::Other)
         }
-        if is_str(value) {
-            return Ok(Content::Str);
-        }
-        Ok(Content::Other)
     }
 
     /// `msg.content?.[0]?.text` matched against the synthetic chain marker.
     unsafe fn synthetic_id_of(&self, content: Option<Obj>) -> PyResult<Option<Box<str>>> {
-        let py = self.py;
-        let Some(list) = content.filter(|c| is_list(*c)) else {
-            return Ok(None);
-        };
-        let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
-            return Ok(None);
-        };
-        let Some(text) = self.keys.get(first, K::Text)?.filter(|t| is_str(*t)) else {
-            return Ok(None);
-        };
-        // Only the prefix is looked at: no copy unless it is the marker.
-        let text = str_text(py, text, false);
-        Ok(synthetic_block_id(&text).map(Box::from))
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let Some(list) = content.filter(|c| is_list(*c)) else {
+                return Ok(None);
+            };
+            let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
+                return Ok(None);
+            };
+            let Some(text) = self.keys.get(first, K::Text)?.filter(|t| is_str(*t)) else {
+                return Ok(None);
+            };
+            // Only the prefix is looked at: no copy unless it is the marker.
+            let text = str_text(py, text, false);
+            Ok(synthetic_block_id(&text).map(Box::from))
+        }
     }
 
     /// `msg.details?.toolCallRefs ?? []` of a summary message.
@@ -570,143 +628,159 @@ impl Reader<'_, '_> {
         &self,
         details: Option<Obj>,
     ) -> PyResult<SummaryRefs<Cow<'a, str>>> {
-        let py = self.py;
-        let Some(details) = details.filter(|d| is_dict(*d)) else {
-            // Missing, null, or a primitive / array without a `toolCallRefs` property.
-            return Ok(SummaryRefs::List(Vec::new()));
-        };
-        let refs = match self.keys.get(details, K::ToolCallRefs)? {
-            None => return Ok(SummaryRefs::List(Vec::new())),
-            Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
-            Some(r) => r,
-        };
-        if !is_list(refs) {
-            return Ok(SummaryRefs::NotArray);
-        }
-        let mut out = Vec::new();
-        for item in list_items(refs) {
-            if item == ffi::Py_None() || is_absent(py, item) {
-                out.push(SummaryRef::Nullish);
-                continue;
-            }
-            if !is_dict(item) {
-                // A primitive's `toolCallId` / `resultTimestamp` are undefined.
-                out.push(SummaryRef::Ref {
-                    tool_call_id: JsIdOf::Undefined,
-                    result_timestamp: None,
-                });
-                continue;
-            }
-            let result_timestamp = match self.keys.get(item, K::ResultTimestamp)? {
-                None => None,
-                Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let Some(details) = details.filter(|d| is_dict(*d)) else {
+                // Missing, null, or a primitive / array without a `toolCallRefs` property.
+                return Ok(SummaryRefs::List(Vec::new()));
             };
-            out.push(SummaryRef::Ref {
-                tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId)?)?,
-                result_timestamp,
-            });
+            let refs = match self.keys.get(details, K::ToolCallRefs)? {
+                None => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) => r,
+            };
+            if !is_list(refs) {
+                return Ok(SummaryRefs::NotArray);
+            }
+            let mut out = Vec::new();
+            for item in list_items(refs) {
+                if item == ffi::Py_None() || is_absent(py, item) {
+                    out.push(SummaryRef::Nullish);
+                    continue;
+                }
+                if !is_dict(item) {
+                    // A primitive's `toolCallId` / `resultTimestamp` are undefined.
+                    out.push(SummaryRef::Ref {
+                        tool_call_id: JsIdOf::Undefined,
+                        result_timestamp: None,
+                    });
+                    continue;
+                }
+                let result_timestamp = match self.keys.get(item, K::ResultTimestamp)? {
+                    None => None,
+                    Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
+                };
+                out.push(SummaryRef::Ref {
+                    tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId)?)?,
+                    result_timestamp,
+                });
+            }
+            Ok(SummaryRefs::List(out))
         }
-        Ok(SummaryRefs::List(out))
     }
 
     /// Reads message `msg` into `view` (a fresh [`MsgView::new`] of role `Other`).
     unsafe fn read_into<'a>(&self, msg: Obj, view: &mut MsgView<Cow<'a, str>>) -> PyResult<()> {
-        let mut fetched = Fetched::default();
-        self.fetch_role(msg, &mut fetched)?;
-        self.fetch_fields(msg, &mut fetched)?;
-        self.decode(&fetched, view)
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let mut fetched = Fetched::default();
+            self.fetch_role(msg, &mut fetched)?;
+            self.fetch_fields(msg, &mut fetched)?;
+            self.decode(&fetched, view)
+        }
     }
 
     /// Stage 1: the members render may read (one walk of the dict), the `role` value
     /// prefetched.
     #[inline]
     unsafe fn fetch_role(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
-        fetched.dict = is_dict(msg);
-        if fetched.dict {
-            let [role, tool_call_id, is_error, timestamp, content, custom_type, details] =
-                fields_of(
-                    msg,
-                    [
-                        K::Role,
-                        K::ToolCallId,
-                        K::IsError,
-                        K::Timestamp,
-                        K::Content,
-                        K::CustomType,
-                        K::Details,
-                    ],
-                );
-            fetched.role = role;
-            fetched.members = [
-                tool_call_id,
-                is_error,
-                timestamp,
-                content,
-                custom_type,
-                details,
-            ];
-            if let Some(role) = role {
-                prefetch(role);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            fetched.dict = is_dict(msg);
+            if fetched.dict {
+                let [role, tool_call_id, is_error, timestamp, content, custom_type, details] =
+                    fields_of(
+                        msg,
+                        [
+                            K::Role,
+                            K::ToolCallId,
+                            K::IsError,
+                            K::Timestamp,
+                            K::Content,
+                            K::CustomType,
+                            K::Details,
+                        ],
+                    );
+                fetched.role = role;
+                fetched.members = [
+                    tool_call_id,
+                    is_error,
+                    timestamp,
+                    content,
+                    custom_type,
+                    details,
+                ];
+                if let Some(role) = role {
+                    prefetch(role);
+                }
             }
+            Ok(())
         }
-        Ok(())
     }
 
     /// Stage 2: the role, and the values it needs (prefetched).
     #[inline]
     unsafe fn fetch_fields(&self, _msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
-        if !fetched.dict {
-            return Ok(());
-        }
-        let py = self.py;
-        let needs = &self.needs;
-        fetched.kind = self.role_of(present(py, fetched.role));
-        let [tool_call_id, is_error, timestamp, content, custom_type, details] = fetched.members;
-        let fetch = |value: Option<Obj>| -> Option<Obj> {
-            if let Some(value) = value {
-                prefetch(value);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !fetched.dict {
+                return Ok(());
             }
-            value
-        };
-        match fetched.kind {
-            Role::ToolResult => {
-                fetched.a = fetch(tool_call_id);
-                if needs.is_error {
-                    fetched.b = fetch(is_error);
+            let py = self.py;
+            let needs = &self.needs;
+            fetched.kind = self.role_of(present(py, fetched.role));
+            let [tool_call_id, is_error, timestamp, content, custom_type, details] =
+                fetched.members;
+            let fetch = |value: Option<Obj>| -> Option<Obj> {
+                if let Some(value) = value {
+                    prefetch(value);
                 }
-                if needs.result_timestamps || needs.chain {
-                    fetched.ts = fetch(timestamp);
+                value
+            };
+            match fetched.kind {
+                Role::ToolResult => {
+                    fetched.a = fetch(tool_call_id);
+                    if needs.is_error {
+                        fetched.b = fetch(is_error);
+                    }
+                    if needs.result_timestamps || needs.chain {
+                        fetched.ts = fetch(timestamp);
+                    }
                 }
-            }
-            Role::Assistant => {
-                fetched.a = fetch(content);
-                if needs.chain {
-                    fetched.ts = fetch(timestamp);
-                }
-            }
-            Role::User => {
-                if needs.chain {
+                Role::Assistant => {
                     fetched.a = fetch(content);
-                    fetched.ts = fetch(timestamp);
+                    if needs.chain {
+                        fetched.ts = fetch(timestamp);
+                    }
                 }
-            }
-            Role::Custom => {
-                if needs.chain {
-                    fetched.a = fetch(custom_type);
-                    fetched.b = fetch(details);
+                Role::User => {
+                    if needs.chain {
+                        fetched.a = fetch(content);
+                        fetched.ts = fetch(timestamp);
+                    }
                 }
+                Role::Custom => {
+                    if needs.chain {
+                        fetched.a = fetch(custom_type);
+                        fetched.b = fetch(details);
+                    }
+                }
+                Role::Other => {}
             }
-            Role::Other => {}
+            Ok(())
         }
-        Ok(())
     }
 
     /// Stage 3 (assistants): the item array of the content list.
     #[inline]
     unsafe fn fetch_items(&self, fetched: &Fetched) {
-        if fetched.kind == Role::Assistant {
-            if let Some(content) = fetched.a {
-                prefetch_body(content);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if fetched.kind == Role::Assistant {
+                if let Some(content) = fetched.a {
+                    prefetch_body(content);
+                }
             }
         }
     }
@@ -714,20 +788,23 @@ impl Reader<'_, '_> {
     /// Stage 4 (assistants): the first content blocks (`body`: their hash tables too).
     #[inline]
     unsafe fn fetch_blocks(&self, fetched: &Fetched, body: bool) {
-        if fetched.kind != Role::Assistant {
-            return;
-        }
-        let Some(content) = fetched
-            .a
-            .filter(|c| type_is(*c, addr_of_mut!(ffi::PyList_Type)))
-        else {
-            return;
-        };
-        for block in list_items(content).take(PREFETCH_BLOCKS) {
-            if body {
-                prefetch_body(block);
-            } else {
-                prefetch(block);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if fetched.kind != Role::Assistant {
+                return;
+            }
+            let Some(content) = fetched
+                .a
+                .filter(|c| type_is(*c, addr_of_mut!(ffi::PyList_Type)))
+            else {
+                return;
+            };
+            for block in list_items(content).take(PREFETCH_BLOCKS) {
+                if body {
+                    prefetch_body(block);
+                } else {
+                    prefetch(block);
+                }
             }
         }
     }
@@ -738,45 +815,48 @@ impl Reader<'_, '_> {
         fetched: &Fetched,
         view: &mut MsgView<Cow<'a, str>>,
     ) -> PyResult<()> {
-        let py = self.py;
-        let needs = &self.needs;
-        if !fetched.dict {
-            return Ok(());
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let needs = &self.needs;
+            if !fetched.dict {
+                return Ok(());
+            }
+            view.role = fetched.kind;
+            let a = present(py, fetched.a);
+            let b = present(py, fetched.b);
+            let ts = present(py, fetched.ts);
+            match fetched.kind {
+                Role::ToolResult => {
+                    view.tool_call_id = self.js_id(a)?;
+                    if needs.is_error {
+                        view.is_error = b == Some(ffi::Py_True());
+                    }
+                    if needs.result_timestamps || needs.chain {
+                        view.timestamp = timestamp_of(py, ts)?;
+                    }
+                }
+                Role::Assistant => {
+                    view.content = self.content_of(a)?;
+                    if needs.chain {
+                        view.timestamp = timestamp_of(py, ts)?;
+                    }
+                }
+                Role::User => {
+                    if needs.chain {
+                        view.timestamp = timestamp_of(py, ts)?;
+                        view.synthetic_block_id = self.synthetic_id_of(a)?;
+                    }
+                }
+                Role::Custom => {
+                    if needs.chain && str_is(a, "context-prune-summary") {
+                        view.summary = Some(Box::new(self.summary_refs_of(b)?));
+                    }
+                }
+                Role::Other => {}
+            }
+            Ok(())
         }
-        view.role = fetched.kind;
-        let a = present(py, fetched.a);
-        let b = present(py, fetched.b);
-        let ts = present(py, fetched.ts);
-        match fetched.kind {
-            Role::ToolResult => {
-                view.tool_call_id = self.js_id(a)?;
-                if needs.is_error {
-                    view.is_error = b == Some(ffi::Py_True());
-                }
-                if needs.result_timestamps || needs.chain {
-                    view.timestamp = timestamp_of(py, ts)?;
-                }
-            }
-            Role::Assistant => {
-                view.content = self.content_of(a)?;
-                if needs.chain {
-                    view.timestamp = timestamp_of(py, ts)?;
-                }
-            }
-            Role::User => {
-                if needs.chain {
-                    view.timestamp = timestamp_of(py, ts)?;
-                    view.synthetic_block_id = self.synthetic_id_of(a)?;
-                }
-            }
-            Role::Custom => {
-                if needs.chain && str_is(a, "context-prune-summary") {
-                    view.summary = Some(Box::new(self.summary_refs_of(b)?));
-                }
-            }
-            Role::Other => {}
-        }
-        Ok(())
     }
 
     /// Reads the views of `items`, in a software pipeline: while message i is decoded,
@@ -784,55 +864,58 @@ impl Reader<'_, '_> {
     /// indirection (object, hash table, values, content list, blocks), so that the loads
     /// overlap instead of stalling one after another.
     unsafe fn read_all<'a>(&self, items: &[Obj]) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
-        let n = items.len();
-        let mut fetched = vec![Fetched::default(); n];
-        let mut views = Vec::with_capacity(n);
-        for i in 0..n {
-            if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
-                prefetch(msg);
-            }
-            if let Some(&msg) = items.get(i + AHEAD_TABLE) {
-                prefetch_body(msg);
-            }
-            if let (Some(&msg), Some(f)) =
-                (items.get(i + AHEAD_ROLE), fetched.get_mut(i + AHEAD_ROLE))
-            {
-                self.fetch_role(msg, f)?;
-            }
-            if i == 0 {
-                // The first messages missed the stages above.
-                for j in 0..AHEAD_ROLE.min(n) {
-                    if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
-                        self.fetch_role(msg, f)?;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let n = items.len();
+            let mut fetched = vec![Fetched::default(); n];
+            let mut views = Vec::with_capacity(n);
+            for i in 0..n {
+                if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
+                    prefetch(msg);
+                }
+                if let Some(&msg) = items.get(i + AHEAD_TABLE) {
+                    prefetch_body(msg);
+                }
+                if let (Some(&msg), Some(f)) =
+                    (items.get(i + AHEAD_ROLE), fetched.get_mut(i + AHEAD_ROLE))
+                {
+                    self.fetch_role(msg, f)?;
+                }
+                if i == 0 {
+                    // The first messages missed the stages above.
+                    for j in 0..AHEAD_ROLE.min(n) {
+                        if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                            self.fetch_role(msg, f)?;
+                        }
+                    }
+                    for j in 0..AHEAD_FIELDS.min(n) {
+                        if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                            self.fetch_fields(msg, f)?;
+                        }
                     }
                 }
-                for j in 0..AHEAD_FIELDS.min(n) {
-                    if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
-                        self.fetch_fields(msg, f)?;
-                    }
+                if let (Some(&msg), Some(f)) = (
+                    items.get(i + AHEAD_FIELDS),
+                    fetched.get_mut(i + AHEAD_FIELDS),
+                ) {
+                    self.fetch_fields(msg, f)?;
+                }
+                if let Some(f) = fetched.get(i + AHEAD_ITEMS) {
+                    self.fetch_items(f);
+                }
+                if let Some(f) = fetched.get(i + AHEAD_BLOCKS) {
+                    self.fetch_blocks(f, false);
+                }
+                if let Some(f) = fetched.get(i + AHEAD_BLOCK_TABLES) {
+                    self.fetch_blocks(f, true);
+                }
+                views.push(MsgView::new(Role::Other, Ts::Absent));
+                if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
+                    self.decode(f, view)?;
                 }
             }
-            if let (Some(&msg), Some(f)) = (
-                items.get(i + AHEAD_FIELDS),
-                fetched.get_mut(i + AHEAD_FIELDS),
-            ) {
-                self.fetch_fields(msg, f)?;
-            }
-            if let Some(f) = fetched.get(i + AHEAD_ITEMS) {
-                self.fetch_items(f);
-            }
-            if let Some(f) = fetched.get(i + AHEAD_BLOCKS) {
-                self.fetch_blocks(f, false);
-            }
-            if let Some(f) = fetched.get(i + AHEAD_BLOCK_TABLES) {
-                self.fetch_blocks(f, true);
-            }
-            views.push(MsgView::new(Role::Other, Ts::Absent));
-            if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
-                self.decode(f, view)?;
-            }
+            Ok(views)
         }
-        Ok(views)
     }
 }
 
@@ -871,7 +954,8 @@ impl Default for Fetched {
 /// `value` must be a live object (or `None`) and the GIL held.
 #[inline]
 unsafe fn present(py: Python<'_>, value: Option<Obj>) -> Option<Obj> {
-    value.filter(|v| !is_absent(py, *v))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { value.filter(|v| !is_absent(py, *v)) }
 }
 
 // ----- sizes -----

@@ -74,12 +74,15 @@ pub(crate) struct SizeMemo {
 /// `obj` must be a live object and the GIL held.
 #[inline]
 unsafe fn is_plain_leaf(obj: Obj) -> bool {
-    let ty = ffi::Py_TYPE(obj);
-    ty == addr_of_mut!(ffi::PyUnicode_Type)
-        || ty == addr_of_mut!(ffi::PyLong_Type)
-        || ty == addr_of_mut!(ffi::PyFloat_Type)
-        || ty == addr_of_mut!(ffi::PyBool_Type)
-        || obj == ffi::Py_None()
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        ty == addr_of_mut!(ffi::PyUnicode_Type)
+            || ty == addr_of_mut!(ffi::PyLong_Type)
+            || ty == addr_of_mut!(ffi::PyFloat_Type)
+            || ty == addr_of_mut!(ffi::PyBool_Type)
+            || obj == ffi::Py_None()
+    }
 }
 
 /// A finished trail (it owns a reference to each of its objects).
@@ -114,29 +117,38 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     pub(crate) unsafe fn discard(&mut self) {
-        release(&self.words);
-        self.words.clear();
-        self.spoiled = false;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            release(&self.words);
+            self.words.clear();
+            self.spoiled = false;
+        }
     }
 
     /// # Safety
     /// The GIL must be held.
     unsafe fn spoil(&mut self) {
-        if !self.spoiled {
-            self.spoiled = true;
-            release(&self.words);
-            self.words = Vec::new();
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !self.spoiled {
+                self.spoiled = true;
+                release(&self.words);
+                self.words = Vec::new();
+            }
         }
     }
 
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     unsafe fn push_object(&mut self, obj: Obj, tag: usize) {
-        if obj as usize & TAG_MASK != 0 {
-            self.spoil();
-        } else if !self.spoiled {
-            ffi::Py_IncRef(obj);
-            self.words.push(obj as usize | tag);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if obj as usize & TAG_MASK != 0 {
+                self.spoil();
+            } else if !self.spoiled {
+                ffi::Py_IncRef(obj);
+                self.words.push(obj as usize | tag);
+            }
         }
     }
 
@@ -145,10 +157,13 @@ impl Trail {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     pub(crate) unsafe fn leaf(&mut self, obj: Obj) {
-        if is_plain_leaf(obj) {
-            self.push_object(obj, TAG_LEAF);
-        } else {
-            self.spoil();
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if is_plain_leaf(obj) {
+                self.push_object(obj, TAG_LEAF);
+            } else {
+                self.spoil();
+            }
         }
     }
 
@@ -157,15 +172,18 @@ impl Trail {
     /// # Safety
     /// `dict` must be a live object and the GIL held.
     pub(crate) unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
-        if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
-            self.spoil();
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
+                self.spoil();
+            }
+            self.push_object(dict, TAG_DICT);
+            if self.spoiled {
+                return None;
+            }
+            self.words.push(TAG_COUNT);
+            Some(self.words.len() - 1)
         }
-        self.push_object(dict, TAG_DICT);
-        if self.spoiled {
-            return None;
-        }
-        self.words.push(TAG_COUNT);
-        Some(self.words.len() - 1)
     }
 
     /// A key of the dict opened last (an exact str: the walk checked).
@@ -173,7 +191,10 @@ impl Trail {
     /// # Safety
     /// `key` must be a live object and the GIL held.
     pub(crate) unsafe fn key(&mut self, key: Obj) {
-        self.push_object(key, TAG_LEAF);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.push_object(key, TAG_LEAF);
+        }
     }
 
     /// The dict opened at `at` had `count` members (`plain`: all keys exact strs).
@@ -181,10 +202,13 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     pub(crate) unsafe fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
-        if !plain {
-            self.spoil();
-        } else if let Some(word) = self.words.get_mut(at) {
-            *word = count << 2 | TAG_COUNT;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !plain {
+                self.spoil();
+            } else if let Some(word) = self.words.get_mut(at) {
+                *word = count << 2 | TAG_COUNT;
+            }
         }
     }
 
@@ -193,13 +217,17 @@ impl Trail {
     /// # Safety
     /// `list` must be a live object and the GIL held.
     pub(crate) unsafe fn list(&mut self, list: Obj, count: usize, depth: u32) {
-        if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH {
-            self.push_object(list, TAG_LIST);
-            if !self.spoiled {
-                self.words.push(count << 2 | TAG_COUNT);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH
+            {
+                self.push_object(list, TAG_LIST);
+                if !self.spoiled {
+                    self.words.push(count << 2 | TAG_COUNT);
+                }
+            } else {
+                self.spoil();
             }
-        } else {
-            self.spoil();
         }
     }
 }
@@ -210,48 +238,51 @@ impl Trail {
 /// # Safety
 /// `obj` must be a live object and the GIL held; every object of `trail` must be alive
 /// (the memo holds them).
-unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
-    let Some(&word) = trail.get(*pos) else {
-        return false;
-    };
-    *pos += 1;
-    let tag = word & TAG_MASK;
-    if tag == TAG_LEAF {
-        return word == obj as usize;
-    }
-    if word & !TAG_MASK != obj as usize {
-        return false;
-    }
-    let Some(&count) = trail.get(*pos) else {
-        return false;
-    };
-    *pos += 1;
-    let size = count >> 2;
-    if tag == TAG_DICT {
-        // The keys, in order, then the values' trees.
-        let mut values: SmallValues = SmallValues::new();
-        let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
-        while ffi::PyDict_Next(obj, &mut at, &mut key, &mut value) != 0 {
-            if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
-                return false;
-            }
-            *pos += 1;
-            values.push(value);
+unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let Some(&word) = trail.get(*pos) else {
+            return false;
+        };
+        *pos += 1;
+        let tag = word & TAG_MASK;
+        if tag == TAG_LEAF {
+            return word == obj as usize;
         }
-        values.len() == size
-            && values
-                .as_slice()
-                .iter()
-                .all(|&value| same_tree(py, value, trail, pos))
-    } else if let Some(items) = list_slice(obj) {
-        items.len() == size && items.iter().all(|&item| same_tree(py, item, trail, pos))
-    } else {
-        // The layout is not known: the items through the C API.
-        ffi::PyList_Size(obj) == size as ffi::Py_ssize_t
-            && (0..size).all(|i| {
-                let item = ffi::PyList_GetItem(obj, i as ffi::Py_ssize_t);
-                !item.is_null() && same_tree(py, item, trail, pos)
-            })
+        if word & !TAG_MASK != obj as usize {
+            return false;
+        }
+        let Some(&count) = trail.get(*pos) else {
+            return false;
+        };
+        *pos += 1;
+        let size = count >> 2;
+        if tag == TAG_DICT {
+            // The keys, in order, then the values' trees.
+            let mut values: SmallValues = SmallValues::new();
+            let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
+            while ffi::PyDict_Next(obj, &mut at, &mut key, &mut value) != 0 {
+                if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
+                    return false;
+                }
+                *pos += 1;
+                values.push(value);
+            }
+            values.len() == size
+                && values
+                    .as_slice()
+                    .iter()
+                    .all(|&value| same_tree(value, trail, pos))
+        } else if let Some(items) = list_slice(obj) {
+            items.len() == size && items.iter().all(|&item| same_tree(item, trail, pos))
+        } else {
+            // The layout is not known: the items through the C API.
+            ffi::PyList_Size(obj) == size as ffi::Py_ssize_t
+                && (0..size).all(|i| {
+                    let item = ffi::PyList_GetItem(obj, i as ffi::Py_ssize_t);
+                    !item.is_null() && same_tree(item, trail, pos)
+                })
+        }
     }
 }
 
@@ -301,9 +332,12 @@ impl SmallValues {
 /// # Safety
 /// The GIL must be held and the trail's references owned by the caller.
 pub(crate) unsafe fn release(trail: &[usize]) {
-    for &word in trail {
-        if word & TAG_MASK != TAG_COUNT {
-            ffi::Py_DecRef((word & !TAG_MASK) as Obj);
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        for &word in trail {
+            if word & TAG_MASK != TAG_COUNT {
+                ffi::Py_DecRef((word & !TAG_MASK) as Obj);
+            }
         }
     }
 }
@@ -320,17 +354,20 @@ impl SizeMemo {
     /// # Safety
     /// The GIL must be held.
     unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Recorded, view: Option<KeptView>) {
-        let entry = Entry {
-            len,
-            trail,
-            seen: Cell::new(self.generation),
-            view,
-        };
-        if let Some(mut old) = self.entries.insert(msg as usize, Box::new(entry)) {
-            // The view borrows from the trail's objects: dropped before they are released.
-            let trail = std::mem::take(&mut old.trail);
-            drop(old);
-            release(&trail);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let entry = Entry {
+                len,
+                trail,
+                seen: Cell::new(self.generation),
+                view,
+            };
+            if let Some(mut old) = self.entries.insert(msg as usize, Box::new(entry)) {
+                // The view borrows from the trail's objects: dropped before they are released.
+                let trail = std::mem::take(&mut old.trail);
+                drop(old);
+                release(&trail);
+            }
         }
     }
 
@@ -340,17 +377,20 @@ impl SizeMemo {
     /// The GIL must be held. Releasing may free objects (of plain JSON types only: no
     /// Python code runs).
     unsafe fn sweep(&mut self) {
-        let generation = self.generation;
-        let mut stale = Vec::new();
-        self.entries.retain(|_, entry| {
-            let keep = entry.seen.get() == generation;
-            if !keep {
-                stale.push(std::mem::take(&mut entry.trail));
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let generation = self.generation;
+            let mut stale = Vec::new();
+            self.entries.retain(|_, entry| {
+                let keep = entry.seen.get() == generation;
+                if !keep {
+                    stale.push(std::mem::take(&mut entry.trail));
+                }
+                keep
+            });
+            for trail in stale {
+                release(&trail);
             }
-            keep
-        });
-        for trail in stale {
-            release(&trail);
         }
     }
 
@@ -459,10 +499,13 @@ fn prefetch_headers(trail: &[usize]) {
 /// # Safety
 /// The trail's objects must be alive (the memo holds them) and the GIL held.
 unsafe fn prefetch_tables(trail: &[usize]) {
-    for &word in trail {
-        let tag = word & TAG_MASK;
-        if tag == TAG_LIST || tag == TAG_DICT {
-            prefetch_body((word & !TAG_MASK) as Obj);
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        for &word in trail {
+            let tag = word & TAG_MASK;
+            if tag == TAG_LIST || tag == TAG_DICT {
+                prefetch_body((word & !TAG_MASK) as Obj);
+            }
         }
     }
 }
@@ -472,17 +515,24 @@ unsafe fn prefetch_tables(trail: &[usize]) {
 /// # Safety
 /// `list` must be a live list and the GIL held.
 unsafe fn items_of(py: Python<'_>, list: Obj) -> PyResult<Vec<Obj>> {
-    let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
-    let mut items = Vec::with_capacity(count);
-    for i in 0..count {
-        let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-        if item.is_null() {
-            return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
+        let mut items = Vec::with_capacity(count);
+        for i in 0..count {
+            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+            if item.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            items.push(item);
         }
-        items.push(item);
+        Ok(items)
     }
-    Ok(items)
 }
+
+/// A message measured (or read) now: its position, object, length, trail (`None`: a
+/// remembered one whose view is refreshed) and the span of its view's borrowed objects.
+type Fresh = (usize, Obj, usize, Option<Recorded>, (usize, usize));
 
 /// A message view as render reads it, its strings borrowed from the message's objects.
 pub(crate) type View<'a> = MsgView<Cow<'a, str>>;
@@ -500,7 +550,7 @@ struct KeptView {
 fn all_in_trail(borrowed: &[Obj], trail: &[usize]) -> bool {
     borrowed.iter().all(|&obj| {
         let address = obj as usize;
-        address & TAG_MASK == 0 && trail.iter().any(|&word| word == address | TAG_LEAF)
+        address & TAG_MASK == 0 && trail.contains(&(address | TAG_LEAF))
     })
 }
 
@@ -541,164 +591,168 @@ pub(crate) unsafe fn measure_and_read<'a>(
     borrowed: &RefCell<Vec<Obj>>,
     mut read: impl FnMut(usize, Obj) -> PyResult<View<'a>>,
 ) -> PyResult<(Vec<usize>, Vec<View<'a>>)> {
-    let mut views = Vec::new();
-    // Where the objects each read view borrows from end in `borrowed` (by list position).
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    let Some(memo) = memo else {
-        let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
-            views.push(read(i, item)?);
-            Ok(())
-        })?;
-        return Ok((lens, views));
-    };
-    memo.begin();
-    let items = items_of(py, list)?;
-    if memo.entries.is_empty() {
-        let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
-            let start = borrowed.borrow().len();
-            views.push(read(i, item)?);
-            spans.push((start, borrowed.borrow().len()));
-            Ok(())
-        })?;
-        memo.misses += lens.len() as u64;
-        let log = borrowed.borrow();
-        for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
-            match (trail, views.get(i)) {
-                (Some(trail), Some(view)) => {
-                    let kept = needs.and_then(|needs| {
-                        let span = spans.get(i).and_then(|&(a, b)| log.get(a..b))?;
-                        keep_view(view, needs, span, &trail)
-                    });
-                    memo.remember(item, *len, trail, kept);
-                }
-                (Some(trail), None) => release(&trail),
-                (None, _) => {}
-            }
-        }
-        return Ok((lens, views));
-    }
-    let count = items.len();
-    let generation = memo.generation;
-    let before = memo.entries.len();
-    let mut lens = Vec::with_capacity(count);
-    views.reserve(count);
-    // Messages measured now (`trail: None` - a remembered one whose view is refreshed),
-    // with where the objects their views borrow from are in `borrowed`.
-    let mut fresh: Vec<(usize, Obj, usize, Option<Recorded>, (usize, usize))> = Vec::new();
-    let (mut hits, mut misses) = (0, 0);
-    // Remembered entries seen by this render (a message may be listed twice).
-    let mut distinct = 0;
-    {
-        let found: Vec<Option<&Entry>> = items
-            .iter()
-            .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
-            .collect();
-        let mut measurer = Measurer::new(py);
-        let mut failed = None;
-        for (i, &item) in items.iter().enumerate() {
-            if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
-                let entry: *const Entry = *ahead;
-                prefetch(entry.cast::<u8>());
-            }
-            if let Some(Some(ahead)) = found.get(i + AHEAD) {
-                prefetch_headers(&ahead.trail);
-            }
-            if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
-                prefetch_tables(&ahead.trail);
-            }
-            let remembered = found.get(i).copied().flatten().filter(|entry| {
-                let mut pos = 0;
-                same_tree(py, item, &entry.trail, &mut pos) && pos == entry.trail.len()
-            });
-            match remembered {
-                Some(entry) => {
-                    if entry.seen.replace(generation) != generation {
-                        distinct += 1;
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut views = Vec::new();
+        // Where the objects each read view borrows from end in `borrowed` (by list position).
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let Some(memo) = memo else {
+            let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
+                views.push(read(i, item)?);
+                Ok(())
+            })?;
+            return Ok((lens, views));
+        };
+        memo.begin();
+        let items = items_of(py, list)?;
+        if memo.entries.is_empty() {
+            let (lens, trails) =
+                Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
+                    let start = borrowed.borrow().len();
+                    views.push(read(i, item)?);
+                    spans.push((start, borrowed.borrow().len()));
+                    Ok(())
+                })?;
+            memo.misses += lens.len() as u64;
+            let log = borrowed.borrow();
+            for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
+                match (trail, views.get(i)) {
+                    (Some(trail), Some(view)) => {
+                        let kept = needs.and_then(|needs| {
+                            let span = spans.get(i).and_then(|&(a, b)| log.get(a..b))?;
+                            keep_view(view, needs, span, &trail)
+                        });
+                        memo.remember(item, *len, trail, kept);
                     }
-                    hits += 1;
-                    lens.push(entry.len);
-                    match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
-                        Some(kept) => views.push(kept.view.clone()),
-                        None => {
-                            let start = borrowed.borrow().len();
-                            match read(i, item) {
-                                Ok(view) => views.push(view),
-                                Err(err) => {
-                                    failed = Some(err);
-                                    break;
+                    (Some(trail), None) => release(&trail),
+                    (None, _) => {}
+                }
+            }
+            return Ok((lens, views));
+        }
+        let count = items.len();
+        let generation = memo.generation;
+        let before = memo.entries.len();
+        let mut lens = Vec::with_capacity(count);
+        views.reserve(count);
+        // Messages measured now (`trail: None` - a remembered one whose view is refreshed),
+        // with where the objects their views borrow from are in `borrowed`.
+        let mut fresh: Vec<Fresh> = Vec::new();
+        let (mut hits, mut misses) = (0, 0);
+        // Remembered entries seen by this render (a message may be listed twice).
+        let mut distinct = 0;
+        {
+            let found: Vec<Option<&Entry>> = items
+                .iter()
+                .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
+                .collect();
+            let mut measurer = Measurer::new(py);
+            let mut failed = None;
+            for (i, &item) in items.iter().enumerate() {
+                if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
+                    let entry: *const Entry = *ahead;
+                    prefetch(entry.cast::<u8>());
+                }
+                if let Some(Some(ahead)) = found.get(i + AHEAD) {
+                    prefetch_headers(&ahead.trail);
+                }
+                if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
+                    prefetch_tables(&ahead.trail);
+                }
+                let remembered = found.get(i).copied().flatten().filter(|entry| {
+                    let mut pos = 0;
+                    same_tree(item, &entry.trail, &mut pos) && pos == entry.trail.len()
+                });
+                match remembered {
+                    Some(entry) => {
+                        if entry.seen.replace(generation) != generation {
+                            distinct += 1;
+                        }
+                        hits += 1;
+                        lens.push(entry.len);
+                        match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
+                            Some(kept) => views.push(kept.view.clone()),
+                            None => {
+                                let start = borrowed.borrow().len();
+                                match read(i, item) {
+                                    Ok(view) => views.push(view),
+                                    Err(err) => {
+                                        failed = Some(err);
+                                        break;
+                                    }
+                                }
+                                if needs.is_some() {
+                                    let span = (start, borrowed.borrow().len());
+                                    fresh.push((i, item, entry.len, None, span));
                                 }
                             }
-                            if needs.is_some() {
-                                let span = (start, borrowed.borrow().len());
-                                fresh.push((i, item, entry.len, None, span));
-                            }
                         }
                     }
+                    None => {
+                        misses += 1;
+                        let (len, trail) = match measurer.len_recorded(py, item) {
+                            Ok(measured) => measured,
+                            Err(err) => {
+                                failed = Some(err);
+                                break;
+                            }
+                        };
+                        lens.push(len);
+                        let start = borrowed.borrow().len();
+                        match read(i, item) {
+                            Ok(view) => views.push(view),
+                            Err(err) => {
+                                if let Some(trail) = trail {
+                                    release(&trail);
+                                }
+                                failed = Some(err);
+                                break;
+                            }
+                        }
+                        if trail.is_some() {
+                            fresh.push((i, item, len, trail, (start, borrowed.borrow().len())));
+                        }
+                    }
+                }
+            }
+            if let Some(err) = failed {
+                // The references of the trails recorded so far go back.
+                for (_, _, _, trail, _) in fresh {
+                    if let Some(trail) = trail {
+                        release(&trail);
+                    }
+                }
+                return Err(err);
+            }
+        }
+
+        memo.hits += hits;
+        memo.misses += misses;
+        let log = borrowed.borrow();
+        for (i, item, len, trail, (start, end)) in fresh {
+            let view = views.get(i).zip(needs).zip(log.get(start..end));
+            match trail {
+                Some(trail) => {
+                    let kept =
+                        view.and_then(|((view, needs), span)| keep_view(view, needs, span, &trail));
+                    memo.remember(item, len, trail, kept);
                 }
                 None => {
-                    misses += 1;
-                    let (len, trail) = match measurer.len_recorded(py, item) {
-                        Ok(measured) => measured,
-                        Err(err) => {
-                            failed = Some(err);
-                            break;
-                        }
-                    };
-                    lens.push(len);
-                    let start = borrowed.borrow().len();
-                    match read(i, item) {
-                        Ok(view) => views.push(view),
-                        Err(err) => {
-                            if let Some(trail) = trail {
-                                release(&trail);
-                            }
-                            failed = Some(err);
-                            break;
-                        }
-                    }
-                    if trail.is_some() {
-                        fresh.push((i, item, len, trail, (start, borrowed.borrow().len())));
+                    if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
+                        entry.view = view.and_then(|((view, needs), span)| {
+                            keep_view(view, needs, span, &entry.trail)
+                        });
                     }
                 }
             }
         }
-        if let Some(err) = failed {
-            // The references of the trails recorded so far go back.
-            for (_, _, _, trail, _) in fresh {
-                if let Some(trail) = trail {
-                    release(&trail);
-                }
-            }
-            return Err(err);
+        // Nothing to release when every remembered entry was seen (the usual case: the same
+        // history again, plus new messages).
+        if distinct < before {
+            memo.sweep();
         }
+        Ok((lens, views))
     }
-
-    memo.hits += hits;
-    memo.misses += misses;
-    let log = borrowed.borrow();
-    for (i, item, len, trail, (start, end)) in fresh {
-        let view = views.get(i).zip(needs).zip(log.get(start..end));
-        match trail {
-            Some(trail) => {
-                let kept =
-                    view.and_then(|((view, needs), span)| keep_view(view, needs, span, &trail));
-                memo.remember(item, len, trail, kept);
-            }
-            None => {
-                if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
-                    entry.view = view.and_then(|((view, needs), span)| {
-                        keep_view(view, needs, span, &entry.trail)
-                    });
-                }
-            }
-        }
-    }
-    // Nothing to release when every remembered entry was seen (the usual case: the same
-    // history again, plus new messages).
-    if distinct < before {
-        memo.sweep();
-    }
-    Ok((lens, views))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
