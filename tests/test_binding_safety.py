@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pi_condense import _core
 from pi_condense.config import Config
@@ -425,3 +428,67 @@ def test_probes_under_debug_allocator(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
+
+
+class StrSub(str):
+    pass
+
+
+class IntSub(int):
+    pass
+
+
+class FloatSub(float):
+    pass
+
+
+class DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+class ListSub(list):  # type: ignore[type-arg]
+    pass
+
+
+def disguise(value: Any, rng: random.Random, rate: float) -> Any:
+    """``value`` with some of its parts turned into subclass instances of equal value."""
+    if isinstance(value, dict):
+        out = {disguise_key(k, rng, rate): disguise(v, rng, rate) for k, v in value.items()}
+        return DictSub(out) if rng.random() < rate else out
+    if isinstance(value, list):
+        items = [disguise(v, rng, rate) for v in value]
+        return ListSub(items) if rng.random() < rate else items
+    if rng.random() >= rate or isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return StrSub(value)
+    if isinstance(value, int):
+        return IntSub(value)
+    if isinstance(value, float):
+        return FloatSub(value)
+    return value
+
+
+def disguise_key(key: str, rng: random.Random, rate: float) -> str:
+    return StrSub(key) if rng.random() < rate else key
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rate=st.sampled_from([0.05, 0.3, 1.0]))
+def test_a_memoised_render_of_disguised_values_is_the_plain_render(seed: int, rate: float) -> None:
+    """Subclass instances anywhere: the memoised renders equal the render of a plain copy."""
+    rng = random.Random(seed)
+    base = [*session(12), tool_result("orphan", 7), tool_result(5, 9)]
+    state = stubbing_state()
+    for _ in range(3):
+        messages = disguise(base, rng, rate)
+        expected = render(json.loads(json.dumps(plain(messages))), stubbing_state(), Config())
+        for _ in range(2):
+            got = render(messages, state, Config())
+            assert plain(got.messages) == plain(expected.messages)
+            assert (got.pruned, got.before_chars, got.after_chars, got.diagnostics) == (
+                expected.pruned,
+                expected.before_chars,
+                expected.after_chars,
+                expected.diagnostics,
+            )

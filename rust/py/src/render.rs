@@ -7,7 +7,7 @@
 //! and text-extraction failures are read on demand, through `Lazy`). The strings of the
 //! views are borrowed from the message objects (nothing is copied), and the reads go
 //! through the C API with borrowed references; the members of a dict are found by walking
-//! it ([`fields_of`]). `pi_condense_core::render` then decides; when it changes nothing the
+//! it (`Keys::fields_of`). `pi_condense_core::render` then decides; when it changes nothing the
 //! input list itself comes back with sizes 0.
 //!
 //! Sizes: each input message is measured once (its length is reused for the output)
@@ -34,7 +34,7 @@
 //! views copy their strings instead.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ptr::addr_of_mut;
 
 use pi_condense_core::index::{ChainEntry, JsField};
@@ -357,7 +357,7 @@ const PREFETCH_BLOCKS: usize = 4;
 
 /// The dict keys render reads.
 #[derive(Clone, Copy)]
-pub(crate) enum K {
+enum K {
     Role,
     Timestamp,
     ToolCallId,
@@ -407,50 +407,54 @@ unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
     }
 }
 
-/// The members of `dict` named by `fields`: for each, the value of the first key (in the
-/// dict's order) whose text is the field's name.
-///
-/// Fields are found by walking the members (`PyDict_Next`), never by a hash lookup: a
-/// lookup compares the keys of equal hash with `==`, which runs Python code for a key of
-/// another type (its `__eq__`), and the render holds borrowed views while it reads. A key
-/// that is not a str is skipped (it is no JSON member name); a str subclass key is read
-/// by its text, as `json.dumps` writes it.
-///
-/// # Safety
-/// `dict` must be a live dict (or dict subclass) and the GIL held; the values are borrowed
-/// from the dict.
+/// The field a key's text names (`NO_FIELD`: none render reads).
 #[inline]
-pub(crate) unsafe fn fields_of<const N: usize>(dict: Obj, fields: [K; N]) -> [Option<Obj>; N] {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        let mut found = [None; N];
-        let mut left = N;
-        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-        while left > 0 && ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-            let Some(text) = key_text(key) else {
-                continue;
-            };
-            for (slot, field) in found.iter_mut().zip(fields) {
-                if slot.is_none() && text_is(text, KEY_NAMES[field as usize]) {
-                    *slot = Some(value);
-                    left -= 1;
-                    break;
-                }
-            }
-        }
-        found
-    }
+fn field_of(text: &str) -> u8 {
+    KEY_NAMES
+        .iter()
+        .position(|name| text_is(text, name))
+        .map_or(NO_FIELD, |i| i as u8)
 }
 
-/// The key strings render reads and writes.
+const NO_FIELD: u8 = u8::MAX;
+
+/// The members of a message the reader may read: role, toolCallId, isError, timestamp,
+/// content, customType, details.
+const MEMBERS: usize = 7;
+const MEMBER_FIELDS: [K; MEMBERS] = [
+    K::Role,
+    K::ToolCallId,
+    K::IsError,
+    K::Timestamp,
+    K::Content,
+    K::CustomType,
+    K::Details,
+];
+const M_ROLE: u32 = 1;
+const M_TOOL_CALL_ID: u32 = 1 << 1;
+const M_IS_ERROR: u32 = 1 << 2;
+const M_TIMESTAMP: u32 = 1 << 3;
+const M_CONTENT: u32 = 1 << 4;
+const M_CUSTOM_TYPE: u32 = 1 << 5;
+const M_DETAILS: u32 = 1 << 6;
+
+/// Slots of the key-field cache (a power of two).
+const FIELD_CACHE_SLOTS: usize = 256;
+
+/// The key strings render reads and writes, and what the key objects seen name.
 struct Keys<'py> {
     py: Python<'py>,
     /// The interned strings (alive for the interpreter's life).
     interned: [Obj; 14],
+    /// Key object address -> the field its text names (`NO_FIELD`: none), for the keys of
+    /// the caller's messages: alive for the whole render (the list holds them), so an
+    /// address names one key object. Not used when Python code may run during the render
+    /// (a protection predicate could free a key and reuse its address).
+    cache: Option<Box<[Cell<(usize, u8)>; FIELD_CACHE_SLOTS]>>,
 }
 
 impl<'py> Keys<'py> {
-    fn new(py: Python<'py>) -> Self {
+    fn new(py: Python<'py>, cache: bool) -> Self {
         let interned = [
             intern!(py, "role").as_ptr(),
             intern!(py, "timestamp").as_ptr(),
@@ -467,7 +471,108 @@ impl<'py> Keys<'py> {
             intern!(py, "toolCallRefs").as_ptr(),
             intern!(py, "resultTimestamp").as_ptr(),
         ];
-        Keys { py, interned }
+        Keys {
+            py,
+            interned,
+            cache: cache
+                .then(|| Box::new([(); FIELD_CACHE_SLOTS].map(|()| Cell::new((0, NO_FIELD))))),
+        }
+    }
+
+    /// The field `key` names (`NO_FIELD`: none, or not a str).
+    ///
+    /// # Safety
+    /// `key` must be a live object and the GIL held.
+    #[inline(always)]
+    unsafe fn field_of_key(&self, key: Obj) -> u8 {
+        let address = key as usize;
+        let slot = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get((address >> 4 ^ address >> 12) & (FIELD_CACHE_SLOTS - 1)));
+        if let Some(slot) = slot {
+            let (cached, field) = slot.get();
+            if cached == address {
+                return field;
+            }
+        }
+        // SAFETY: `key` is live (the caller's contract); its text lives as long as it.
+        let field = unsafe { key_text(key) }.map_or(NO_FIELD, field_of);
+        if let Some(slot) = slot {
+            slot.set((address, field));
+        }
+        field
+    }
+
+    /// The members of `dict` named by `fields`: for each, the value of the first key (in
+    /// the dict's order) whose text is the field's name.
+    ///
+    /// Fields are found by walking the members (`PyDict_Next`), never by a hash lookup: a
+    /// lookup compares the keys of equal hash with `==`, which runs Python code for a key
+    /// of another type (its `__eq__`), and the render holds borrowed views while it reads.
+    /// A key that is not a str is skipped (it is no JSON member name); a str subclass key
+    /// is read by its text, as `json.dumps` writes it.
+    ///
+    /// # Safety
+    /// `dict` must be a live dict (or dict subclass) and the GIL held; the values are
+    /// borrowed from the dict.
+    #[inline]
+    unsafe fn fields_of<const N: usize>(&self, dict: Obj, fields: [K; N]) -> [Option<Obj>; N] {
+        let mut found = [None; N];
+        let mut left = N;
+        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
+        // it hands out are alive while it is.
+        while left > 0 && unsafe { ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) } != 0 {
+            // SAFETY: as above.
+            let named = unsafe { self.field_of_key(key) };
+            if named == NO_FIELD {
+                continue;
+            }
+            for (slot, field) in found.iter_mut().zip(fields) {
+                if field as u8 == named && slot.is_none() {
+                    *slot = Some(value);
+                    left -= 1;
+                    break;
+                }
+            }
+        }
+        found
+    }
+
+    /// Walks `dict` on from `*pos`, putting the value of the first key naming `fields[j]`
+    /// into `found[j]` (when still empty), until every slot of `wanted` (a bit mask of
+    /// `j`s) is filled or the dict ends; `*pos` is where to go on from ([`Keys::fields_of`]
+    /// semantics, in steps).
+    ///
+    /// # Safety
+    /// As [`Keys::fields_of`], and `*pos` must be 0 or where a previous walk of the same,
+    /// unchanged dict stopped.
+    #[inline]
+    unsafe fn scan(
+        &self,
+        dict: Obj,
+        pos: &mut ffi::Py_ssize_t,
+        fields: &[K; MEMBERS],
+        found: &mut [Option<Obj>; MEMBERS],
+        wanted: u32,
+    ) {
+        let filled = |found: &[Option<Obj>; MEMBERS]| {
+            (0..MEMBERS).all(|j| wanted & 1 << j == 0 || found[j].is_some())
+        };
+        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
+        // it hands out are alive while it is.
+        while !filled(found) && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
+            // SAFETY: as above.
+            let named = unsafe { self.field_of_key(key) };
+            if named == NO_FIELD {
+                continue;
+            }
+            if let Some(j) = fields.iter().position(|&f| f as u8 == named) {
+                found[j].get_or_insert(value);
+            }
+        }
     }
 
     /// The interned key string (for building dicts).
@@ -483,7 +588,7 @@ impl<'py> Keys<'py> {
     unsafe fn get(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
-            let [found] = fields_of(dict, [key]);
+            let [found] = self.fields_of(dict, [key]);
             Ok(present(self.py, found))
         }
     }
@@ -563,7 +668,7 @@ impl Reader<'_, '_> {
             if !is_dict(item) {
                 return Ok(Block::Other);
             }
-            let [kind, id] = fields_of(item, [K::Kind, K::Id]);
+            let [kind, id] = self.keys.fields_of(item, [K::Kind, K::Id]);
             let Some(kind) = present(py, kind).filter(|k| is_str(*k)) else {
                 return Ok(Block::Other);
             };
@@ -689,29 +794,16 @@ impl Reader<'_, '_> {
         unsafe {
             fetched.dict = is_dict(msg);
             if fetched.dict {
-                let [role, tool_call_id, is_error, timestamp, content, custom_type, details] =
-                    fields_of(
-                        msg,
-                        [
-                            K::Role,
-                            K::ToolCallId,
-                            K::IsError,
-                            K::Timestamp,
-                            K::Content,
-                            K::CustomType,
-                            K::Details,
-                        ],
-                    );
-                fetched.role = role;
-                fetched.members = [
-                    tool_call_id,
-                    is_error,
-                    timestamp,
-                    content,
-                    custom_type,
-                    details,
-                ];
-                if let Some(role) = role {
+                // Up to the role (usually the first key); the rest once the role is known.
+                self.keys.scan(
+                    msg,
+                    &mut fetched.pos,
+                    &MEMBER_FIELDS,
+                    &mut fetched.members,
+                    M_ROLE,
+                );
+                fetched.role = fetched.members[0];
+                if let Some(role) = fetched.role {
                     prefetch(role);
                 }
             }
@@ -721,7 +813,7 @@ impl Reader<'_, '_> {
 
     /// Stage 2: the role, and the values it needs (prefetched).
     #[inline]
-    unsafe fn fetch_fields(&self, _msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
+    unsafe fn fetch_fields(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
             if !fetched.dict {
@@ -730,7 +822,31 @@ impl Reader<'_, '_> {
             let py = self.py;
             let needs = &self.needs;
             fetched.kind = self.role_of(present(py, fetched.role));
-            let [tool_call_id, is_error, timestamp, content, custom_type, details] =
+            let wanted = match fetched.kind {
+                Role::ToolResult => {
+                    M_TOOL_CALL_ID
+                        | if needs.is_error { M_IS_ERROR } else { 0 }
+                        | if needs.result_timestamps || needs.chain {
+                            M_TIMESTAMP
+                        } else {
+                            0
+                        }
+                }
+                Role::Assistant => M_CONTENT | if needs.chain { M_TIMESTAMP } else { 0 },
+                Role::User if needs.chain => M_CONTENT | M_TIMESTAMP,
+                Role::Custom if needs.chain => M_CUSTOM_TYPE | M_DETAILS,
+                _ => 0,
+            };
+            if wanted != 0 {
+                self.keys.scan(
+                    msg,
+                    &mut fetched.pos,
+                    &MEMBER_FIELDS,
+                    &mut fetched.members,
+                    wanted,
+                );
+            }
+            let [_, tool_call_id, is_error, timestamp, content, custom_type, details] =
                 fetched.members;
             let fetch = |value: Option<Obj>| -> Option<Obj> {
                 if let Some(value) = value {
@@ -924,8 +1040,10 @@ impl Reader<'_, '_> {
 struct Fetched {
     dict: bool,
     role: Option<Obj>,
-    /// toolCallId, isError, timestamp, content, customType, details (raw).
-    members: [Option<Obj>; 6],
+    /// role, toolCallId, isError, timestamp, content, customType, details (raw, as far
+    /// as the dict was walked: up to `pos`).
+    members: [Option<Obj>; MEMBERS],
+    pos: ffi::Py_ssize_t,
     kind: Role,
     /// toolCallId / content / customType
     a: Option<Obj>,
@@ -939,7 +1057,8 @@ impl Default for Fetched {
         Fetched {
             dict: false,
             role: None,
-            members: [None; 6],
+            members: [None; MEMBERS],
+            pos: 0,
             kind: Role::Other,
             a: None,
             b: None,
@@ -1419,7 +1538,8 @@ fn render<'py>(
     // A render from inside a render (a protection predicate) does without the memo.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
     init_absent(py);
-    let keys = Keys::new(py);
+    // A predicate is Python code: it could free a key and reuse its address.
+    let keys = Keys::new(py, protected_tool_predicate.is_none());
     let protection = match (
         &protected_tools,
         &protected_paths,
