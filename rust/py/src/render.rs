@@ -441,6 +441,9 @@ const M_DETAILS: u32 = 1 << 6;
 /// Slots of the key-field cache (a power of two).
 const FIELD_CACHE_SLOTS: usize = 256;
 
+/// Key object address -> the field it names, direct-mapped.
+type FieldCache = [Cell<(usize, u8)>; FIELD_CACHE_SLOTS];
+
 /// The key strings render reads and writes, and what the key objects seen name.
 struct Keys<'py> {
     py: Python<'py>,
@@ -450,7 +453,7 @@ struct Keys<'py> {
     /// the caller's messages: alive for the whole render (the list holds them), so an
     /// address names one key object. Not used when Python code may run during the render
     /// (a protection predicate could free a key and reuse its address).
-    cache: Option<Box<[Cell<(usize, u8)>; FIELD_CACHE_SLOTS]>>,
+    cache: Option<Box<FieldCache>>,
 }
 
 impl<'py> Keys<'py> {
