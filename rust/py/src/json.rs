@@ -3,8 +3,8 @@
 //!
 //! Strings are read as UTF-8 straight from the `str` object; a string holding lone
 //! surrogates (not UTF-8-encodable) is read as UTF-16 code units instead, for that string
-//! only. On CPython 3.9-3.14 the characters of compact ASCII strings and the items of
-//! lists are read in place once the layout is verified at run time (see `Layout`).
+//! only. Where the layout is verified, the characters of compact ASCII strings and the
+//! items of lists are read in place (`cpython.rs`).
 //!
 //! `stringify_len` (and render's sizes) walk values with an explicit stack, prefetching
 //! the objects a few steps ahead, caching the lengths of dict keys (by object, within one
@@ -21,20 +21,13 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyVal
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 
 use crate::size_memo::{release, Recorded, Trail};
 
 #[cfg(not(windows))]
-extern "C" {
-    // Part of the stable ABI since 3.10 and exported (outside the limited API) by every
-    // CPython 3.x; on Windows python3.dll only exports it from 3.10 on, so Windows takes
-    // the PyUnicode_AsUTF8String path below.
-    fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut ffi::PyObject,
-        size: *mut ffi::Py_ssize_t,
-    ) -> *const std::os::raw::c_char;
-}
+use crate::cpython::PyUnicode_AsUTF8AndSize;
+use crate::cpython::{list_items, prefetch, prefetch_body, str_utf8};
 
 /// Integers up to this magnitude print with all their digits.
 const EXACT_INT_LIMIT: u64 = 1 << 53;
@@ -117,308 +110,36 @@ impl Text {
 /// # Safety
 /// `obj` must be a live `str` object and the GIL held.
 unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
-    #[cfg(not(windows))]
-    {
-        let mut size: ffi::Py_ssize_t = 0;
-        let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
-        if !data.is_null() {
-            return Ok(Text::Utf8 {
-                data: data.cast(),
-                len: usize::try_from(size).unwrap_or(0),
-                owner: ptr::null_mut(),
-            });
-        }
-    }
-    #[cfg(windows)]
-    {
-        let bytes = ffi::PyUnicode_AsUTF8String(obj);
-        if !bytes.is_null() {
-            return Ok(Text::Utf8 {
-                data: ffi::PyBytes_AsString(bytes).cast(),
-                len: usize::try_from(ffi::PyBytes_Size(bytes)).unwrap_or(0),
-                owner: bytes,
-            });
-        }
-    }
-    let err = PyErr::fetch(py);
-    if !err.is_instance_of::<PyUnicodeEncodeError>(py) {
-        return Err(err);
-    }
-    Ok(Text::Units(code_units(py, obj)?))
-}
-
-/// Object layouts read directly, outside the limited API, once verified at run time.
-///
-/// The hot loops read many short ASCII strings and list items; the API calls for them
-/// (`PyUnicode_AsUTF8AndSize`, `PyList_GetItem`) cost more than the reads themselves.
-/// CPython 3.9-3.14 lay these objects out the same way, except for the offset of the
-/// characters of a compact ASCII str (after a `wstr` pointer up to 3.11). The layout is
-/// used only on CPython 3.9-3.14 and only after it reads back known objects correctly;
-/// otherwise every read goes through the API.
-pub(crate) struct Layout {
-    /// Offset of the characters of a compact ASCII str (0: use the API).
-    ascii_data: usize,
-    /// `PyListObject.ob_item` follows the variable-size header (else use the API).
-    list_items: bool,
-    /// `PyDictObject.ma_version_tag` is read by [`dict_version`] (else it reads 0).
-    dict_version: bool,
-}
-
-/// `PyASCIIObject.length`, `.state` (bit 5 `compact`, bit 6 `ascii`), `PyVarObject.ob_size`
-/// and `PyListObject.ob_item` offsets.
-const STR_LENGTH_AT: usize = 16;
-const STR_STATE_AT: usize = 32;
-const STR_COMPACT_ASCII: u32 = 0b110_0000;
-const VAR_SIZE_AT: usize = 16;
-const LIST_ITEMS_AT: usize = 24;
-/// `PyDictObject.ma_version_tag` offset (CPython 3.9-3.13, 64-bit).
-const DICT_VERSION_AT: usize = 24;
-
-static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
-
-/// The verified layout (found on first use; the GIL is held).
-#[inline]
-pub(crate) fn layout(py: Python<'_>) -> &'static Layout {
-    LAYOUT.get_or_init(|| calibrate(py))
-}
-
-#[cold]
-fn calibrate(py: Python<'_>) -> Layout {
-    let off = Layout {
-        ascii_data: 0,
-        list_items: false,
-        dict_version: false,
-    };
-    let cpython = py
-        .import("sys")
-        .and_then(|sys| {
-            sys.getattr("implementation")?
-                .getattr("name")?
-                .extract::<String>()
-        })
-        .is_ok_and(|name| name == "cpython");
-    let version = py.version_info();
-    if !cpython || version.major != 3 || !(9..=14).contains(&version.minor) {
-        return off;
-    }
-    let ascii_data = if version.minor <= 11 { 48 } else { 40 };
-    // SAFETY: the GIL is held; every object read is alive (owned here), and each read
-    // stays inside the object for the layout of this CPython version.
+    // SAFETY: the caller upholds this function's `# Safety` contract.
     unsafe {
-        let ascii_ok = ["", "a", "toolResult", &"x".repeat(100)]
-            .iter()
-            .all(|sample| {
-                let obj = PyString::new(py, sample);
-                let ptr = obj.as_ptr().cast::<u8>();
-                let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
-                let length = ptr
-                    .add(STR_LENGTH_AT)
-                    .cast::<ffi::Py_ssize_t>()
-                    .read_unaligned();
-                state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
-                    && usize::try_from(length).ok() == Some(sample.len())
-                    && std::slice::from_raw_parts(ptr.add(ascii_data), sample.len() + 1)
-                        == [sample.as_bytes(), &[0]].concat().as_slice()
-            })
-            && ["\u{e9}", "\u{100}", "\u{1f600}"].iter().all(|sample| {
-                let obj = PyString::new(py, sample);
-                let state = obj
-                    .as_ptr()
-                    .cast::<u8>()
-                    .add(STR_STATE_AT)
-                    .cast::<u32>()
-                    .read_unaligned();
-                state & STR_COMPACT_ASCII != STR_COMPACT_ASCII
-            });
-        let list_ok = PyList::new(py, [1, 2, 3]).is_ok_and(|list| {
-            let ptr = list.as_ptr();
-            let size = ptr
-                .cast::<u8>()
-                .add(VAR_SIZE_AT)
-                .cast::<ffi::Py_ssize_t>()
-                .read_unaligned();
-            let items = ptr
-                .cast::<u8>()
-                .add(LIST_ITEMS_AT)
-                .cast::<*const *mut ffi::PyObject>()
-                .read_unaligned();
-            size == 3
-                && !items.is_null()
-                && (0..3).all(|i| *items.add(i) == ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t))
-        });
-        Layout {
-            ascii_data: if ascii_ok { ascii_data } else { 0 },
-            list_items: list_ok,
-            dict_version: cfg!(target_pointer_width = "64")
-                && version.minor <= 13
-                && dict_versions_behave(py).unwrap_or(false),
+        #[cfg(not(windows))]
+        {
+            let mut size: ffi::Py_ssize_t = 0;
+            let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
+            if !data.is_null() {
+                return Ok(Text::Utf8 {
+                    data: data.cast(),
+                    len: usize::try_from(size).unwrap_or(0),
+                    owner: ptr::null_mut(),
+                });
+            }
         }
-    }
-}
-
-/// Reads the version tag of `dict` at its CPython 3.9-3.13 offset.
-///
-/// # Safety
-/// `dict` must be a live dict of one of those versions and the GIL held.
-unsafe fn read_version(dict: &Bound<'_, PyDict>) -> u64 {
-    dict.as_ptr()
-        .cast::<u8>()
-        .add(DICT_VERSION_AT)
-        .cast::<u64>()
-        .read_unaligned()
-}
-
-/// Whether the version tags read back as CPython promises (PEP 509): a new tag, never
-/// seen before and never 0, for every new dict and every change of a dict, and the same
-/// tag while a dict does not change (other dicts changing or not).
-///
-/// # Safety
-/// The GIL must be held; only on CPython 3.9-3.13 (the field is at the offset read).
-unsafe fn dict_versions_behave(py: Python<'_>) -> PyResult<bool> {
-    let (dict, other) = (PyDict::new(py), PyDict::new(py));
-    let mut seen = vec![read_version(&dict), read_version(&other)];
-    type Change<'c> = &'c dyn Fn(&Bound<'_, PyDict>) -> PyResult<()>;
-    let changes: [Change<'_>; 7] = [
-        &|d| d.set_item("k", 1),
-        &|d| d.set_item("k", 2),
-        &|d| d.set_item("j", "v"),
-        &|d| d.del_item("k"),
-        &|d| {
-            let more = PyDict::new(py);
-            more.set_item("u", 1)?;
-            d.update(more.as_mapping())
-        },
-        &|d| d.call_method1("pop", ("j",)).map(drop),
-        &|d| {
-            d.set_item("x", 0)?;
-            d.clear();
-            Ok(())
-        },
-    ];
-    for change in changes {
-        change(&dict)?;
-        let after = read_version(&dict);
-        if after == 0 || seen.contains(&after) || read_version(&other) != seen[1] {
-            return Ok(false);
+        #[cfg(windows)]
+        {
+            let bytes = ffi::PyUnicode_AsUTF8String(obj);
+            if !bytes.is_null() {
+                return Ok(Text::Utf8 {
+                    data: ffi::PyBytes_AsString(bytes).cast(),
+                    len: usize::try_from(ffi::PyBytes_Size(bytes)).unwrap_or(0),
+                    owner: bytes,
+                });
+            }
         }
-        seen.push(after);
-    }
-    Ok(seen[0] != 0 && seen[1] != 0 && seen[0] != seen[1])
-}
-
-/// The version tag of a dict (`PyDictObject.ma_version_tag`, CPython 3.9-3.13): each
-/// dict gets a new one, from a counter of the whole interpreter, when it is made and at
-/// every change of its keys or values. So a live dict still showing the tag read earlier
-/// has not changed since. 0 where the layout is not verified (nothing can be concluded).
-///
-/// # Safety
-/// `dict` must be a live dict (or dict subclass) and the GIL held.
-#[inline(always)]
-pub(crate) unsafe fn dict_version(dict: *mut ffi::PyObject) -> u64 {
-    match LAYOUT.get() {
-        Some(layout) if layout.dict_version => dict
-            .cast::<u8>()
-            .add(DICT_VERSION_AT)
-            .cast::<u64>()
-            .read_unaligned(),
-        _ => 0,
-    }
-}
-
-/// The characters of an exact, compact ASCII str, read in place.
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
-#[inline(always)]
-unsafe fn ascii_text<'a>(layout: &Layout, obj: *mut ffi::PyObject) -> Option<&'a str> {
-    if layout.ascii_data == 0 || ffi::Py_TYPE(obj) != addr_of_mut!(ffi::PyUnicode_Type) {
-        return None;
-    }
-    let ptr = obj.cast::<u8>();
-    let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
-    if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
-        return None;
-    }
-    let length = ptr
-        .add(STR_LENGTH_AT)
-        .cast::<ffi::Py_ssize_t>()
-        .read_unaligned();
-    let bytes =
-        std::slice::from_raw_parts(ptr.add(layout.ascii_data), usize::try_from(length).ok()?);
-    // ASCII is valid UTF-8.
-    Some(std::str::from_utf8_unchecked(bytes))
-}
-
-/// The items of an exact list, read in place (`None`: use `PyList_GetItem`).
-///
-/// # Safety
-/// `list` must be a live list and the GIL held; the slice is valid while the list is
-/// neither changed nor freed (no Python code may run meanwhile).
-#[inline(always)]
-pub(crate) unsafe fn list_slice<'a>(
-    py: Python<'_>,
-    list: *mut ffi::PyObject,
-) -> Option<&'a [*mut ffi::PyObject]> {
-    if !layout(py).list_items || ffi::Py_TYPE(list) != addr_of_mut!(ffi::PyList_Type) {
-        return None;
-    }
-    let ptr = list.cast::<u8>();
-    let size = ptr
-        .add(VAR_SIZE_AT)
-        .cast::<ffi::Py_ssize_t>()
-        .read_unaligned();
-    let items = ptr
-        .add(LIST_ITEMS_AT)
-        .cast::<*const *mut ffi::PyObject>()
-        .read_unaligned();
-    let len = usize::try_from(size).ok()?;
-    if len == 0 {
-        return Some(&[]);
-    }
-    if items.is_null() {
-        return None;
-    }
-    Some(std::slice::from_raw_parts(items, len))
-}
-
-/// The UTF-8 text of a `str` (or str subclass) object, borrowed from the object, when
-/// CPython can hand it out without a copy; `None` otherwise (a string holding lone
-/// surrogates, or a platform without the call), with no Python error left set.
-///
-/// # Safety
-/// `obj` must be a live `str` object and the GIL held; the text is valid while `obj` is
-/// alive (the caller picks `'a` accordingly).
-#[inline]
-pub(crate) unsafe fn borrowed_utf8<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
-    if let Some(layout) = LAYOUT.get() {
-        if let Some(text) = ascii_text(layout, obj) {
-            return Some(text);
+        let err = PyErr::fetch(py);
+        if !err.is_instance_of::<PyUnicodeEncodeError>(py) {
+            return Err(err);
         }
-    }
-    borrowed_utf8_api(obj)
-}
-
-/// [`borrowed_utf8`] through the C API.
-///
-/// # Safety
-/// As [`borrowed_utf8`].
-unsafe fn borrowed_utf8_api<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
-    #[cfg(not(windows))]
-    {
-        let mut size: ffi::Py_ssize_t = 0;
-        let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
-        if data.is_null() {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), usize::try_from(size).ok()?);
-        // CPython's UTF-8 form of a str is valid UTF-8.
-        Some(std::str::from_utf8_unchecked(bytes))
-    }
-    #[cfg(windows)]
-    {
-        let _ = obj;
-        None
+        Ok(Text::Units(code_units(py, obj)?))
     }
 }
 
@@ -429,28 +150,31 @@ unsafe fn borrowed_utf8_api<'a>(obj: *mut ffi::PyObject) -> Option<&'a str> {
 #[cold]
 #[inline(never)]
 unsafe fn code_units(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Vec<u16>> {
-    let len = ffi::PyUnicode_GetLength(obj);
-    if len < 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let buf = ffi::PyUnicode_AsUCS4Copy(obj);
-    if buf.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    let code_points = std::slice::from_raw_parts(buf, usize::try_from(len).unwrap_or(0));
-    let mut units = Vec::with_capacity(code_points.len());
-    for &cp in code_points {
-        match u16::try_from(cp) {
-            Ok(unit) => units.push(unit),
-            Err(_) => {
-                let c = cp.wrapping_sub(0x10000);
-                units.push(0xD800 | ((c >> 10) & 0x3FF) as u16);
-                units.push(0xDC00 | (c & 0x3FF) as u16);
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let len = ffi::PyUnicode_GetLength(obj);
+        if len < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        let buf = ffi::PyUnicode_AsUCS4Copy(obj);
+        if buf.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let code_points = std::slice::from_raw_parts(buf, usize::try_from(len).unwrap_or(0));
+        let mut units = Vec::with_capacity(code_points.len());
+        for &cp in code_points {
+            match u16::try_from(cp) {
+                Ok(unit) => units.push(unit),
+                Err(_) => {
+                    let c = cp.wrapping_sub(0x10000);
+                    units.push(0xD800 | ((c >> 10) & 0x3FF) as u16);
+                    units.push(0xDC00 | (c & 0x3FF) as u16);
+                }
             }
         }
+        ffi::PyMem_Free(buf.cast());
+        Ok(units)
     }
-    ffi::PyMem_Free(buf.cast());
-    Ok(units)
 }
 
 /// What a Python object is, as far as JSON goes.
@@ -471,39 +195,42 @@ enum Kind {
 /// `obj` must be a live object and the GIL held.
 #[inline(always)]
 unsafe fn kind(obj: *mut ffi::PyObject) -> Kind {
-    let ty = ffi::Py_TYPE(obj);
-    if ty == addr_of_mut!(ffi::PyUnicode_Type) {
-        Kind::Str
-    } else if ty == addr_of_mut!(ffi::PyDict_Type) {
-        Kind::Dict
-    } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        Kind::List
-    } else if ty == addr_of_mut!(ffi::PyLong_Type) {
-        Kind::Int
-    } else if obj == ffi::Py_None() {
-        Kind::Null
-    } else if obj == ffi::Py_True() {
-        Kind::True
-    } else if obj == ffi::Py_False() {
-        Kind::False
-    } else if ty == addr_of_mut!(ffi::PyFloat_Type) {
-        Kind::Float
-    } else if ty == addr_of_mut!(ffi::PyTuple_Type) {
-        Kind::Tuple
-    } else if ffi::PyUnicode_Check(obj) != 0 {
-        Kind::Str
-    } else if ffi::PyDict_Check(obj) != 0 {
-        Kind::Dict
-    } else if ffi::PyList_Check(obj) != 0 {
-        Kind::List
-    } else if ffi::PyTuple_Check(obj) != 0 {
-        Kind::Tuple
-    } else if ffi::PyLong_Check(obj) != 0 {
-        Kind::Int
-    } else if ffi::PyFloat_Check(obj) != 0 {
-        Kind::Float
-    } else {
-        Kind::Other
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        if ty == addr_of_mut!(ffi::PyUnicode_Type) {
+            Kind::Str
+        } else if ty == addr_of_mut!(ffi::PyDict_Type) {
+            Kind::Dict
+        } else if ty == addr_of_mut!(ffi::PyList_Type) {
+            Kind::List
+        } else if ty == addr_of_mut!(ffi::PyLong_Type) {
+            Kind::Int
+        } else if obj == ffi::Py_None() {
+            Kind::Null
+        } else if obj == ffi::Py_True() {
+            Kind::True
+        } else if obj == ffi::Py_False() {
+            Kind::False
+        } else if ty == addr_of_mut!(ffi::PyFloat_Type) {
+            Kind::Float
+        } else if ty == addr_of_mut!(ffi::PyTuple_Type) {
+            Kind::Tuple
+        } else if ffi::PyUnicode_Check(obj) != 0 {
+            Kind::Str
+        } else if ffi::PyDict_Check(obj) != 0 {
+            Kind::Dict
+        } else if ffi::PyList_Check(obj) != 0 {
+            Kind::List
+        } else if ffi::PyTuple_Check(obj) != 0 {
+            Kind::Tuple
+        } else if ffi::PyLong_Check(obj) != 0 {
+            Kind::Int
+        } else if ffi::PyFloat_Check(obj) != 0 {
+            Kind::Float
+        } else {
+            Kind::Other
+        }
     }
 }
 
@@ -527,48 +254,80 @@ impl Number {
 /// # Safety
 /// `obj` must be a live `int` object and the GIL held.
 unsafe fn int_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number> {
-    let mut overflow: std::os::raw::c_int = 0;
-    let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
-    if overflow == 0 {
-        if value == -1 && !ffi::PyErr_Occurred().is_null() {
-            return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut overflow: std::os::raw::c_int = 0;
+        let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+        if overflow == 0 {
+            if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            if value.unsigned_abs() <= EXACT_INT_LIMIT {
+                return Ok(Number::Exact(value));
+            }
+            // Round to the nearest double, ties to even, as float(i) and JS do.
+            return Ok(Number::Double(value as f64));
         }
-        if value.unsigned_abs() <= EXACT_INT_LIMIT {
-            return Ok(Number::Exact(value));
+        let x = ffi::PyLong_AsDouble(obj);
+        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
+            let err = PyErr::fetch(py);
+            if err.is_instance_of::<PyOverflowError>(py) {
+                // Beyond the double range: JS reads such a literal as +-Infinity.
+                return Ok(Number::Double(f64::INFINITY * f64::from(overflow.signum())));
+            }
+            return Err(err);
         }
-        // Round to the nearest double, ties to even, as float(i) and JS do.
-        return Ok(Number::Double(value as f64));
+        Ok(Number::Double(x))
     }
-    let x = ffi::PyLong_AsDouble(obj);
-    if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-        let err = PyErr::fetch(py);
-        if err.is_instance_of::<PyOverflowError>(py) {
-            // Beyond the double range: JS reads such a literal as +-Infinity.
-            return Ok(Number::Double(f64::INFINITY * f64::from(overflow.signum())));
-        }
-        return Err(err);
-    }
-    Ok(Number::Double(x))
 }
 
 /// # Safety
 /// `obj` must be a live `float` object and the GIL held.
 unsafe fn float_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number> {
-    let x = ffi::PyFloat_AsDouble(obj);
-    if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-        return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let x = ffi::PyFloat_AsDouble(obj);
+        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Number::Double(x))
     }
-    Ok(Number::Double(x))
+}
+
+/// A `TypeError` naming the type of an object, its message made only when the error is
+/// raised: a type's `__name__` can run Python code (a metaclass property), and the error
+/// is made while borrowed views of the messages are alive.
+struct TypeNamed {
+    ty: Py<PyType>,
+    message: fn(&str) -> String,
+}
+
+impl pyo3::PyErrArguments for TypeNamed {
+    fn arguments(self, py: Python<'_>) -> PyObject {
+        let name = self
+            .ty
+            .bind(py)
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        pyo3::IntoPyObjectExt::into_py_any((self.message)(&name), py).unwrap_or_else(|_| py.None())
+    }
 }
 
 /// # Safety
 /// `obj` must be a live object and the GIL held.
 #[cold]
 #[inline(never)]
-unsafe fn type_name(py: Python<'_>, obj: *mut ffi::PyObject) -> String {
-    let bound = Bound::from_borrowed_ptr(py, obj);
-    let ty = bound.get_type();
-    ty.name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
+unsafe fn type_error(
+    py: Python<'_>,
+    obj: *mut ffi::PyObject,
+    message: fn(&str) -> String,
+) -> PyErr {
+    // SAFETY: `obj` is live (the caller's contract); taking a reference to its type runs
+    // nothing.
+    let ty = unsafe { Bound::from_borrowed_ptr(py, obj) }
+        .get_type()
+        .unbind();
+    PyTypeError::new_err(TypeNamed { ty, message })
 }
 
 /// # Safety
@@ -576,22 +335,26 @@ unsafe fn type_name(py: Python<'_>, obj: *mut ffi::PyObject) -> String {
 #[cold]
 #[inline(never)]
 unsafe fn unsupported(py: Python<'_>, obj: *mut ffi::PyObject) -> PyErr {
-    PyTypeError::new_err(format!(
-        "Object of type {} is not JSON serializable",
-        type_name(py, obj)
-    ))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        type_error(py, obj, |name| {
+            format!("Object of type {name} is not JSON serializable")
+        })
+    }
 }
 
 /// # Safety
 /// `key` must be a live object and the GIL held.
 unsafe fn read_key(py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<Text> {
-    if ffi::PyUnicode_Check(key) != 0 {
-        read_text(py, key)
-    } else {
-        Err(PyTypeError::new_err(format!(
-            "dict keys must be str, not {}",
-            type_name(py, key)
-        )))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if ffi::PyUnicode_Check(key) != 0 {
+            read_text(py, key)
+        } else {
+            Err(type_error(py, key, |name| {
+                format!("dict keys must be str, not {name}")
+            }))
+        }
     }
 }
 
@@ -622,10 +385,13 @@ unsafe fn seq_item(
     is_list: bool,
     i: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
-    if is_list {
-        ffi::PyList_GetItem(seq, i)
-    } else {
-        ffi::PyTuple_GetItem(seq, i)
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_list {
+            ffi::PyList_GetItem(seq, i)
+        } else {
+            ffi::PyTuple_GetItem(seq, i)
+        }
     }
 }
 
@@ -633,10 +399,13 @@ unsafe fn seq_item(
 /// `seq` must be a live list (when `is_list`) or tuple and the GIL held.
 #[inline]
 unsafe fn seq_len(seq: *mut ffi::PyObject, is_list: bool) -> ffi::Py_ssize_t {
-    if is_list {
-        ffi::PyList_Size(seq)
-    } else {
-        ffi::PyTuple_Size(seq)
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_list {
+            ffi::PyList_Size(seq)
+        } else {
+            ffi::PyTuple_Size(seq)
+        }
     }
 }
 
@@ -673,17 +442,20 @@ enum Open {
 #[cold]
 #[inline(never)]
 unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open> {
-    let mut members: Vec<(Text, *mut ffi::PyObject)> = Vec::new();
-    let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
-    while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-        members.push((read_key(py, key)?, value));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut members: Vec<(Text, *mut ffi::PyObject)> = Vec::new();
+        let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            members.push((read_key(py, key)?, value));
+        }
+        let indices: Vec<Option<u32>> = members.iter().map(|(k, _)| k.array_index()).collect();
+        Ok(Open::Sorted {
+            order: js_key_order(&indices).into_iter(),
+            members,
+            first: true,
+        })
     }
-    let indices: Vec<Option<u32>> = members.iter().map(|(k, _)| k.array_index()).collect();
-    Ok(Open::Sorted {
-        order: js_key_order(&indices).into_iter(),
-        members,
-        first: true,
-    })
 }
 
 /// Writes the `JSON.stringify` text of a Python value.
@@ -694,122 +466,125 @@ unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open
 /// # Safety
 /// `root` must be a live object and the GIL held.
 unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -> PyResult<()> {
-    let mut stack: Vec<Open> = Vec::new();
-    let mut pending = Some(root);
-    loop {
-        if let Some(obj) = pending.take() {
-            match kind(obj) {
-                Kind::Str => read_text(py, obj)?.write_value(w),
-                Kind::Dict => {
-                    check_depth(stack.len())?;
-                    let mark = w.mark();
-                    w.begin_object();
-                    stack.push(Open::Dict {
-                        dict: obj,
-                        pos: 0,
-                        first: true,
-                        last_index: None,
-                        seen_other: false,
-                        mark,
-                    });
-                }
-                kind @ (Kind::List | Kind::Tuple) => {
-                    check_depth(stack.len())?;
-                    let is_list = matches!(kind, Kind::List);
-                    w.begin_array();
-                    stack.push(Open::Seq {
-                        seq: obj,
-                        is_list,
-                        len: seq_len(obj, is_list),
-                        next: 0,
-                    });
-                }
-                Kind::Int => int_number(py, obj)?.write(w),
-                Kind::Float => float_number(py, obj)?.write(w),
-                Kind::Null => w.null(),
-                Kind::True => w.bool(true),
-                Kind::False => w.bool(false),
-                Kind::Other => return Err(unsupported(py, obj)),
-            }
-        }
-        // The next value comes from the innermost open container (or closes it).
-        let Some(top) = stack.last_mut() else {
-            return Ok(());
-        };
-        match top {
-            Open::Seq {
-                seq,
-                is_list,
-                len,
-                next,
-            } => {
-                if *next < *len {
-                    let item = seq_item(*seq, *is_list, *next);
-                    if item.is_null() {
-                        return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut stack: Vec<Open> = Vec::new();
+        let mut pending = Some(root);
+        loop {
+            if let Some(obj) = pending.take() {
+                match kind(obj) {
+                    Kind::Str => read_text(py, obj)?.write_value(w),
+                    Kind::Dict => {
+                        check_depth(stack.len())?;
+                        let mark = w.mark();
+                        w.begin_object();
+                        stack.push(Open::Dict {
+                            dict: obj,
+                            pos: 0,
+                            first: true,
+                            last_index: None,
+                            seen_other: false,
+                            mark,
+                        });
                     }
-                    w.element(*next == 0);
-                    *next += 1;
-                    pending = Some(item);
-                } else {
-                    w.end_array(*len <= 0);
-                    stack.pop();
+                    kind @ (Kind::List | Kind::Tuple) => {
+                        check_depth(stack.len())?;
+                        let is_list = matches!(kind, Kind::List);
+                        w.begin_array();
+                        stack.push(Open::Seq {
+                            seq: obj,
+                            is_list,
+                            len: seq_len(obj, is_list),
+                            next: 0,
+                        });
+                    }
+                    Kind::Int => int_number(py, obj)?.write(w),
+                    Kind::Float => float_number(py, obj)?.write(w),
+                    Kind::Null => w.null(),
+                    Kind::True => w.bool(true),
+                    Kind::False => w.bool(false),
+                    Kind::Other => return Err(unsupported(py, obj)),
                 }
             }
-            Open::Dict {
-                dict,
-                pos,
-                first,
-                last_index,
-                seen_other,
-                mark,
-            } => {
-                let (mut key, mut value) = (ptr::null_mut(), ptr::null_mut());
-                if ffi::PyDict_Next(*dict, pos, &mut key, &mut value) == 0 {
-                    w.end_object(*first);
-                    stack.pop();
-                    continue;
+            // The next value comes from the innermost open container (or closes it).
+            let Some(top) = stack.last_mut() else {
+                return Ok(());
+            };
+            match top {
+                Open::Seq {
+                    seq,
+                    is_list,
+                    len,
+                    next,
+                } => {
+                    if *next < *len {
+                        let item = seq_item(*seq, *is_list, *next);
+                        if item.is_null() {
+                            return Err(PyErr::fetch(py));
+                        }
+                        w.element(*next == 0);
+                        *next += 1;
+                        pending = Some(item);
+                    } else {
+                        w.end_array(*len <= 0);
+                        stack.pop();
+                    }
                 }
-                let text = read_key(py, key)?;
-                let in_order = match text.array_index() {
-                    Some(i) if *seen_other || last_index.is_some_and(|l| i <= l) => false,
-                    Some(i) => {
-                        *last_index = Some(i);
-                        true
+                Open::Dict {
+                    dict,
+                    pos,
+                    first,
+                    last_index,
+                    seen_other,
+                    mark,
+                } => {
+                    let (mut key, mut value) = (ptr::null_mut(), ptr::null_mut());
+                    if ffi::PyDict_Next(*dict, pos, &mut key, &mut value) == 0 {
+                        w.end_object(*first);
+                        stack.pop();
+                        continue;
+                    }
+                    let text = read_key(py, key)?;
+                    let in_order = match text.array_index() {
+                        Some(i) if *seen_other || last_index.is_some_and(|l| i <= l) => false,
+                        Some(i) => {
+                            *last_index = Some(i);
+                            true
+                        }
+                        None => {
+                            *seen_other = true;
+                            true
+                        }
+                    };
+                    if in_order {
+                        w.element(*first);
+                        *first = false;
+                        text.write_key(w);
+                        pending = Some(value);
+                    } else {
+                        // An array-index key after another key: start over, reordered.
+                        w.reset(*mark);
+                        w.begin_object();
+                        *top = sorted_dict(py, *dict)?;
+                    }
+                }
+                Open::Sorted {
+                    members,
+                    order,
+                    first,
+                } => match order.next().and_then(|i| members.get(i)) {
+                    Some((text, value)) => {
+                        w.element(*first);
+                        *first = false;
+                        text.write_key(w);
+                        pending = Some(*value);
                     }
                     None => {
-                        *seen_other = true;
-                        true
+                        w.end_object(members.is_empty());
+                        stack.pop();
                     }
-                };
-                if in_order {
-                    w.element(*first);
-                    *first = false;
-                    text.write_key(w);
-                    pending = Some(value);
-                } else {
-                    // An array-index key after another key: start over, reordered.
-                    w.reset(*mark);
-                    w.begin_object();
-                    *top = sorted_dict(py, *dict)?;
-                }
+                },
             }
-            Open::Sorted {
-                members,
-                order,
-                first,
-            } => match order.next().and_then(|i| members.get(i)) {
-                Some((text, value)) => {
-                    w.element(*first);
-                    *first = false;
-                    text.write_key(w);
-                    pending = Some(*value);
-                }
-                None => {
-                    w.end_object(members.is_empty());
-                    stack.pop();
-                }
-            },
         }
     }
 }
@@ -840,44 +615,6 @@ const AHEAD_HEADER: usize = 12;
 /// header has arrived by then).
 const AHEAD_BODY: usize = 6;
 
-/// Hints the CPU to load the cache line at `addr`.
-#[inline(always)]
-pub(crate) fn prefetch<T>(addr: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
-}
-
-/// Hints the CPU to load what the walk reads next from an object whose header is
-/// (about to be) cached: the hash table of a dict, the item array of a list, the second
-/// line of a str.
-///
-/// The pointers of dicts and lists are read at their offsets in CPython 3.9-3.14
-/// (`PyDictObject.ma_keys`, `PyListObject.ob_item`). The layouts are not part of the
-/// limited API, so the pointers serve as hints only: each read stays inside the object
-/// (larger than the offset read), and prefetching a wrong address is harmless.
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held.
-#[inline(always)]
-pub(crate) unsafe fn prefetch_body(obj: *mut ffi::PyObject) {
-    let ty = ffi::Py_TYPE(obj);
-    if ty == addr_of_mut!(ffi::PyUnicode_Type) {
-        prefetch(obj.cast::<u8>().wrapping_add(64));
-    } else if ty == addr_of_mut!(ffi::PyDict_Type) {
-        let table = obj.cast::<*const u8>().add(4).read();
-        prefetch(table);
-        prefetch(table.wrapping_add(64));
-        prefetch(table.wrapping_add(128));
-    } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        prefetch(obj.cast::<*const u8>().add(3).read());
-    }
-}
-
 /// `JSON.stringify(value).length` of Python values, without building the text (member
 /// order does not change the length).
 ///
@@ -898,8 +635,7 @@ pub(crate) struct Measurer {
 }
 
 impl Measurer {
-    pub(crate) fn new(py: Python<'_>) -> Self {
-        layout(py);
+    pub(crate) fn new(_py: Python<'_>) -> Self {
         Measurer {
             steps: Vec::new(),
             keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
@@ -917,18 +653,21 @@ impl Measurer {
     /// `key` must be a live object and the GIL held.
     #[inline]
     unsafe fn key_len(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
-        let address = key as usize;
-        let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
-        if let Some(&(cached, len)) = self.keys.get(slot) {
-            if cached == address {
-                return Ok(len);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let address = key as usize;
+            let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
+            if let Some(&(cached, len)) = self.keys.get(slot) {
+                if cached == address {
+                    return Ok(len);
+                }
             }
+            let len = read_key(py, key)?.escaped_len() + 1;
+            if let Some(entry) = self.keys.get_mut(slot) {
+                *entry = (address, len);
+            }
+            Ok(len)
         }
-        let len = read_key(py, key)?.escaped_len() + 1;
-        if let Some(entry) = self.keys.get_mut(slot) {
-            *entry = (address, len);
-        }
-        Ok(len)
     }
 
     /// Printed length of a number (shortest round-trip digits are costly: cached).
@@ -959,9 +698,12 @@ impl Measurer {
     /// `obj` must be a live str and the GIL held.
     #[inline]
     unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
-        match borrowed_utf8(obj) {
-            Some(text) => Ok(escape::str_len(text)),
-            None => Ok(read_text(py, obj)?.escaped_len()),
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            match str_utf8(obj) {
+                Some(text) => Ok(escape::str_len(text)),
+                None => Ok(read_text(py, obj)?.escaped_len()),
+            }
         }
     }
 
@@ -981,41 +723,44 @@ impl Measurer {
         dict: *mut ffi::PyObject,
         depth: u32,
     ) -> PyResult<usize> {
-        let base = self.steps.len();
-        let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
-        let mut count = 0usize;
-        let mut keys_len = 0usize;
-        let mut plain = true;
-        let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
-        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-            if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
-                plain = false;
-                break;
-            }
-            keys_len += self.key_len(py, key)?;
-            if let Some(trail) = self.trail.as_mut() {
-                trail.key(key);
-            }
-            self.steps.push(Step::Value(value, depth + 1));
-            count += 1;
-        }
-        if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
-            trail.close_dict(at, count, plain);
-        }
-        if !plain {
-            self.steps.truncate(base);
-            (pos, count, keys_len) = (0, 0, 0);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let base = self.steps.len();
+            let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+            let mut count = 0usize;
+            let mut keys_len = 0usize;
+            let mut plain = true;
+            let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
             while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-                self.steps.push(Step::Key(key));
+                if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
+                    plain = false;
+                    break;
+                }
+                keys_len += self.key_len(py, key)?;
+                if let Some(trail) = self.trail.as_mut() {
+                    trail.key(key);
+                }
                 self.steps.push(Step::Value(value, depth + 1));
                 count += 1;
             }
+            if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
+                trail.close_dict(at, count, plain);
+            }
+            if !plain {
+                self.steps.truncate(base);
+                (pos, count, keys_len) = (0, 0, 0);
+                while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+                    self.steps.push(Step::Key(key));
+                    self.steps.push(Step::Value(value, depth + 1));
+                    count += 1;
+                }
+            }
+            if let Some(members) = self.steps.get_mut(base..) {
+                // [k1, v1, k2, v2] -> [v2, k2, v1, k1]: popped as k1, v1, k2, v2.
+                members.reverse();
+            }
+            Ok(2 + count.saturating_sub(1) + keys_len)
         }
-        if let Some(members) = self.steps.get_mut(base..) {
-            // [k1, v1, k2, v2] -> [v2, k2, v1, k1]: popped as k1, v1, k2, v2.
-            members.reverse();
-        }
-        Ok(2 + count.saturating_sub(1) + keys_len)
     }
 
     /// `JSON.stringify(value).length` in UTF-16 code units.
@@ -1027,11 +772,14 @@ impl Measurer {
         py: Python<'_>,
         root: *mut ffi::PyObject,
     ) -> PyResult<usize> {
-        self.steps.clear();
-        self.steps.push(Step::Value(root, 0));
-        let mut total = 0usize;
-        self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
-        Ok(total)
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.steps.clear();
+            self.steps.push(Step::Value(root, 0));
+            let mut total = 0usize;
+            self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
+            Ok(total)
+        }
     }
 
     /// [`Measurer::len`], and the trail of `root` for a [`crate::size_memo::SizeMemo`]
@@ -1044,20 +792,23 @@ impl Measurer {
         py: Python<'_>,
         root: *mut ffi::PyObject,
     ) -> PyResult<(usize, Option<Recorded>)> {
-        self.trail = Some(self.spare.take().unwrap_or_default());
-        let len = self.len(py, root);
-        let Some(mut trail) = self.trail.take() else {
-            return len.map(|len| (len, None));
-        };
-        let result = match len {
-            Ok(len) => Ok((len, trail.finish())),
-            Err(err) => {
-                trail.discard();
-                Err(err)
-            }
-        };
-        self.spare = Some(trail);
-        result
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.trail = Some(self.spare.take().unwrap_or_default());
+            let len = self.len(py, root);
+            let Some(mut trail) = self.trail.take() else {
+                return len.map(|len| (len, None));
+            };
+            let result = match len {
+                Ok(len) => Ok((len, trail.finish())),
+                Err(err) => {
+                    trail.discard();
+                    Err(err)
+                }
+            };
+            self.spare = Some(trail);
+            result
+        }
     }
 
     /// [`Measurer::len_each_then`], and the trail of every item (`None` where the memo
@@ -1071,26 +822,29 @@ impl Measurer {
         list: *mut ffi::PyObject,
         then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
     ) -> PyResult<(Vec<usize>, Vec<Option<Recorded>>)> {
-        self.trail = Some(Trail::default());
-        self.trails.clear();
-        let lens = self.len_each_then(py, list, then);
-        let trail = self.trail.take();
-        let trails = std::mem::take(&mut self.trails);
-        match lens {
-            Ok(lens) => {
-                if let Some(mut trail) = trail {
-                    trail.discard(); // empty: the last element ended it
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.trail = Some(Trail::default());
+            self.trails.clear();
+            let lens = self.len_each_then(py, list, then);
+            let trail = self.trail.take();
+            let trails = std::mem::take(&mut self.trails);
+            match lens {
+                Ok(lens) => {
+                    if let Some(mut trail) = trail {
+                        trail.discard(); // empty: the last element ended it
+                    }
+                    Ok((lens, trails))
                 }
-                Ok((lens, trails))
-            }
-            Err(err) => {
-                for finished in trails.into_iter().flatten() {
-                    release(&finished);
+                Err(err) => {
+                    for finished in trails.into_iter().flatten() {
+                        release(&finished);
+                    }
+                    if let Some(mut trail) = trail {
+                        trail.discard();
+                    }
+                    Err(err)
                 }
-                if let Some(mut trail) = trail {
-                    trail.discard();
-                }
-                Err(err)
             }
         }
     }
@@ -1107,31 +861,34 @@ impl Measurer {
         list: *mut ffi::PyObject,
         mut then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
     ) -> PyResult<Vec<usize>> {
-        let len = ffi::PyList_Size(list);
-        if len < 0 {
-            return Err(PyErr::fetch(py));
-        }
-        let count = usize::try_from(len).unwrap_or(0);
-        self.steps.clear();
-        self.steps.reserve(2 * count);
-        for i in (0..len).rev() {
-            let item = ffi::PyList_GetItem(list, i);
-            if item.is_null() {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let len = ffi::PyList_Size(list);
+            if len < 0 {
                 return Err(PyErr::fetch(py));
             }
-            self.steps.push(Step::End(usize::try_from(i).unwrap_or(0)));
-            self.steps.push(Step::Value(item, 0));
-        }
-        let mut lens = vec![0usize; count];
-        let mut total = 0usize;
-        self.walk(py, &mut total, &mut lens, &mut |i| {
-            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-            if item.is_null() {
-                return Err(PyErr::fetch(py));
+            let count = usize::try_from(len).unwrap_or(0);
+            self.steps.clear();
+            self.steps.reserve(2 * count);
+            for i in (0..len).rev() {
+                let item = ffi::PyList_GetItem(list, i);
+                if item.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                self.steps.push(Step::End(usize::try_from(i).unwrap_or(0)));
+                self.steps.push(Step::Value(item, 0));
             }
-            then(i, item)
-        })?;
-        Ok(lens)
+            let mut lens = vec![0usize; count];
+            let mut total = 0usize;
+            self.walk(py, &mut total, &mut lens, &mut |i| {
+                let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+                if item.is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                then(i, item)
+            })?;
+            Ok(lens)
+        }
     }
 
     /// Runs the steps, adding to `total`; at `End(i)`, `lens[i]` gets the length of
@@ -1143,93 +900,99 @@ impl Measurer {
         lens: &mut [usize],
         ended: &mut dyn FnMut(usize) -> PyResult<()>,
     ) -> PyResult<()> {
-        let mut element_start = *total;
-        while let Some(step) = self.steps.pop() {
-            let pending = self.steps.len();
-            if let Some(Step::Value(ahead, _)) = pending
-                .checked_sub(AHEAD_HEADER)
-                .and_then(|i| self.steps.get(i))
-            {
-                prefetch(*ahead);
-            }
-            if let Some(Step::Value(ahead, _)) = pending
-                .checked_sub(AHEAD_BODY)
-                .and_then(|i| self.steps.get(i))
-            {
-                prefetch_body(*ahead);
-            }
-            let (obj, depth) = match step {
-                Step::Value(obj, depth) => (obj, depth),
-                Step::Key(key) => {
-                    *total += self.key_len(py, key)?;
-                    continue;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let mut element_start = *total;
+            while let Some(step) = self.steps.pop() {
+                let pending = self.steps.len();
+                if let Some(Step::Value(ahead, _)) = pending
+                    .checked_sub(AHEAD_HEADER)
+                    .and_then(|i| self.steps.get(i))
+                {
+                    prefetch(*ahead);
                 }
-                Step::End(i) => {
-                    if let Some(len) = lens.get_mut(i) {
-                        *len = *total - element_start;
-                    }
-                    if let Some(trail) = self.trail.as_mut() {
-                        self.trails.push(trail.finish());
-                    }
-                    element_start = *total;
-                    ended(i)?;
-                    continue;
+                if let Some(Step::Value(ahead, _)) = pending
+                    .checked_sub(AHEAD_BODY)
+                    .and_then(|i| self.steps.get(i))
+                {
+                    prefetch_body(*ahead);
                 }
-            };
-            let kind = kind(obj);
-            if let Some(trail) = self.trail.as_mut() {
-                if !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
-                    trail.leaf(obj);
-                }
-            }
-            *total += match kind {
-                Kind::Str => self.str_len(py, obj)?,
-                Kind::Dict => {
-                    check_depth(depth as usize)?;
-                    self.open_dict(py, obj, depth)?
-                }
-                kind @ (Kind::List | Kind::Tuple) => {
-                    check_depth(depth as usize)?;
-                    let is_list = matches!(kind, Kind::List);
-                    let items = list_slice(py, obj).filter(|_| is_list);
-                    if let Some(trail) = self.trail.as_mut() {
-                        trail.list(obj, items.map(<[_]>::len), depth);
-                    }
-                    if let Some(items) = items {
-                        for &item in items.iter().rev() {
-                            self.steps.push(Step::Value(item, depth + 1));
-                        }
-                        *total += 2 + items.len().saturating_sub(1);
+                let (obj, depth) = match step {
+                    Step::Value(obj, depth) => (obj, depth),
+                    Step::Key(key) => {
+                        *total += self.key_len(py, key)?;
                         continue;
                     }
-                    let len = seq_len(obj, is_list);
-                    if len < 0 {
-                        return Err(PyErr::fetch(py));
+                    Step::End(i) => {
+                        if let Some(len) = lens.get_mut(i) {
+                            *len = *total - element_start;
+                        }
+                        if let Some(trail) = self.trail.as_mut() {
+                            self.trails.push(trail.finish());
+                        }
+                        element_start = *total;
+                        ended(i)?;
+                        continue;
                     }
-                    for i in (0..len).rev() {
-                        let item = seq_item(obj, is_list, i);
-                        if item.is_null() {
+                };
+                let kind = kind(obj);
+                if let Some(trail) = self.trail.as_mut() {
+                    if !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
+                        trail.leaf(obj);
+                    }
+                }
+                *total += match kind {
+                    Kind::Str => self.str_len(py, obj)?,
+                    Kind::Dict => {
+                        check_depth(depth as usize)?;
+                        self.open_dict(py, obj, depth)?
+                    }
+                    kind @ (Kind::List | Kind::Tuple) => {
+                        check_depth(depth as usize)?;
+                        let is_list = matches!(kind, Kind::List);
+                        let items = list_items(obj).filter(|_| is_list);
+                        if let Some(items) = items {
+                            if let Some(trail) = self.trail.as_mut() {
+                                trail.list(obj, items.len(), depth);
+                            }
+                            for &item in items.iter().rev() {
+                                self.steps.push(Step::Value(item, depth + 1));
+                            }
+                            *total += 2 + items.len().saturating_sub(1);
+                            continue;
+                        }
+                        let len = seq_len(obj, is_list);
+                        if len < 0 {
                             return Err(PyErr::fetch(py));
                         }
-                        self.steps.push(Step::Value(item, depth + 1));
+                        if let Some(trail) = self.trail.as_mut() {
+                            trail.list(obj, usize::try_from(len).unwrap_or(0), depth);
+                        }
+                        for i in (0..len).rev() {
+                            let item = seq_item(obj, is_list, i);
+                            if item.is_null() {
+                                return Err(PyErr::fetch(py));
+                            }
+                            self.steps.push(Step::Value(item, depth + 1));
+                        }
+                        let count = usize::try_from(len).unwrap_or(0);
+                        2 + count.saturating_sub(1)
                     }
-                    let count = usize::try_from(len).unwrap_or(0);
-                    2 + count.saturating_sub(1)
-                }
-                Kind::Int => {
-                    let number = int_number(py, obj)?;
-                    self.number_len(&number)
-                }
-                Kind::Float => {
-                    let number = float_number(py, obj)?;
-                    self.number_len(&number)
-                }
-                Kind::Null | Kind::True => 4,
-                Kind::False => 5,
-                Kind::Other => return Err(unsupported(py, obj)),
-            };
+                    Kind::Int => {
+                        let number = int_number(py, obj)?;
+                        self.number_len(&number)
+                    }
+                    Kind::Float => {
+                        let number = float_number(py, obj)?;
+                        self.number_len(&number)
+                    }
+                    Kind::Null | Kind::True => 4,
+                    Kind::False => 5,
+                    Kind::Other => return Err(unsupported(py, obj)),
+                };
+            }
+            Ok(())
         }
-        Ok(())
     }
 }
 
@@ -1408,15 +1171,10 @@ fn reformat_json<'py>(
 }
 
 /// Which object layouts this interpreter lets the module read directly (diagnostics and
-/// tests): `ascii_text`, `list_items`, `dict_versions`.
+/// tests): `ascii_text`, `list_items`, `prefetch` (see `cpython.rs`).
 #[pyfunction]
 fn layout_features(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let layout = layout(py);
-    let features = PyDict::new(py);
-    features.set_item("ascii_text", layout.ascii_data != 0)?;
-    features.set_item("list_items", layout.list_items)?;
-    features.set_item("dict_versions", layout.dict_version)?;
-    Ok(features)
+    crate::cpython::features(py)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,18 +1,23 @@
 //! Thin PyO3 bindings: convert Python values to core views and back. No logic lives here.
 
+#![warn(unsafe_op_in_unsafe_fn)]
+
 use pyo3::prelude::*;
 
 mod chains;
+mod cpython;
 mod index;
 mod json;
 mod keys;
 mod pyvalue;
-mod read_memo;
 mod render;
 mod size_memo;
 
-#[pymodule]
+// The module relies on the GIL (borrowed views, the size memo): it declares so, and a
+// free-threaded interpreter keeps the GIL on while it is imported.
+#[pymodule(gil_used = true)]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    cpython::init(m.py());
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     json::register(m)?;
     keys::register(m)?;

@@ -5,22 +5,21 @@
 //! the ids of tool calls and results, and - only when the state or the config can use
 //! them - timestamps, error flags, chain markers and summary refs (recovery tool names
 //! and text-extraction failures are read on demand, through `Lazy`). The strings of the
-//! views are borrowed from the message objects (nothing is copied), the reads go
-//! through the C API with borrowed references, and dict keys are looked up by the very
-//! key objects the messages use. `pi_condense_core::render` then decides; when it
-//! changes nothing the input list itself comes back with sizes 0.
+//! views are borrowed from the message objects (nothing is copied), and the reads go
+//! through the C API with borrowed references; the members of a dict are found by walking
+//! it (`Keys::fields_of`). `pi_condense_core::render` then decides; when it changes nothing the
+//! input list itself comes back with sizes 0.
 //!
 //! Sizes: each input message is measured once (its length is reused for the output)
 //! and each new message once; a copied assistant that only lost blocks is the original's
 //! length minus theirs. With a `SizeMemo` (`size_memo`), a message the previous render
 //! measured and that is still made of the very same objects is neither measured nor read
 //! again: its length and view are reused. When the state cannot stub or compress anything,
-//! the views are read on their own in a prefetching pipeline (or taken from the memo's
-//! views by position, `read_memo`, where their dicts' version tags vouch for them) and a
-//! render that changes nothing never measures. When it can (a change is then likely), every
-//! message is measured and read in one pass, right after its objects were walked; if the
-//! render then changes nothing after all, the sizes are dropped (still 0), and a value that
-//! cannot be measured raises only when the render changes something.
+//! the views are read on their own in a prefetching pipeline and a render that changes
+//! nothing never measures. When it can (a change is then likely), every message is measured
+//! and read in one pass, right after its objects were walked; if the render then changes
+//! nothing after all, the sizes are dropped (still 0), and a value that cannot be measured
+//! raises only when the render changes something.
 //!
 //! Untouched messages are the caller's own objects; stubs, copied assistants and
 //! synthetic chain messages are fresh dicts in the reference's key order. Values copied
@@ -28,11 +27,14 @@
 //! relocated protected output) keep their exact code units: they are joined in Rust
 //! when every piece is valid UTF-8, and by Python otherwise (lone surrogates).
 //!
-//! While the views borrow from the messages no Python code may run, except a reference
-//! mode protection predicate: with one, the views copy their strings instead.
+//! While the views borrow from the messages no Python code runs, by construction: values of
+//! any type (subclasses included) are read through C calls that never call back into Python
+//! (no `__float__`, `__eq__`, `__iter__`, `__name__`), and `ABSENT` is told by the identity
+//! of its type. The one exception is a reference mode protection predicate: with one, the
+//! views copy their strings instead.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ptr::addr_of_mut;
 
 use pi_condense_core::index::{ChainEntry, JsField};
@@ -47,13 +49,16 @@ use pi_condense_core::render::{
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{intern, IntoPyObjectExt};
 
+use crate::cpython::{
+    list_items as list_slice, prefetch, prefetch_body, str_utf8 as borrowed_utf8,
+};
 use crate::index::PyIndex;
-use crate::json::{borrowed_utf8, layout, list_slice, prefetch, prefetch_body, Measurer};
-use crate::pyvalue::{js_number, str_of_js, str_of_wtf8};
-use crate::read_memo;
+use crate::json::Measurer;
+use crate::pyvalue::{js_number, number_value, str_of_js, str_of_wtf8};
 use crate::size_memo::{self, PySizeMemo};
 
 /// How many output slots ahead a kept message's header is prefetched.
@@ -75,77 +80,99 @@ type Obj = *mut ffi::PyObject;
 /// are valid while the container they were read from holds them.
 #[inline]
 unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
-    ffi::Py_TYPE(obj) == ty
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { ffi::Py_TYPE(obj) == ty }
 }
 
 #[inline]
 unsafe fn is_str(obj: Obj) -> bool {
-    type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0 }
 }
 
 #[inline]
 unsafe fn is_dict(obj: Obj) -> bool {
-    type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0 }
 }
 
 #[inline]
 unsafe fn is_list(obj: Obj) -> bool {
-    type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
 }
 
-/// `pi_condense.session.ABSENT` (JS `undefined` inside a dict). JSON values (the usual
-/// case) are ruled out by their exact type before the type name is looked at.
+/// The type of `pi_condense.session.ABSENT` (JS `undefined` inside a dict), looked up once
+/// per process before any view is read (`None` when that module cannot be imported: then
+/// nothing is `ABSENT`).
+static ABSENT_TYPE: GILOnceCell<Option<Py<PyType>>> = GILOnceCell::new();
+
+/// Finds the type of `ABSENT` (imports `pi_condense.session`: call before reading views).
+fn init_absent(py: Python<'_>) {
+    ABSENT_TYPE.get_or_init(py, || {
+        py.import("pi_condense.session")
+            .and_then(|m| m.getattr("ABSENT"))
+            .map(|absent| absent.get_type().unbind())
+            .ok()
+    });
+}
+
+/// Whether `obj` is `ABSENT`: told by the identity of its type, without calling anything
+/// (a type's `__name__` could run Python code). JSON values (the usual case) are ruled out
+/// by their exact type first.
 #[inline(always)]
 unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
-    let ty = ffi::Py_TYPE(obj);
-    let plain = ty == addr_of_mut!(ffi::PyUnicode_Type)
-        || ty == addr_of_mut!(ffi::PyDict_Type)
-        || ty == addr_of_mut!(ffi::PyLong_Type)
-        || ty == addr_of_mut!(ffi::PyList_Type)
-        || ty == addr_of_mut!(ffi::PyBool_Type)
-        || ty == addr_of_mut!(ffi::PyFloat_Type)
-        || obj == ffi::Py_None()
-        || ty == addr_of_mut!(ffi::PyTuple_Type);
-    !plain && is_absent_slow(py, obj)
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        let plain = ty == addr_of_mut!(ffi::PyUnicode_Type)
+            || ty == addr_of_mut!(ffi::PyDict_Type)
+            || ty == addr_of_mut!(ffi::PyLong_Type)
+            || ty == addr_of_mut!(ffi::PyList_Type)
+            || ty == addr_of_mut!(ffi::PyBool_Type)
+            || ty == addr_of_mut!(ffi::PyFloat_Type)
+            || obj == ffi::Py_None()
+            || ty == addr_of_mut!(ffi::PyTuple_Type);
+        !plain && is_absent_slow(py, ty)
+    }
 }
 
 #[cold]
 #[inline(never)]
-unsafe fn is_absent_slow(py: Python<'_>, obj: Obj) -> bool {
-    if is_dict(obj) {
-        return false;
-    }
-    let value = Borrowed::from_ptr(py, obj);
-    value
-        .get_type()
-        .name()
-        .is_ok_and(|n| n.to_cow().is_ok_and(|n| n == "_Absent"))
+fn is_absent_slow(py: Python<'_>, ty: *mut ffi::PyTypeObject) -> bool {
+    matches!(ABSENT_TYPE.get(py), Some(Some(absent)) if absent.as_ptr().cast() == ty)
 }
 
 /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
 unsafe fn get(py: Python<'_>, dict: Obj, key: Obj) -> PyResult<Option<Obj>> {
-    let value = ffi::PyDict_GetItemWithError(dict, key);
-    if value.is_null() {
-        return match PyErr::take(py) {
-            Some(err) => Err(err),
-            None => Ok(None),
-        };
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let value = ffi::PyDict_GetItemWithError(dict, key);
+        if value.is_null() {
+            return match PyErr::take(py) {
+                Some(err) => Err(err),
+                None => Ok(None),
+            };
+        }
+        Ok((!is_absent(py, value)).then_some(value))
     }
-    Ok((!is_absent(py, value)).then_some(value))
 }
 
 /// `list[i]` (borrowed; `None` past the end).
 unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
-    let index = ffi::Py_ssize_t::try_from(i).ok()?;
-    if index >= ffi::PyList_Size(list) {
-        return None;
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let index = ffi::Py_ssize_t::try_from(i).ok()?;
+        if index >= ffi::PyList_Size(list) {
+            return None;
+        }
+        let item = ffi::PyList_GetItem(list, index);
+        if item.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(item)
     }
-    let item = ffi::PyList_GetItem(list, index);
-    if item.is_null() {
-        ffi::PyErr_Clear();
-        return None;
-    }
-    Some(item)
 }
 
 /// The items of a list (borrowed).
@@ -153,26 +180,28 @@ unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
 /// # Safety
 /// `list` must be a live list, the GIL held, and the list not changed while iterating.
 unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
-    // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
-    // while iterating.
-    let fast = Python::assume_gil_acquired();
-    let slice = list_slice(fast, list);
-    let len = match slice {
-        Some(items) => items.len() as ffi::Py_ssize_t,
-        None => ffi::PyList_Size(list).max(0),
-    };
-    (0..len).map_while(move |i| {
-        if let Some(items) = slice {
-            return items.get(i as usize).copied();
-        }
-        let item = ffi::PyList_GetItem(list, i);
-        if item.is_null() {
-            ffi::PyErr_Clear();
-            None
-        } else {
-            Some(item)
-        }
-    })
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
+        // while iterating.
+        let slice = list_slice(list);
+        let len = match slice {
+            Some(items) => items.len() as ffi::Py_ssize_t,
+            None => ffi::PyList_Size(list).max(0),
+        };
+        (0..len).map_while(move |i| {
+            if let Some(items) = slice {
+                return items.get(i as usize).copied();
+            }
+            let item = ffi::PyList_GetItem(list, i);
+            if item.is_null() {
+                ffi::PyErr_Clear();
+                None
+            } else {
+                Some(item)
+            }
+        })
+    }
 }
 
 /// Whether `text` is `literal` (short literals: compared without a `memcmp` call).
@@ -185,76 +214,93 @@ fn text_is(text: &str, literal: &'static str) -> bool {
 /// The UTF-8 text of a str, borrowed when possible; a str holding lone surrogates
 /// reads lossily (U+FFFD), as `to_string_lossy` does.
 unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
-    match borrowed_utf8(obj) {
-        Some(text) if owned => Cow::Owned(text.to_owned()),
-        Some(text) => Cow::Borrowed(text),
-        None => Cow::Owned(
-            Borrowed::from_ptr(py, obj)
-                .downcast_unchecked::<PyString>()
-                .to_string_lossy()
-                .into_owned(),
-        ),
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        match borrowed_utf8(obj) {
+            Some(text) if owned => Cow::Owned(text.to_owned()),
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(
+                Borrowed::from_ptr(py, obj)
+                    .downcast_unchecked::<PyString>()
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+        }
     }
 }
 
 /// `value === expected` for a str value (no match for a str holding lone surrogates).
 #[inline]
 unsafe fn str_is(value: Option<Obj>, expected: &'static str) -> bool {
-    value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
+    }
 }
 
 /// `typeof v === "number"` as a double (bools are not numbers; ints beyond a
-/// double's range read as +-Infinity, as `JSON.parse` reads them).
+/// double's range read as +-Infinity, as `JSON.parse` reads them). Subclasses are read
+/// by value, without running Python code ([`number_value`]).
+#[inline]
 unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
-    if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
-        let mut overflow: std::os::raw::c_int = 0;
-        let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
-        if overflow == 0 {
-            if value == -1 && !ffi::PyErr_Occurred().is_null() {
-                return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
+            let mut overflow: std::os::raw::c_int = 0;
+            let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+            if overflow == 0 {
+                if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                // Correctly rounded, as `float(i)`.
+                return Ok(Some(value as f64));
             }
-            // Correctly rounded, as `float(i)`.
-            return Ok(Some(value as f64));
+        } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
+            return Ok(Some(ffi::PyFloat_AsDouble(obj)));
         }
-    } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
-        return Ok(Some(ffi::PyFloat_AsDouble(obj)));
+        number_value(py, obj)
     }
-    js_number(&Borrowed::from_ptr(py, obj))
 }
 
 unsafe fn timestamp_of(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
-    Ok(match value {
-        None => Ts::Absent,
-        Some(v) => number_of(py, v)?.map_or(Ts::Other, Ts::Num),
-    })
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        Ok(match value {
+            None => Ts::Absent,
+            Some(v) => number_of(py, v)?.map_or(Ts::Other, Ts::Num),
+        })
+    }
 }
 
 /// A JS value used as an id (Map/Set key semantics).
 unsafe fn js_id<'a>(py: Python<'_>, value: Option<Obj>, owned: bool) -> PyResult<CowId<'a>> {
-    let Some(value) = value else {
-        return Ok(JsIdOf::Undefined);
-    };
-    if is_str(value) {
-        // Ids are compared in key form (a lone surrogate, read as U+FFFD, is told apart).
-        let text = str_text(py, value, owned);
-        if !text.contains(['\u{FFFD}', '\u{FDD0}']) {
-            return Ok(JsIdOf::Str(text));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let Some(value) = value else {
+            return Ok(JsIdOf::Undefined);
+        };
+        if is_str(value) {
+            // Ids are compared in key form (a lone surrogate, read as U+FFFD, is told apart).
+            let text = str_text(py, value, owned);
+            if !text.contains(['\u{FFFD}', '\u{FDD0}']) {
+                return Ok(JsIdOf::Str(text));
+            }
+            let obj = Borrowed::from_ptr(py, value);
+            let key = crate::keys::key_of(obj.downcast_unchecked::<PyString>())?;
+            return Ok(JsIdOf::Str(Cow::Owned(key)));
         }
-        let obj = Borrowed::from_ptr(py, value);
-        let key = crate::keys::key_of(obj.downcast_unchecked::<PyString>())?;
-        return Ok(JsIdOf::Str(Cow::Owned(key)));
+        if value == ffi::Py_None() {
+            return Ok(JsIdOf::Null);
+        }
+        if value == ffi::Py_True() || value == ffi::Py_False() {
+            return Ok(JsIdOf::Bool(value == ffi::Py_True()));
+        }
+        if let Some(x) = number_of(py, value)? {
+            return Ok(JsIdOf::num(x));
+        }
+        // Objects compare by identity.
+        Ok(JsIdOf::Object(value as usize))
     }
-    if value == ffi::Py_None() {
-        return Ok(JsIdOf::Null);
-    }
-    if value == ffi::Py_True() || value == ffi::Py_False() {
-        return Ok(JsIdOf::Bool(value == ffi::Py_True()));
-    }
-    if let Some(x) = number_of(py, value)? {
-        return Ok(JsIdOf::num(x));
-    }
-    // Objects compare by identity.
-    Ok(JsIdOf::Object(value as usize))
 }
 
 /// `String(value)` (template literal / `+` concatenation) of a present value.
@@ -275,9 +321,18 @@ fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
         if depth >= MAX_JS_STRING_DEPTH {
             return Ok(String::new());
         }
+        // Items by index, through the C API: a subclass's `__iter__` is not called.
+        let items: Vec<Bound<'_, PyAny>> = match value.downcast::<PyList>() {
+            Ok(list) => (0..list.len())
+                .filter_map(|i| list.get_item(i).ok())
+                .collect(),
+            Err(_) => match value.downcast::<PyTuple>() {
+                Ok(tuple) => tuple.iter_borrowed().map(|b| b.to_owned()).collect(),
+                Err(_) => Vec::new(),
+            },
+        };
         let mut parts = Vec::new();
-        for item in value.try_iter()? {
-            let item = item?;
+        for item in items {
             // SAFETY: `item` is a live object and the GIL is held.
             let absent = unsafe { is_absent(item.py(), item.as_ptr()) };
             parts.push(if item.is_none() || absent {
@@ -343,27 +398,73 @@ const KEY_NAMES: [&str; 14] = [
     "resultTimestamp",
 ];
 
-/// The key strings, looked up by the very objects the messages use when possible.
+/// The text of a dict key, when it is a str (or str subclass) that is valid UTF-8.
 ///
-/// A dict lookup compares keys by identity before comparing their text. Messages parsed
-/// from JSON share their key objects (the parser caches them), but those are not the
-/// interned strings Rust has at hand; so the first time a key is found, the dict's own
-/// key object is adopted for the later lookups (any equal string finds the same
-/// entries; only the speed differs).
+/// # Safety
+/// `key` must be a live object and the GIL held; the text lives as long as `key`.
+#[inline(always)]
+unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_str(key) {
+            borrowed_utf8(key)
+        } else {
+            None
+        }
+    }
+}
+
+/// The field a key's text names (`NO_FIELD`: none render reads).
+#[inline]
+fn field_of(text: &str) -> u8 {
+    KEY_NAMES
+        .iter()
+        .position(|name| text_is(text, name))
+        .map_or(NO_FIELD, |i| i as u8)
+}
+
+const NO_FIELD: u8 = u8::MAX;
+
+/// The members of a message the reader may read: role, toolCallId, isError, timestamp,
+/// content, customType, details.
+const MEMBERS: usize = 7;
+const MEMBER_FIELDS: [K; MEMBERS] = [
+    K::Role,
+    K::ToolCallId,
+    K::IsError,
+    K::Timestamp,
+    K::Content,
+    K::CustomType,
+    K::Details,
+];
+const M_ROLE: u32 = 1;
+const M_TOOL_CALL_ID: u32 = 1 << 1;
+const M_IS_ERROR: u32 = 1 << 2;
+const M_TIMESTAMP: u32 = 1 << 3;
+const M_CONTENT: u32 = 1 << 4;
+const M_CUSTOM_TYPE: u32 = 1 << 5;
+const M_DETAILS: u32 = 1 << 6;
+
+/// Slots of the key-field cache (a power of two).
+const FIELD_CACHE_SLOTS: usize = 256;
+
+/// Key object address -> the field it names, direct-mapped.
+type FieldCache = [Cell<(usize, u8)>; FIELD_CACHE_SLOTS];
+
+/// The key strings render reads and writes, and what the key objects seen name.
 struct Keys<'py> {
     py: Python<'py>,
     /// The interned strings (alive for the interpreter's life).
     interned: [Obj; 14],
-    /// The object each key is looked up by.
-    current: [std::cell::Cell<Obj>; 14],
-    /// Whether a dict's own key object was looked for yet.
-    adopted: [std::cell::Cell<bool>; 14],
-    /// Strong references to the adopted key objects.
-    keep: RefCell<Vec<Bound<'py, PyAny>>>,
+    /// Key object address -> the field its text names (`NO_FIELD`: none), for the keys of
+    /// the caller's messages: alive for the whole render (the list holds them), so an
+    /// address names one key object. Not used when Python code may run during the render
+    /// (a protection predicate could free a key and reuse its address).
+    cache: Option<Box<FieldCache>>,
 }
 
 impl<'py> Keys<'py> {
-    fn new(py: Python<'py>) -> Self {
+    fn new(py: Python<'py>, cache: bool) -> Self {
         let interned = [
             intern!(py, "role").as_ptr(),
             intern!(py, "timestamp").as_ptr(),
@@ -383,9 +484,104 @@ impl<'py> Keys<'py> {
         Keys {
             py,
             interned,
-            current: interned.map(std::cell::Cell::new),
-            adopted: [(); 14].map(|()| std::cell::Cell::new(false)),
-            keep: RefCell::new(Vec::new()),
+            cache: cache
+                .then(|| Box::new([(); FIELD_CACHE_SLOTS].map(|()| Cell::new((0, NO_FIELD))))),
+        }
+    }
+
+    /// The field `key` names (`NO_FIELD`: none, or not a str).
+    ///
+    /// # Safety
+    /// `key` must be a live object and the GIL held.
+    #[inline(always)]
+    unsafe fn field_of_key(&self, key: Obj) -> u8 {
+        let address = key as usize;
+        let slot = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get((address >> 4 ^ address >> 12) & (FIELD_CACHE_SLOTS - 1)));
+        if let Some(slot) = slot {
+            let (cached, field) = slot.get();
+            if cached == address {
+                return field;
+            }
+        }
+        // SAFETY: `key` is live (the caller's contract); its text lives as long as it.
+        let field = unsafe { key_text(key) }.map_or(NO_FIELD, field_of);
+        if let Some(slot) = slot {
+            slot.set((address, field));
+        }
+        field
+    }
+
+    /// The members of `dict` named by `fields`: for each, the value of the first key (in
+    /// the dict's order) whose text is the field's name.
+    ///
+    /// Fields are found by walking the members (`PyDict_Next`), never by a hash lookup: a
+    /// lookup compares the keys of equal hash with `==`, which runs Python code for a key
+    /// of another type (its `__eq__`), and the render holds borrowed views while it reads.
+    /// A key that is not a str is skipped (it is no JSON member name); a str subclass key
+    /// is read by its text, as `json.dumps` writes it.
+    ///
+    /// # Safety
+    /// `dict` must be a live dict (or dict subclass) and the GIL held; the values are
+    /// borrowed from the dict.
+    #[inline]
+    unsafe fn fields_of<const N: usize>(&self, dict: Obj, fields: [K; N]) -> [Option<Obj>; N] {
+        let mut found = [None; N];
+        let mut left = N;
+        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
+        // it hands out are alive while it is.
+        while left > 0 && unsafe { ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) } != 0 {
+            // SAFETY: as above.
+            let named = unsafe { self.field_of_key(key) };
+            if named == NO_FIELD {
+                continue;
+            }
+            for (slot, field) in found.iter_mut().zip(fields) {
+                if field as u8 == named && slot.is_none() {
+                    *slot = Some(value);
+                    left -= 1;
+                    break;
+                }
+            }
+        }
+        found
+    }
+
+    /// Walks `dict` on from `*pos`, putting the value of the first key naming `fields[j]`
+    /// into `found[j]` (when still empty), until every slot of `wanted` (a bit mask of
+    /// `j`s) is filled or the dict ends; `*pos` is where to go on from ([`Keys::fields_of`]
+    /// semantics, in steps).
+    ///
+    /// # Safety
+    /// As [`Keys::fields_of`], and `*pos` must be 0 or where a previous walk of the same,
+    /// unchanged dict stopped.
+    #[inline]
+    unsafe fn scan(
+        &self,
+        dict: Obj,
+        pos: &mut ffi::Py_ssize_t,
+        fields: &[K; MEMBERS],
+        found: &mut [Option<Obj>; MEMBERS],
+        wanted: u32,
+    ) {
+        let filled = |found: &[Option<Obj>; MEMBERS]| {
+            (0..MEMBERS).all(|j| wanted & 1 << j == 0 || found[j].is_some())
+        };
+        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
+        // it hands out are alive while it is.
+        while !filled(found) && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
+            // SAFETY: as above.
+            let named = unsafe { self.field_of_key(key) };
+            if named == NO_FIELD {
+                continue;
+            }
+            if let Some(j) = fields.iter().position(|&f| f as u8 == named) {
+                found[j].get_or_insert(value);
+            }
         }
     }
 
@@ -394,38 +590,17 @@ impl<'py> Keys<'py> {
         self.interned[key as usize]
     }
 
-    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
+    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key ([`fields_of`]).
     ///
     /// # Safety
     /// `dict` must be a live dict and the GIL held.
     #[inline]
     unsafe fn get(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
-        let k = key as usize;
-        let found = get(self.py, dict, self.current[k].get())?;
-        if found.is_some() && !self.adopted[k].get() {
-            self.adopt(dict, k);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let [found] = self.fields_of(dict, [key]);
+            Ok(present(self.py, found))
         }
-        Ok(found)
-    }
-
-    /// `dict[key]` (any `dict`), `ABSENT` included (see [`present`]).
-    ///
-    /// # Safety
-    /// `dict` must be a live dict and the GIL held.
-    #[inline]
-    unsafe fn get_raw(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
-        let k = key as usize;
-        let value = ffi::PyDict_GetItemWithError(dict, self.current[k].get());
-        if value.is_null() {
-            return match PyErr::take(self.py) {
-                Some(err) => Err(err),
-                None => Ok(None),
-            };
-        }
-        if !self.adopted[k].get() {
-            self.adopt(dict, k);
-        }
-        Ok(Some(value))
     }
 
     /// `dict[key]` of an object that may not be a dict.
@@ -433,29 +608,12 @@ impl<'py> Keys<'py> {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     unsafe fn get_of(&self, obj: Obj, key: K) -> PyResult<Option<Obj>> {
-        if is_dict(obj) {
-            self.get(obj, key)
-        } else {
-            Ok(None)
-        }
-    }
-
-    /// Adopts `dict`'s own object for key `k`.
-    #[cold]
-    unsafe fn adopt(&self, dict: Obj, k: usize) {
-        self.adopted[k].set(true);
-        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-            if key == self.interned[k] {
-                return;
-            }
-            if type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
-                && borrowed_utf8(key) == Some(KEY_NAMES[k])
-            {
-                let owned = Borrowed::from_ptr(self.py, key).to_owned();
-                self.current[k].set(owned.as_ptr());
-                self.keep.borrow_mut().push(owned);
-                return;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if is_dict(obj) {
+                self.get(obj, key)
+            } else {
+                Ok(None)
             }
         }
     }
@@ -468,88 +626,116 @@ struct Reader<'k, 'py> {
     needs: Needs,
     /// Copy strings instead of borrowing them (Python code runs during the decision).
     owned: bool,
+    /// Every str object a view read so far borrows its text from, in reading order (a
+    /// size memo keeps a view only while it holds each of them: `size_memo::keep_view`).
+    borrowed: RefCell<Vec<Obj>>,
 }
 
 impl Reader<'_, '_> {
+    /// [`js_id`], the str it borrows from (if any) logged in `borrowed`.
+    #[inline]
+    unsafe fn js_id<'a>(&self, value: Option<Obj>) -> PyResult<CowId<'a>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let id = js_id(self.py, value, self.owned)?;
+            if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
+                self.borrowed.borrow_mut().push(obj);
+            }
+            Ok(id)
+        }
+    }
+
     unsafe fn role_of(&self, value: Option<Obj>) -> Role {
-        let Some(value) = value.filter(|v| is_str(*v)) else {
-            return Role::Other;
-        };
-        let Some(text) = borrowed_utf8(value) else {
-            return Role::Other;
-        };
-        if text_is(text, "toolResult") {
-            Role::ToolResult
-        } else if text_is(text, "assistant") {
-            Role::Assistant
-        } else if text_is(text, "user") {
-            Role::User
-        } else if text_is(text, "custom") {
-            Role::Custom
-        } else {
-            Role::Other
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let Some(value) = value.filter(|v| is_str(*v)) else {
+                return Role::Other;
+            };
+            let Some(text) = borrowed_utf8(value) else {
+                return Role::Other;
+            };
+            if text_is(text, "toolResult") {
+                Role::ToolResult
+            } else if text_is(text, "assistant") {
+                Role::Assistant
+            } else if text_is(text, "user") {
+                Role::User
+            } else if text_is(text, "custom") {
+                Role::Custom
+            } else {
+                Role::Other
+            }
         }
     }
 
     unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
-        let py = self.py;
-        if item == ffi::Py_None() || is_absent(py, item) {
-            return Ok(Block::Nullish);
-        }
-        if !is_dict(item) {
-            return Ok(Block::Other);
-        }
-        let kind = self.keys.get(item, K::Kind)?;
-        let Some(kind) = kind.filter(|k| is_str(*k)) else {
-            return Ok(Block::Other);
-        };
-        let kind = borrowed_utf8(kind).unwrap_or_default();
-        Ok(if text_is(kind, "toolCall") {
-            Block::ToolCall {
-                id: js_id(py, self.keys.get(item, K::Id)?, self.owned)?,
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            if item == ffi::Py_None() || is_absent(py, item) {
+                return Ok(Block::Nullish);
             }
-        } else if text_is(kind, "thinking") {
-            Block::Thinking
-        } else {
-            Block::Other
-        })
+            if !is_dict(item) {
+                return Ok(Block::Other);
+            }
+            let [kind, id] = self.keys.fields_of(item, [K::Kind, K::Id]);
+            let Some(kind) = present(py, kind).filter(|k| is_str(*k)) else {
+                return Ok(Block::Other);
+            };
+            let kind = borrowed_utf8(kind).unwrap_or_default();
+            Ok(if text_is(kind, "toolCall") {
+                Block::ToolCall {
+                    id: self.js_id(present(py, id))?,
+                }
+            } else if text_is(kind, "thinking") {
+                Block::Thinking
+            } else {
+                Block::Other
+            })
+        }
     }
 
     unsafe fn content_of<'a>(&self, value: Option<Obj>) -> PyResult<Content<Cow<'a, str>>> {
-        let Some(value) = value else {
-            return Ok(Content::Nullish);
-        };
-        if value == ffi::Py_None() {
-            return Ok(Content::Nullish);
-        }
-        if is_list(value) {
-            let mut blocks = Blocks::default();
-            for item in list_items(value) {
-                blocks.push(self.block_of(item)?);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let Some(value) = value else {
+                return Ok(Content::Nullish);
+            };
+            if value == ffi::Py_None() {
+                return Ok(Content::Nullish);
             }
-            return Ok(Content::Array(blocks));
+            if is_list(value) {
+                let mut blocks = Blocks::default();
+                for item in list_items(value) {
+                    blocks.push(self.block_of(item)?);
+                }
+                return Ok(Content::Array(blocks));
+            }
+            if is_str(value) {
+                return Ok(Content::Str);
+            }
+            Ok(Content::Other)
         }
-        if is_str(value) {
-            return Ok(Content::Str);
-        }
-        Ok(Content::Other)
     }
 
     /// `msg.content?.[0]?.text` matched against the synthetic chain marker.
     unsafe fn synthetic_id_of(&self, content: Option<Obj>) -> PyResult<Option<Box<str>>> {
-        let py = self.py;
-        let Some(list) = content.filter(|c| is_list(*c)) else {
-            return Ok(None);
-        };
-        let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
-            return Ok(None);
-        };
-        let Some(text) = self.keys.get(first, K::Text)?.filter(|t| is_str(*t)) else {
-            return Ok(None);
-        };
-        // Only the prefix is looked at: no copy unless it is the marker.
-        let text = str_text(py, text, false);
-        Ok(synthetic_block_id(&text).map(Box::from))
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let Some(list) = content.filter(|c| is_list(*c)) else {
+                return Ok(None);
+            };
+            let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
+                return Ok(None);
+            };
+            let Some(text) = self.keys.get(first, K::Text)?.filter(|t| is_str(*t)) else {
+                return Ok(None);
+            };
+            // Only the prefix is looked at: no copy unless it is the marker.
+            let text = str_text(py, text, false);
+            Ok(synthetic_block_id(&text).map(Box::from))
+        }
     }
 
     /// `msg.details?.toolCallRefs ?? []` of a summary message.
@@ -557,122 +743,170 @@ impl Reader<'_, '_> {
         &self,
         details: Option<Obj>,
     ) -> PyResult<SummaryRefs<Cow<'a, str>>> {
-        let py = self.py;
-        let Some(details) = details.filter(|d| is_dict(*d)) else {
-            // Missing, null, or a primitive / array without a `toolCallRefs` property.
-            return Ok(SummaryRefs::List(Vec::new()));
-        };
-        let refs = match self.keys.get(details, K::ToolCallRefs)? {
-            None => return Ok(SummaryRefs::List(Vec::new())),
-            Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
-            Some(r) => r,
-        };
-        if !is_list(refs) {
-            return Ok(SummaryRefs::NotArray);
-        }
-        let mut out = Vec::new();
-        for item in list_items(refs) {
-            if item == ffi::Py_None() || is_absent(py, item) {
-                out.push(SummaryRef::Nullish);
-                continue;
-            }
-            if !is_dict(item) {
-                // A primitive's `toolCallId` / `resultTimestamp` are undefined.
-                out.push(SummaryRef::Ref {
-                    tool_call_id: JsIdOf::Undefined,
-                    result_timestamp: None,
-                });
-                continue;
-            }
-            let result_timestamp = match self.keys.get(item, K::ResultTimestamp)? {
-                None => None,
-                Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let Some(details) = details.filter(|d| is_dict(*d)) else {
+                // Missing, null, or a primitive / array without a `toolCallRefs` property.
+                return Ok(SummaryRefs::List(Vec::new()));
             };
-            out.push(SummaryRef::Ref {
-                tool_call_id: js_id(py, self.keys.get(item, K::ToolCallId)?, self.owned)?,
-                result_timestamp,
-            });
+            let refs = match self.keys.get(details, K::ToolCallRefs)? {
+                None => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) => r,
+            };
+            if !is_list(refs) {
+                return Ok(SummaryRefs::NotArray);
+            }
+            let mut out = Vec::new();
+            for item in list_items(refs) {
+                if item == ffi::Py_None() || is_absent(py, item) {
+                    out.push(SummaryRef::Nullish);
+                    continue;
+                }
+                if !is_dict(item) {
+                    // A primitive's `toolCallId` / `resultTimestamp` are undefined.
+                    out.push(SummaryRef::Ref {
+                        tool_call_id: JsIdOf::Undefined,
+                        result_timestamp: None,
+                    });
+                    continue;
+                }
+                let result_timestamp = match self.keys.get(item, K::ResultTimestamp)? {
+                    None => None,
+                    Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
+                };
+                out.push(SummaryRef::Ref {
+                    tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId)?)?,
+                    result_timestamp,
+                });
+            }
+            Ok(SummaryRefs::List(out))
         }
-        Ok(SummaryRefs::List(out))
     }
 
     /// Reads message `msg` into `view` (a fresh [`MsgView::new`] of role `Other`).
     unsafe fn read_into<'a>(&self, msg: Obj, view: &mut MsgView<Cow<'a, str>>) -> PyResult<()> {
-        let mut fetched = Fetched::default();
-        self.fetch_role(msg, &mut fetched)?;
-        self.fetch_fields(msg, &mut fetched)?;
-        self.decode(&fetched, view)
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let mut fetched = Fetched::default();
+            self.fetch_role(msg, &mut fetched)?;
+            self.fetch_fields(msg, &mut fetched)?;
+            self.decode(&fetched, view)
+        }
     }
 
-    /// Stage 1: the `role` value (prefetched).
+    /// Stage 1: the members render may read (one walk of the dict), the `role` value
+    /// prefetched.
     #[inline]
     unsafe fn fetch_role(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
-        fetched.dict = is_dict(msg);
-        if fetched.dict {
-            fetched.role = self.keys.get_raw(msg, K::Role)?;
-            if let Some(role) = fetched.role {
-                prefetch(role);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            fetched.dict = is_dict(msg);
+            if fetched.dict {
+                // Up to the role (usually the first key); the rest once the role is known.
+                self.keys.scan(
+                    msg,
+                    &mut fetched.pos,
+                    &MEMBER_FIELDS,
+                    &mut fetched.members,
+                    M_ROLE,
+                );
+                fetched.role = fetched.members[0];
+                if let Some(role) = fetched.role {
+                    prefetch(role);
+                }
             }
+            Ok(())
         }
-        Ok(())
     }
 
     /// Stage 2: the role, and the values it needs (prefetched).
     #[inline]
     unsafe fn fetch_fields(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
-        if !fetched.dict {
-            return Ok(());
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !fetched.dict {
+                return Ok(());
+            }
+            let py = self.py;
+            let needs = &self.needs;
+            fetched.kind = self.role_of(present(py, fetched.role));
+            let wanted = match fetched.kind {
+                Role::ToolResult => {
+                    M_TOOL_CALL_ID
+                        | if needs.is_error { M_IS_ERROR } else { 0 }
+                        | if needs.result_timestamps || needs.chain {
+                            M_TIMESTAMP
+                        } else {
+                            0
+                        }
+                }
+                Role::Assistant => M_CONTENT | if needs.chain { M_TIMESTAMP } else { 0 },
+                Role::User if needs.chain => M_CONTENT | M_TIMESTAMP,
+                Role::Custom if needs.chain => M_CUSTOM_TYPE | M_DETAILS,
+                _ => 0,
+            };
+            if wanted != 0 {
+                self.keys.scan(
+                    msg,
+                    &mut fetched.pos,
+                    &MEMBER_FIELDS,
+                    &mut fetched.members,
+                    wanted,
+                );
+            }
+            let [_, tool_call_id, is_error, timestamp, content, custom_type, details] =
+                fetched.members;
+            let fetch = |value: Option<Obj>| -> Option<Obj> {
+                if let Some(value) = value {
+                    prefetch(value);
+                }
+                value
+            };
+            match fetched.kind {
+                Role::ToolResult => {
+                    fetched.a = fetch(tool_call_id);
+                    if needs.is_error {
+                        fetched.b = fetch(is_error);
+                    }
+                    if needs.result_timestamps || needs.chain {
+                        fetched.ts = fetch(timestamp);
+                    }
+                }
+                Role::Assistant => {
+                    fetched.a = fetch(content);
+                    if needs.chain {
+                        fetched.ts = fetch(timestamp);
+                    }
+                }
+                Role::User => {
+                    if needs.chain {
+                        fetched.a = fetch(content);
+                        fetched.ts = fetch(timestamp);
+                    }
+                }
+                Role::Custom => {
+                    if needs.chain {
+                        fetched.a = fetch(custom_type);
+                        fetched.b = fetch(details);
+                    }
+                }
+                Role::Other => {}
+            }
+            Ok(())
         }
-        let py = self.py;
-        let keys = self.keys;
-        let needs = &self.needs;
-        fetched.kind = self.role_of(present(py, fetched.role));
-        let fetch = |key: K| -> PyResult<Option<Obj>> {
-            let value = keys.get_raw(msg, key)?;
-            if let Some(value) = value {
-                prefetch(value);
-            }
-            Ok(value)
-        };
-        match fetched.kind {
-            Role::ToolResult => {
-                fetched.a = fetch(K::ToolCallId)?;
-                if needs.is_error {
-                    fetched.b = fetch(K::IsError)?;
-                }
-                if needs.result_timestamps || needs.chain {
-                    fetched.ts = fetch(K::Timestamp)?;
-                }
-            }
-            Role::Assistant => {
-                fetched.a = fetch(K::Content)?;
-                if needs.chain {
-                    fetched.ts = fetch(K::Timestamp)?;
-                }
-            }
-            Role::User => {
-                if needs.chain {
-                    fetched.a = fetch(K::Content)?;
-                    fetched.ts = fetch(K::Timestamp)?;
-                }
-            }
-            Role::Custom => {
-                if needs.chain {
-                    fetched.a = fetch(K::CustomType)?;
-                    fetched.b = fetch(K::Details)?;
-                }
-            }
-            Role::Other => {}
-        }
-        Ok(())
     }
 
     /// Stage 3 (assistants): the item array of the content list.
     #[inline]
     unsafe fn fetch_items(&self, fetched: &Fetched) {
-        if fetched.kind == Role::Assistant {
-            if let Some(content) = fetched.a {
-                prefetch_body(content);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if fetched.kind == Role::Assistant {
+                if let Some(content) = fetched.a {
+                    prefetch_body(content);
+                }
             }
         }
     }
@@ -680,20 +914,23 @@ impl Reader<'_, '_> {
     /// Stage 4 (assistants): the first content blocks (`body`: their hash tables too).
     #[inline]
     unsafe fn fetch_blocks(&self, fetched: &Fetched, body: bool) {
-        if fetched.kind != Role::Assistant {
-            return;
-        }
-        let Some(content) = fetched
-            .a
-            .filter(|c| type_is(*c, addr_of_mut!(ffi::PyList_Type)))
-        else {
-            return;
-        };
-        for block in list_items(content).take(PREFETCH_BLOCKS) {
-            if body {
-                prefetch_body(block);
-            } else {
-                prefetch(block);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if fetched.kind != Role::Assistant {
+                return;
+            }
+            let Some(content) = fetched
+                .a
+                .filter(|c| type_is(*c, addr_of_mut!(ffi::PyList_Type)))
+            else {
+                return;
+            };
+            for block in list_items(content).take(PREFETCH_BLOCKS) {
+                if body {
+                    prefetch_body(block);
+                } else {
+                    prefetch(block);
+                }
             }
         }
     }
@@ -704,45 +941,48 @@ impl Reader<'_, '_> {
         fetched: &Fetched,
         view: &mut MsgView<Cow<'a, str>>,
     ) -> PyResult<()> {
-        let py = self.py;
-        let needs = &self.needs;
-        if !fetched.dict {
-            return Ok(());
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let needs = &self.needs;
+            if !fetched.dict {
+                return Ok(());
+            }
+            view.role = fetched.kind;
+            let a = present(py, fetched.a);
+            let b = present(py, fetched.b);
+            let ts = present(py, fetched.ts);
+            match fetched.kind {
+                Role::ToolResult => {
+                    view.tool_call_id = self.js_id(a)?;
+                    if needs.is_error {
+                        view.is_error = b == Some(ffi::Py_True());
+                    }
+                    if needs.result_timestamps || needs.chain {
+                        view.timestamp = timestamp_of(py, ts)?;
+                    }
+                }
+                Role::Assistant => {
+                    view.content = self.content_of(a)?;
+                    if needs.chain {
+                        view.timestamp = timestamp_of(py, ts)?;
+                    }
+                }
+                Role::User => {
+                    if needs.chain {
+                        view.timestamp = timestamp_of(py, ts)?;
+                        view.synthetic_block_id = self.synthetic_id_of(a)?;
+                    }
+                }
+                Role::Custom => {
+                    if needs.chain && str_is(a, "context-prune-summary") {
+                        view.summary = Some(Box::new(self.summary_refs_of(b)?));
+                    }
+                }
+                Role::Other => {}
+            }
+            Ok(())
         }
-        view.role = fetched.kind;
-        let a = present(py, fetched.a);
-        let b = present(py, fetched.b);
-        let ts = present(py, fetched.ts);
-        match fetched.kind {
-            Role::ToolResult => {
-                view.tool_call_id = js_id(py, a, self.owned)?;
-                if needs.is_error {
-                    view.is_error = b == Some(ffi::Py_True());
-                }
-                if needs.result_timestamps || needs.chain {
-                    view.timestamp = timestamp_of(py, ts)?;
-                }
-            }
-            Role::Assistant => {
-                view.content = self.content_of(a)?;
-                if needs.chain {
-                    view.timestamp = timestamp_of(py, ts)?;
-                }
-            }
-            Role::User => {
-                if needs.chain {
-                    view.timestamp = timestamp_of(py, ts)?;
-                    view.synthetic_block_id = self.synthetic_id_of(a)?;
-                }
-            }
-            Role::Custom => {
-                if needs.chain && str_is(a, "context-prune-summary") {
-                    view.summary = Some(Box::new(self.summary_refs_of(b)?));
-                }
-            }
-            Role::Other => {}
-        }
-        Ok(())
     }
 
     /// Reads the views of `items`, in a software pipeline: while message i is decoded,
@@ -750,55 +990,58 @@ impl Reader<'_, '_> {
     /// indirection (object, hash table, values, content list, blocks), so that the loads
     /// overlap instead of stalling one after another.
     unsafe fn read_all<'a>(&self, items: &[Obj]) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
-        let n = items.len();
-        let mut fetched = vec![Fetched::default(); n];
-        let mut views = Vec::with_capacity(n);
-        for i in 0..n {
-            if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
-                prefetch(msg);
-            }
-            if let Some(&msg) = items.get(i + AHEAD_TABLE) {
-                prefetch_body(msg);
-            }
-            if let (Some(&msg), Some(f)) =
-                (items.get(i + AHEAD_ROLE), fetched.get_mut(i + AHEAD_ROLE))
-            {
-                self.fetch_role(msg, f)?;
-            }
-            if i == 0 {
-                // The first messages missed the stages above.
-                for j in 0..AHEAD_ROLE.min(n) {
-                    if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
-                        self.fetch_role(msg, f)?;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let n = items.len();
+            let mut fetched = vec![Fetched::default(); n];
+            let mut views = Vec::with_capacity(n);
+            for i in 0..n {
+                if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
+                    prefetch(msg);
+                }
+                if let Some(&msg) = items.get(i + AHEAD_TABLE) {
+                    prefetch_body(msg);
+                }
+                if let (Some(&msg), Some(f)) =
+                    (items.get(i + AHEAD_ROLE), fetched.get_mut(i + AHEAD_ROLE))
+                {
+                    self.fetch_role(msg, f)?;
+                }
+                if i == 0 {
+                    // The first messages missed the stages above.
+                    for j in 0..AHEAD_ROLE.min(n) {
+                        if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                            self.fetch_role(msg, f)?;
+                        }
+                    }
+                    for j in 0..AHEAD_FIELDS.min(n) {
+                        if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                            self.fetch_fields(msg, f)?;
+                        }
                     }
                 }
-                for j in 0..AHEAD_FIELDS.min(n) {
-                    if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
-                        self.fetch_fields(msg, f)?;
-                    }
+                if let (Some(&msg), Some(f)) = (
+                    items.get(i + AHEAD_FIELDS),
+                    fetched.get_mut(i + AHEAD_FIELDS),
+                ) {
+                    self.fetch_fields(msg, f)?;
+                }
+                if let Some(f) = fetched.get(i + AHEAD_ITEMS) {
+                    self.fetch_items(f);
+                }
+                if let Some(f) = fetched.get(i + AHEAD_BLOCKS) {
+                    self.fetch_blocks(f, false);
+                }
+                if let Some(f) = fetched.get(i + AHEAD_BLOCK_TABLES) {
+                    self.fetch_blocks(f, true);
+                }
+                views.push(MsgView::new(Role::Other, Ts::Absent));
+                if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
+                    self.decode(f, view)?;
                 }
             }
-            if let (Some(&msg), Some(f)) = (
-                items.get(i + AHEAD_FIELDS),
-                fetched.get_mut(i + AHEAD_FIELDS),
-            ) {
-                self.fetch_fields(msg, f)?;
-            }
-            if let Some(f) = fetched.get(i + AHEAD_ITEMS) {
-                self.fetch_items(f);
-            }
-            if let Some(f) = fetched.get(i + AHEAD_BLOCKS) {
-                self.fetch_blocks(f, false);
-            }
-            if let Some(f) = fetched.get(i + AHEAD_BLOCK_TABLES) {
-                self.fetch_blocks(f, true);
-            }
-            views.push(MsgView::new(Role::Other, Ts::Absent));
-            if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
-                self.decode(f, view)?;
-            }
+            Ok(views)
         }
-        Ok(views)
     }
 }
 
@@ -807,6 +1050,10 @@ impl Reader<'_, '_> {
 struct Fetched {
     dict: bool,
     role: Option<Obj>,
+    /// role, toolCallId, isError, timestamp, content, customType, details (raw, as far
+    /// as the dict was walked: up to `pos`).
+    members: [Option<Obj>; MEMBERS],
+    pos: ffi::Py_ssize_t,
     kind: Role,
     /// toolCallId / content / customType
     a: Option<Obj>,
@@ -820,6 +1067,8 @@ impl Default for Fetched {
         Fetched {
             dict: false,
             role: None,
+            members: [None; MEMBERS],
+            pos: 0,
             kind: Role::Other,
             a: None,
             b: None,
@@ -834,7 +1083,8 @@ impl Default for Fetched {
 /// `value` must be a live object (or `None`) and the GIL held.
 #[inline]
 unsafe fn present(py: Python<'_>, value: Option<Obj>) -> Option<Obj> {
-    value.filter(|v| !is_absent(py, *v))
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { value.filter(|v| !is_absent(py, *v)) }
 }
 
 // ----- sizes -----
@@ -1297,8 +1547,9 @@ fn render<'py>(
     let py = messages.py();
     // A render from inside a render (a protection predicate) does without the memo.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
-    layout(py);
-    let keys = Keys::new(py);
+    init_absent(py);
+    // A predicate is Python code: it could free a key and reuse its address.
+    let keys = Keys::new(py, protected_tool_predicate.is_none());
     let protection = match (
         &protected_tools,
         &protected_paths,
@@ -1337,6 +1588,7 @@ fn render<'py>(
         needs: Needs::of(state, &cfg),
         // A predicate is Python code: it could change the messages under borrowed views.
         owned: protected_tool_predicate.is_some(),
+        borrowed: RefCell::new(Vec::new()),
     };
 
     // Extract and decide. The views borrow strings from the message objects: the list
@@ -1352,8 +1604,6 @@ fn render<'py>(
     let plan = {
         let list = messages.as_ptr();
         let mut views: Vec<MsgView<Cow<'_, str>>> = Vec::new();
-        // The views decided on: `views`, or the read memo's own.
-        let mut remembered: Option<&[MsgView<Cow<'_, str>>]> = None;
         // SAFETY: `list` is a live list and the GIL is held; see above for the lifetime
         // of the borrowed strings. Reading views runs no Python code.
         unsafe {
@@ -1364,6 +1614,7 @@ fn render<'py>(
                     list,
                     memo_guard.as_deref_mut().map(|g| &mut g.0),
                     Some(reader.needs),
+                    &reader.borrowed,
                     |_, msg| {
                         let mut view = MsgView::new(Role::Other, Ts::Absent);
                         let read = reader.read_into(msg, &mut view);
@@ -1382,19 +1633,7 @@ fn render<'py>(
             }
             if lens.is_none() {
                 let items: Vec<Obj> = list_items(list).collect();
-                match memo_guard.as_deref_mut() {
-                    // Owned views are not remembered (a predicate runs Python code).
-                    Some(memo) if !reader.owned => {
-                        remembered = Some(read_memo::read_views(
-                            py,
-                            &items,
-                            &mut memo.0.reads,
-                            reader.needs,
-                            |batch| reader.read_all(batch),
-                        )?);
-                    }
-                    _ => views = reader.read_all(&items)?,
-                }
+                views = reader.read_all(&items)?;
             }
         }
         let mut lazy = ArgLens {
@@ -1404,7 +1643,7 @@ fn render<'py>(
             measurer: None,
             keep_measurer: !reader.owned,
         };
-        let plan = core_render::render(remembered.unwrap_or(&views), state, &cfg, &mut lazy);
+        let plan = core_render::render(&views, state, &cfg, &mut lazy);
         if let Some(err) = lazy.error.into_inner() {
             return Err(err);
         }
@@ -1445,6 +1684,7 @@ fn render<'py>(
                 messages.as_ptr(),
                 memo_guard.as_deref_mut().map(|g| &mut g.0),
                 None,
+                &RefCell::new(Vec::new()),
                 |_, _| Ok(MsgView::new(Role::Other, Ts::Absent)),
             )?;
             lens

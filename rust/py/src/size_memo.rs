@@ -9,12 +9,10 @@
 //! that measures the message ([`Trail`]), so remembering costs little on top of measuring.
 //!
 //! A later render reuses the length when the message is still made of the very same
-//! objects: each container of the trail is walked again (size, key order and the identity
-//! of every key and item compared with the trail); leaves are compared by address only,
-//! without being read. A dict still showing the version tag recorded with it
-//! ([`dict_version`]: CPython gives each dict a new one at every change) holds the very
-//! same keys and values, so only its container values are walked. This is exact, not a
-//! heuristic: the references the trail holds keep every recorded object alive, so no other
+//! objects: each container of the trail is walked again through the C API (size, key
+//! order and the identity of every key and item compared with the trail); leaves are
+//! compared by address only, without being read. No private field (such as a dict's
+//! version tag) is consulted. This is exact, not a heuristic: the references the trail holds keep every recorded object alive, so no other
 //! object can take one of their addresses, and the only leaves admitted (exact `str`,
 //! `int`, `float`, `bool`, `None`) are immutable. Equal trails therefore mean equal JSON
 //! text. A message holding anything else (a subclass, a tuple, `ABSENT`, a non-str key) or
@@ -24,7 +22,7 @@
 //! memo holds (references to) the messages of the latest measured list only.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr::{addr_of_mut, null_mut};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -33,8 +31,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::json::{dict_version, list_slice, prefetch, prefetch_body, Measurer};
-use crate::read_memo::ReadMemo;
+use crate::cpython::{list_items as list_slice, prefetch, prefetch_body};
+use crate::json::Measurer;
 
 type Obj = *mut ffi::PyObject;
 
@@ -64,20 +62,9 @@ pub(crate) struct SizeMemo {
     /// Boxed: the table stays small (scanned for every message), and an entry's address
     /// is known, to prefetch it, before it is read.
     entries: FastMap<usize, Box<Entry>>,
-    /// The views of the latest render that did not measure.
-    pub(crate) reads: ReadMemo,
     generation: u64,
     hits: u64,
     misses: u64,
-}
-
-/// A dict's version tag as a trail word: tagged like a size (so that [`release`] skips
-/// it), `TAG_COUNT` alone when the tag is not known (0) or too large to shift.
-fn version_word(version: u64) -> usize {
-    usize::try_from(version)
-        .ok()
-        .filter(|&v| v != 0 && v >> (usize::BITS - 2) == 0)
-        .map_or(TAG_COUNT, |v| v << 2 | TAG_COUNT)
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -87,20 +74,23 @@ fn version_word(version: u64) -> usize {
 /// `obj` must be a live object and the GIL held.
 #[inline]
 unsafe fn is_plain_leaf(obj: Obj) -> bool {
-    let ty = ffi::Py_TYPE(obj);
-    ty == addr_of_mut!(ffi::PyUnicode_Type)
-        || ty == addr_of_mut!(ffi::PyLong_Type)
-        || ty == addr_of_mut!(ffi::PyFloat_Type)
-        || ty == addr_of_mut!(ffi::PyBool_Type)
-        || obj == ffi::Py_None()
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let ty = ffi::Py_TYPE(obj);
+        ty == addr_of_mut!(ffi::PyUnicode_Type)
+            || ty == addr_of_mut!(ffi::PyLong_Type)
+            || ty == addr_of_mut!(ffi::PyFloat_Type)
+            || ty == addr_of_mut!(ffi::PyBool_Type)
+            || obj == ffi::Py_None()
+    }
 }
 
 /// A finished trail (it owns a reference to each of its objects).
 pub(crate) type Recorded = Box<[usize]>;
 
 /// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the walk's
-/// order: a dict is `DICT|dict, version, size, key1 .. keyN` followed by the trails of its
-/// values in order ([`version_word`]); a list is `LIST|list, size` followed by the trails
+/// order: a dict is `DICT|dict, size, key1 .. keyN` followed by the trails of its
+/// values in order; a list is `LIST|list, size` followed by the trails
 /// of its items; a leaf is its address. Anything the memo does not admit spoils the trail.
 ///
 /// The trail takes a reference to each object as it records it (the object was just read:
@@ -127,29 +117,38 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     pub(crate) unsafe fn discard(&mut self) {
-        release(&self.words);
-        self.words.clear();
-        self.spoiled = false;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            release(&self.words);
+            self.words.clear();
+            self.spoiled = false;
+        }
     }
 
     /// # Safety
     /// The GIL must be held.
     unsafe fn spoil(&mut self) {
-        if !self.spoiled {
-            self.spoiled = true;
-            release(&self.words);
-            self.words = Vec::new();
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !self.spoiled {
+                self.spoiled = true;
+                release(&self.words);
+                self.words = Vec::new();
+            }
         }
     }
 
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     unsafe fn push_object(&mut self, obj: Obj, tag: usize) {
-        if obj as usize & TAG_MASK != 0 {
-            self.spoil();
-        } else if !self.spoiled {
-            ffi::Py_IncRef(obj);
-            self.words.push(obj as usize | tag);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if obj as usize & TAG_MASK != 0 {
+                self.spoil();
+            } else if !self.spoiled {
+                ffi::Py_IncRef(obj);
+                self.words.push(obj as usize | tag);
+            }
         }
     }
 
@@ -158,10 +157,13 @@ impl Trail {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     pub(crate) unsafe fn leaf(&mut self, obj: Obj) {
-        if is_plain_leaf(obj) {
-            self.push_object(obj, TAG_LEAF);
-        } else {
-            self.spoil();
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if is_plain_leaf(obj) {
+                self.push_object(obj, TAG_LEAF);
+            } else {
+                self.spoil();
+            }
         }
     }
 
@@ -170,16 +172,18 @@ impl Trail {
     /// # Safety
     /// `dict` must be a live object and the GIL held.
     pub(crate) unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
-        if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
-            self.spoil();
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
+                self.spoil();
+            }
+            self.push_object(dict, TAG_DICT);
+            if self.spoiled {
+                return None;
+            }
+            self.words.push(TAG_COUNT);
+            Some(self.words.len() - 1)
         }
-        self.push_object(dict, TAG_DICT);
-        if self.spoiled {
-            return None;
-        }
-        self.words.push(version_word(dict_version(dict)));
-        self.words.push(TAG_COUNT);
-        Some(self.words.len() - 1)
     }
 
     /// A key of the dict opened last (an exact str: the walk checked).
@@ -187,7 +191,10 @@ impl Trail {
     /// # Safety
     /// `key` must be a live object and the GIL held.
     pub(crate) unsafe fn key(&mut self, key: Obj) {
-        self.push_object(key, TAG_LEAF);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            self.push_object(key, TAG_LEAF);
+        }
     }
 
     /// The dict opened at `at` had `count` members (`plain`: all keys exact strs).
@@ -195,41 +202,34 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     pub(crate) unsafe fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
-        if !plain {
-            self.spoil();
-        } else if let Some(word) = self.words.get_mut(at) {
-            *word = count << 2 | TAG_COUNT;
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !plain {
+                self.spoil();
+            } else if let Some(word) = self.words.get_mut(at) {
+                *word = count << 2 | TAG_COUNT;
+            }
         }
     }
 
-    /// A list or tuple at `depth`, with its items when the walk reads them directly.
+    /// A list or tuple at `depth`, of `count` items.
     ///
     /// # Safety
     /// `list` must be a live object and the GIL held.
-    pub(crate) unsafe fn list(&mut self, list: Obj, items: Option<usize>, depth: u32) {
-        match items {
-            Some(count)
-                if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type)
-                    && (depth as usize) < MAX_DEPTH =>
+    pub(crate) unsafe fn list(&mut self, list: Obj, count: usize, depth: u32) {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH
             {
                 self.push_object(list, TAG_LIST);
                 if !self.spoiled {
                     self.words.push(count << 2 | TAG_COUNT);
                 }
+            } else {
+                self.spoil();
             }
-            _ => self.spoil(),
         }
     }
-}
-
-/// The items of an exact list (`None` where the list layout is not known: such lists
-/// are not remembered).
-///
-/// # Safety
-/// `list` must be a live exact list and the GIL held; the slice is valid until the list
-/// changes.
-unsafe fn list_items<'a>(py: Python<'_>, list: Obj) -> Option<&'a [Obj]> {
-    list_slice(py, list)
 }
 
 /// Whether `obj` is still the tree the trail recorded from `trail[*pos]` on; advances
@@ -238,68 +238,50 @@ unsafe fn list_items<'a>(py: Python<'_>, list: Obj) -> Option<&'a [Obj]> {
 /// # Safety
 /// `obj` must be a live object and the GIL held; every object of `trail` must be alive
 /// (the memo holds them).
-unsafe fn same_tree(py: Python<'_>, obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
-    let Some(&word) = trail.get(*pos) else {
-        return false;
-    };
-    *pos += 1;
-    let tag = word & TAG_MASK;
-    if tag == TAG_LEAF {
-        return word == obj as usize;
-    }
-    if word & !TAG_MASK != obj as usize {
-        return false;
-    }
-    // A dict's version word comes before its size.
-    let version = if tag == TAG_DICT {
-        let Some(&version) = trail.get(*pos) else {
+unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let Some(&word) = trail.get(*pos) else {
             return false;
         };
         *pos += 1;
-        Some(version)
-    } else {
-        None
-    };
-    let Some(&count) = trail.get(*pos) else {
-        return false;
-    };
-    *pos += 1;
-    let size = count >> 2;
-    if let Some(version) = version {
-        if version != TAG_COUNT && version_word(dict_version(obj)) == version {
-            // Unchanged since recorded: the very same keys and values. Only the
-            // containers among the values may have changed inside.
-            *pos += size;
-            return (0..size).all(|_| match trail.get(*pos) {
-                Some(&word) if word & TAG_MASK == TAG_LEAF => {
-                    *pos += 1;
-                    true
+        let tag = word & TAG_MASK;
+        if tag == TAG_LEAF {
+            return word == obj as usize;
+        }
+        if word & !TAG_MASK != obj as usize {
+            return false;
+        }
+        let Some(&count) = trail.get(*pos) else {
+            return false;
+        };
+        *pos += 1;
+        let size = count >> 2;
+        if tag == TAG_DICT {
+            // The keys, in order, then the values' trees.
+            let mut values: SmallValues = SmallValues::new();
+            let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
+            while ffi::PyDict_Next(obj, &mut at, &mut key, &mut value) != 0 {
+                if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
+                    return false;
                 }
-                Some(&word) => same_tree(py, (word & !TAG_MASK) as Obj, trail, pos),
-                None => false,
-            });
-        }
-        // The keys, in order, then the values' trees.
-        let mut values: SmallValues = SmallValues::new();
-        let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
-        while ffi::PyDict_Next(obj, &mut at, &mut key, &mut value) != 0 {
-            if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
-                return false;
+                *pos += 1;
+                values.push(value);
             }
-            *pos += 1;
-            values.push(value);
-        }
-        values.len() == size
-            && values
-                .as_slice()
-                .iter()
-                .all(|&value| same_tree(py, value, trail, pos))
-    } else {
-        match list_items(py, obj) {
-            Some(items) if items.len() == size => {
-                items.iter().all(|&item| same_tree(py, item, trail, pos))
-            }
-            _ => false,
+            values.len() == size
+                && values
+                    .as_slice()
+                    .iter()
+                    .all(|&value| same_tree(value, trail, pos))
+        } else if let Some(items) = list_slice(obj) {
+            items.len() == size && items.iter().all(|&item| same_tree(item, trail, pos))
+        } else {
+            // The layout is not known: the items through the C API.
+            ffi::PyList_Size(obj) == size as ffi::Py_ssize_t
+                && (0..size).all(|i| {
+                    let item = ffi::PyList_GetItem(obj, i as ffi::Py_ssize_t);
+                    !item.is_null() && same_tree(item, trail, pos)
+                })
         }
     }
 }
@@ -350,9 +332,12 @@ impl SmallValues {
 /// # Safety
 /// The GIL must be held and the trail's references owned by the caller.
 pub(crate) unsafe fn release(trail: &[usize]) {
-    for &word in trail {
-        if word & TAG_MASK != TAG_COUNT {
-            ffi::Py_DecRef((word & !TAG_MASK) as Obj);
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        for &word in trail {
+            if word & TAG_MASK != TAG_COUNT {
+                ffi::Py_DecRef((word & !TAG_MASK) as Obj);
+            }
         }
     }
 }
@@ -369,17 +354,20 @@ impl SizeMemo {
     /// # Safety
     /// The GIL must be held.
     unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Recorded, view: Option<KeptView>) {
-        let entry = Entry {
-            len,
-            trail,
-            seen: Cell::new(self.generation),
-            view,
-        };
-        if let Some(mut old) = self.entries.insert(msg as usize, Box::new(entry)) {
-            // The view borrows from the trail's objects: dropped before they are released.
-            let trail = std::mem::take(&mut old.trail);
-            drop(old);
-            release(&trail);
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let entry = Entry {
+                len,
+                trail,
+                seen: Cell::new(self.generation),
+                view,
+            };
+            if let Some(mut old) = self.entries.insert(msg as usize, Box::new(entry)) {
+                // The view borrows from the trail's objects: dropped before they are released.
+                let trail = std::mem::take(&mut old.trail);
+                drop(old);
+                release(&trail);
+            }
         }
     }
 
@@ -389,22 +377,24 @@ impl SizeMemo {
     /// The GIL must be held. Releasing may free objects (of plain JSON types only: no
     /// Python code runs).
     unsafe fn sweep(&mut self) {
-        let generation = self.generation;
-        let mut stale = Vec::new();
-        self.entries.retain(|_, entry| {
-            let keep = entry.seen.get() == generation;
-            if !keep {
-                stale.push(std::mem::take(&mut entry.trail));
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let generation = self.generation;
+            let mut stale = Vec::new();
+            self.entries.retain(|_, entry| {
+                let keep = entry.seen.get() == generation;
+                if !keep {
+                    stale.push(std::mem::take(&mut entry.trail));
+                }
+                keep
+            });
+            for trail in stale {
+                release(&trail);
             }
-            keep
-        });
-        for trail in stale {
-            release(&trail);
         }
     }
 
     fn clear(&mut self) {
-        self.reads.clear();
         let entries = std::mem::take(&mut self.entries);
         if entries.is_empty() {
             return;
@@ -483,13 +473,6 @@ impl PySizeMemo {
         self.with(|memo| (memo.hits, memo.misses))
     }
 
-    /// `(reused, read)`: message views a render that did not measure took from the
-    /// memo, and views it read, so far.
-    #[getter]
-    fn read_stats(&self) -> PyResult<(u64, u64)> {
-        self.with(|memo| memo.reads.stats())
-    }
-
     /// Forgets every message (releases the references).
     fn clear(&self) -> PyResult<()> {
         self.with(SizeMemo::clear)
@@ -516,12 +499,13 @@ fn prefetch_headers(trail: &[usize]) {
 /// # Safety
 /// The trail's objects must be alive (the memo holds them) and the GIL held.
 unsafe fn prefetch_tables(trail: &[usize]) {
-    for (at, &word) in trail.iter().enumerate() {
-        let tag = word & TAG_MASK;
-        // A dict with a version tag is read only if the tag changed.
-        let versioned = tag == TAG_DICT && trail.get(at + 1).is_some_and(|&v| v != TAG_COUNT);
-        if tag == TAG_LIST || (tag == TAG_DICT && !versioned) {
-            prefetch_body((word & !TAG_MASK) as Obj);
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        for &word in trail {
+            let tag = word & TAG_MASK;
+            if tag == TAG_LIST || tag == TAG_DICT {
+                prefetch_body((word & !TAG_MASK) as Obj);
+            }
         }
     }
 }
@@ -531,37 +515,59 @@ unsafe fn prefetch_tables(trail: &[usize]) {
 /// # Safety
 /// `list` must be a live list and the GIL held.
 unsafe fn items_of(py: Python<'_>, list: Obj) -> PyResult<Vec<Obj>> {
-    let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
-    let mut items = Vec::with_capacity(count);
-    for i in 0..count {
-        let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-        if item.is_null() {
-            return Err(PyErr::fetch(py));
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
+        let mut items = Vec::with_capacity(count);
+        for i in 0..count {
+            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+            if item.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            items.push(item);
         }
-        items.push(item);
+        Ok(items)
     }
-    Ok(items)
 }
+
+/// A message measured (or read) now: its position, object, length, trail (`None`: a
+/// remembered one whose view is refreshed) and the span of its view's borrowed objects.
+type Fresh = (usize, Obj, usize, Option<Recorded>, (usize, usize));
 
 /// A message view as render reads it, its strings borrowed from the message's objects.
 pub(crate) type View<'a> = MsgView<Cow<'a, str>>;
 
-/// A view kept by an entry, with the fields it was read for.
+/// A view kept by an entry, with the fields it was read for. Made only by [`keep_view`].
 struct KeptView {
     needs: Needs,
+    /// Borrows from objects of the entry's trail (checked by [`keep_view`]); the entry
+    /// drops it before it releases the trail.
     view: View<'static>,
 }
 
-/// Keeps `view` (read with `needs`) for an entry of the message it was read from.
-///
-/// # Safety
-/// Every string `view` borrows must belong to an object of the entry's trail (the view
-/// reader only borrows from the message's own objects, all of which the trail holds).
-unsafe fn keep_view(view: &View<'_>, needs: Needs) -> KeptView {
-    KeptView {
-        needs,
-        view: std::mem::transmute::<View<'_>, View<'static>>(view.clone()),
+/// Whether every object of `borrowed` is a leaf of `trail` (the trail holds a reference
+/// to it).
+fn all_in_trail(borrowed: &[Obj], trail: &[usize]) -> bool {
+    borrowed.iter().all(|&obj| {
+        let address = obj as usize;
+        address & TAG_MASK == 0 && trail.contains(&(address | TAG_LEAF))
+    })
+}
+
+/// `view` (read with `needs`, its strings borrowed from the str objects `borrowed`) kept
+/// for an entry whose trail is `trail`; `None` unless the trail holds every one of those
+/// objects. The memo hands a kept view out only after checking the whole trail again
+/// ([`same_tree`]), so the strings it borrows are exactly objects the memo both holds and
+/// checks: what the reader reads is recorded by the reader, not assumed here.
+fn keep_view(view: &View<'_>, needs: Needs, borrowed: &[Obj], trail: &[usize]) -> Option<KeptView> {
+    if !all_in_trail(borrowed, trail) {
+        return None;
     }
+    // SAFETY: every string the view borrows is the text of an object of `borrowed`
+    // (the reader logs each one), each held by a strong reference of the trail, which
+    // the entry releases only after dropping the view; str objects are immutable.
+    let view = unsafe { std::mem::transmute::<View<'_>, View<'static>>(view.clone()) };
+    Some(KeptView { needs, view })
 }
 
 /// The length of every message of `list` and its view (`read(i, message)`), reusing what
@@ -582,147 +588,171 @@ pub(crate) unsafe fn measure_and_read<'a>(
     list: Obj,
     memo: Option<&mut SizeMemo>,
     needs: Option<Needs>,
+    borrowed: &RefCell<Vec<Obj>>,
     mut read: impl FnMut(usize, Obj) -> PyResult<View<'a>>,
 ) -> PyResult<(Vec<usize>, Vec<View<'a>>)> {
-    let mut views = Vec::new();
-    let Some(memo) = memo else {
-        let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
-            views.push(read(i, item)?);
-            Ok(())
-        })?;
-        return Ok((lens, views));
-    };
-    memo.begin();
-    let items = items_of(py, list)?;
-    if memo.entries.is_empty() {
-        let (lens, trails) = Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
-            views.push(read(i, item)?);
-            Ok(())
-        })?;
-        memo.misses += lens.len() as u64;
-        for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
-            match (trail, views.get(i)) {
-                (Some(trail), Some(view)) => {
-                    let kept = needs.map(|needs| keep_view(view, needs));
-                    memo.remember(item, *len, trail, kept);
-                }
-                (Some(trail), None) => release(&trail),
-                (None, _) => {}
-            }
-        }
-        return Ok((lens, views));
-    }
-    let count = items.len();
-    let generation = memo.generation;
-    let before = memo.entries.len();
-    let mut lens = Vec::with_capacity(count);
-    views.reserve(count);
-    // Messages measured now (`trail: None` - a remembered one whose view is refreshed).
-    let mut fresh: Vec<(usize, Obj, usize, Option<Recorded>)> = Vec::new();
-    let (mut hits, mut misses) = (0, 0);
-    // Remembered entries seen by this render (a message may be listed twice).
-    let mut distinct = 0;
-    {
-        let found: Vec<Option<&Entry>> = items
-            .iter()
-            .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
-            .collect();
-        let mut measurer = Measurer::new(py);
-        let mut failed = None;
-        for (i, &item) in items.iter().enumerate() {
-            if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
-                let entry: *const Entry = *ahead;
-                prefetch(entry.cast::<u8>());
-            }
-            if let Some(Some(ahead)) = found.get(i + AHEAD) {
-                prefetch_headers(&ahead.trail);
-            }
-            if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
-                prefetch_tables(&ahead.trail);
-            }
-            let remembered = found.get(i).copied().flatten().filter(|entry| {
-                let mut pos = 0;
-                same_tree(py, item, &entry.trail, &mut pos) && pos == entry.trail.len()
-            });
-            match remembered {
-                Some(entry) => {
-                    if entry.seen.replace(generation) != generation {
-                        distinct += 1;
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut views = Vec::new();
+        // Where the objects each read view borrows from end in `borrowed` (by list position).
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let Some(memo) = memo else {
+            let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
+                views.push(read(i, item)?);
+                Ok(())
+            })?;
+            return Ok((lens, views));
+        };
+        memo.begin();
+        let items = items_of(py, list)?;
+        if memo.entries.is_empty() {
+            let (lens, trails) =
+                Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
+                    let start = borrowed.borrow().len();
+                    views.push(read(i, item)?);
+                    spans.push((start, borrowed.borrow().len()));
+                    Ok(())
+                })?;
+            memo.misses += lens.len() as u64;
+            let log = borrowed.borrow();
+            for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
+                match (trail, views.get(i)) {
+                    (Some(trail), Some(view)) => {
+                        let kept = needs.and_then(|needs| {
+                            let span = spans.get(i).and_then(|&(a, b)| log.get(a..b))?;
+                            keep_view(view, needs, span, &trail)
+                        });
+                        memo.remember(item, *len, trail, kept);
                     }
-                    hits += 1;
-                    lens.push(entry.len);
-                    match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
-                        Some(kept) => views.push(kept.view.clone()),
-                        None => {
-                            match read(i, item) {
-                                Ok(view) => views.push(view),
-                                Err(err) => {
-                                    failed = Some(err);
-                                    break;
+                    (Some(trail), None) => release(&trail),
+                    (None, _) => {}
+                }
+            }
+            return Ok((lens, views));
+        }
+        let count = items.len();
+        let generation = memo.generation;
+        let before = memo.entries.len();
+        let mut lens = Vec::with_capacity(count);
+        views.reserve(count);
+        // Messages measured now (`trail: None` - a remembered one whose view is refreshed),
+        // with where the objects their views borrow from are in `borrowed`.
+        let mut fresh: Vec<Fresh> = Vec::new();
+        let (mut hits, mut misses) = (0, 0);
+        // Remembered entries seen by this render (a message may be listed twice).
+        let mut distinct = 0;
+        {
+            let found: Vec<Option<&Entry>> = items
+                .iter()
+                .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
+                .collect();
+            let mut measurer = Measurer::new(py);
+            let mut failed = None;
+            for (i, &item) in items.iter().enumerate() {
+                if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
+                    let entry: *const Entry = *ahead;
+                    prefetch(entry.cast::<u8>());
+                }
+                if let Some(Some(ahead)) = found.get(i + AHEAD) {
+                    prefetch_headers(&ahead.trail);
+                }
+                if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
+                    prefetch_tables(&ahead.trail);
+                }
+                let remembered = found.get(i).copied().flatten().filter(|entry| {
+                    let mut pos = 0;
+                    same_tree(item, &entry.trail, &mut pos) && pos == entry.trail.len()
+                });
+                match remembered {
+                    Some(entry) => {
+                        if entry.seen.replace(generation) != generation {
+                            distinct += 1;
+                        }
+                        hits += 1;
+                        lens.push(entry.len);
+                        match entry.view.as_ref().filter(|kept| Some(kept.needs) == needs) {
+                            Some(kept) => views.push(kept.view.clone()),
+                            None => {
+                                let start = borrowed.borrow().len();
+                                match read(i, item) {
+                                    Ok(view) => views.push(view),
+                                    Err(err) => {
+                                        failed = Some(err);
+                                        break;
+                                    }
+                                }
+                                if needs.is_some() {
+                                    let span = (start, borrowed.borrow().len());
+                                    fresh.push((i, item, entry.len, None, span));
                                 }
                             }
-                            if needs.is_some() {
-                                fresh.push((i, item, entry.len, None));
+                        }
+                    }
+                    None => {
+                        misses += 1;
+                        let (len, trail) = match measurer.len_recorded(py, item) {
+                            Ok(measured) => measured,
+                            Err(err) => {
+                                failed = Some(err);
+                                break;
+                            }
+                        };
+                        lens.push(len);
+                        let start = borrowed.borrow().len();
+                        match read(i, item) {
+                            Ok(view) => views.push(view),
+                            Err(err) => {
+                                if let Some(trail) = trail {
+                                    release(&trail);
+                                }
+                                failed = Some(err);
+                                break;
                             }
                         }
+                        if trail.is_some() {
+                            fresh.push((i, item, len, trail, (start, borrowed.borrow().len())));
+                        }
                     }
+                }
+            }
+            if let Some(err) = failed {
+                // The references of the trails recorded so far go back.
+                for (_, _, _, trail, _) in fresh {
+                    if let Some(trail) = trail {
+                        release(&trail);
+                    }
+                }
+                return Err(err);
+            }
+        }
+
+        memo.hits += hits;
+        memo.misses += misses;
+        let log = borrowed.borrow();
+        for (i, item, len, trail, (start, end)) in fresh {
+            let view = views.get(i).zip(needs).zip(log.get(start..end));
+            match trail {
+                Some(trail) => {
+                    let kept =
+                        view.and_then(|((view, needs), span)| keep_view(view, needs, span, &trail));
+                    memo.remember(item, len, trail, kept);
                 }
                 None => {
-                    misses += 1;
-                    let (len, trail) = match measurer.len_recorded(py, item) {
-                        Ok(measured) => measured,
-                        Err(err) => {
-                            failed = Some(err);
-                            break;
-                        }
-                    };
-                    lens.push(len);
-                    if trail.is_some() {
-                        fresh.push((i, item, len, trail));
-                    }
-                    match read(i, item) {
-                        Ok(view) => views.push(view),
-                        Err(err) => {
-                            failed = Some(err);
-                            break;
-                        }
+                    if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
+                        entry.view = view.and_then(|((view, needs), span)| {
+                            keep_view(view, needs, span, &entry.trail)
+                        });
                     }
                 }
             }
         }
-        if let Some(err) = failed {
-            // The references of the trails recorded so far go back.
-            for (_, _, _, trail) in fresh {
-                if let Some(trail) = trail {
-                    release(&trail);
-                }
-            }
-            return Err(err);
+        // Nothing to release when every remembered entry was seen (the usual case: the same
+        // history again, plus new messages).
+        if distinct < before {
+            memo.sweep();
         }
+        Ok((lens, views))
     }
-
-    memo.hits += hits;
-    memo.misses += misses;
-    for (i, item, len, trail) in fresh {
-        let kept = match (views.get(i), needs) {
-            (Some(view), Some(needs)) => Some(keep_view(view, needs)),
-            _ => None,
-        };
-        match trail {
-            Some(trail) => memo.remember(item, len, trail, kept),
-            None => {
-                if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
-                    entry.view = kept;
-                }
-            }
-        }
-    }
-    // Nothing to release when every remembered entry was seen (the usual case: the same
-    // history again, plus new messages).
-    if distinct < before {
-        memo.sweep();
-    }
-    Ok((lens, views))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

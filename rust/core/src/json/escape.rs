@@ -243,8 +243,9 @@ mod wide {
             let end = (k + ROUND).min(chunks);
             let mut acc = zero;
             while k < end {
-                // Chunk k covers bytes 32k..32k+32, inside `bytes` (k < len / 32).
-                let v = _mm256_loadu_si256(ptr.add(32 * k).cast::<__m256i>());
+                // SAFETY: chunk k covers bytes 32k..32k+32, inside `bytes` (k < len / 32);
+                // the load is unaligned.
+                let v = unsafe { _mm256_loadu_si256(ptr.add(32 * k).cast::<__m256i>()) };
                 let ctrl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, x1f), v);
                 let d = _mm256_sub_epi8(v, eight);
                 let short = _mm256_andnot_si256(
