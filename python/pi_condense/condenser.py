@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
 from . import jsjson, jstime
-from .capture import branch_turn_index, capture_batch, is_final_assistant, trim_batch
+from .capture import capture_batch, is_final_assistant, trim_batch
 from .chains import (
     ChainCompressionError,
     ChainDeps,
@@ -314,7 +314,7 @@ class Condenser:
         if has_results:
             index: Any = turn_index
             if not config.is_reference:
-                index = branch_turn_index(self._session.branch(), message)
+                index = rt.facts().turn_index(message)
             batch = capture_batch(message, list(tool_results), index, self._clock())
             protected = rt.protection()
             batch.tool_calls = [

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import jsjson
+from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
     ProtectionPredicate,
+    first_pending_turn,
     group_batches,
     protection_predicate,
-    rescan_branch,
+    rescan_turns,
     trim_batch,
 )
 from .config import Config
@@ -139,20 +141,34 @@ class Runtime:
     def compute_metrics(self) -> Optional[MetricsSnapshot]:
         """Recompute the metrics cache from the session branch; keep the old one on failure."""
         try:
-            messages = self.metrics.project(self.session.branch())
-            self.metrics_cache = self.metrics.compute(
-                messages, self.state.frontier, self.state.is_summarized, self.protection()
+            metrics = self.facts().metrics
+            self.metrics_cache = metrics.snapshot(
+                self.state.frontier, self.state.is_summarized, self.protection()
             )
         except Exception:
             log.exception("pi-condense: context metrics computation failed")
         return self.metrics_cache
 
+    def facts(self) -> BranchFacts:
+        """The session branch's facts, brought up to date."""
+        return branch_facts(self.session)
+
     def capture_pending(self, *, rethrow: bool = False) -> list[CapturedBatch]:
         """Rescan + trim + group (``capturePendingBatches``); without ``rethrow`` a failing
         rescan falls back to a copy of the pending queue."""
         try:
-            batches = rescan_branch(
-                self.session.branch(), self.state, self.protection(), self.clock
+            facts = self.facts()
+            # Turns before the frontier's are dropped whole by trim_batch: not rescanned.
+            first = first_pending_turn(self.state.frontier, len(facts.assistants))
+            batches = rescan_turns(
+                facts.message_entries,
+                facts.messages,
+                facts.assistants,
+                facts.user_groups,
+                first,
+                self.state,
+                self.protection(),
+                self.clock,
             )
         except Exception:
             if rethrow:
