@@ -258,10 +258,20 @@ class ContextLog:
         inputs: Sequence[str],
         outputs: Sequence[str],
         input_chars: int,
-        output_lengths: Sequence[int],
+        output_lengths: Optional[Sequence[int]],
+        output_chars: Optional[int] = None,
     ) -> None:
-        """Log one call from the JSON texts of its input and output messages."""
-        after = array_chars(output_lengths)
+        """Log one call from the JSON texts of its input and output messages.
+
+        Without a pool, ``output_chars`` (the output array's length) may stand in for
+        ``output_lengths`` (then None) and ``outputs``.
+        """
+        if output_lengths is not None:
+            after = array_chars(output_lengths)
+        elif output_chars is not None and not self.keep_pool:
+            after = output_chars
+        else:
+            raise ValueError("record: output_lengths are needed (or output_chars without a pool)")
         self.sizes.append(CallSize(input_chars, after, changed))
         if not self.keep_pool:
             return

@@ -662,6 +662,8 @@ def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: _Parsed) -> 
 # The current branch, kept incrementally
 
 _EPOCHS = itertools.count(1)
+_EXTEND_STEPS = 256
+"""How far back from a new leaf the kept path is looked for before walking it again."""
 
 
 class _BranchPath:
@@ -680,17 +682,21 @@ class _BranchPath:
         self.dangling: Any = _mkey(parent) if _truthy(parent) else None
 
     def extend(self, leaf: dict[str, Any], by_id: Mapping[Any, dict[str, Any]]) -> bool:
-        """Move to ``leaf`` if it is a child of the current leaf (not already on the path)."""
-        parent = leaf.get("parentId", ABSENT)
-        if (
-            self.leaf is None
-            or not _truthy(parent)
-            or by_id.get(_mkey(parent)) is not self.leaf
-            or id(leaf) in self.members
-        ):
+        """Move to ``leaf`` if it descends from the current leaf within a few entries (the
+        entries appended since the last look); False (nothing changed) otherwise."""
+        if self.leaf is None:
             return False
-        self.path.append(leaf)
-        self.members.add(id(leaf))
+        added: list[dict[str, Any]] = []
+        current: Optional[dict[str, Any]] = leaf
+        while current is not self.leaf:
+            if current is None or id(current) in self.members or len(added) >= _EXTEND_STEPS:
+                return False
+            added.append(current)
+            parent = current.get("parentId", ABSENT)
+            current = by_id.get(_mkey(parent)) if _truthy(parent) else None
+        added.reverse()
+        self.path.extend(added)
+        self.members.update(id(entry) for entry in added)
         self.leaf = leaf
         return True
 
