@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -34,6 +35,7 @@ from .summarize.base import Completion, CompletionRequest
 __all__ = [
     "SUMMARY",
     "LiveSummary",
+    "LiveSummaryPlacer",
     "Runtime",
     "Summarize",
     "Ui",
@@ -107,6 +109,8 @@ class Runtime:
     """``session.foreign_prune_entries`` when the state last took them in."""
     metrics_cache: Optional[MetricsSnapshot] = None
     live_summaries: list[LiveSummary] = field(default_factory=list)
+    placer: LiveSummaryPlacer = field(default_factory=lambda: LiveSummaryPlacer())
+    """Places :attr:`live_summaries` into the host's list (what it learned is kept)."""
     chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
     """Chain compression inside a flush: ``(runtime, branch messages, closing message)`` ->
     compressed block ids (the caller does the stats bookkeeping)."""
@@ -217,40 +221,72 @@ def inject_live_summaries(messages: list[Any], live: Sequence[LiveSummary]) -> l
     """``messages`` with the tracked summaries the host's list does not hold yet, each right
     after its anchor message (after earlier summaries of that anchor); a summary whose anchor
     is not in the list is left out. Returns ``messages`` itself when nothing is added."""
-    if not live:
-        return messages
-    present = set()
-    for message in messages:
-        if isinstance(message, dict) and message.get("customType") == SUMMARY:
-            details = message.get("details")
-            refs = details.get("toolCallRefs") if isinstance(details, dict) else None
-            if refs is not None:
-                present.add(jsjson.dumps(refs))
-    missing = [s for s in live if s.identity not in present]
-    if not missing:
-        return messages
-    # One pass: each summary goes after the last message matching its anchor and after the
-    # summaries already following it, in the order they were written (as inserting them one
-    # by one would place them).
-    last: dict[Any, int] = {}
-    for i, m in enumerate(messages):
-        if isinstance(m, dict):
+    return LiveSummaryPlacer().place(messages, live)
+
+
+class LiveSummaryPlacer:
+    """:func:`inject_live_summaries` for a host that sends one growing list: what it learned
+    about the list (the summaries it holds, the last position of each anchor) is kept for the
+    messages it saw, so a call only looks at the messages added since the last one. A list
+    that does not start with the same message objects as the last one is looked at anew
+    (messages are taken as unchanged once seen, as the render's size memo takes them)."""
+
+    __slots__ = ("_last", "_present", "_seen")
+
+    def __init__(self) -> None:
+        self._seen: list[Any] = []
+        self._present: set[str] = set()
+        self._last: dict[Any, int] = {}
+
+    def _learn(self, messages: list[Any]) -> None:
+        seen = self._seen
+        done = len(seen)
+        if done > len(messages) or not all(map(operator.is_, seen, messages)):
+            seen.clear()
+            self._present.clear()
+            self._last.clear()
+            done = 0
+        present, last = self._present, self._last
+        for i in range(done, len(messages)):
+            m = messages[i]
+            if not isinstance(m, dict):
+                continue
+            if m.get("customType") == SUMMARY:
+                details = m.get("details")
+                refs = details.get("toolCallRefs") if isinstance(details, dict) else None
+                if refs is not None:
+                    present.add(jsjson.dumps(refs))
             # an unhashable timestamp is found by a scan if it is an anchor
             with contextlib.suppress(TypeError):
                 last[(m.get("role"), m.get("timestamp"))] = i
-    inserts: dict[int, list[Any]] = {}
-    for summary in missing:
-        position = _insert_position(messages, summary.anchor, last)
-        if position is not None:
-            inserts.setdefault(position, []).append(summary.message)
-    if not inserts:
-        return messages
-    out: list[Any] = []
-    for i, m in enumerate(messages):
-        out.extend(inserts.get(i, ()))
-        out.append(m)
-    out.extend(inserts.get(len(messages), ()))
-    return out
+        seen.extend(messages[done:])
+
+    def place(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
+        """``messages`` with the summaries of ``live`` it lacks (see the class docstring)."""
+        if not live:
+            return messages
+        self._learn(messages)
+        missing = [s for s in live if s.identity not in self._present]
+        if not missing:
+            return messages
+        # Each summary goes after the last message matching its anchor and after the
+        # summaries already following it, in the order they were written (as inserting them
+        # one by one would place them).
+        inserts: dict[int, list[Any]] = {}
+        for summary in missing:
+            position = _insert_position(messages, summary.anchor, self._last)
+            if position is not None:
+                inserts.setdefault(position, []).append(summary.message)
+        if not inserts:
+            return messages
+        out: list[Any] = []
+        previous = 0
+        for position in sorted(inserts):
+            out.extend(messages[previous:position])
+            out.extend(inserts[position])
+            previous = position
+        out.extend(messages[previous:])
+        return out
 
 
 def _insert_position(
