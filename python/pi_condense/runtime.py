@@ -8,6 +8,7 @@ and puts them into the list (:func:`inject_live_summaries`) where a reload would
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import operator
@@ -225,27 +226,56 @@ def inject_live_summaries(messages: list[Any], live: Sequence[LiveSummary]) -> l
 
 
 class LiveSummaryPlacer:
-    """:func:`inject_live_summaries` for a host that sends one growing list: what it learned
-    about the list (the summaries it holds, the last position of each anchor) is kept for the
-    messages it saw, so a call only looks at the messages added since the last one. A list
-    that does not start with the same message objects as the last one is looked at anew
-    (messages are taken as unchanged once seen, as the render's size memo takes them)."""
+    """:func:`inject_live_summaries` for a host that sends one growing list, kept up to date
+    instead of redone: what it learned about the list (the summaries it holds, the last
+    position of each anchor) and where each tracked summary goes are kept, so a call looks at
+    the messages and the summaries added since the last one (and at the summaries that went
+    at the end of the list, or had no anchor yet). A list that does not start with the same
+    message objects as the last one, a tracked list that was not only appended to, or a new
+    message that moves an anchor or holds a tracked summary start it over. Messages are taken
+    as unchanged once seen, as the render's size memo takes them."""
 
-    __slots__ = ("_last", "_present", "_seen")
+    __slots__ = (
+        "_anchors",
+        "_at",
+        "_by_position",
+        "_identities",
+        "_last",
+        "_live",
+        "_positions",
+        "_present",
+        "_recheck",
+    )
 
     def __init__(self) -> None:
-        self._seen: list[Any] = []
-        self._present: set[str] = set()
         self._last: dict[Any, int] = {}
+        self._present: set[str] = set()
+        self._reset_plan()
+        self._seen_reset()
 
-    def _learn(self, messages: list[Any]) -> None:
-        seen = self._seen
+    def _seen_reset(self) -> None:
+        self._positions: list[Any] = []  # the messages seen (the list's known prefix)
+        self._present.clear()
+        self._last.clear()
+
+    def _reset_plan(self) -> None:
+        self._live: list[LiveSummary] = []
+        self._at: list[Optional[int]] = []  # where each tracked summary goes (None: nowhere)
+        self._recheck: set[int] = set()
+        self._by_position: dict[int, list[tuple[int, Any]]] = {}
+        self._anchors: set[Any] = set()  # the tracked summaries' (hashable) anchors
+        self._identities: set[str] = set()
+
+    def _learn(self, messages: list[Any]) -> bool:
+        """Take in the messages not seen yet; True when the plan must be redone."""
+        seen = self._positions
         done = len(seen)
+        moved = False
         if done > len(messages) or not all(map(operator.is_, seen, messages)):
-            seen.clear()
-            self._present.clear()
-            self._last.clear()
+            self._seen_reset()
+            seen = self._positions
             done = 0
+            moved = True
         present, last = self._present, self._last
         for i in range(done, len(messages)):
             m = messages[i]
@@ -255,35 +285,75 @@ class LiveSummaryPlacer:
                 details = m.get("details")
                 refs = details.get("toolCallRefs") if isinstance(details, dict) else None
                 if refs is not None:
-                    present.add(jsjson.dumps(refs))
+                    identity = jsjson.dumps(refs)
+                    present.add(identity)
+                    moved = moved or identity in self._identities
             # an unhashable timestamp is found by a scan if it is an anchor
             with contextlib.suppress(TypeError):
-                last[(m.get("role"), m.get("timestamp"))] = i
+                key = (m.get("role"), m.get("timestamp"))
+                if key in last and key in self._anchors:
+                    moved = True
+                last[key] = i
         seen.extend(messages[done:])
+        return moved
+
+    def _put(self, k: int, messages: list[Any]) -> None:
+        """(Re)compute where tracked summary ``k`` goes."""
+        summary = self._live[k]
+        old = self._at[k]
+        if old is not None:
+            self._by_position[old].remove((k, summary.message))
+            if not self._by_position[old]:
+                del self._by_position[old]
+        position: Optional[int] = None
+        if summary.identity not in self._present:
+            position = _insert_position(messages, summary.anchor, self._last)
+        self._at[k] = position
+        if position is not None:
+            bisect.insort(self._by_position.setdefault(position, []), (k, summary.message))
+        anchor = summary.anchor
+        unhashable = False
+        if anchor is not None:
+            try:
+                hash(anchor)
+            except TypeError:
+                unhashable = True
+        present = summary.identity in self._present
+        if not present and (position is None or position >= len(messages) or unhashable):
+            self._recheck.add(k)  # the answer can change as the list grows
+        else:
+            self._recheck.discard(k)
 
     def place(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
         """``messages`` with the summaries of ``live`` it lacks (see the class docstring)."""
         if not live:
             return messages
-        self._learn(messages)
-        missing = [s for s in live if s.identity not in self._present]
-        if not missing:
+        grown = len(messages) != len(self._positions)
+        moved = self._learn(messages)
+        if moved or len(live) < len(self._live) or not all(map(operator.is_, self._live, live)):
+            self._reset_plan()
+        if grown:
+            for k in sorted(self._recheck):
+                self._put(k, messages)
+        for k in range(len(self._live), len(live)):
+            summary = live[k]
+            self._live.append(summary)
+            self._at.append(None)
+            self._identities.add(summary.identity)
+            if summary.anchor is not None:
+                with contextlib.suppress(TypeError):
+                    self._anchors.add(summary.anchor)
+            self._put(k, messages)
+        if not self._by_position:
             return messages
         # Each summary goes after the last message matching its anchor and after the
         # summaries already following it, in the order they were written (as inserting them
         # one by one would place them).
-        inserts: dict[int, list[Any]] = {}
-        for summary in missing:
-            position = _insert_position(messages, summary.anchor, self._last)
-            if position is not None:
-                inserts.setdefault(position, []).append(summary.message)
-        if not inserts:
-            return messages
         out: list[Any] = []
         previous = 0
-        for position in sorted(inserts):
+        for position in sorted(self._by_position):
             out.extend(messages[previous:position])
-            out.extend(inserts[position])
+            out.extend(message for _, message in self._by_position[position])
             previous = position
         out.extend(messages[previous:])
         return out
