@@ -101,6 +101,16 @@ PAIRS = (
     Pair("hook-agents", "CondenseFilter, 10k fresh", "orjson.dumps(history)", None, 60.0),
     Pair("hook-langchain", "CondenseMiddleware, 10k fresh", "messages_to_dict+dumps", None, 5.0),
     Pair("hook-pydantic-ai", "CondenseHistory, 10k fresh", "ModelMessages dump_json", None, 1.5),
+    Pair("condense-x3", "condense x3, per model call", "condense x1, per call", 1.2, 4.0),
+    Pair(
+        "condense-x10",
+        "condense x10, per model call",
+        "condense x1, per call",
+        1.5,
+        12.0,
+        "condense-x3",
+    ),
+    Pair("live", "Condenser events+context(), 10k", "render alone", 1.3, 2.0),
 )
 PAIR_BY_NAME = {pair.name: pair for pair in PAIRS}
 
@@ -111,6 +121,7 @@ BENCH_FILES = (
     "bench_hook_adapters.py",
     "bench_hook_langchain.py",
     "bench_hook_pydantic_ai.py",
+    "bench_pipeline.py",
 )
 
 
@@ -209,9 +220,9 @@ def results_from_json(path: Path) -> list[dict[str, Any]]:
     for bench in data.get("benchmarks", []):
         info = bench.get("extra_info", {})
         if {"pair", "role", "copies"} <= info.keys():
-            results.append(
-                {**info, "min": bench["stats"]["min"], "median": bench["stats"]["median"]}
-            )
+            per = float(info.get("per", 1))  # a round of `per` operations (model calls)
+            stats = bench["stats"]
+            results.append({**info, "min": stats["min"] / per, "median": stats["median"] / per})
     return results
 
 

@@ -245,9 +245,15 @@ class BranchMetrics:
         "_chain_start",
         "_chars",
         "_first_user_by_stamp",
+        "_gap",
         "_in_chain",
         "_largest",
         "_last_text_only",
+        "_open_done",
+        "_open_idx",
+        "_open_pos",
+        "_owner",
+        "_predicate",
         "_prefix",
         "_result_positions",
         "_results",
@@ -272,6 +278,16 @@ class BranchMetrics:
         self._args_by_id: dict[Any, Any] = {}
         self._result_positions: list[int] = []
         self._results: list[tuple[int, Any, Any, Any, Any, int]] = []
+        # The tool results that may still count toward the frontier gap (positions, indices
+        # into _results): the others are summarized in _owner's index (which never forgets
+        # a key) or protected by _predicate.
+        self._owner: Any = None
+        self._predicate: Any = None
+        self._open_pos: list[int] = []
+        self._open_idx: list[int] = []
+        self._open_done = 0
+        # (key, gap, results counted): the last gap, valid while the key is the same
+        self._gap: tuple[Any, int, int] = (None, 0, 0)
 
     def add(self, message: Any) -> None:
         """Fold in the next message of the projected branch."""
@@ -351,8 +367,17 @@ class BranchMetrics:
         frontier: Optional[Frontier],
         is_summarized: Callable[[str], bool],
         is_protected: ProtectionPredicate,
+        owner: Any = None,
+        version: Any = None,
     ) -> MetricsSnapshot:
-        """The snapshot of the messages added so far."""
+        """The snapshot of the messages added so far.
+
+        ``owner`` (when given) is the object whose summarized set ``is_summarized`` reads and
+        which only ever gains keys (a :class:`~pi_condense.state.PrunerState`): results found
+        summarized (or protected, by the same predicate) are then not looked at again.
+        ``version`` (with ``owner``) changes whenever that set grows: while it and the
+        frontier's boundary stay the same, only the results added since count anew.
+        """
         n = len(self.messages)
         if not n:
             return EMPTY_METRICS.copy()
@@ -365,7 +390,9 @@ class BranchMetrics:
         return {
             "openCycleThinkingTokens": js_round(self._thinking / 4),
             "largestChainSharePct": share,
-            "frontierGapTokens": self._frontier_gap(frontier, is_summarized, is_protected),
+            "frontierGapTokens": self._frontier_gap(
+                frontier, is_summarized, is_protected, owner, version
+            ),
         }
 
     def _frontier_turn(self, frontier: Frontier) -> int:
@@ -379,17 +406,34 @@ class BranchMetrics:
             return -1
         return int(turn)
 
+    def _sync_open(self, owner: Any, is_protected: ProtectionPredicate) -> bool:
+        """Add the new results to the open ones; True when they were all reopened."""
+        reopened = owner is None or owner is not self._owner or is_protected is not self._predicate
+        if reopened:
+            self._owner, self._predicate = owner, is_protected
+            self._open_pos = list(self._result_positions)
+            self._open_idx = list(range(len(self._results)))
+        else:
+            for idx in range(self._open_done, len(self._results)):
+                self._open_pos.append(self._results[idx][0])
+                self._open_idx.append(idx)
+        self._open_done = len(self._results)
+        return reopened
+
     def _frontier_gap(
         self,
         frontier: Optional[Frontier],
         is_summarized: Callable[[str], bool],
         is_protected: ProtectionPredicate,
+        owner: Any,
+        version: Any,
     ) -> int:
         n = len(self.messages)
         boundary = -1
         turn_end = n
         excluded: list[Any] = []
         turn = -1 if frontier is None else self._frontier_turn(frontier)
+        k = -1
         if frontier is not None and turn >= 0:
             i = self._assistants[turn]
             calls = _tool_call_blocks(self.messages[i])
@@ -401,16 +445,37 @@ class BranchMetrics:
                 later = turn + 1
                 turn_end = self._assistants[later] if later < len(self._assistants) else n
         scan_start = 0 if boundary < 0 else boundary + 1
+        reopened = self._sync_open(owner, is_protected)
+        settle = owner is not None
+        # The turn's end is the next assistant message's position, or the list's length
+        # while there is none: a result counted before stays counted as the list grows.
+        key = None if not settle or version is None else (boundary, k, version)
         gap = 0
-        first = bisect.bisect_left(self._result_positions, scan_start)
-        for i, tool_call_id, stamp, name, args, quarter in self._results[first:]:
+        first = bisect.bisect_left(self._open_pos, scan_start)
+        last_key, last_gap, counted = self._gap
+        if key is not None and key == last_key and not reopened:
+            gap = last_gap  # only the results added since count anew
+            first = max(first, bisect.bisect_left(self._open_idx, counted))
+        kept_pos: list[int] = []
+        kept_idx: list[int] = []
+        results = self._results
+        for idx in self._open_idx[first:]:
+            i, tool_call_id, stamp, name, args, quarter = results[idx]
             if i < turn_end and any(js_equal(tool_call_id, x) for x in excluded):
+                kept_pos.append(i)
+                kept_idx.append(idx)
                 continue
             if is_summarized(occ_key(_js_string(tool_call_id), result_timestamp_of(stamp))):
                 continue
             if is_protected(name, args):
                 continue
+            kept_pos.append(i)
+            kept_idx.append(idx)
             gap += quarter
+        if settle:
+            self._open_pos[first:] = kept_pos
+            self._open_idx[first:] = kept_idx
+        self._gap = (key, gap, len(results))
         return gap
 
 

@@ -147,8 +147,14 @@ class Runtime:
         """Recompute the metrics cache from the session branch; keep the old one on failure."""
         try:
             metrics = self.facts().metrics
+            state = self.state
+            index = state.index  # summarized = a record's key or a dedup alias
             self.metrics_cache = metrics.snapshot(
-                self.state.frontier, self.state.is_summarized, self.protection()
+                state.frontier,
+                state.is_summarized,
+                self.protection(),
+                owner=state,
+                version=(index.record_count, index.alias_count),
             )
         except Exception:
             log.exception("pi-condense: context metrics computation failed")
