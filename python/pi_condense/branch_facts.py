@@ -59,6 +59,7 @@ class BranchFacts:
         """For each assistant, how many user messages precede it."""
         self.last_anchor: Optional[tuple[Any, Any]] = None
         """``(role, timestamp)`` of the last message entry holding an object."""
+        self._truthy_messages: list[Any] = []
         self.compacted = False
         self.usage_since_compaction = False
         self.metrics = BranchMetrics(self._sizes.chars)
@@ -95,6 +96,7 @@ class BranchFacts:
         self.messages.append(message)
         if message:
             self.metrics.add(message)
+            self._truthy_messages.append(message)
         if not isinstance(message, dict):
             return
         role = message.get("role")
@@ -125,7 +127,7 @@ class BranchFacts:
 
     def chain_messages(self) -> list[Any]:
         """The branch's truthy ``message`` values (what chain compression scans)."""
-        return [m for m in self.messages if m]
+        return list(self._truthy_messages)
 
 
 _FACTS: weakref.WeakKeyDictionary[SessionFile, BranchFacts] = weakref.WeakKeyDictionary()
