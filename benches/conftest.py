@@ -97,13 +97,14 @@ def record() -> Any:
         benchmark.extra_info.update({"pair": pair, "role": role, "copies": copies})
         stats = getattr(getattr(benchmark, "stats", None), "stats", None)
         if stats is not None:
+            per = float(benchmark.extra_info.get("per", 1))  # set before record: per call
             _RESULTS.append(
                 {
                     "pair": pair,
                     "role": role,
                     "copies": copies,
-                    "min": stats.min,
-                    "median": stats.median,
+                    "min": stats.min / per,
+                    "median": stats.median / per,
                 }
             )
 

@@ -22,7 +22,16 @@ noop   no-op render / orjson.dumps(messages)           0.15    0.5
 scale  corpus scan 2 workers / 1 worker (wall clock)   0.5     0.667
 scan   corpus scan in process / orjson.loads lines     -       6.0
 hook-* a framework hook per model call, fresh objects  -       see PAIRS
+cx3    condense x3 / x1, per model call                1.5     4.0
+cx10   condense x10 / x1, per model call               1.5     14.0
+live   Condenser events + context() / render, 10k      1.3     2.0
 =====  ==============================================  ======  =====
+
+The pipeline pairs (issue 18, ``bench_pipeline.py``) divide each round by the model calls it
+made (``extra_info["per"]``). The condense pairs are regression bounds: the growth is the
+native render's and chain scan's (linear in the history per call); the rest of the pipeline
+per call measured 2.3 ms at x1 and 2.9 at x3. x10 is one round (about 110 s of CPU on the
+loaded development VM), the slowest part of the gate.
 
 The hook pairs (issue 12) hand each hook a history rebuilt as new objects before every round
 (the cold path most frameworks take) and divide by serializing that history: ``orjson.dumps``
@@ -106,6 +115,16 @@ PAIRS = (
     Pair("hook-agents", "CondenseFilter, 10k fresh", "orjson.dumps(history)", None, 60.0),
     Pair("hook-langchain", "CondenseMiddleware, 10k fresh", "messages_to_dict+dumps", None, 5.0),
     Pair("hook-pydantic-ai", "CondenseHistory, 10k fresh", "ModelMessages dump_json", None, 1.5),
+    Pair("condense-x3", "condense x3, per model call", "condense x1, per call", 1.5, 4.0),
+    Pair(
+        "condense-x10",
+        "condense x10, per model call",
+        "condense x1, per call",
+        1.5,
+        14.0,
+        "condense-x3",
+    ),
+    Pair("live", "Condenser events+context(), 10k", "render alone", 1.3, 2.0),
 )
 PAIR_BY_NAME = {pair.name: pair for pair in PAIRS}
 
@@ -116,6 +135,7 @@ BENCH_FILES = (
     "bench_hook_adapters.py",
     "bench_hook_langchain.py",
     "bench_hook_pydantic_ai.py",
+    "bench_pipeline.py",
 )
 
 
@@ -214,9 +234,9 @@ def results_from_json(path: Path) -> list[dict[str, Any]]:
     for bench in data.get("benchmarks", []):
         info = bench.get("extra_info", {})
         if {"pair", "role", "copies"} <= info.keys():
-            results.append(
-                {**info, "min": bench["stats"]["min"], "median": bench["stats"]["median"]}
-            )
+            per = float(info.get("per", 1))  # a round of `per` operations (model calls)
+            stats = bench["stats"]
+            results.append({**info, "min": stats["min"] / per, "median": stats["median"] / per})
     return results
 
 

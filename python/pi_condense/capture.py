@@ -246,27 +246,63 @@ def rescan_branch(
     block has an id, a result arrived before the next assistant message (the first result per
     id), its occurrence is not summarized and ``exclude(name, input ?? arguments)`` is false.
     """
-    messages = [e.get("message") for e in branch if e.get("type") == "message"]
     entries = [e for e in branch if e.get("type") == "message"]
-    batches: list[CapturedBatch] = []
-    turn_counter = 0
-    user_turn_group = 0
+    messages = [e.get("message") for e in entries]
+    assistants: list[int] = []
+    user_groups: list[int] = []
+    users = 0
     for i, message in enumerate(messages):
         role = get_field(message, "role")
         if js_equal(role, "user"):
-            user_turn_group += 1
-            continue
-        if not js_equal(role, "assistant"):
-            continue
-        turn_index = turn_counter
-        turn_counter += 1
+            users += 1
+        elif js_equal(role, "assistant"):
+            assistants.append(i)
+            user_groups.append(users)
+    return rescan_turns(entries, messages, assistants, user_groups, 0, state, exclude, now)
+
+
+def first_pending_turn(frontier: Optional[Frontier], turns: int) -> int:
+    """The first turn :func:`trim_batch` can keep a batch of: every turn before the
+    frontier's is dropped whole (0 without a frontier, or with one that is not a number)."""
+    if frontier is None:
+        return 0
+    boundary = frontier["lastAttemptedTurnIndex"]
+    if isinstance(boundary, bool) or not isinstance(boundary, (int, float)):
+        return 0
+    if boundary != boundary or boundary <= 0:
+        return 0
+    if boundary > turns:
+        return turns
+    return math.ceil(boundary)
+
+
+def rescan_turns(
+    entries: Sequence[Mapping[str, Any]],
+    messages: Sequence[Any],
+    assistants: Sequence[int],
+    user_groups: Sequence[int],
+    first_turn: int,
+    state: PrunerState,
+    exclude: ProtectionPredicate,
+    now: Callable[[], int],
+) -> list[CapturedBatch]:
+    """:func:`rescan_branch` from turn ``first_turn`` on, over the branch's ``message``
+    entries and their messages, with the positions of the assistant messages (turn k at
+    ``assistants[k]``) and the user messages before each (``user_groups``)."""
+    batches: list[CapturedBatch] = []
+    for turn_index in range(first_turn, len(assistants)):
+        i = assistants[turn_index]
+        message = messages[i]
         results: dict[str, Any] = {}
-        for later in messages[i + 1 :]:
-            later_role = get_field(later, "role")
-            if js_equal(later_role, "assistant"):
-                break
+        end = assistants[turn_index + 1] if turn_index + 1 < len(assistants) else len(messages)
+        for j in range(i + 1, end):
+            later = messages[j]
             result_id = get_field(later, "toolCallId")
-            if js_equal(later_role, "toolResult") and isinstance(result_id, str) and result_id:
+            if (
+                js_equal(get_field(later, "role"), "toolResult")
+                and isinstance(result_id, str)
+                and result_id
+            ):
                 results.setdefault(result_id, later)
         ready: list[Any] = []
         for block in _blocks(message, "toolCall"):
@@ -292,7 +328,7 @@ def rescan_branch(
         stamp = _entry_time(entries[i], message, now)
         batch = capture_batch(message, ready_results, turn_index, stamp)
         batch.tool_calls = [c for c in batch.tool_calls if c["toolCallId"] in ready_ids]
-        batch.user_turn_group = user_turn_group
+        batch.user_turn_group = user_groups[turn_index]
         batches.append(batch)
     return batches
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
 from . import jsjson, jstime
-from .capture import branch_turn_index, capture_batch, is_final_assistant, trim_batch
+from .capture import capture_batch, is_final_assistant, trim_batch
 from .chains import (
     ChainCompressionError,
     ChainDeps,
@@ -39,7 +39,7 @@ from .errors import CondenseWarning
 from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render
-from .runtime import Runtime, Ui, inject_live_summaries
+from .runtime import Runtime, Ui
 from .session import SessionFile
 from .spill import SpillSettings, safe_session_id, spill_batch
 from .state import PrunerState, Stats
@@ -314,7 +314,7 @@ class Condenser:
         if has_results:
             index: Any = turn_index
             if not config.is_reference:
-                index = branch_turn_index(self._session.branch(), message)
+                index = rt.facts().turn_index(message)
             batch = capture_batch(message, list(tool_results), index, self._clock())
             protected = rt.protection()
             batch.tool_calls = [
@@ -412,7 +412,7 @@ class Condenser:
             return RenderResult(messages, False, 0, 0)
         source = messages
         if rt.live_summaries:
-            source = inject_live_summaries(messages, rt.live_summaries)
+            source = rt.placer.place(messages, rt.live_summaries)
         result = render(source, rt.state, rt.config)
         for diagnostic in result.diagnostics:
             rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
@@ -433,7 +433,7 @@ class Condenser:
         rt = self._runtime()
         if not rt.live_summaries:
             return messages
-        out = inject_live_summaries(messages, rt.live_summaries)
+        out = rt.placer.place(messages, rt.live_summaries)
         rt.live_summaries.clear()
         return out
 

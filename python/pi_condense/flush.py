@@ -31,7 +31,7 @@ from . import jsjson
 from .capture import CapturedBatch, call_key, raw_chars
 from .config import Config
 from .metrics import MetricsSnapshot
-from .runtime import SUMMARY, LiveSummary, Runtime, last_message_anchor
+from .runtime import SUMMARY, LiveSummary, Runtime
 from .spill import alias_entry_data, index_records
 from .state import Frontier, PrunerState
 from .summarize.base import Completion, CompletionRequest
@@ -348,7 +348,7 @@ class _Flush:
         rt.pending.clear()
         rt.flushing = True
         if self.live_visible:
-            self.anchor = last_message_anchor(rt.session.branch())
+            self.anchor = rt.facts().last_anchor
         try:
             return await self._run()
         except Exception as exc:
@@ -437,11 +437,7 @@ class _Flush:
         snapshot, outcome = self.frontier_snapshot(processed, kinds, totals)
         branch_messages: Optional[list[Any]] = None
         if config.chain_compression.enabled:
-            branch_messages = [
-                e["message"]
-                for e in rt.session.branch()
-                if e.get("type") == "message" and e.get("message")
-            ]
+            branch_messages = rt.facts().chain_messages()
         try:
             rt.state.advance_frontier(snapshot)
             rt.append(FRONTIER, snapshot)

@@ -30,6 +30,7 @@ from .summarize.base import Usage
 __all__ = [
     "DIAGNOSTIC_KINDS",
     "EMPTY_METRICS",
+    "BranchMetrics",
     "ContextMetrics",
     "DiagnosticSink",
     "LiveReclaim",
@@ -40,6 +41,7 @@ __all__ = [
     "format_cost",
     "js_round",
     "project_branch_messages",
+    "project_custom_message",
     "status_text",
     "to_fixed",
 ]
@@ -157,53 +159,6 @@ def _stamp_key(value: Any) -> Any:
     return ("o", id(value))
 
 
-class _Branch:
-    """Roles, tool-call flags and timestamp lookups of a projected branch, computed once."""
-
-    __slots__ = ("assistants_by_stamp", "first_user_by_stamp", "has_calls", "next_user", "roles")
-
-    def __init__(self, messages: Sequence[Any]) -> None:
-        self.roles = [_role(m) for m in messages]
-        self.has_calls = [
-            role == "assistant" and bool(_tool_call_blocks(m))
-            for role, m in zip(self.roles, messages)
-        ]
-        self.first_user_by_stamp: dict[Any, int] = {}
-        self.assistants_by_stamp: dict[Any, list[int]] = {}
-        self.next_user = [len(messages)] * (len(messages) + 1)
-        for i, (role, message) in enumerate(zip(self.roles, messages)):
-            if role == "user":
-                self.first_user_by_stamp.setdefault(_stamp_key(get_field(message, "timestamp")), i)
-            elif role == "assistant":
-                key = _stamp_key(get_field(message, "timestamp"))
-                self.assistants_by_stamp.setdefault(key, []).append(i)
-        following = len(messages)
-        for i in range(len(messages) - 1, -1, -1):
-            self.next_user[i] = following
-            if self.roles[i] == "user":
-                following = i
-
-    def chain_spans(self, messages: Sequence[Any]) -> list[tuple[Any, Any]]:
-        """``(startUserTimestamp, finalAssistantTimestamp or None)`` of every closed or
-        interrupted chain, as ``detectChains`` emits them (protection does not change them)."""
-        spans: list[tuple[Any, Any]] = []
-        start: Any = None
-        in_chain = False
-        for i, message in enumerate(messages):
-            role = self.roles[i]
-            if role == "user":
-                if _is_synthetic_chain(message):
-                    continue
-                if in_chain:
-                    spans.append((start, None))
-                start = get_field(message, "timestamp")
-                in_chain = True
-            elif in_chain and role == "assistant" and not self.has_calls[i]:
-                spans.append((start, get_field(message, "timestamp")))
-                in_chain = False
-        return spans
-
-
 def project_branch_messages(branch: Sequence[Mapping[str, Any]]) -> list[Any]:
     """The branch as the metrics see it: ``message`` entries' messages and ``custom_message``
     entries projected to ``{role: "custom", customType, content, display, details, timestamp}``
@@ -211,7 +166,8 @@ def project_branch_messages(branch: Sequence[Mapping[str, Any]]) -> list[Any]:
     return ContextMetrics().project(branch)
 
 
-def _project_custom(entry: Mapping[str, Any]) -> dict[str, Any]:
+def project_custom_message(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``custom_message`` entry as the metrics see it (see :func:`project_branch_messages`)."""
     custom: dict[str, Any] = {"role": "custom"}
     for key in ("customType", "content", "display", "details"):
         if key in entry:
@@ -245,7 +201,7 @@ class ContextMetrics:
             elif kind == "custom_message":
                 cached = self._projected.get(id(entry))
                 if cached is None or cached[0] is not entry:
-                    cached = (entry, _project_custom(entry))
+                    cached = (entry, project_custom_message(entry))
                     self._projected[id(entry)] = cached
                 out.append(cached[1])
         return out
@@ -266,117 +222,260 @@ class ContextMetrics:
         is_protected: ProtectionPredicate,
     ) -> MetricsSnapshot:
         """The snapshot for projected branch ``messages`` (spec 08 section 5)."""
-        if not messages:
-            return EMPTY_METRICS.copy()
-        branch = _Branch(messages)
-        last_text_only = -1
-        for i, role in enumerate(branch.roles):
-            if role == "assistant" and not branch.has_calls[i]:
-                last_text_only = i
-        open_start = last_text_only + 1
-        thinking = 0
-        for i in range(open_start, len(messages)):
-            content = get_field(messages[i], "content")
-            if branch.roles[i] != "assistant" or not isinstance(content, list):
-                continue
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "thinking":
-                    thinking += jsjson.length(block)
-        prefix = [0]
+        branch = BranchMetrics(self.chars)
         for message in messages:
-            prefix.append(prefix[-1] + self.chars(message))
-        total = prefix[-1]
-        largest = self._largest_chain(messages, branch, prefix)
-        open_chars = prefix[-1] - prefix[open_start] if open_start < len(messages) else 0
-        numerator = max(largest, open_chars)
-        share = 0 if total == 0 else js_round(100 * numerator / total)
-        gap = self._frontier_gap(messages, branch, frontier, is_summarized, is_protected)
-        return {
-            "openCycleThinkingTokens": js_round(thinking / 4),
-            "largestChainSharePct": share,
-            "frontierGapTokens": gap,
-        }
+            branch.add(message)
+        return branch.snapshot(frontier, is_summarized, is_protected)
 
-    @staticmethod
-    def _largest_chain(messages: Sequence[Any], branch: _Branch, prefix: Sequence[int]) -> int:
-        largest = 0
-        for start_ts, final_ts in branch.chain_spans(messages):
-            start = branch.first_user_by_stamp.get(_stamp_key(start_ts), -1)
-            if start < 0:
-                continue
-            if final_ts is not None:
-                candidates = branch.assistants_by_stamp.get(_stamp_key(final_ts), [])
-                at = bisect.bisect_left(candidates, start)
-                if at == len(candidates):
-                    continue
-                end = candidates[at]
-            else:
-                end = branch.next_user[start] - 1
-            if end < start:
-                continue
-            largest = max(largest, prefix[end + 1] - prefix[start])
-        return largest
 
-    def _frontier_gap(
+class BranchMetrics:
+    """:meth:`ContextMetrics.compute` kept incrementally: :meth:`add` each projected branch
+    message once (in order), :meth:`snapshot` at any time.
+
+    What depends on the messages alone (sizes, roles, the open segment's thinking, the
+    closed chains' sizes, the tool results with the arguments of their calls) is folded in as
+    messages arrive; a snapshot then only walks the tool results past the frontier (what
+    depends on the frontier, the summarized set and the protection rules).
+    """
+
+    __slots__ = (
+        "_args_by_id",
+        "_assistants",
+        "_assistants_by_stamp",
+        "_chain_start",
+        "_chars",
+        "_first_user_by_stamp",
+        "_gap",
+        "_in_chain",
+        "_largest",
+        "_last_text_only",
+        "_open_done",
+        "_open_idx",
+        "_open_pos",
+        "_owner",
+        "_predicate",
+        "_prefix",
+        "_result_positions",
+        "_results",
+        "_thinking",
+        "_users",
+        "messages",
+    )
+
+    def __init__(self, chars: Callable[[Any], int]) -> None:
+        self._chars = chars
+        self.messages: list[Any] = []
+        self._prefix = [0]
+        self._last_text_only = -1
+        self._thinking = 0
+        self._users: list[int] = []
+        self._assistants: list[int] = []
+        self._first_user_by_stamp: dict[Any, int] = {}
+        self._assistants_by_stamp: dict[Any, list[int]] = {}
+        self._chain_start: Any = None
+        self._in_chain = False
+        self._largest = 0
+        self._args_by_id: dict[Any, Any] = {}
+        self._result_positions: list[int] = []
+        self._results: list[tuple[int, Any, Any, Any, Any, int]] = []
+        # The tool results that may still count toward the frontier gap (positions, indices
+        # into _results): the others are summarized in _owner's index (which never forgets
+        # a key) or protected by _predicate.
+        self._owner: Any = None
+        self._predicate: Any = None
+        self._open_pos: list[int] = []
+        self._open_idx: list[int] = []
+        self._open_done = 0
+        # (key, gap, results counted): the last gap, valid while the key is the same
+        self._gap: tuple[Any, int, int] = (None, 0, 0)
+
+    def add(self, message: Any) -> None:
+        """Fold in the next message of the projected branch."""
+        i = len(self.messages)
+        self.messages.append(message)
+        size = self._chars(message)
+        self._prefix.append(self._prefix[-1] + size)
+        role = _role(message)
+        if role == "user":
+            self._users.append(i)
+            self._first_user_by_stamp.setdefault(_stamp_key(get_field(message, "timestamp")), i)
+            if not _is_synthetic_chain(message):
+                if self._in_chain:
+                    self._close_chain(None)
+                self._chain_start = get_field(message, "timestamp")
+                self._in_chain = True
+        elif role == "assistant":
+            self._assistants.append(i)
+            stamp = get_field(message, "timestamp")
+            self._assistants_by_stamp.setdefault(_stamp_key(stamp), []).append(i)
+            calls = _tool_call_blocks(message)
+            if not calls:
+                self._last_text_only = i
+                self._thinking = 0
+                if self._in_chain:
+                    self._close_chain(stamp)
+                    self._in_chain = False
+                return
+            for block in get_field(message, "content"):
+                if isinstance(block, dict) and block.get("type") == "thinking":
+                    self._thinking += jsjson.length(block)
+            first: dict[Any, Any] = {}
+            for call in calls:
+                call_id = call.get("id")
+                if isinstance(call_id, str) and call_id not in first:
+                    first[call_id] = _call_args(call)
+            self._args_by_id.update(first)
+        elif role == "toolResult":
+            tool_call_id = get_field(message, "toolCallId")
+            args = self._args_by_id.get(tool_call_id) if isinstance(tool_call_id, str) else None
+            name = get_field(message, "toolName")
+            stamp = get_field(message, "timestamp")
+            self._result_positions.append(i)
+            self._results.append(
+                (
+                    i,
+                    tool_call_id,
+                    stamp,
+                    None if name is MISSING else name,
+                    args,
+                    js_round(size / 4),
+                )
+            )
+
+    def _close_chain(self, final_ts: Any) -> None:
+        """A chain that started at ``_chain_start`` closed (at an assistant stamped
+        ``final_ts``) or was interrupted (``None``: a new user message at the last index)."""
+        start = self._first_user_by_stamp.get(_stamp_key(self._chain_start), -1)
+        if start < 0:
+            return
+        if final_ts is not None:
+            candidates = self._assistants_by_stamp.get(_stamp_key(final_ts), [])
+            at = bisect.bisect_left(candidates, start)
+            if at == len(candidates):
+                return
+            end = candidates[at]
+        else:
+            users = self._users
+            after = bisect.bisect_right(users, start)
+            end = (users[after] if after < len(users) else len(self.messages)) - 1
+        if end < start:
+            return
+        self._largest = max(self._largest, self._prefix[end + 1] - self._prefix[start])
+
+    def snapshot(
         self,
-        messages: Sequence[Any],
-        branch: _Branch,
         frontier: Optional[Frontier],
         is_summarized: Callable[[str], bool],
         is_protected: ProtectionPredicate,
+        owner: Any = None,
+        version: Any = None,
+    ) -> MetricsSnapshot:
+        """The snapshot of the messages added so far.
+
+        ``owner`` (when given) is the object whose summarized set ``is_summarized`` reads and
+        which only ever gains keys (a :class:`~pi_condense.state.PrunerState`): results found
+        summarized (or protected, by the same predicate) are then not looked at again.
+        ``version`` (with ``owner``) changes whenever that set grows: while it and the
+        frontier's boundary stay the same, only the results added since count anew.
+        """
+        n = len(self.messages)
+        if not n:
+            return EMPTY_METRICS.copy()
+        prefix = self._prefix
+        open_start = self._last_text_only + 1
+        total = prefix[n]
+        open_chars = total - prefix[open_start] if open_start < n else 0
+        numerator = max(self._largest, open_chars)
+        share = 0 if total == 0 else js_round(100 * numerator / total)
+        return {
+            "openCycleThinkingTokens": js_round(self._thinking / 4),
+            "largestChainSharePct": share,
+            "frontierGapTokens": self._frontier_gap(
+                frontier, is_summarized, is_protected, owner, version
+            ),
+        }
+
+    def _frontier_turn(self, frontier: Frontier) -> int:
+        """Position in ``_assistants`` of the turn ``=== lastAttemptedTurnIndex``, or -1."""
+        if not self._assistants:
+            return -1
+        turn = frontier["lastAttemptedTurnIndex"]
+        if isinstance(turn, bool) or not isinstance(turn, (int, float)):
+            return -1
+        if not (0 <= turn < len(self._assistants)) or not float(turn).is_integer():
+            return -1
+        return int(turn)
+
+    def _sync_open(self, owner: Any, is_protected: ProtectionPredicate) -> bool:
+        """Add the new results to the open ones; True when they were all reopened."""
+        reopened = owner is None or owner is not self._owner or is_protected is not self._predicate
+        if reopened:
+            self._owner, self._predicate = owner, is_protected
+            self._open_pos = list(self._result_positions)
+            self._open_idx = list(range(len(self._results)))
+        else:
+            for idx in range(self._open_done, len(self._results)):
+                self._open_pos.append(self._results[idx][0])
+                self._open_idx.append(idx)
+        self._open_done = len(self._results)
+        return reopened
+
+    def _frontier_gap(
+        self,
+        frontier: Optional[Frontier],
+        is_summarized: Callable[[str], bool],
+        is_protected: ProtectionPredicate,
+        owner: Any,
+        version: Any,
     ) -> int:
+        n = len(self.messages)
         boundary = -1
-        turn_end = len(messages)
+        turn_end = n
         excluded: list[Any] = []
-        if frontier is not None:
-            counter = 0
-            for i, role in enumerate(branch.roles):
-                if role != "assistant":
-                    continue
-                turn = counter
-                counter += 1
-                if not js_equal(turn, frontier["lastAttemptedTurnIndex"]):
-                    continue
-                calls = _tool_call_blocks(messages[i])
-                anchor = frontier["lastAttemptedToolCallId"]
-                k = next(
-                    (j for j, c in enumerate(calls) if js_equal(get_field(c, "id"), anchor)), -1
-                )
-                if k >= 0:
-                    boundary = i
-                    excluded = [get_field(c, "id") for c in calls[: k + 1]]
-                    turn_end = next(
-                        (j for j in range(i + 1, len(messages)) if branch.roles[j] == "assistant"),
-                        len(messages),
-                    )
-                break
+        turn = -1 if frontier is None else self._frontier_turn(frontier)
+        k = -1
+        if frontier is not None and turn >= 0:
+            i = self._assistants[turn]
+            calls = _tool_call_blocks(self.messages[i])
+            anchor = frontier["lastAttemptedToolCallId"]
+            k = next((j for j, c in enumerate(calls) if js_equal(get_field(c, "id"), anchor)), -1)
+            if k >= 0:
+                boundary = i
+                excluded = [get_field(c, "id") for c in calls[: k + 1]]
+                later = turn + 1
+                turn_end = self._assistants[later] if later < len(self._assistants) else n
         scan_start = 0 if boundary < 0 else boundary + 1
-        args_by_id: dict[Any, Any] = {}
+        reopened = self._sync_open(owner, is_protected)
+        settle = owner is not None
+        # The turn's end is the next assistant message's position, or the list's length
+        # while there is none: a result counted before stays counted as the list grows.
+        key = None if not settle or version is None else (boundary, k, version)
         gap = 0
-        for i, message in enumerate(messages):
-            role = branch.roles[i]
-            if role == "assistant":
-                if branch.has_calls[i]:
-                    first: dict[Any, Any] = {}
-                    for call in _tool_call_blocks(message):
-                        call_id = call.get("id")
-                        if isinstance(call_id, str) and call_id not in first:
-                            first[call_id] = _call_args(call)
-                    args_by_id.update(first)
-                continue
-            if i < scan_start or role != "toolResult":
-                continue
-            tool_call_id = get_field(message, "toolCallId")
+        first = bisect.bisect_left(self._open_pos, scan_start)
+        last_key, last_gap, counted = self._gap
+        if key is not None and key == last_key and not reopened:
+            gap = last_gap  # only the results added since count anew
+            first = max(first, bisect.bisect_left(self._open_idx, counted))
+        kept_pos: list[int] = []
+        kept_idx: list[int] = []
+        results = self._results
+        for idx in self._open_idx[first:]:
+            i, tool_call_id, stamp, name, args, quarter = results[idx]
             if i < turn_end and any(js_equal(tool_call_id, x) for x in excluded):
+                kept_pos.append(i)
+                kept_idx.append(idx)
                 continue
-            stamp = result_timestamp_of(get_field(message, "timestamp"))
-            if is_summarized(occ_key(_js_string(tool_call_id), stamp)):
+            if is_summarized(occ_key(_js_string(tool_call_id), result_timestamp_of(stamp))):
                 continue
-            args = args_by_id.get(tool_call_id) if isinstance(tool_call_id, str) else None
-            name = get_field(message, "toolName")
-            if is_protected(None if name is MISSING else name, args):
+            if is_protected(name, args):
                 continue
-            gap += js_round(self.chars(message) / 4)
+            kept_pos.append(i)
+            kept_idx.append(idx)
+            gap += quarter
+        if settle:
+            self._open_pos[first:] = kept_pos
+            self._open_idx[first:] = kept_idx
+        self._gap = (key, gap, len(results))
         return gap
 
 

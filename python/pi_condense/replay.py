@@ -37,7 +37,7 @@ import asyncio
 import functools
 import os
 from collections import Counter
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
@@ -51,7 +51,6 @@ from .replay_log import (
     FrozenClock,
     RecordingSummarizer,
     SummarizerCall,
-    array_chars,
     counter_ids,
     iso_ms,
     number,
@@ -228,6 +227,18 @@ class _Replayer:
         self.pending_results: list[Any] = []
         self.first_run = True
         self._json: dict[int, tuple[Any, str, int]] = {}
+        # The context sent so far, kept as the message list grows (reset when it is
+        # replaced): JSON texts and lengths, and the copies handed to the condenser.
+        self._sent: Optional[list[Any]] = None
+        self._texts: list[str] = []
+        self._lengths: list[int] = []
+        self._chars = 0
+        self._copies: list[Any] = []
+        self._copy_at: dict[int, int] = {}
+        # Our Condenser never changes the messages it is given (render's contract), so one
+        # copy of each message serves every later call; another condenser gets a fresh deep
+        # copy per call, as Pi's structuredClone.
+        self._reuse_copies = factory is None
         self.condenser = self._new_condenser()
 
     # -- plumbing
@@ -347,41 +358,69 @@ class _Replayer:
             self.session.append_message(message)
         self._map_last(entry)
 
+    def _sync_sent(self) -> None:
+        """Bring the texts (and copies) of the context up to the message list."""
+        if self._sent is not self.messages:
+            self._sent = self.messages
+            self._texts, self._lengths, self._chars = [], [], 0
+            self._copies, self._copy_at = [], {}
+        done = len(self._texts)
+        if done == len(self.messages):
+            return
+        for message in self.messages[done:]:
+            text, length = self._json_of(message)
+            self._texts.append(text)
+            self._lengths.append(length)
+            self._chars += length
+        if self._reuse_copies:
+            # A deep copy, as Pi's structuredClone (one parse of the new messages).
+            fresh = jsjson.loads("[" + ",".join(self._texts[done:]) + "]")
+            for offset, copy in enumerate(fresh):
+                self._copy_at[id(copy)] = done + offset
+            self._copies.extend(fresh)
+
     async def _context_event(self, assistant: Mapping[str, Any]) -> None:
         self.counts["llmCalls"] += 1
-        texts: list[str] = []
-        lengths: list[int] = []
-        for message in self.messages:
-            text, length = self._json_of(message)
-            texts.append(text)
-            lengths.append(length)
-        # A deep copy, as Pi's structuredClone (one parse of the whole array).
-        copies: list[Any] = jsjson.loads("[" + ",".join(texts) + "]")
+        self._sync_sent()
+        texts, lengths = self._texts, self._lengths
+        if self._reuse_copies:
+            copies = list(self._copies)
+        else:
+            copies = jsjson.loads("[" + ",".join(texts) + "]")
         result = await self._event("context", lambda: self.condenser.context(copies))
         changed = bool(result is not None and result.pruned and not getattr(result, "threw", False))
-        if changed:
-            position = {id(m): i for i, m in enumerate(copies)}
-            outputs: list[str] = []
-            out_lengths: list[int] = []
+        input_chars = self._chars + max(len(lengths) - 1, 0) + 2
+        outputs: Sequence[str] = texts
+        out_lengths: Optional[Sequence[int]] = lengths
+        output_chars: Optional[int] = None
+        if changed and not self.contexts.keep_pool and self._reuse_copies:
+            # Only the size is kept: render measured the array it returned.
+            out_lengths, output_chars = None, result.after_chars
+        elif changed:
+            position = (
+                self._copy_at if self._reuse_copies else {id(m): i for i, m in enumerate(copies)}
+            )
+            new_texts: list[str] = []
+            new_lengths: list[int] = []
             for message in result.messages:
                 i = position.get(id(message))
                 if i is None:
                     text = jsjson.dumps(message)
-                    outputs.append(text)
-                    out_lengths.append(jsjson.utf16_len(text))
+                    new_texts.append(text)
+                    new_lengths.append(jsjson.utf16_len(text))
                 else:
-                    outputs.append(texts[i])
-                    out_lengths.append(lengths[i])
-        else:
-            outputs, out_lengths = texts, lengths
+                    new_texts.append(texts[i])
+                    new_lengths.append(lengths[i])
+            outputs, out_lengths = new_texts, new_lengths
         self.contexts.record(
             entries=len(self.session),
             next_timestamp=assistant.get("timestamp"),
             changed=changed,
             inputs=texts,
             outputs=outputs,
-            input_chars=array_chars(lengths),
+            input_chars=input_chars,
             output_lengths=out_lengths,
+            output_chars=output_chars,
         )
 
     # -- per entry

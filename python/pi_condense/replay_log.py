@@ -30,6 +30,7 @@ __all__ = [
     "estimate_tokens",
     "iso_ms",
     "pi_context_usage",
+    "reported_usage",
 ]
 
 CONTEXT_WINDOW = 200000
@@ -139,7 +140,8 @@ def _usage_tokens(usage: Mapping[str, Any]) -> Number:
     return math.nan
 
 
-def _reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
+def reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
+    """The usage of an assistant message Pi's context estimate starts from, if usable."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return None
     usage = message.get("usage")
@@ -151,7 +153,7 @@ def _reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
 def estimate_context_tokens(messages: Sequence[Any]) -> Number:
     """Pi's context estimate: the last usable assistant usage plus estimates after it."""
     for i in range(len(messages) - 1, -1, -1):
-        usage = _reported_usage(messages[i])
+        usage = reported_usage(messages[i])
         if usage is not None:
             return _usage_tokens(usage) + sum(estimate_tokens(m) for m in messages[i + 1 :])
     return sum(estimate_tokens(m) for m in messages if isinstance(m, dict))
@@ -161,14 +163,10 @@ def pi_context_usage(
     session: SessionFile, messages: Sequence[Any], window: int
 ) -> tuple[Optional[int], Optional[float]]:
     """(tokens, percent) as Pi's ``getContextUsage``; (None, None) right after a compaction."""
-    branch = session.branch()
-    for i in range(len(branch) - 1, -1, -1):
-        if branch[i].get("type") != "compaction":
-            continue
-        after = (e.get("message") for e in branch[i + 1 :] if e.get("type") == "message")
-        if not any(_reported_usage(m) is not None for m in after):
-            return None, None
-        break
+    from .branch_facts import branch_facts
+
+    if branch_facts(session).after_compaction_without_usage:
+        return None, None
     tokens = estimate_context_tokens(messages)
     if not math.isfinite(tokens):
         return None, None
@@ -260,10 +258,20 @@ class ContextLog:
         inputs: Sequence[str],
         outputs: Sequence[str],
         input_chars: int,
-        output_lengths: Sequence[int],
+        output_lengths: Optional[Sequence[int]],
+        output_chars: Optional[int] = None,
     ) -> None:
-        """Log one call from the JSON texts of its input and output messages."""
-        after = array_chars(output_lengths)
+        """Log one call from the JSON texts of its input and output messages.
+
+        Without a pool, ``output_chars`` (the output array's length) may stand in for
+        ``output_lengths`` (then None) and ``outputs``.
+        """
+        if output_lengths is not None:
+            after = array_chars(output_lengths)
+        elif output_chars is not None and not self.keep_pool:
+            after = output_chars
+        else:
+            raise ValueError("record: output_lengths are needed (or output_chars without a pool)")
         self.sizes.append(CallSize(input_chars, after, changed))
         if not self.keep_pool:
             return

@@ -8,19 +8,23 @@ and puts them into the list (:func:`inject_live_summaries`) where a reload would
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
+import operator
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import jsjson
+from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
     ProtectionPredicate,
+    first_pending_turn,
     group_batches,
     protection_predicate,
-    rescan_branch,
+    rescan_turns,
     trim_batch,
 )
 from .config import Config
@@ -32,6 +36,7 @@ from .summarize.base import Completion, CompletionRequest
 __all__ = [
     "SUMMARY",
     "LiveSummary",
+    "LiveSummaryPlacer",
     "Runtime",
     "Summarize",
     "Ui",
@@ -105,6 +110,8 @@ class Runtime:
     """``session.foreign_prune_entries`` when the state last took them in."""
     metrics_cache: Optional[MetricsSnapshot] = None
     live_summaries: list[LiveSummary] = field(default_factory=list)
+    placer: LiveSummaryPlacer = field(default_factory=lambda: LiveSummaryPlacer())
+    """Places :attr:`live_summaries` into the host's list (what it learned is kept)."""
     chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
     """Chain compression inside a flush: ``(runtime, branch messages, closing message)`` ->
     compressed block ids (the caller does the stats bookkeeping)."""
@@ -139,9 +146,15 @@ class Runtime:
     def compute_metrics(self) -> Optional[MetricsSnapshot]:
         """Recompute the metrics cache from the session branch; keep the old one on failure."""
         try:
-            messages = self.metrics.project(self.session.branch())
-            self.metrics_cache = self.metrics.compute(
-                messages, self.state.frontier, self.state.is_summarized, self.protection()
+            metrics = self.facts().metrics
+            state = self.state
+            index = state.index  # summarized = a record's key or a dedup alias
+            self.metrics_cache = metrics.snapshot(
+                state.frontier,
+                state.is_summarized,
+                self.protection(),
+                owner=state,
+                version=(index.record_count, index.alias_count),
             )
         except ValueError as exc:
             if not str(exc).startswith("JSON nesting deeper than"):
@@ -152,12 +165,26 @@ class Runtime:
             log.exception("pi-condense: context metrics computation failed")
         return self.metrics_cache
 
+    def facts(self) -> BranchFacts:
+        """The session branch's facts, brought up to date."""
+        return branch_facts(self.session)
+
     def capture_pending(self, *, rethrow: bool = False) -> list[CapturedBatch]:
         """Rescan + trim + group (``capturePendingBatches``); without ``rethrow`` a failing
         rescan falls back to a copy of the pending queue."""
         try:
-            batches = rescan_branch(
-                self.session.branch(), self.state, self.protection(), self.clock
+            facts = self.facts()
+            # Turns before the frontier's are dropped whole by trim_batch: not rescanned.
+            first = first_pending_turn(self.state.frontier, len(facts.assistants))
+            batches = rescan_turns(
+                facts.message_entries,
+                facts.messages,
+                facts.assistants,
+                facts.user_groups,
+                first,
+                self.state,
+                self.protection(),
+                self.clock,
             )
         except Exception:
             if rethrow:
@@ -206,40 +233,141 @@ def inject_live_summaries(messages: list[Any], live: Sequence[LiveSummary]) -> l
     """``messages`` with the tracked summaries the host's list does not hold yet, each right
     after its anchor message (after earlier summaries of that anchor); a summary whose anchor
     is not in the list is left out. Returns ``messages`` itself when nothing is added."""
-    if not live:
-        return messages
-    present = set()
-    for message in messages:
-        if isinstance(message, dict) and message.get("customType") == SUMMARY:
-            details = message.get("details")
-            refs = details.get("toolCallRefs") if isinstance(details, dict) else None
-            if refs is not None:
-                present.add(jsjson.dumps(refs))
-    missing = [s for s in live if s.identity not in present]
-    if not missing:
-        return messages
-    # One pass: each summary goes after the last message matching its anchor and after the
-    # summaries already following it, in the order they were written (as inserting them one
-    # by one would place them).
-    last: dict[Any, int] = {}
-    for i, m in enumerate(messages):
-        if isinstance(m, dict):
+    return LiveSummaryPlacer().place(messages, live)
+
+
+class LiveSummaryPlacer:
+    """:func:`inject_live_summaries` for a host that sends one growing list, kept up to date
+    instead of redone: what it learned about the list (the summaries it holds, the last
+    position of each anchor) and where each tracked summary goes are kept, so a call looks at
+    the messages and the summaries added since the last one (and at the summaries that went
+    at the end of the list, or had no anchor yet). A list that does not start with the same
+    message objects as the last one, a tracked list that was not only appended to, or a new
+    message that moves an anchor or holds a tracked summary start it over. Messages are taken
+    as unchanged once seen, as the render's size memo takes them."""
+
+    __slots__ = (
+        "_anchors",
+        "_at",
+        "_by_position",
+        "_identities",
+        "_last",
+        "_live",
+        "_positions",
+        "_present",
+        "_recheck",
+    )
+
+    def __init__(self) -> None:
+        self._last: dict[Any, int] = {}
+        self._present: set[str] = set()
+        self._reset_plan()
+        self._seen_reset()
+
+    def _seen_reset(self) -> None:
+        self._positions: list[Any] = []  # the messages seen (the list's known prefix)
+        self._present.clear()
+        self._last.clear()
+
+    def _reset_plan(self) -> None:
+        self._live: list[LiveSummary] = []
+        self._at: list[Optional[int]] = []  # where each tracked summary goes (None: nowhere)
+        self._recheck: set[int] = set()
+        self._by_position: dict[int, list[tuple[int, Any]]] = {}
+        self._anchors: set[Any] = set()  # the tracked summaries' (hashable) anchors
+        self._identities: set[str] = set()
+
+    def _learn(self, messages: list[Any]) -> bool:
+        """Take in the messages not seen yet; True when the plan must be redone."""
+        seen = self._positions
+        done = len(seen)
+        moved = False
+        if done > len(messages) or not all(map(operator.is_, seen, messages)):
+            self._seen_reset()
+            seen = self._positions
+            done = 0
+            moved = True
+        present, last = self._present, self._last
+        for i in range(done, len(messages)):
+            m = messages[i]
+            if not isinstance(m, dict):
+                continue
+            if m.get("customType") == SUMMARY:
+                details = m.get("details")
+                refs = details.get("toolCallRefs") if isinstance(details, dict) else None
+                if refs is not None:
+                    identity = jsjson.dumps(refs)
+                    present.add(identity)
+                    moved = moved or identity in self._identities
             # an unhashable timestamp is found by a scan if it is an anchor
             with contextlib.suppress(TypeError):
-                last[(m.get("role"), m.get("timestamp"))] = i
-    inserts: dict[int, list[Any]] = {}
-    for summary in missing:
-        position = _insert_position(messages, summary.anchor, last)
+                key = (m.get("role"), m.get("timestamp"))
+                if key in last and key in self._anchors:
+                    moved = True
+                last[key] = i
+        seen.extend(messages[done:])
+        return moved
+
+    def _put(self, k: int, messages: list[Any]) -> None:
+        """(Re)compute where tracked summary ``k`` goes."""
+        summary = self._live[k]
+        old = self._at[k]
+        if old is not None:
+            self._by_position[old].remove((k, summary.message))
+            if not self._by_position[old]:
+                del self._by_position[old]
+        position: Optional[int] = None
+        if summary.identity not in self._present:
+            position = _insert_position(messages, summary.anchor, self._last)
+        self._at[k] = position
         if position is not None:
-            inserts.setdefault(position, []).append(summary.message)
-    if not inserts:
-        return messages
-    out: list[Any] = []
-    for i, m in enumerate(messages):
-        out.extend(inserts.get(i, ()))
-        out.append(m)
-    out.extend(inserts.get(len(messages), ()))
-    return out
+            bisect.insort(self._by_position.setdefault(position, []), (k, summary.message))
+        anchor = summary.anchor
+        unhashable = False
+        if anchor is not None:
+            try:
+                hash(anchor)
+            except TypeError:
+                unhashable = True
+        present = summary.identity in self._present
+        if not present and (position is None or position >= len(messages) or unhashable):
+            self._recheck.add(k)  # the answer can change as the list grows
+        else:
+            self._recheck.discard(k)
+
+    def place(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
+        """``messages`` with the summaries of ``live`` it lacks (see the class docstring)."""
+        if not live:
+            return messages
+        grown = len(messages) != len(self._positions)
+        moved = self._learn(messages)
+        if moved or len(live) < len(self._live) or not all(map(operator.is_, self._live, live)):
+            self._reset_plan()
+        if grown:
+            for k in sorted(self._recheck):
+                self._put(k, messages)
+        for k in range(len(self._live), len(live)):
+            summary = live[k]
+            self._live.append(summary)
+            self._at.append(None)
+            self._identities.add(summary.identity)
+            if summary.anchor is not None:
+                with contextlib.suppress(TypeError):
+                    self._anchors.add(summary.anchor)
+            self._put(k, messages)
+        if not self._by_position:
+            return messages
+        # Each summary goes after the last message matching its anchor and after the
+        # summaries already following it, in the order they were written (as inserting them
+        # one by one would place them).
+        out: list[Any] = []
+        previous = 0
+        for position in sorted(self._by_position):
+            out.extend(messages[previous:position])
+            out.extend(message for _, message in self._by_position[position])
+            previous = position
+        out.extend(messages[previous:])
+        return out
 
 
 def _insert_position(

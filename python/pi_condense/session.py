@@ -61,6 +61,7 @@ Where this differs from Pi (only on input Pi mishandles, or by design):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import stat
@@ -666,6 +667,49 @@ def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: _Parsed) -> 
 
 
 # --------------------------------------------------------------------------------------------
+# The current branch, kept incrementally
+
+_EPOCHS = itertools.count(1)
+_EXTEND_STEPS = 256
+"""How far back from a new leaf the kept path is looked for before walking it again."""
+
+
+class _BranchPath:
+    """The root-first path of one leaf entry, grown in place while the leaf moves to a child
+    of its last entry (a message appended at the leaf: the common case, O(1))."""
+
+    __slots__ = ("dangling", "epoch", "leaf", "members", "path")
+
+    def __init__(self, leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]):
+        self.epoch = next(_EPOCHS)
+        self.leaf = leaf
+        self.path = _walk(leaf, by_id)
+        self.members = {id(entry) for entry in self.path}
+        # An id the root names as its parent: an entry with that id would change the path.
+        parent = self.path[0].get("parentId", ABSENT) if self.path else ABSENT
+        self.dangling: Any = _mkey(parent) if _truthy(parent) else None
+
+    def extend(self, leaf: dict[str, Any], by_id: Mapping[Any, dict[str, Any]]) -> bool:
+        """Move to ``leaf`` if it descends from the current leaf within a few entries (the
+        entries appended since the last look); False (nothing changed) otherwise."""
+        if self.leaf is None:
+            return False
+        added: list[dict[str, Any]] = []
+        current: Optional[dict[str, Any]] = leaf
+        while current is not self.leaf:
+            if current is None or id(current) in self.members or len(added) >= _EXTEND_STEPS:
+                return False
+            added.append(current)
+            parent = current.get("parentId", ABSENT)
+            current = by_id.get(_mkey(parent)) if _truthy(parent) else None
+        added.reverse()
+        self.path.extend(added)
+        self.members.update(id(entry) for entry in added)
+        self.leaf = leaf
+        return True
+
+
+# --------------------------------------------------------------------------------------------
 # SessionFile
 
 
@@ -698,6 +742,7 @@ class SessionFile:
     _lines: int
     _tail: bytes
     _foreign_prune: int
+    _branch_path: Optional[_BranchPath]
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -738,6 +783,7 @@ class SessionFile:
         session._tail = b""
         session.lock_timeout = LOCK_TIMEOUT_S
         session._foreign_prune = 0
+        session._branch_path = None
         return session
 
     @classmethod
@@ -965,6 +1011,9 @@ class SessionFile:
         if entry.get("type") == "message" and not isinstance(entry.get("message"), dict):
             reason = "message entry without a message object (left out of the context)"
             self._warnings.append(LoadWarning(line, "bad-entry", reason))
+        cached = self._branch_path
+        if cached is not None and (key in self._by_id or key == cached.dangling):
+            self._branch_path = None  # the id index changes under a path walked before
         self._by_id[key] = entry
         self._entries.append(entry)
         self._tip = entry_id
@@ -1074,9 +1123,32 @@ class SessionFile:
         with self._mutex:
             if leaf is not None:
                 return _walk(self._require(leaf), self._by_id)
-            start = self._leaf
-            entry = self._by_id.get(_mkey(start)) if _truthy(start) else None
-            return _walk(entry, self._by_id)
+            return list(self._current_path().path)
+
+    def branch_path(self) -> tuple[int, Sequence[dict[str, Any]]]:
+        """``(epoch, entries)``: the current leaf's branch, root first, kept incrementally.
+
+        The list is shared with the session and must not be changed. While the epoch stays
+        the same, every later call returns the same list grown at its end (the leaf moved
+        along the branch); a new epoch means a new list (the leaf moved elsewhere, or entries
+        read from the file changed how ids resolve). Lets a caller keep facts about the
+        branch and update them from the entries added since it last looked.
+        """
+        with self._mutex:
+            cached = self._current_path()
+            return cached.epoch, cached.path
+
+    def _current_path(self) -> _BranchPath:
+        start = self._leaf
+        entry = self._by_id.get(_mkey(start)) if _truthy(start) else None
+        cached = self._branch_path
+        if cached is not None and (
+            cached.leaf is entry or (entry is not None and cached.extend(entry, self._by_id))
+        ):
+            return cached
+        cached = _BranchPath(entry, self._by_id)
+        self._branch_path = cached
+        return cached
 
     def build_context(self, leaf: Optional[str] = None) -> SessionContext:
         """Pi's ``buildSessionContext`` from ``leaf`` (default: the current leaf).

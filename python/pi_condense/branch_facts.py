@@ -1,0 +1,142 @@
+"""Facts about a session's current branch, kept up to date from the entries added to it.
+
+Every model call and every turn asks the same questions about the branch: how many turns
+precede this assistant message, where does the last message sit, did a message after the last
+compaction report usage, what are the context metrics, which assistant turns can still hold
+unsummarized calls. :class:`BranchFacts` answers them from what it folded in before plus the
+entries appended since (``SessionFile.branch_path`` keeps the branch itself incrementally);
+when the branch is replaced (the leaf moved elsewhere) it starts over from the new branch.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from .capture import MISSING, get_field
+from .metrics import BranchMetrics, ContextMetrics, project_custom_message
+from .replay_log import reported_usage
+from .session import SessionFile
+
+__all__ = ["BranchFacts", "branch_facts"]
+
+
+def _match_key(value: Any) -> Any:
+    """A dict key equal for values that are JavaScript ``===``; None for a value equal to
+    nothing (NaN)."""
+    if value is MISSING:
+        return ("undefined",)
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value) if value == value else None
+    if isinstance(value, str):
+        return ("s", value)
+    if value is None:
+        return ("null",)
+    return ("o", id(value))
+
+
+class BranchFacts:
+    """The facts of one session's current branch (see the module docstring)."""
+
+    def __init__(self, session: SessionFile, sizes: Optional[ContextMetrics] = None) -> None:
+        self._session = session
+        self._sizes = sizes if sizes is not None else ContextMetrics()
+        self._epoch = -1
+        self._done = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.message_entries: list[Mapping[str, Any]] = []
+        """The branch's ``message`` entries."""
+        self.messages: list[Any] = []
+        """Their ``message`` values (whatever they hold)."""
+        self.assistants: list[int] = []
+        """Positions in :attr:`messages` of the assistant messages (turn k at ``[k]``)."""
+        self.user_groups: list[int] = []
+        """For each assistant, how many user messages precede it."""
+        self.last_anchor: Optional[tuple[Any, Any]] = None
+        """``(role, timestamp)`` of the last message entry holding an object."""
+        self._truthy_messages: list[Any] = []
+        self.compacted = False
+        self.usage_since_compaction = False
+        self.metrics = BranchMetrics(self._sizes.chars)
+        self._users = 0
+        self._assistant_by_stamp: dict[Any, int] = {}
+
+    def update(self) -> BranchFacts:
+        """Fold in the entries added to the branch since the last call (all of them when
+        the branch was replaced); returns self."""
+        epoch, path = self._session.branch_path()
+        if epoch != self._epoch:
+            self._epoch = epoch
+            self._done = 0
+            self._reset()
+        if self._done < len(path):
+            for entry in path[self._done :]:
+                self._add(entry)
+            self._done = len(path)
+        return self
+
+    def _add(self, entry: Mapping[str, Any]) -> None:
+        kind = entry.get("type")
+        if kind == "compaction":
+            self.compacted = True
+            self.usage_since_compaction = False
+            return
+        if kind == "custom_message":
+            self.metrics.add(project_custom_message(entry))
+            return
+        if kind != "message":
+            return
+        message = entry.get("message")
+        self.message_entries.append(entry)
+        self.messages.append(message)
+        if message:
+            self.metrics.add(message)
+            self._truthy_messages.append(message)
+        if not isinstance(message, dict):
+            return
+        role = message.get("role")
+        stamp = message.get("timestamp")
+        self.last_anchor = (role, stamp)
+        if role == "user":
+            self._users += 1
+        elif role == "assistant":
+            key = _match_key(get_field(message, "timestamp"))
+            if key is not None:
+                self._assistant_by_stamp[key] = len(self.assistants)
+            self.assistants.append(len(self.messages) - 1)
+            self.user_groups.append(self._users)
+            if self.compacted and not self.usage_since_compaction:
+                self.usage_since_compaction = reported_usage(message) is not None
+
+    @property
+    def after_compaction_without_usage(self) -> bool:
+        """A compaction is on the branch and no message after the last one reported usage
+        (Pi's ``getContextUsage`` then knows no size)."""
+        return self.compacted and not self.usage_since_compaction
+
+    def turn_index(self, message: Any) -> int:
+        """:func:`~pi_condense.capture.branch_turn_index` of ``message`` on this branch."""
+        key = _match_key(get_field(message, "timestamp"))
+        found = self._assistant_by_stamp.get(key) if key is not None else None
+        return found if found is not None else len(self.assistants)
+
+    def chain_messages(self) -> list[Any]:
+        """The branch's truthy ``message`` values (what chain compression scans)."""
+        return list(self._truthy_messages)
+
+
+_FACTS: weakref.WeakKeyDictionary[SessionFile, BranchFacts] = weakref.WeakKeyDictionary()
+
+
+def branch_facts(session: SessionFile) -> BranchFacts:
+    """The (shared) :class:`BranchFacts` of ``session``, brought up to date."""
+    facts = _FACTS.get(session)
+    if facts is None:
+        facts = BranchFacts(session)
+        _FACTS[session] = facts
+    return facts.update()
