@@ -4,6 +4,31 @@ from collections.abc import Iterable as _Iterable
 from typing import Any as _Any
 from typing import final as _final
 
+# The module's own __all__ (pyo3 lists every name it adds); `python -m mypy.stubtest
+# pi_condense._core` (run by .ci/run) checks this stub against the built module.
+__all__ = [
+    "ChainScan",
+    "Index",
+    "ProtectedMatcher",
+    "SizeMemo",
+    "__version__",
+    "bare_tool_call_id",
+    "deterministic_body",
+    "hash_tool_result",
+    "layout_features",
+    "locale_compare",
+    "normalize_result_text",
+    "occ_key",
+    "parse_occ_key",
+    "reformat_json",
+    "render",
+    "stringify",
+    "stringify_bytes",
+    "stringify_len",
+    "utf8_len",
+    "utf16_len",
+]
+
 __version__: str
 
 # --- json (rust/py/src/json.rs) ---
