@@ -73,7 +73,9 @@ def _dask(tasks: Sequence[Task], address: Optional[str]) -> Iterator[Outcome]:
         raise _missing("dask", exc) from exc
     try:
         client: Any = (
-            distributed.Client(address) if address else distributed.Client(processes=False)
+            distributed.Client(address)
+            if address
+            else distributed.Client(processes=False, dashboard_address=None)
         )
     except OSError as exc:
         raise EngineError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
