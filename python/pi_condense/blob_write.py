@@ -16,11 +16,11 @@ import os
 import re
 import secrets
 import stat
-import sys
 import threading
 import time
 from typing import Optional
 
+from .flock import HAS_FLOCK, try_lock
 from .fsio import fsync_dir
 
 __all__ = ["STALE_AFTER", "STALE_UNLOCKED", "clean_stale_temps", "write_blob_bytes"]
@@ -35,24 +35,6 @@ RESCAN_AFTER = 60.0
 _TEMP_NAME = re.compile(r"\.[A-Za-z0-9_-]*\.txt\.[0-9a-f]{12}\.tmp")
 _scanned: dict[str, float] = {}
 _scanned_lock = threading.Lock()
-
-if sys.platform == "win32":  # pragma: no cover - no flock on Windows
-    HAS_FLOCK = False
-
-    def _try_lock(fd: int) -> bool:
-        return False
-
-else:
-    import fcntl
-
-    HAS_FLOCK = True
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
 
 
 def _temp_for(path: str) -> str:
@@ -73,7 +55,8 @@ def write_blob_bytes(path: str, data: bytes) -> None:
     fd = os.open(tmp, flags, 0o666)
     open_fd = True
     try:
-        _try_lock(fd)
+        with contextlib.suppress(OSError):  # the lock only marks it as in use
+            try_lock(fd)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -142,7 +125,7 @@ def _remove_if_stale(path: str, age: float) -> bool:
     except OSError:
         return False
     try:
-        if not _try_lock(fd):
+        if not try_lock(fd):
             return False  # a live writer holds it
         os.unlink(path)
         return True

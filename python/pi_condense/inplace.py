@@ -29,13 +29,13 @@ import os
 import secrets
 import shutil
 import stat
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from .errors import CondenseError
+from .flock import try_lock, wait_for_lock
 from .fsio import fsync_dir
 
 __all__ = [
@@ -65,31 +65,12 @@ class Fingerprint:
     sha256: str
 
 
-if sys.platform == "win32":  # pragma: no cover - Windows has no flock; see README
-
-    def _try_lock(fd: int) -> bool:
-        return True
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        return True
-
-
 def _lock(fd: int, name: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not _try_lock(fd):
-        if time.monotonic() >= deadline:
-            raise InPlaceError(
-                f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
-                "pi-condense process holds it); nothing was replaced"
-            )
-        time.sleep(0.01)
+    if not wait_for_lock(fd, timeout):
+        raise InPlaceError(
+            f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
+            "pi-condense process holds it); nothing was replaced"
+        )
 
 
 def _hash_fd(fd: int) -> Fingerprint:
@@ -135,7 +116,7 @@ def clean_stale_temps(target: Path) -> list[Path]:
         except OSError:
             continue
         try:
-            if _try_lock(fd):
+            if try_lock(fd):
                 candidate.unlink()
                 removed.append(candidate)
         except OSError:
@@ -154,7 +135,8 @@ class _Temp:
             self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600
         )
         try:
-            _try_lock(self.fd)
+            with contextlib.suppress(OSError):  # the lock only marks it as in use
+                try_lock(self.fd)
             view = memoryview(data)
             while view:
                 view = view[os.write(self.fd, view) :]

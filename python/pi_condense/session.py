@@ -65,7 +65,6 @@ import itertools
 import math
 import os
 import stat
-import sys
 import threading
 import time
 import uuid
@@ -76,6 +75,7 @@ from typing import Any, Callable, Optional, Union, cast
 
 from . import jsjson, jstime
 from .errors import SessionError
+from .flock import unlock, wait_for_lock
 from .fsio import fsync_dir
 
 __all__ = [
@@ -423,41 +423,14 @@ _TAIL_BYTES = 256
 LOCK_TIMEOUT_S = 10.0
 """How long an append waits for another pi-condense writer's lock before it gives up."""
 
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-
-    def _try_lock(fd: int) -> bool:
-        """No advisory lock on Windows: msvcrt locks are mandatory and would block Pi's reads."""
-        return True
-
-    def _unlock(fd: int) -> None:
-        """See :func:`_try_lock`."""
-
-else:
-    import fcntl
-
-    def _try_lock(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
 
 def _lock(fd: int, name: str, timeout: float) -> None:
     """Take the exclusive append lock, waiting at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    pause = 0.001
-    while not _try_lock(fd):
-        if time.monotonic() >= deadline:
-            raise SessionError(
-                f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
-                "pi-condense process holds it: is it stuck?); nothing was written"
-            )
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+    if not wait_for_lock(fd, timeout):
+        raise SessionError(
+            f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
+            "pi-condense process holds it: is it stuck?); nothing was written"
+        )
 
 
 def open_regular(name: str, flags: int, what: str) -> int:
@@ -1363,7 +1336,7 @@ class SessionFile:
                         self._leaf = leaf
                     return self._commit(fields, fd)
                 finally:
-                    _unlock(fd)
+                    unlock(fd)
             finally:
                 os.close(fd)
 
