@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from pi_condense import _core
 from pi_condense.config import Config
 from pi_condense.render import RenderDiagnostic, RenderResult, render
+from pi_condense.session import ABSENT
 from pi_condense.state import PrunerState
 
 Messages = list[Any]
@@ -492,3 +493,50 @@ def test_a_memoised_render_of_disguised_values_is_the_plain_render(seed: int, ra
                 expected.after_chars,
                 expected.diagnostics,
             )
+
+
+class CountingMeta(type):
+    """A metaclass whose ``__name__`` counts its calls."""
+
+    calls = 0
+
+    @property
+    def __name__(self) -> str:  # type: ignore[override]
+        CountingMeta.calls += 1
+        return "_Absent"
+
+
+class _Absent(metaclass=CountingMeta):  # the sentinel's class name, another class
+    pass
+
+
+def test_chain_scan_tells_absent_by_identity_not_by_a_type_name() -> None:
+    # Chain detection reads a missing message (None or ABSENT) as the reference's null one and
+    # throws; an object whose type merely claims the sentinel's name is an object there, as
+    # `{}` is, and its metaclass is never asked for the name.
+    from pi_condense.chains import detect_chains
+
+    call = {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a"}}
+    result = {
+        "role": "toolResult",
+        "toolCallId": "c1",
+        "toolName": "read",
+        "isError": False,
+        "content": [{"type": "text", "text": "x"}],
+        "timestamp": 3,
+    }
+    head: list[Any] = [
+        {"role": "user", "content": "go", "timestamp": 1},
+        {"role": "assistant", "content": [call], "stopReason": "toolUse", "timestamp": 2},
+    ]
+    tail = [
+        result,
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "timestamp": 4},
+    ]
+    CountingMeta.calls = 0
+    odd = detect_chains([*head, _Absent(), *tail])
+    assert CountingMeta.calls == 0
+    plain = detect_chains([*head, {}, *tail])
+    assert [(c.closed, c.lookup_keys) for c in odd] == [(c.closed, c.lookup_keys) for c in plain]
+    with pytest.raises(TypeError):
+        detect_chains([*head, ABSENT, *tail])

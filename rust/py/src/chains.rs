@@ -53,7 +53,7 @@ const C_USER: &CStr = cstr(b"user\0");
 // ----- reading Python values with JS eyes -----
 
 /// `pi_condense.session.ABSENT` (JS `undefined` inside a dict). JSON values (the usual case)
-/// are ruled out by their exact type before the type name is looked at.
+/// are ruled out by their exact type before the type is compared with `ABSENT`'s.
 fn is_absent(value: &Bound<'_, PyAny>) -> bool {
     let obj = value.as_ptr();
     // SAFETY: `obj` is a live object (borrowed from `value`) and the GIL is held; only the
@@ -68,12 +68,7 @@ fn is_absent(value: &Bound<'_, PyAny>) -> bool {
             || ty == addr_of_mut!(ffi::PyFloat_Type)
             || ty == addr_of_mut!(ffi::PyBool_Type)
     };
-    !plain
-        && !value.is_instance_of::<PyDict>()
-        && value
-            .get_type()
-            .name()
-            .is_ok_and(|n| n.to_cow().is_ok_and(|n| n == "_Absent"))
+    !plain && crate::absent::is_absent(value)
 }
 
 /// `dict[key]`, with `ABSENT` read as a missing key.

@@ -325,7 +325,7 @@ fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         return Ok(JsField::Array(js_string_of(value, 0)?));
     }
-    if !value.is_instance_of::<PyDict>() && value.get_type().name()?.to_cow()? == "_Absent" {
+    if crate::absent::is_absent(value) {
         // `pi_condense.session.ABSENT`: an omitted optional value (JS `undefined`).
         return Ok(JsField::Absent);
     }

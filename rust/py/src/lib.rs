@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod absent;
 mod chains;
 mod cpython;
 mod index;

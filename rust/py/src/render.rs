@@ -49,8 +49,9 @@ use pi_condense_core::render::{
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple, PyType};
+
+use crate::absent;
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::cpython::{
@@ -102,21 +103,6 @@ unsafe fn is_list(obj: Obj) -> bool {
     unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
 }
 
-/// The type of `pi_condense.session.ABSENT` (JS `undefined` inside a dict), looked up once
-/// per process before any view is read (`None` when that module cannot be imported: then
-/// nothing is `ABSENT`).
-static ABSENT_TYPE: GILOnceCell<Option<Py<PyType>>> = GILOnceCell::new();
-
-/// Finds the type of `ABSENT` (imports `pi_condense.session`: call before reading views).
-fn init_absent(py: Python<'_>) {
-    ABSENT_TYPE.get_or_init(py, || {
-        py.import("pi_condense.session")
-            .and_then(|m| m.getattr("ABSENT"))
-            .map(|absent| absent.get_type().unbind())
-            .ok()
-    });
-}
-
 /// Whether `obj` is `ABSENT`: told by the identity of its type, without calling anything
 /// (a type's `__name__` could run Python code). JSON values (the usual case) are ruled out
 /// by their exact type first.
@@ -133,14 +119,8 @@ unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
             || ty == addr_of_mut!(ffi::PyFloat_Type)
             || obj == ffi::Py_None()
             || ty == addr_of_mut!(ffi::PyTuple_Type);
-        !plain && is_absent_slow(py, ty)
+        !plain && absent::is_absent_type(py, ty)
     }
-}
-
-#[cold]
-#[inline(never)]
-fn is_absent_slow(py: Python<'_>, ty: *mut ffi::PyTypeObject) -> bool {
-    matches!(ABSENT_TYPE.get(py), Some(Some(absent)) if absent.as_ptr().cast() == ty)
 }
 
 /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
@@ -1547,7 +1527,7 @@ fn render<'py>(
     let py = messages.py();
     // A render from inside a render (a protection predicate) does without the memo.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
-    init_absent(py);
+    absent::init(py);
     // A predicate is Python code: it could free a key and reuse its address.
     let keys = Keys::new(py, protected_tool_predicate.is_none());
     let protection = match (
