@@ -14,7 +14,9 @@ use super::plan::{Diagnostic, DiagnosticKind, Item, Piece, Text};
 use super::state::RenderState;
 use super::stub_replace::{write_occ_key, Phase1};
 use super::view::{Content, IdStr, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts};
-use super::{FastMap, FastSet, Lazy, Throw, ViewsOnly};
+#[cfg(test)]
+use super::ViewsOnly;
+use super::{FastMap, FastSet, Lazy, Throw};
 use crate::index::{BodyIndex, ChainEntry, JsField};
 use crate::jsnum::format_number;
 use crate::jsstr::{JsBuf, JsStr};
@@ -630,8 +632,9 @@ impl Containers {
 /// Phase 3 over the phase-2 output (`slots`, `None` = the input unchanged;
 /// phases 1-2 keep positions, roles and timestamps). `None`: no entry was
 /// accepted and the list is unchanged; else the new slots (a new list even if
-/// the content is identical).
-pub fn apply_chain_compressions<S: IdStr, St: RenderState + ?Sized>(
+/// the content is identical). Tests only: the render uses [`apply_chain_in_place_keyed`].
+#[cfg(test)]
+pub(crate) fn apply_chain_compressions<S: IdStr, St: RenderState + ?Sized>(
     msgs: &[MsgView<S>],
     slots: Option<&[Item]>,
     entries: &[&ChainEntry],
@@ -652,32 +655,9 @@ pub fn apply_chain_compressions<S: IdStr, St: RenderState + ?Sized>(
     )
 }
 
-/// [`apply_chain_compressions`] updating the phase-2 slots in place (they move into the
-/// output instead of being copied): when an entry is accepted, `slots` becomes the new
-/// list (and `true` is returned); otherwise it is left as it was.
-#[allow(clippy::too_many_arguments)]
-pub fn apply_chain_in_place<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
-    msgs: &[MsgView<S>],
-    slots: &mut Option<Vec<Item>>,
-    entries: &[&ChainEntry],
-    state: &St,
-    strip_final_thinking: bool,
-    lazy: &mut L,
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Result<bool, Throw> {
-    apply_chain_in_place_keyed(
-        msgs,
-        slots,
-        entries,
-        state,
-        strip_final_thinking,
-        lazy,
-        diagnostics,
-        None,
-    )
-}
-
-/// [`apply_chain_in_place`] after [`super::stub_replace::stub_replace_deferred`]: the
+/// Phase 3 updating the phase-2 slots in place (they move into the output instead of being
+/// copied: when an entry is accepted, `slots` becomes the new list and `true` is returned;
+/// otherwise it is left as it was), after [`super::stub_replace::stub_replace_deferred`]: the
 /// occurrence keys of the dropped results are read from the keys phase 1 wrote (see
 /// [`ResultKeys`]), and the text of a stub from `phase1`.
 #[allow(clippy::too_many_arguments)]
