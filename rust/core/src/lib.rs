@@ -2,9 +2,11 @@
 //! it takes light views of messages and values and returns decisions.
 
 pub mod chains;
+pub mod collections;
 pub mod index;
 pub mod jsnum;
 pub mod json;
 pub mod jsstr;
 pub mod keys;
+pub mod placeholders;
 pub mod render;

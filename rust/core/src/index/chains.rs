@@ -3,11 +3,11 @@
 
 use std::cmp::Ordering;
 
+use super::chain_facts::ChainFacts;
 use super::field::parse_int10;
 use super::{js_max, Index, JsField};
 use crate::jsnum::format_number;
 use crate::jsstr::JsStr;
-use crate::render::chain_facts::ChainFacts;
 
 /// The fields of a `context-prune-chain` entry (`ChainCompressionEntry`) that render and the
 /// flush read. `slot` names the original entry object in the caller's store.

@@ -42,6 +42,7 @@
 //! `slot` that the binding maps to the original record object.
 
 pub mod aliases;
+pub mod chain_facts;
 pub mod chains;
 pub mod field;
 pub mod reconstruct;
@@ -50,9 +51,9 @@ pub mod refs;
 pub mod summaries;
 pub mod table;
 
+use crate::collections::FastMap;
 use crate::jsstr::JsStr;
-use crate::render::chain_facts::ChainFactsTable;
-use crate::render::FastMap;
+use chain_facts::ChainFactsTable;
 
 pub use chains::ChainEntry;
 pub use field::JsField;

@@ -2,8 +2,8 @@
 //! message falls back to.
 
 use super::StrTable;
+use crate::collections::FastSet;
 use crate::jsstr::{JsBuf, JsStr};
-use crate::render::FastSet;
 
 use super::Index;
 

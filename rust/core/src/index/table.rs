@@ -9,7 +9,7 @@
 
 use std::hash::BuildHasher;
 
-use crate::render::FastMap;
+use crate::collections::FastMap;
 
 /// `prev` value of an id that is the first one interned with its hash.
 const NONE: usize = usize::MAX;

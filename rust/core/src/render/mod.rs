@@ -17,13 +17,11 @@
 //! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
 //! diagnostics reported before the throw survive.
 
-pub mod chain_facts;
 pub mod chain_range;
 pub mod error_purge;
 pub mod grace;
 pub mod ids;
 pub mod orphan_sweep;
-pub mod placeholders;
 pub mod plan;
 pub mod size;
 pub mod state;
@@ -44,11 +42,9 @@ use std::collections::HashSet;
 use crate::index::JsField;
 use crate::keys::ProtectedMatcher;
 
-/// A hash map with a fast (non-cryptographic, randomly seeded) hasher.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// A hash set with a fast (non-cryptographic, randomly seeded) hasher.
-pub type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+pub use crate::collections::{FastMap, FastSet};
+pub use crate::index::chain_facts;
+pub use crate::placeholders;
 
 /// Thrown by a phase where the reference throws a `TypeError` (04 section 6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

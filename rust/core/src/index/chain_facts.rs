@@ -7,11 +7,11 @@
 //! is also, nearly, the order a render walks the entries in), so a render reads them almost
 //! sequentially instead of chasing one heap block per string.
 
-use super::placeholders::has_block_ref;
-use super::FastSet;
-use crate::index::{ChainEntry, JsField};
+use super::{ChainEntry, JsField};
+use crate::collections::FastSet;
 use crate::jsstr::{JsBuf, JsStr};
 use crate::keys::bare_tool_call_id;
+use crate::placeholders::has_block_ref;
 
 /// A span of [`ChainFactsTable::text`].
 type Span = (usize, usize);

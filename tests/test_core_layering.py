@@ -1,0 +1,75 @@
+"""`rust/core` is layered: its top-level modules import each other without a cycle, and the
+base modules (collections, JS values, keys, placeholder texts) import no feature module."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "rust" / "core" / "src"
+USE = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
+BASE = {"collections", "jsnum", "jsstr", "json", "keys", "placeholders"}
+FEATURES = {"index", "render", "chains"}
+
+
+def top_level_modules() -> dict[str, list[Path]]:
+    modules: dict[str, list[Path]] = {}
+    for path in SRC.iterdir():
+        if path.name == "lib.rs":
+            continue
+        name = path.stem if path.is_file() else path.name
+        files = [path] if path.is_file() else sorted(path.rglob("*.rs"))
+        modules[name] = files
+    return modules
+
+
+def imports() -> dict[str, set[str]]:
+    modules = top_level_modules()
+    graph: dict[str, set[str]] = {}
+    for name, files in modules.items():
+        used = set()
+        for file in files:
+            used.update(USE.findall(file.read_text(encoding="utf-8")))
+        graph[name] = {m for m in used if m in modules and m != name}
+    return graph
+
+
+def cycle_in(graph: dict[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_the_scan_sees_the_crate() -> None:
+    graph = imports()
+    assert set(graph) >= FEATURES | BASE
+    assert "index" in graph["render"]  # the render reads the index: the scan finds uses
+
+
+def test_top_level_modules_have_no_cycle() -> None:
+    assert cycle_in(imports()) == []
+
+
+def test_base_modules_import_no_feature_module() -> None:
+    graph = imports()
+    assert {name: sorted(graph[name] & FEATURES) for name in BASE} == {name: [] for name in BASE}
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
