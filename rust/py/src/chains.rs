@@ -136,16 +136,6 @@ fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &CStr) -> bool {
         })
 }
 
-#[cfg(not(windows))]
-extern "C" {
-    // Exported by every CPython 3.x (stable ABI since 3.10); on Windows python3.dll only
-    // exports it from 3.10 on, so Windows converts through a bytes object instead.
-    fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut ffi::PyObject,
-        size: *mut ffi::Py_ssize_t,
-    ) -> *const std::os::raw::c_char;
-}
-
 /// Runs `f` on the text of `s` without copying it when it is valid UTF-8 (lone surrogates
 /// read as U+FFFD).
 fn with_str<R>(s: &Bound<'_, PyString>, f: impl FnOnce(&str) -> R) -> R {
@@ -156,7 +146,7 @@ fn with_str<R>(s: &Bound<'_, PyString>, f: impl FnOnce(&str) -> R) -> R {
         // `size` bytes of UTF-8 owned by the object, alive while `s` is (the borrow of `s`
         // outlives `f`). On failure (lone surrogates) the raised error is cleared.
         unsafe {
-            let data = PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size);
+            let data = ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size);
             if !data.is_null() {
                 if let Ok(len) = usize::try_from(size) {
                     let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);

@@ -28,16 +28,10 @@ use pyo3::types::{PyList, PyString};
 
 type Obj = *mut ffi::PyObject;
 
+// Part of the stable ABI since 3.10 (the wheel's floor is 3.11), so pyo3's declaration is
+// the one to use. Windows still takes the PyUnicode_AsUTF8String path (json.rs), as before.
 #[cfg(not(windows))]
-extern "C" {
-    // Part of the stable ABI since 3.10 and exported (outside the limited API) by every
-    // CPython 3.x; on Windows python3.dll only exports it from 3.10 on, so Windows takes
-    // the PyUnicode_AsUTF8String path (json.rs) and borrows no text.
-    pub(crate) fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut ffi::PyObject,
-        size: *mut ffi::Py_ssize_t,
-    ) -> *const std::os::raw::c_char;
-}
+pub(crate) use pyo3::ffi::PyUnicode_AsUTF8AndSize;
 
 /// The environment variable that turns the layout reads off (`off`), read at import.
 pub(crate) const LAYOUT_ENV: &str = "PI_CONDENSE_LAYOUT";
