@@ -69,6 +69,7 @@ impl Text {
                 // SAFETY: CPython hands out valid UTF-8 of `len` bytes that lives as long
                 // as the str object (or `owner`), both alive while `self` is.
                 let bytes = unsafe { std::slice::from_raw_parts(*data, *len) };
+                // SAFETY: the bytes are the UTF-8 CPython produced for the str (see above).
                 TextRef::Str(unsafe { std::str::from_utf8_unchecked(bytes) })
             }
             Text::Units(units) => TextRef::Units(units),

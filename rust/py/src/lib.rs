@@ -1,6 +1,6 @@
 //! Thin PyO3 bindings: convert Python values to core views and back. No logic lives here.
 
-#![warn(unsafe_op_in_unsafe_fn)]
+#![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use pyo3::prelude::*;
 

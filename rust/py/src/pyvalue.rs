@@ -27,8 +27,8 @@ pub(crate) unsafe fn number_value(
     py: Python<'_>,
     obj: *mut ffi::PyObject,
 ) -> PyResult<Option<f64>> {
-    // SAFETY (every call below): `obj` is live and the GIL held (the caller's contract);
-    // for an object of (a subclass of) the checked type these calls read its value in C.
+    // SAFETY: `obj` is live and the GIL held (the caller's contract); for an object of (a
+    // subclass of) the checked type every call below reads its value in C.
     unsafe {
         if ffi::PyBool_Check(obj) != 0 {
             return Ok(None);

@@ -1700,6 +1700,7 @@ fn render<'py>(
                         "the message list changed during render",
                     ));
                 };
+                // SAFETY: `message` is a live item of the input list (just read, GIL held).
                 unsafe { ffi::Py_IncRef(message) };
                 out_lens.push(Some(lens.get(*i).copied().unwrap_or(0)));
                 message
