@@ -103,10 +103,14 @@ def loads_with_depth(text: Union[str, bytes, bytearray, memoryview]) -> tuple[An
     """
     try:
         return orjson.loads(text), 0
-    except orjson.JSONDecodeError:
-        pass
+    except orjson.JSONDecodeError as exc:
+        too_deep = str(exc).startswith("depth limit exceeded")
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", errors="replace")
+    if too_deep:
+        # Not the standard library's parser: how deep it reads depends on the interpreter
+        # (3.13 reads far deeper than 3.11), and JSON.parse reads any depth.
+        return deep_loads(text, _parse_int)
     return _fallback_loads(text)
 
 
