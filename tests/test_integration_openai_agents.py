@@ -1,4 +1,4 @@
-"""CondenseFilter in real OpenAI Agents SDK runs (``Runner.run`` / ``Runner.run_sync``).
+"""CondenseFilter in real OpenAI Agents SDK runs (``Runner.run`` / ``run_sync`` / ``run_streamed``).
 
 The model is either a scripted ``agents.models.interface.Model`` (the SDK's own way to test
 an agent offline) that reads its Responses input items, or the SDK's own
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,7 +30,10 @@ from agents import (
 from agents.models.interface import Model
 from agents.run_config import CallModelData, ModelInputData
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
+    ResponseOutputItemDoneEvent,
     ResponseOutputMessage,
     ResponseOutputText,
 )
@@ -126,6 +129,46 @@ class ScriptedModel(Model):
         conversation_id: Optional[str] = None,
         prompt: Any = None,
     ) -> ModelResponse:
+        return ModelResponse(
+            output=self._answer(system_instructions, input), usage=Usage(), response_id=None
+        )
+
+    async def stream_response(
+        self,
+        system_instructions: Optional[str],
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        *,
+        previous_response_id: Optional[str] = None,
+        conversation_id: Optional[str] = None,
+        prompt: Any = None,
+    ) -> AsyncIterator[Any]:
+        """The same answer as a Responses stream: one ``output_item.done`` per item, then
+        ``response.completed`` carrying them (what the runner builds its turn from)."""
+        out = self._answer(system_instructions, input)
+        for k, item in enumerate(out):
+            yield ResponseOutputItemDoneEvent(
+                type="response.output_item.done", item=item, output_index=k, sequence_number=k
+            )
+        response = Response(
+            id=f"resp_{len(self.requests)}",
+            created_at=0.0,
+            model="scripted",
+            object="response",
+            output=out,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=len(out)
+        )
+
+    def _answer(self, system_instructions: Optional[str], input: Any) -> list[Any]:
         assert system_instructions == INSTRUCTIONS
         items = json.loads(json.dumps(input))
         found = pairs(items)
@@ -157,10 +200,7 @@ class ScriptedModel(Model):
                 )
                 for k, call in enumerate(step)
             ]
-        return ModelResponse(output=out, usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the tests run without streaming")
+        return out
 
 
 def agent_for(model: Model, hook: Optional[CondenseFilter]) -> Agent[Any]:
@@ -178,8 +218,10 @@ async def run_prompts(
     prompts: range,
     requests: list[Any],
     history: Optional[list[Any]] = None,
+    streamed: bool = False,
 ) -> tuple[list[Any], list[int]]:
-    """One ``Runner.run`` per prompt, each on the previous run's ``to_input_list()``.
+    """One ``Runner.run`` (``Runner.run_streamed`` with ``streamed``) per prompt, each on the
+    previous run's ``to_input_list()``.
 
     Returns the last run's items and the indexes in ``requests`` (what the model received)
     of each prompt's first request."""
@@ -189,20 +231,32 @@ async def run_prompts(
     for p in prompts:
         firsts.append(len(requests))
         prompt = {"role": "user", "content": f"task {p}: read the files"}
-        result = await Runner.run(agent, [*items, prompt], run_config=config_for(hook))
+        result: Any
+        if streamed:
+            result = Runner.run_streamed(agent, [*items, prompt], run_config=config_for(hook))
+            kinds = {event.type async for event in result.stream_events()}
+            assert "raw_response_event" in kinds, kinds
+        else:
+            result = await Runner.run(agent, [*items, prompt], run_config=config_for(hook))
         assert result.final_output == f"done {p}"
         items = result.to_input_list()
     return items, firsts
 
 
-@pytest.mark.parametrize("fake_ids", [False, True], ids=["item-ids", "fake-ids"])
-def test_agent_runs_condense_and_recover(tmp_path: Path, fake_ids: bool) -> None:
+@pytest.mark.parametrize(
+    ("fake_ids", "streamed"),
+    [(False, False), (True, False), (False, True)],
+    ids=["item-ids", "fake-ids", "streamed"],
+)
+def test_agent_runs_condense_and_recover(tmp_path: Path, fake_ids: bool, streamed: bool) -> None:
     hook = CondenseFilter(session=tmp_path / "agents.jsonl")
     script = Script(ids_per_prompt=False)
     model = ScriptedModel(script, fake_ids=fake_ids)
-    history, firsts = asyncio.run(run_prompts(hook, model, range(5), model.requests))
+    history, firsts = asyncio.run(
+        run_prompts(hook, model, range(5), model.requests, streamed=streamed)
+    )
     baseline = ScriptedModel(Script(), fake_ids=fake_ids)
-    asyncio.run(run_prompts(None, baseline, range(5), baseline.requests))
+    asyncio.run(run_prompts(None, baseline, range(5), baseline.requests, streamed=streamed))
 
     assert check_queries(script, model.pairs) == 1
     assert chars(model.requests) < 0.5 * chars(baseline.requests)
