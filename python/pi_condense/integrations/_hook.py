@@ -64,10 +64,14 @@ class LiveHook(ABC, Generic[H]):
             clock=clock,
             notify=notify,
         )
+        self._started()
 
     @abstractmethod
     def _codec(self) -> Codec[H]:
         """The codec of the hook's format."""
+
+    def _started(self) -> None:
+        """Set up what a hook keeps beside the driver (called at the end of ``__init__``)."""
 
     @property
     def session(self) -> SessionFile:
@@ -102,19 +106,19 @@ class LiveHook(ABC, Generic[H]):
         """The host's items with SDK objects as dicts (see :func:`plain`)."""
         return [item if type(item) is dict else plain(item) for item in items]
 
-    def flush(self, history: Optional[Sequence[H]] = None) -> None:
+    def flush(self, history: Optional[Sequence[Any]] = None) -> None:
         """Take in ``history`` (with the run's final reply), close the run and summarize
         what is pending, as Pi does at the end of a run (call it before the process exits)."""
         self.driver.flush(None if history is None else self._history(history))
 
-    async def aflush(self, history: Optional[Sequence[H]] = None) -> None:
+    async def aflush(self, history: Optional[Sequence[Any]] = None) -> None:
         """:meth:`flush` for async code."""
         await self.driver.aflush(None if history is None else self._history(history))
 
-    def close(self, history: Optional[Sequence[H]] = None) -> None:
+    def close(self, history: Optional[Sequence[Any]] = None) -> None:
         """:meth:`flush`, then stop the driver's worker thread."""
         self.driver.close(None if history is None else self._history(history))
 
-    async def aclose(self, history: Optional[Sequence[H]] = None) -> None:
+    async def aclose(self, history: Optional[Sequence[Any]] = None) -> None:
         """:meth:`close` for async code."""
         await self.driver.aclose(None if history is None else self._history(history))

@@ -23,7 +23,7 @@ with the final messages before the process exits to summarize the last run too.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from langchain.agents.middleware import AgentMiddleware
@@ -31,11 +31,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool, ToolException
 
 from ..adapters.langchain_messages import LangChainCodec
-from ..config import Config
-from ..live import LiveDriver, LiveStats, SessionSpec
-from ..session import SessionFile
-from ..summarize.base import Summarizer
 from ..tools.registry import Tool
+from ._hook import LiveHook
 
 if TYPE_CHECKING:
     from langchain.agents.middleware.types import ModelCallResult, ModelRequest, ModelResponse
@@ -73,7 +70,7 @@ class RecoveryTool(BaseTool):
         return result.text
 
 
-class CondenseMiddleware(AgentMiddleware):
+class CondenseMiddleware(LiveHook[Any], AgentMiddleware):
     """Condenses what the model of a ``create_agent`` agent sees, keeping outputs recoverable.
 
     ``session``: where the conversation and the pruner's entries are kept (a path, a
@@ -86,39 +83,14 @@ class CondenseMiddleware(AgentMiddleware):
     :class:`~pi_condense.live.LiveDriver`.
     """
 
-    def __init__(
-        self,
-        *,
-        session: SessionSpec = None,
-        config: Union[Config, Mapping[str, Any], None] = None,
-        summarizer: Union[Summarizer, str, None] = None,
-        cwd: Optional[str] = None,
-        context_window: int = 200_000,
-        clock: Optional[Callable[[], int]] = None,
-        notify: Optional[Callable[[str, str], None]] = None,
-    ) -> None:
-        super().__init__()
-        self.driver: LiveDriver[Any] = LiveDriver(
-            LangChainCodec(),
-            session=session,
-            config=config,
-            summarizer=summarizer,
-            cwd=cwd,
-            context_window=context_window,
-            clock=clock,
-            notify=notify,
-        )
+    def _codec(self) -> LangChainCodec:
+        return LangChainCodec()
+
+    def _started(self) -> None:
         self.tools: list[BaseTool] = [RecoveryTool.of(tool) for tool in self.driver.tools]
 
-    @property
-    def session(self) -> SessionFile:
-        """The session file the conversation and the pruner's entries are kept in."""
-        return self.driver.session
-
-    @property
-    def stats(self) -> LiveStats:
-        """Calls, messages seen and chars in/out so far (this process)."""
-        return self.driver.stats
+    def _history(self, items: Sequence[Any]) -> list[Any]:
+        return list(items)
 
     def wrap_model_call(
         self,
@@ -144,15 +116,6 @@ class CondenseMiddleware(AgentMiddleware):
     async def acondense(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         """:meth:`condense` for async code."""
         return await self.driver.acondense(messages)
-
-    def execute(
-        self,
-        name: str,
-        arguments: Union[Mapping[str, Any], str, None],
-        tool_call_id: Optional[str] = None,
-    ) -> str:
-        """Run one of the recovery tools outside the agent; returns the tool result's text."""
-        return self.driver.execute(name, arguments, tool_call_id)
 
     def flush(self, messages: Optional[Sequence[BaseMessage]] = None) -> None:
         """Take in ``messages`` (e.g. ``result["messages"]`` with the run's final reply),

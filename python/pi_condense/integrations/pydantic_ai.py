@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable, Optional, Union
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.capabilities import AbstractCapability
@@ -39,12 +39,9 @@ from ..adapters.pydantic_ai import (
     expand,
     is_rendered,
 )
-from ..config import Config
 from ..errors import CondenseWarning
-from ..live import LiveDriver, LiveStats, SessionSpec
-from ..session import SessionFile
-from ..summarize.base import Summarizer
 from ..tools.registry import Tool as RecoveryTool
+from ._hook import LiveHook
 
 __all__ = ["CondenseHistory", "has_history_processors"]
 
@@ -68,7 +65,7 @@ def _pydantic_tool(tool: RecoveryTool) -> Tool[Any]:
     )
 
 
-class CondenseHistory(AbstractCapability[Any]):
+class CondenseHistory(LiveHook[HostItem], AbstractCapability[Any]):
     """A pydantic-ai capability that condenses what the model is sent (module docstring).
 
     ``session`` is where the conversation and the pruner's entries are kept: a path (loaded, or
@@ -80,27 +77,10 @@ class CondenseHistory(AbstractCapability[Any]):
     default. ``context_window`` sizes the budget triggers; ``clock`` gives epoch ms.
     """
 
-    def __init__(
-        self,
-        *,
-        session: SessionSpec = None,
-        config: Union[Config, Mapping[str, Any], None] = None,
-        summarizer: Union[Summarizer, str, None] = None,
-        cwd: Optional[str] = None,
-        context_window: int = 200_000,
-        clock: Optional[Callable[[], int]] = None,
-        notify: Optional[Callable[[str, str], None]] = None,
-    ) -> None:
-        self.driver: LiveDriver[HostItem] = LiveDriver(
-            PydanticAICodec(),
-            session=session,
-            config=config,
-            summarizer=summarizer,
-            cwd=cwd,
-            context_window=context_window,
-            clock=clock,
-            notify=notify,
-        )
+    def _codec(self) -> PydanticAICodec:
+        return PydanticAICodec()
+
+    def _started(self) -> None:
         self._tools: Optional[list[Tool[Any]]] = None
         self._items: dict[int, RequestPart] = {}  # the last call's request parts, by id
         self._produced = False  # this hook has handed out condensed output
@@ -185,22 +165,3 @@ class CondenseHistory(AbstractCapability[Any]):
         if self._tools is None:
             self._tools = [_pydantic_tool(t) for t in self.driver.tools]
         return list(self._tools)
-
-    def execute(
-        self,
-        name: str,
-        arguments: Union[Mapping[str, Any], str, None],
-        tool_call_id: Optional[str] = None,
-    ) -> str:
-        """Run one recovery tool directly; returns the text the model would get."""
-        return self.driver.execute(name, arguments, tool_call_id=tool_call_id)
-
-    @property
-    def session(self) -> SessionFile:
-        """The session file the conversation and the pruner's entries are kept in."""
-        return self.driver.session
-
-    @property
-    def stats(self) -> LiveStats:
-        """Calls, messages seen, chars in/out so far (this process)."""
-        return self.driver.stats
