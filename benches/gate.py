@@ -25,7 +25,15 @@ hook-* a framework hook per model call, fresh objects  -       see PAIRS
 cx3    condense x3 / x1, per model call                1.5     4.0
 cx10   condense x10 / x1, per model call               1.5     14.0
 live   Condenser events + context() / render, 10k      1.3     2.0
+startup ``pi-condense --version`` / ``python -c pass``  5.0     10.0
 =====  ==============================================  ======  =====
+
+The start-up pair (``bench_cli.py``) runs both as subprocesses, timed by the children's CPU
+time. On 2026-12-01 (loaded VM, same run) it measured 41.4 (1.27 s of CPU) with every command
+module imported at start-up, and 6.6 (181 ms against 27 ms) once the root command loaded each
+command's module on demand and ``import pi_condense`` stopped importing the pipeline; what is
+left is typer's import and building the root group. Its bound is a regression bound: a command
+module (with pydantic and rich) imported at start-up again costs about 20.
 
 The pipeline pairs (issue 18, ``bench_pipeline.py``) divide each round by the model calls it
 made (``extra_info["per"]``). The condense pairs are regression bounds: the growth is the
@@ -130,6 +138,7 @@ PAIRS = (
         "condense-x3",
     ),
     Pair("live", "Condenser events+context(), 10k", "render alone", 1.3, 2.0),
+    Pair("startup", "pi-condense --version", "python -c pass", 5.0, 10.0),
 )
 PAIR_BY_NAME = {pair.name: pair for pair in PAIRS}
 
@@ -141,6 +150,7 @@ BENCH_FILES = (
     "bench_hook_langchain.py",
     "bench_hook_pydantic_ai.py",
     "bench_pipeline.py",
+    "bench_cli.py",
 )
 
 
