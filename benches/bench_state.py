@@ -5,6 +5,10 @@
 of the same session file: rebuilding the state must cost no more than parsing the file that
 holds it (target: ratio <= 1).
 
+``open`` (issue 17 item 5) is what a host pays to open a session: ``Condenser.open`` of the
+file (read, parse, migrate, index), its pruner state, and the context it sends
+(``session.build_context().messages``), against the same ``orjson.loads`` of the lines.
+
 The session is ``large-default`` (the reference's pruned replay session) scaled x10 / x100
 by ``generate.py``; each benchmark checks its result.
 """
@@ -16,6 +20,8 @@ from typing import Any, Callable
 import orjson
 
 import generate
+from pi_condense.condenser import Condenser
+from pi_condense.config import Config
 from pi_condense.state import PrunerState
 
 Benchmark = Callable[..., Any]
@@ -57,3 +63,21 @@ def _last_frontier_id(branch: list[dict[str, Any]]) -> Any:
         if entry.get("customType") == "context-prune-frontier":
             return entry["data"]["lastAttemptedToolCallId"]
     return None
+
+
+def test_condenser_open(
+    benchmark: Any, record: Record, pruned: generate.Workload, copies: int
+) -> None:
+    config = Config.from_settings_dict({"enabled": True})
+
+    def open_session() -> tuple[Condenser, list[Any]]:
+        condenser = Condenser.open(pruned.path, config)
+        assert condenser.state is not None
+        return condenser, condenser.session.build_context().messages
+
+    condenser, messages = benchmark(open_session)
+    record(benchmark, "open", "subject", copies)
+    base = generate.source_counts(generate.REPLAY_VECTOR)
+    assert condenser.state.index.summary_count == base.summaries * copies
+    assert len(condenser.session.branch()) == len(pruned.branch)
+    assert messages == pruned.messages

@@ -16,6 +16,7 @@ rounds (the median ratio is printed too):
 pair   subject / baseline                              target  bound
 =====  ==============================================  ======  =====
 state  PrunerState.from_branch / orjson.loads lines    1.0     1.25
+open   Condenser.open + state + context / loads lines  1.5     4.0
 render full render, repeated / orjson.dumps(messages)  0.5     1.25
 cold   full render, first / orjson.dumps(messages)     -       4.0
 noop   no-op render / orjson.dumps(messages)           0.15    0.5
@@ -25,13 +26,31 @@ hook-* a framework hook per model call, fresh objects  -       see PAIRS
 cx3    condense x3 / x1, per model call                1.5     4.0
 cx10   condense x10 / x1, per model call               1.5     14.0
 live   Condenser events + context() / render, 10k      1.3     2.0
+startup ``pi-condense --version`` / ``python -c pass``  5.0     10.0
 =====  ==============================================  ======  =====
+
+The open pair (issue 17 item 5, ``bench_state.py``) measured 2.3-2.8 in two bench runs on
+2026-12-01 (loaded VM; 1.8-2.0 by a direct timing, 1.22-1.52 for the load alone). Its costs
+are in ``session.py``: the per-line parse with a depth count, indexing, and the branch walked
+once for the state and again by ``build_context``; its bound is a regression bound until
+those change.
+
+The start-up pair (``bench_cli.py``) runs both as subprocesses, timed by the children's CPU
+time. On 2026-12-01 (loaded VM, same run) it measured 41.4 (1.27 s of CPU) with every command
+module imported at start-up, and 6.6 (181 ms against 27 ms) once the root command loaded each
+command's module on demand and ``import pi_condense`` stopped importing the pipeline; what is
+left is typer's import and building the root group. Its bound is a regression bound: a command
+module (with pydantic and rich) imported at start-up again costs about 20.
 
 The pipeline pairs (issue 18, ``bench_pipeline.py``) divide each round by the model calls it
 made (``extra_info["per"]``). The condense pairs are regression bounds: the growth is the
-native render's and chain scan's (linear in the history per call); the rest of the pipeline
-per call measured 2.3 ms at x1 and 2.9 at x3. x10 is one round (about 110 s of CPU on the
-loaded development VM), the slowest part of the gate.
+native render's and chain scan's (linear in the history per call). On 2026-12-01 (loaded VM,
+a timer around the two native calls) a call cost 3.7 / 7.8 / 24.6 ms at x1 / x3 / x10, of
+which the render 1.45 / 4.44 / 16.4 ms and the chain scan (at flushes) 0.31 / 0.84 / 2.86;
+the rest of the pipeline 1.95 / 2.56 / 5.33 ms, most of its growth being the freeing of the
+render's new messages from the previous call (0.09 ms at x1, 0.34 at x3) and the live
+summary placer's C-speed pass over the list (0.09 / 0.18 / 0.57 ms). x10 is one round
+(about 110 s of CPU on the loaded development VM), the slowest part of the gate.
 
 The hook pairs (issue 12) hand each hook a history rebuilt as new objects before every round
 (the cold path most frameworks take) and divide by serializing that history: ``orjson.dumps``
@@ -110,6 +129,7 @@ class Pair:
 
 PAIRS = (
     Pair("state", "PrunerState.from_branch", "orjson.loads(lines)", 1.0, 1.25),
+    Pair("open", "Condenser.open+state+context", "orjson.loads(lines)", 1.5, 4.0, "state"),
     Pair("render", "full render, repeated", "orjson.dumps(messages)", 0.5, 1.25),
     Pair("cold", "full render, first", "orjson.dumps(messages)", None, 4.0, "render"),
     Pair("noop", "no-op render", "orjson.dumps(messages)", 0.15, 0.5),
@@ -130,6 +150,7 @@ PAIRS = (
         "condense-x3",
     ),
     Pair("live", "Condenser events+context(), 10k", "render alone", 1.3, 2.0),
+    Pair("startup", "pi-condense --version", "python -c pass", 5.0, 10.0),
 )
 PAIR_BY_NAME = {pair.name: pair for pair in PAIRS}
 
@@ -141,6 +162,7 @@ BENCH_FILES = (
     "bench_hook_langchain.py",
     "bench_hook_pydantic_ai.py",
     "bench_pipeline.py",
+    "bench_cli.py",
 )
 
 

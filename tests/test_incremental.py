@@ -219,6 +219,35 @@ def test_the_kept_placer_places_as_a_new_one() -> None:
     check()
 
 
+def test_the_kept_placer_follows_messages_replaced_in_the_list() -> None:
+    placer = LiveSummaryPlacer()
+    messages: list[Any] = [_message(("user", "assistant")[n % 2], n) for n in range(12)]
+    live = [_summary(1, ("assistant", 3)), _summary(2, ("user", 8)), _summary(3, ("user", 0))]
+
+    def check() -> list[Any]:
+        got = placer.place(list(messages), live)
+        assert got == LiveSummaryPlacer().place(list(messages), live)
+        # the host's objects come back, not the ones an earlier call saw
+        assert [m for m in got if m.get("role") != "custom"] == messages
+        assert all(a is b for a, b in zip([m for m in got if m.get("role") != "custom"], messages))
+        return got
+
+    first = check()
+    assert [m["content"] for m in first if m["role"] == "custom"] == [
+        "summary 3",
+        "summary 1",
+        "summary 2",
+    ]
+    messages[3] = dict(messages[3])  # an equal copy: the same placement, the new object
+    check()
+    messages[3] = _message("assistant", 99)  # the anchor is gone: summary 1 goes nowhere
+    got = check()
+    assert "summary 1" not in [m["content"] for m in got if m["role"] == "custom"]
+    messages.append(_message("assistant", 3))  # and comes back at the end
+    got = check()
+    assert got[-1]["content"] == "summary 1"
+
+
 @pytest.mark.parametrize(
     "boundary", [-1, 0, 2, 2.5, 3.0, 9, 10**9, float("inf"), float("nan"), True, "3", None]
 )

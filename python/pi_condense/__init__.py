@@ -1,16 +1,48 @@
-"""pi-condense: keep long LLM-agent sessions cheap (Rust core, Python API)."""
+"""pi-condense: keep long LLM-agent sessions cheap (Rust core, Python API).
+
+The public names are imported on first use (PEP 562), so ``import pi_condense`` (and the
+command line's start-up, which imports this package first) costs only the native module.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._core import __version__
-from .condenser import Condenser
-from .config import Config, load_config, save_config
-from .errors import CondenseError, CondenseWarning, ConfigError, JsonError, SessionError
+
+# Eager: the name is also a submodule's, which an import of it would bind here instead.
 from .render import RenderDiagnostic, RenderResult, render
-from .session import LoadWarning, SessionContext, SessionFile
-from .state import PrunerState
-from .summarize import Summarizer, make_summarizer
-from .tools import ContextTreeQuery, ToolRegistry, condense_tools
+
+if TYPE_CHECKING:
+    from .condenser import Condenser
+    from .config import Config, load_config, save_config
+    from .errors import CondenseError, CondenseWarning, ConfigError, JsonError, SessionError
+    from .session import LoadWarning, SessionContext, SessionFile
+    from .state import PrunerState
+    from .summarize import Summarizer, make_summarizer
+    from .tools import ContextTreeQuery, ToolRegistry, condense_tools
+
+_HOME = {
+    "Condenser": "condenser",
+    "Config": "config",
+    "load_config": "config",
+    "save_config": "config",
+    "CondenseError": "errors",
+    "CondenseWarning": "errors",
+    "ConfigError": "errors",
+    "JsonError": "errors",
+    "SessionError": "errors",
+    "LoadWarning": "session",
+    "SessionContext": "session",
+    "SessionFile": "session",
+    "PrunerState": "state",
+    "Summarizer": "summarize",
+    "make_summarizer": "summarize",
+    "ContextTreeQuery": "tools",
+    "ToolRegistry": "tools",
+    "condense_tools": "tools",
+}
 
 __all__ = [
     "CondenseError",
@@ -36,3 +68,16 @@ __all__ = [
     "render",
     "save_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME})

@@ -21,11 +21,13 @@ wraps the result.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, cast
 
 from . import _core
-from .config import Config
-from .state import PrunerState
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .state import PrunerState
 
 __all__ = ["DiagnosticKind", "RenderDiagnostic", "RenderResult", "render"]
 

@@ -256,6 +256,7 @@ class LiveSummaryPlacer:
         "_positions",
         "_present",
         "_recheck",
+        "_segments",
     )
 
     def __init__(self) -> None:
@@ -274,6 +275,7 @@ class LiveSummaryPlacer:
         self._at: list[Optional[int]] = []  # where each tracked summary goes (None: nowhere)
         self._recheck: set[int] = set()
         self._by_position: dict[int, list[tuple[int, Any]]] = {}
+        self._segments: Optional[list[tuple[int, list[Any]]]] = None  # _by_position, in order
         self._anchors: set[Any] = set()  # the tracked summaries' (hashable) anchors
         self._identities: set[str] = set()
 
@@ -282,7 +284,10 @@ class LiveSummaryPlacer:
         seen = self._positions
         done = len(seen)
         moved = False
-        if done > len(messages) or not all(map(operator.is_, seen, messages)):
+        # List equality compares identity first, in C (a fraction of a Python call per
+        # message); a message replaced by an equal one keeps what was learned from it, which
+        # only reads its content.
+        if done > len(messages) or (done and seen != messages[:done]):
             self._seen_reset()
             seen = self._positions
             done = 0
@@ -312,6 +317,7 @@ class LiveSummaryPlacer:
         """(Re)compute where tracked summary ``k`` goes."""
         summary = self._live[k]
         old = self._at[k]
+        self._segments = None
         if old is not None:
             self._by_position[old].remove((k, summary.message))
             if not self._by_position[old]:
@@ -360,13 +366,20 @@ class LiveSummaryPlacer:
         # Each summary goes after the last message matching its anchor and after the
         # summaries already following it, in the order they were written (as inserting them
         # one by one would place them).
+        segments = self._segments
+        if segments is None:
+            segments = [
+                (position, [message for _, message in self._by_position[position]])
+                for position in sorted(self._by_position)
+            ]
+            self._segments = segments
         out: list[Any] = []
         previous = 0
-        for position in sorted(self._by_position):
-            out.extend(messages[previous:position])
-            out.extend(message for _, message in self._by_position[position])
+        for position, summaries in segments:
+            out += messages[previous:position]
+            out += summaries
             previous = position
-        out.extend(messages[previous:])
+        out += messages[previous:]
         return out
 
 

@@ -17,28 +17,74 @@ Exit codes, the same for every command (scripts can rely on them):
   written stays written, and the failure is reported on stderr.
 
 3 wins over 1 when both apply.
+
+Each command's module is imported when that command runs (or its help is shown): the
+start-up of ``pi-condense --version`` or ``pi-condense session info`` does not pay for the
+pruner, pydantic, rich or the corpus engines it does not use.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any, Optional
 
 import typer
+import typer.main
 
-from .. import __version__, jsjson
-from ._common import DEEP_LINES, EXIT_OK, EXIT_UNREADABLE, out
-from ._help import polish
-from .compact_cmd import compact_command
-from .condense_cmd import register as register_condense
-from .config_cmd import config_app
-from .corpus_cmd import corpus_app
-from .flush_cmd import flush_command
-from .render_cmd import register as register_render
-from .report_cmd import report_command
-from .session_cmd import session_app
-from .status_cmd import register as register_status
-from .tools_cmd import query_command, recover_app
-from .tree_cmd import tree_command
+from .. import __version__
+from ._help import _Group, polish
+
+# name -> (module of pi_condense.cli, attribute): a command function or a sub-app (typer.Typer).
+# The order is the help's (commands first, then the groups, as typer lists them).
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "compact": ("compact_cmd", "compact_command"),
+    "query": ("tools_cmd", "query_command"),
+    "condense": ("condense_cmd", "condense"),
+    "replay": ("condense_cmd", "replay_command"),
+    "render": ("render_cmd", "render_command"),
+    "status": ("status_cmd", "status_command"),
+    "stats": ("status_cmd", "stats_command"),
+    "tree": ("tree_cmd", "tree_command"),
+    "flush": ("flush_cmd", "flush_command"),
+    "report": ("report_cmd", "report_command"),
+    "session": ("session_cmd", "session_app"),
+    "recover": ("tools_cmd", "recover_app"),
+    "corpus": ("corpus_cmd", "corpus_app"),
+    "config": ("config_cmd", "config_app"),
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command (or group) of ``name``, its module imported now."""
+    module_name, attribute = _COMMANDS[name]
+    target = getattr(importlib.import_module(f"{__name__}.{module_name}"), attribute)
+    holder = typer.Typer(add_completion=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    polish(holder)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _LazyGroup(_Group):
+    """The root group: lists every command, builds one only when it is asked for."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: dict[str, Any] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Optional[Any]:
+        if cmd_name not in _COMMANDS:
+            return None
+        if cmd_name not in self._loaded:
+            self._loaded[cmd_name] = load_command(cmd_name)
+        return self._loaded[cmd_name]
+
 
 app = typer.Typer(
     name="pi-condense",
@@ -49,24 +95,12 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.add_typer(session_app, name="session")
-app.command("compact")(compact_command)
-app.command("query")(query_command)
-app.add_typer(recover_app, name="recover")
-app.add_typer(corpus_app, name="corpus")
-register_condense(app)
-register_render(app)
-app.add_typer(config_app, name="config")
-register_status(app)
-app.command("tree")(tree_command)
-app.command("flush")(flush_command)
-app.command("report")(report_command)
 
 
 def _version(value: bool) -> None:
     if value:
-        out.print(f"pi-condense {__version__}")
-        raise typer.Exit(EXIT_OK)
+        sys.stdout.write(f"pi-condense {__version__}\n")
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -79,6 +113,7 @@ def _root(
 
 
 polish(app)
+app.info.cls = _LazyGroup
 
 
 def main() -> None:
@@ -94,6 +129,9 @@ def main() -> None:
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
+        from .. import jsjson
+        from ._common import DEEP_LINES, EXIT_UNREADABLE
+
         # A session line JSON.parse reads but our JSON.stringify refuses (see jsjson.MAX_DEPTH).
         lines = DEEP_LINES or [f"a value is nested deeper than {jsjson.MAX_DEPTH} levels"]
         for line in lines:

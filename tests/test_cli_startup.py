@@ -1,0 +1,169 @@
+"""Start-up of the `pi-condense` command: each command imports only what it uses.
+
+Each case runs a fresh interpreter (a real subprocess) that imports the package or runs the
+command through its console entry point, then reports which heavy modules ended up in
+``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import pi_condense
+
+EXAMPLE = Path(pi_condense.__file__).parent / "examples" / "example-session.jsonl"
+
+FRAMEWORKS = (
+    "plotly",
+    "dask",
+    "distributed",
+    "ray",
+    "openai",
+    "anthropic",
+    "agents",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "pydantic_ai",
+)
+"""Optional integrations: never imported by a command that does not use them."""
+
+PIPELINE = (
+    "pydantic",
+    "rich",
+    "pi_condense.config",
+    "pi_condense.condenser",
+    "pi_condense.replay",
+    "pi_condense.corpus",
+    "pi_condense.summarize",
+)
+"""The pruner's own heavy parts: not needed to print the version."""
+
+_PROBE = """
+import json, sys
+heavy = json.loads(sys.argv[1])
+argv = json.loads(sys.argv[2])
+if argv is None:
+    import pi_condense.cli
+else:
+    sys.argv = ["pi-condense", *argv]
+    from pi_condense.cli import main
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    sys.stderr.write(f"exit {code}\\n")
+loaded = sorted(name for name in heavy if name in sys.modules)
+sys.stderr.write("LOADED " + json.dumps(loaded) + "\\n")
+"""
+
+
+def _loaded(argv: list[str] | None, cwd: Path) -> tuple[list[str], str, str]:
+    """The heavy modules a fresh interpreter holds after ``argv`` (None: the import alone)."""
+    heavy = [*FRAMEWORKS, *PIPELINE]
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(heavy), json.dumps(argv)],
+        capture_output=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines, proc.stderr
+    assert lines[-1].startswith("LOADED "), proc.stderr
+    return json.loads(lines[-1][len("LOADED ") :]), proc.stdout, proc.stderr
+
+
+def test_import_cli_loads_nothing_heavy(tmp_path: Path) -> None:
+    loaded, _, _ = _loaded(None, tmp_path)
+    assert loaded == []
+
+
+def test_import_package_loads_no_pipeline(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pi_condense; print(sorted(m for m in sys.argv[1:] if m in sys.modules))",
+            *FRAMEWORKS,
+            *PIPELINE,
+        ],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+        text=True,
+    )
+    assert proc.stdout.strip() == "[]"
+
+
+def test_public_names_still_resolve() -> None:
+    from pi_condense import Condenser, Config, SessionFile, render
+    from pi_condense.condenser import Condenser as direct
+
+    assert Condenser is direct
+    assert callable(render)
+    assert render.__module__ == "pi_condense.render"
+    assert Config.__module__ == "pi_condense.config"
+    assert SessionFile.__module__ == "pi_condense.session"
+    assert set(pi_condense.__all__) == {
+        *pi_condense._HOME,
+        "RenderDiagnostic",
+        "RenderResult",
+        "__version__",
+        "render",
+    }
+    assert set(pi_condense.__all__) <= set(dir(pi_condense))
+    for name in pi_condense.__all__:
+        assert getattr(pi_condense, name) is not None
+    with pytest.raises(AttributeError, match="no_such_name"):
+        pi_condense.no_such_name  # noqa: B018
+
+
+def test_version_loads_nothing_heavy(tmp_path: Path) -> None:
+    loaded, stdout, stderr = _loaded(["--version"], tmp_path)
+    assert stdout == f"pi-condense {pi_condense.__version__}\n"
+    assert "exit 0" in stderr
+    assert loaded == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["session", "info", str(EXAMPLE)],
+        ["condense", "--help"],
+        ["config", "show", "--settings", "{tmp}/settings.json"],
+        ["--help"],
+    ],
+    ids=["session-info", "condense-help", "config-show", "root-help"],
+)
+def test_light_commands_load_no_framework(argv: list[str], tmp_path: Path) -> None:
+    (tmp_path / "settings.json").write_text('{"contextPrune": {"enabled": true}}\n')
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv]
+    loaded, stdout, stderr = _loaded(argv, tmp_path)
+    assert "exit 0" in stderr, stderr
+    assert stdout.strip()
+    assert [name for name in loaded if name in FRAMEWORKS] == []
+
+
+def test_session_info_does_not_load_the_pruner(tmp_path: Path) -> None:
+    loaded, stdout, _ = _loaded(["session", "info", str(EXAMPLE)], tmp_path)
+    assert "1018" in stdout.replace(",", "")
+    assert "pi_condense.condenser" not in loaded
+    assert "pi_condense.replay" not in loaded
+    assert "pi_condense.corpus" not in loaded
+
+
+def test_unknown_command_is_a_usage_error(tmp_path: Path) -> None:
+    _, _, stderr = _loaded(["no-such-command"], tmp_path)
+    assert "exit 2" in stderr
+    assert "No such command" in stderr
