@@ -12,22 +12,22 @@ waiting for a core another process holds is not counted), GC is off during round
 large buffers on the heap (see :func:`run_benchmarks`), and each ratio divides the fastest
 rounds (the median ratio is printed too):
 
-=====  ==============================================  ======  =====
-pair   subject / baseline                              target  bound
-=====  ==============================================  ======  =====
-state  PrunerState.from_branch / orjson.loads lines    1.0     1.25
-open   Condenser.open + state + context / loads lines  1.5     4.0
-render full render, repeated / orjson.dumps(messages)  0.5     1.25
-cold   full render, first / orjson.dumps(messages)     -       4.0
-noop   no-op render / orjson.dumps(messages)           0.15    0.5
-scale  corpus scan 2 workers / 1 worker (wall clock)   0.5     0.667
-scan   corpus scan in process / orjson.loads lines     -       6.0
-hook-* a framework hook per model call, fresh objects  -       see PAIRS
-cx3    condense x3 / x1, per model call                1.5     4.0
-cx10   condense x10 / x1, per model call               1.5     14.0
-live   Condenser events + context() / render, 10k      1.3     2.0
-startup ``pi-condense --version`` / ``python -c pass``  5.0     10.0
-=====  ==============================================  ======  =====
+=======  ==============================================  ======  =========
+pair     subject / baseline                              target  bound
+=======  ==============================================  ======  =========
+state    PrunerState.from_branch / orjson.loads lines    1.0     1.25
+open     Condenser.open + state + context / loads lines  1.5     4.0
+render   full render, repeated / orjson.dumps(messages)  0.5     1.25
+cold     full render, first / orjson.dumps(messages)     -       4.0
+noop     no-op render / orjson.dumps(messages)           0.15    0.5
+scale    corpus scan 2 workers / 1 worker (wall clock)   0.5     0.667
+scan     corpus scan in process / orjson.loads lines     -       6.0
+hook-*   a framework hook per model call, fresh objects  -       see PAIRS
+cx3      condense x3 / x1, per model call                1.5     4.0
+cx10     condense x10 / x1, per model call               1.5     14.0
+live     Condenser events + context() / render, 10k      1.3     2.0
+startup  ``pi-condense --version`` / ``python -c pass``  5.0     10.0
+=======  ==============================================  ======  =========
 
 The open pair (issue 17 item 5, ``bench_state.py``) measured 2.3-2.8 in two bench runs on
 2026-12-01 (loaded VM; 1.8-2.0 by a direct timing, 1.22-1.52 for the load alone). Its costs
