@@ -54,9 +54,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from . import jsjson
 from .errors import ConfigError, JsonError
 from .fsio import read_regular, write_atomic
+from .js import json as jsjson
+from .js.values import JS_WHITESPACE, MISSING, is_number, to_number, truthy
+from .js.values import parse_float as js_parse_float
+from .js.values import parse_int as js_parse_int
 
 __all__ = [
     "BATCHING_MODES",
@@ -119,115 +122,26 @@ BATCHING_MODES: tuple[tuple[str, str], ...] = (
 
 _LEGACY_PRUNE_ON = ("every-turn", "on-context-tag", "agentic-auto")
 _MAX_SAFE_INTEGER = 2**53
-_ABSENT: Any = object()
 
-# JavaScript's whitespace set (differs from Python's str.isspace).
-_JS_WS = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-_JS_WS_SPLIT = re.compile("[" + re.escape(_JS_WS) + ",]+")
-_INT_PREFIX = re.compile(r"[+-]?[0-9]+")
-_FLOAT_PREFIX = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
-_NUMBER_LITERAL = re.compile(
-    r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
-    r"|0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+"
-)
+_JS_WS_SPLIT = re.compile("[" + re.escape(JS_WHITESPACE) + ",]+")
 
 
-# --------------------------------------------------------------------------- JS helpers
-
-
-def js_parse_int(text: str) -> Optional[int]:
-    """JavaScript ``parseInt(text, 10)``; ``None`` where JS yields NaN or an infinite value.
-
-    Leading JS whitespace is skipped, an optional sign is accepted and the longest digit
-    prefix is read: ``"12abc"`` -> 12, ``"0x10"`` -> 0, ``"abc"`` -> None.
-    """
-    match = _INT_PREFIX.match(text.lstrip(_JS_WS))
-    if match is None:
-        return None
-    # Through float: JS numbers are doubles, so long digit runs round (or overflow).
-    value = float(match.group())
-    return int(value) if math.isfinite(value) else None
-
-
-def js_parse_float(text: str) -> Optional[float]:
-    """JavaScript ``parseFloat(text)``; ``None`` where JS yields NaN or an infinite value.
-
-    ``"0.8abc"`` -> 0.8, ``".5"`` -> 0.5, ``"1e"`` -> 1.0, ``"abc"`` -> None.
-    """
-    match = _FLOAT_PREFIX.match(text.lstrip(_JS_WS))
-    if match is None:
-        return None
-    value = float(match.group())
-    return value if math.isfinite(value) else None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+# --------------------------------------------------------------------------- helpers
 
 
 def _js_type(value: Any) -> str:
+    # The type named in messages: unlike ``typeof``, arrays are "array", null is "null".
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if _is_number(value):
+    if is_number(value):
         return "number"
     if isinstance(value, str):
         return "string"
     if isinstance(value, list):
         return "array"
     return "object"
-
-
-def _js_truthy(value: Any) -> bool:
-    if value is None:
-        return False
-    if isinstance(value, bool):
-        return value
-    if _is_number(value):
-        return value != 0 and not math.isnan(value)
-    if isinstance(value, str):
-        return value != ""
-    return True
-
-
-def _js_join_element(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if _is_number(value):
-        return repr(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return ",".join(_js_join_element(item) for item in value)
-    return "[object Object]"
-
-
-def _js_to_number(value: Any) -> float:
-    """JavaScript ``Number(value)`` for a JSON value."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if _is_number(value):
-        return float(value)
-    if isinstance(value, list):
-        value = _js_join_element(value)
-    if not isinstance(value, str):
-        return math.nan
-    text = value.strip(_JS_WS)
-    if text == "":
-        return 0.0
-    if _NUMBER_LITERAL.fullmatch(text) is None:
-        return math.nan
-    if text[:2].lower() in ("0x", "0o", "0b"):
-        return float(int(text, 0))
-    return float(text)
 
 
 def _reference_count(value: Any) -> Optional[int]:
@@ -237,7 +151,7 @@ def _reference_count(value: Any) -> Optional[int]:
     ``length < minArgChars``) or slices with ``n - rollingWindow``; for integers those
     behave exactly like comparing with ``ceil(value)``.
     """
-    number = _js_to_number(value)
+    number = to_number(value)
     if math.isnan(number):
         return None
     if math.isinf(number):
@@ -345,7 +259,7 @@ class _SettingsModel(BaseModel):
 class _NestedConfig(_SettingsModel):
     # Reference mode only: the raw settings value and the field values derived from it,
     # so an unchanged object is written back verbatim and an edited one like `{...raw, k: v}`.
-    _raw: Any = PrivateAttr(default=_ABSENT)
+    _raw: Any = PrivateAttr(default=MISSING)
     _derived: Optional[dict[str, Any]] = PrivateAttr(default=None)
 
     _BOOL_KEYS: ClassVar[tuple[str, ...]] = ()
@@ -405,7 +319,7 @@ class _NestedConfig(_SettingsModel):
                 )
             source = raw if isinstance(raw, dict) else {}
             for key in cls._BOOL_KEYS:
-                values[aliases[key]] = _js_truthy(source[key]) if key in source else None
+                values[aliases[key]] = truthy(source[key]) if key in source else None
             for key in cls._COUNT_KEYS:
                 values[aliases[key]] = _reference_count(source[key]) if key in source else None
             unknown = {k: copy.deepcopy(v) for k, v in source.items() if k not in aliases}
@@ -423,8 +337,8 @@ class _NestedConfig(_SettingsModel):
                 f"{SETTINGS_KEY}.{path} must be an object, got {_js_type(raw)} {_describe(raw)}"
             )
         for key in cls._BOOL_KEYS:
-            value = raw.get(key, _ABSENT)
-            if value is _ABSENT:
+            value = raw.get(key, MISSING)
+            if value is MISSING:
                 value = defaults[key]
             elif not isinstance(value, bool):
                 warnings.append(
@@ -433,10 +347,10 @@ class _NestedConfig(_SettingsModel):
                 value = defaults[key]
             values[aliases[key]] = value
         for key in cls._COUNT_KEYS:
-            value = raw.get(key, _ABSENT)
-            if value is _ABSENT:
+            value = raw.get(key, MISSING)
+            if value is MISSING:
                 value = defaults[key]
-            elif _is_number(value) and math.isfinite(value) and value >= 0:
+            elif is_number(value) and math.isfinite(value) and value >= 0:
                 # ceil, not floor: the reference compares integers with the raw value,
                 # which is the same as comparing with its ceiling.
                 value = _as_double(math.ceil(value))
@@ -581,7 +495,7 @@ class Config(_SettingsModel):
         entry = self._verbatim.get(key)
         if entry is not None and entry[1] == current:
             return entry[0]
-        return _ABSENT
+        return MISSING
 
     @classmethod
     def from_settings_dict(
@@ -605,7 +519,7 @@ class Config(_SettingsModel):
                 continue
             value = getattr(self, name)
             raw = self._verbatim_value(key, value)
-            if raw is not _ABSENT:
+            if raw is not MISSING:
                 out[key] = copy.deepcopy(raw)
             elif isinstance(value, _NestedConfig):
                 out[key] = value._to_settings_value()
@@ -619,7 +533,7 @@ class Config(_SettingsModel):
                 continue
             value = getattr(self, name)
             raw = self._verbatim_value(key, value)
-            if raw is not _ABSENT:
+            if raw is not MISSING:
                 out[key] = copy.deepcopy(raw)
             elif key in self._ours_present or value != _OURS_DEFAULTS[key]:
                 out[key] = copy.deepcopy(value)
@@ -692,10 +606,10 @@ def _canonical_key(key: str) -> str:
     head = parts[0]
     if head == "compat" and len(parts) == 1:
         return head
-    nested = _ALL_DEFAULTS.get(head, _ABSENT)
+    nested = _ALL_DEFAULTS.get(head, MISSING)
     if head == "summarizerPrices" and len(parts) > 1:
         raise ConfigError(f"unknown setting: {key} (set the whole summarizerPrices table)")
-    if nested is _ABSENT or len(parts) > 2:
+    if nested is MISSING or len(parts) > 2:
         raise ConfigError(f"unknown setting: {key}")
     if len(parts) == 2 and not (isinstance(nested, dict) and parts[1] in nested):
         raise ConfigError(f"unknown setting: {key}")
@@ -744,7 +658,7 @@ def _norm_count(
 ) -> int:
     # `whole`: check the floored value, so a positive fraction cannot become 0 (ours).
     value = merged[key]
-    if _is_number(value) and math.isfinite(value):
+    if is_number(value) and math.isfinite(value):
         checked = math.floor(cast(float, value)) if whole else value
         if checked > 0 if positive else checked >= 0:
             return _as_double(math.floor(cast(float, value)))
@@ -755,7 +669,7 @@ def _norm_count(
 
 def _norm_fraction(merged: Mapping[str, Any], key: str, warnings: list[str]) -> Optional[float]:
     value = merged[key]
-    if _is_number(value) and math.isfinite(value) and 0 < value <= 1:
+    if is_number(value) and math.isfinite(value) and 0 < value <= 1:
         return cast(float, value)
     if value is not None:
         warnings.append(
@@ -914,7 +828,7 @@ def _norm_our_count(
     """One of our integer keys: a finite number ``>= minimum``, floored; else the default."""
     default = cast(int, _OURS_DEFAULTS[key])
     value = settings.get(key, default)
-    if _is_number(value) and math.isfinite(value) and math.floor(value) >= minimum:
+    if is_number(value) and math.isfinite(value) and math.floor(value) >= minimum:
         return _as_double(math.floor(cast(float, value)))
     why = f"is not a number >= {minimum}"
     warnings.append(_fallback(key, value, why, default))
@@ -935,7 +849,7 @@ def _price_table_problem(value: Any) -> Optional[str]:
                     f"[{model!r}] has unknown key {_describe(kind)} "
                     f"(expected {', '.join(SUMMARIZER_PRICE_KEYS)})"
                 )
-            if not (_is_number(price) and math.isfinite(price) and price >= 0):
+            if not (is_number(price) and math.isfinite(price) and price >= 0):
                 return f"[{model!r}].{kind} must be a non-negative number, got {_describe(price)}"
     return None
 
@@ -944,8 +858,8 @@ def _norm_prices(
     settings: Mapping[str, Any], warnings: list[str], verbatim: dict[str, tuple[Any, Any]]
 ) -> dict[str, dict[str, float]]:
     """``summarizerPrices``: a bad table is ignored (with a warning) and kept in the file."""
-    value = settings.get("summarizerPrices", _ABSENT)
-    if value is _ABSENT:
+    value = settings.get("summarizerPrices", MISSING)
+    if value is MISSING:
         return {}
     problem = _price_table_problem(value)
     if problem is not None:
@@ -1037,7 +951,7 @@ def parse_setting_value(key: str, text: str) -> Any:
         number = js_parse_float(text)
         return number if number is not None and 0 < number <= 1 else None
     if path in _LIST_SETTINGS:
-        trimmed = text.strip(_JS_WS)
+        trimmed = text.strip(JS_WHITESPACE)
         if trimmed.lower() in ("", "none", "clear"):
             return []
         return [part for part in _JS_WS_SPLIT.split(trimmed) if part]
@@ -1111,7 +1025,7 @@ def load_config(
     """
     file = Path(path) if path is not None else settings_path()
     settings, problem = _read_json_object(file)
-    block = settings.get(SETTINGS_KEY, _ABSENT) if settings is not None else _ABSENT
+    block = settings.get(SETTINGS_KEY, MISSING) if settings is not None else MISSING
     if isinstance(block, dict):
         try:
             return _normalize(block, compat)
@@ -1120,7 +1034,7 @@ def load_config(
     config = _normalize({}, compat)
     if problem is not None:
         config._warnings = (f"{file}: {problem}; using the defaults",)
-    elif block is not _ABSENT:
+    elif block is not MISSING:
         config._warnings = (
             f"{file}: {SETTINGS_KEY} is {_js_type(block)}, not an object; using the defaults",
         )

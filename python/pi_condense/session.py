@@ -73,10 +73,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union, cast
 
-from . import jsjson, jstime
 from .errors import SessionError
 from .flock import unlock, wait_for_lock
 from .fsio import fsync_dir
+from .js import json as jsjson
+from .js import time as jstime
+from .js.values import ABSENT, JS_WHITESPACE, map_key, to_number, trim, truthy
 
 __all__ = [
     "ABSENT",
@@ -100,30 +102,6 @@ IdSource = Callable[[], str]
 """Candidate entry ids (Pi: the first 8 hex chars of a random UUID)."""
 
 StrPath = Union[str, "os.PathLike[str]"]
-
-
-class _Absent:
-    """Type of :data:`ABSENT`."""
-
-    _instance: Optional[_Absent] = None
-
-    def __new__(cls) -> _Absent:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __reduce__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT: Any = _Absent()
-"""An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``."""
 
 
 def random_entry_id() -> str:
@@ -164,80 +142,12 @@ class SessionContext:
     model: Optional[dict[str, Any]]
 
 
-# --------------------------------------------------------------------------------------------
-# JS value helpers
-
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-
-
-def _js_trim(text: str) -> str:
-    return text.strip(_JS_WHITESPACE)
-
-
 def _is_blank(line: str) -> bool:
     if not line:
         return True
     if line[0] == "{":
         return False
-    return not line.strip(_JS_WHITESPACE)
-
-
-def _truthy(value: Any) -> bool:
-    """JS truthiness of a JSON value (``ABSENT`` is ``undefined``)."""
-    if value is None or value is ABSENT:
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return value != 0 and not math.isnan(value)
-    if isinstance(value, str):
-        return value != ""
-    return True
-
-
-def _mkey(value: Any) -> Any:
-    """Key with JS ``Map`` / ``===`` semantics for a JSON value."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return ("#bool", value)
-    if isinstance(value, (int, float)):
-        return ("#num", value)
-    if value is None:
-        return ("#null",)
-    if value is ABSENT:
-        return ("#undefined",)
-    return ("#object", id(value))
-
-
-def _to_number(value: Any) -> float:
-    """JS ``Number(value)`` for a JSON value (used on the header ``version``)."""
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, (int, float)):
-        return float(value)
-    if value is None:
-        return 0.0
-    text = _js_trim(jstime.to_js_string(value))
-    if not text:
-        return 0.0
-    prefix = text[:2].lower()
-    if prefix in ("0x", "0o", "0b"):
-        try:
-            return float(int(text[2:], {"0x": 16, "0o": 8, "0b": 2}[prefix]))
-        except ValueError:
-            return math.nan
-    if text in ("Infinity", "+Infinity", "-Infinity"):
-        return -math.inf if text[0] == "-" else math.inf
-    if not all(c in "0123456789+-.eE" for c in text):
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+    return not line.strip(JS_WHITESPACE)
 
 
 def _entry_time(entry: Mapping[str, Any]) -> float:
@@ -268,7 +178,7 @@ def _walk(
         seen.add(id(current))
         path.append(current)
         parent = current.get("parentId", ABSENT)
-        current = by_id.get(_mkey(parent)) if _truthy(parent) else None
+        current = by_id.get(map_key(parent)) if truthy(parent) else None
     path.reverse()
     return path
 
@@ -292,7 +202,7 @@ def _emit(entry: dict[str, Any], out: list[Any]) -> None:
             _put(custom, key, entry.get(key, ABSENT))
         custom["timestamp"] = _entry_time(entry)
         out.append(custom)
-    elif kind == "branch_summary" and _truthy(entry.get("summary", ABSENT)):
+    elif kind == "branch_summary" and truthy(entry.get("summary", ABSENT)):
         summary: dict[str, Any] = {"role": "branchSummary", "summary": entry["summary"]}
         _put(summary, "fromId", entry.get("fromId", ABSENT))
         summary["timestamp"] = _entry_time(entry)
@@ -304,7 +214,7 @@ def _build_context(
 ) -> SessionContext:
     if leaf_id is None:
         return SessionContext([], "off", None)
-    leaf = by_id.get(_mkey(leaf_id)) if _truthy(leaf_id) else None
+    leaf = by_id.get(map_key(leaf_id)) if truthy(leaf_id) else None
     if leaf is None:
         if not entries:
             return SessionContext([], "off", None)
@@ -339,16 +249,16 @@ def _build_context(
     head["timestamp"] = _entry_time(compaction)
     messages.append(head)
 
-    compaction_key = _mkey(compaction.get("id", ABSENT))
+    compaction_key = map_key(compaction.get("id", ABSENT))
     index = next(
         i
         for i, entry in enumerate(path)
-        if entry.get("type") == "compaction" and _mkey(entry.get("id", ABSENT)) == compaction_key
+        if entry.get("type") == "compaction" and map_key(entry.get("id", ABSENT)) == compaction_key
     )
-    first_kept = _mkey(compaction.get("firstKeptEntryId", ABSENT))
+    first_kept = map_key(compaction.get("firstKeptEntryId", ABSENT))
     found = False
     for entry in path[:index]:
-        if not found and _mkey(entry.get("id", ABSENT)) == first_kept:
+        if not found and map_key(entry.get("id", ABSENT)) == first_kept:
             found = True
         if found:
             _emit(entry, messages)
@@ -367,7 +277,7 @@ def build_session_context(
     """
     by_id: dict[Any, dict[str, Any]] = {}
     for entry in entries:
-        by_id[_mkey(entry.get("id", ABSENT))] = entry
+        by_id[map_key(entry.get("id", ABSENT))] = entry
     return _build_context(entries, leaf_id, by_id)
 
 
@@ -616,7 +526,7 @@ def _parse_lines(data: bytes) -> _Parsed:
                 break
             continue
         if first:
-            text = text.lstrip(_JS_WHITESPACE)
+            text = text.lstrip(JS_WHITESPACE)
             first = False
         if pending is not None:
             _parse_pending(pending, False, parsed)
@@ -626,7 +536,7 @@ def _parse_lines(data: bytes) -> _Parsed:
     if pending is not None:
         line, text, valid = pending
         torn = not data.endswith(b"\n") and line == number
-        _parse_pending((line, text.rstrip(_JS_WHITESPACE), valid), torn, parsed)
+        _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed)
     return parsed
 
 
@@ -660,7 +570,7 @@ class _BranchPath:
         self.members = {id(entry) for entry in self.path}
         # An id the root names as its parent: an entry with that id would change the path.
         parent = self.path[0].get("parentId", ABSENT) if self.path else ABSENT
-        self.dangling: Any = _mkey(parent) if _truthy(parent) else None
+        self.dangling: Any = map_key(parent) if truthy(parent) else None
 
     def extend(self, leaf: dict[str, Any], by_id: Mapping[Any, dict[str, Any]]) -> bool:
         """Move to ``leaf`` if it descends from the current leaf within a few entries (the
@@ -674,7 +584,7 @@ class _BranchPath:
                 return False
             added.append(current)
             parent = current.get("parentId", ABSENT)
-            current = by_id.get(_mkey(parent)) if _truthy(parent) else None
+            current = by_id.get(map_key(parent)) if truthy(parent) else None
         added.reverse()
         self.path.extend(added)
         self.members.update(id(entry) for entry in added)
@@ -898,10 +808,10 @@ class SessionFile:
         ):
             reason = (
                 f"header version {jsjson.dumps(version)} is not one Pi writes (1, 2 or 3); "
-                f"read as Pi reads it (Number(version) = {_to_number(version):g})"
+                f"read as Pi reads it (Number(version) = {to_number(version):g})"
             )
             self._warnings.append(LoadWarning(parsed.first_line, "odd-version", reason))
-        number = _to_number(self._file_version)
+        number = to_number(self._file_version)
         self._migrate_v1 = number < 2
         self._migrate_v3 = number < 3
         if self._migrate_v3:
@@ -968,13 +878,13 @@ class SessionFile:
         for attempt in range(100):
             digest = hashlib.sha1(f"{seed}\0{attempt}".encode("utf-8", "replace")).hexdigest()
             candidate = digest[:8]
-            if _mkey(candidate) not in self._by_id:
+            if map_key(candidate) not in self._by_id:
                 return candidate
         return random_entry_id()
 
     def _index(self, entry: dict[str, Any], line: int) -> None:
         entry_id = entry.get("id", ABSENT)
-        key = _mkey(entry_id)
+        key = map_key(entry_id)
         if not isinstance(entry_id, str):
             reason = "entry has no string id (it cannot be a parent or a leaf)"
             self._warnings.append(LoadWarning(line, "bad-entry", reason))
@@ -991,9 +901,9 @@ class SessionFile:
         self._entries.append(entry)
         self._tip = entry_id
         if entry.get("type") == "label":
-            target = _mkey(entry.get("targetId", ABSENT))
+            target = map_key(entry.get("targetId", ABSENT))
             label = entry.get("label", ABSENT)
-            if _truthy(label):
+            if truthy(label):
                 self._labels[target] = label
             else:
                 self._labels.pop(target, None)
@@ -1065,11 +975,11 @@ class SessionFile:
 
     def get_entry(self, entry_id: str) -> Optional[dict[str, Any]]:
         """The entry with this id (the last one in file order if ids repeat), or None."""
-        return self._by_id.get(_mkey(entry_id)) if _truthy(entry_id) else None
+        return self._by_id.get(map_key(entry_id)) if truthy(entry_id) else None
 
     def get_label(self, entry_id: str) -> Optional[str]:
         """The current label of an entry (latest ``label`` entry wins), or None."""
-        return self._labels.get(_mkey(entry_id))
+        return self._labels.get(map_key(entry_id))
 
     # ---------------------------------------------------------------- navigation
 
@@ -1113,7 +1023,7 @@ class SessionFile:
 
     def _current_path(self) -> _BranchPath:
         start = self._leaf
-        entry = self._by_id.get(_mkey(start)) if _truthy(start) else None
+        entry = self._by_id.get(map_key(start)) if truthy(start) else None
         cached = self._branch_path
         if cached is not None and (
             cached.leaf is entry or (entry is not None and cached.extend(entry, self._by_id))
@@ -1239,7 +1149,7 @@ class SessionFile:
 
     def append_session_info(self, name: str) -> str:
         """Append a ``session_info`` entry with the trimmed display name; returns its id."""
-        return self._append({"type": "session_info", "name": _js_trim(name)})
+        return self._append({"type": "session_info", "name": trim(name)})
 
     def refresh(self) -> int:
         """Pick up entries another writer appended since our last read; returns how many.
@@ -1267,7 +1177,7 @@ class SessionFile:
     def _generate_id(self) -> str:
         for _ in range(100):
             candidate = self._id_source()
-            if _mkey(candidate) not in self._by_id:
+            if map_key(candidate) not in self._by_id:
                 return candidate
         return str(uuid.uuid4())
 
@@ -1315,7 +1225,7 @@ class SessionFile:
         self._foreign_prune += sum(1 for _, obj in parsed.objects if _is_prune_entry(obj))
         count = self._absorb(parsed.objects)
         self._warnings.sort(key=lambda w: w.line)
-        if count and _mkey(self._leaf) == _mkey(previous_tip):
+        if count and map_key(self._leaf) == map_key(previous_tip):
             self._leaf = self._tip
         self._consumed(data)
         return count

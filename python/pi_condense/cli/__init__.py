@@ -25,7 +25,8 @@ import sys
 
 import typer
 
-from .. import __version__, jsjson
+from .. import __version__
+from ..js import json as jsjson
 from ._common import DEEP_LINES, EXIT_OK, EXIT_UNREADABLE, out
 from ._help import polish
 from .compact_cmd import compact_command
