@@ -1,599 +1,49 @@
-"""Pi session files: tolerant load, in-memory migration, branch walk, context, durable appends.
-
-A :class:`SessionFile` reads a Pi session (JSON Lines, spec 01) exactly as Pi's
-``SessionManager`` does and adds what a Python host needs on top:
-
-Loading
-    The whole file is read and handled as Pi does (JS-``trim()``, split on ``"\\n"``, blank
-    lines skipped, every line parsed with :func:`pi_condense.jsjson.loads`), one line at a
-    time so that only the file's bytes and the parsed entries are held. Lines Pi would skip
-    are skipped here too, but each one is reported in :attr:`SessionFile.warnings` (1-based
-    line number and reason); a last line cut short by a crash (no trailing newline) is
-    reported as truncated. The first parsed line must be a session header (``type ==
-    "session"`` with a string ``id``), else :class:`~pi_condense.errors.SessionError` is
-    raised. v1 and v2 files are migrated in memory the way Pi migrates them (fresh 8-hex
-    ids from the id source for v1 entries, ``hookMessage`` -> ``custom`` for v2). The file
-    itself is never rewritten.
-
-Appending
-    Entries are built with Pi's key order, an id unique in the session (Pi's ``generateId``
-    rule), ``parentId`` = the current leaf and an ISO timestamp from the injectable clock. Each
-    append takes an advisory lock against other pi-condense writers (``fcntl.flock`` on POSIX,
-    waiting at most :attr:`SessionFile.lock_timeout` seconds, then
-    :class:`~pi_condense.errors.SessionError`; no lock on Windows, where byte-range locks would
-    block Pi's own reads), first picks up entries another writer appended since our last read
-    (see below), terminates a torn last line with ``"\\n"`` so nothing is glued onto it, then
-    writes the line with ``O_APPEND``, flushes and ``fsync``-s it. Unlike Pi, which holds a new
-    session in memory until the first assistant message, every append is written immediately
-    and :meth:`SessionFile.create` writes the header at once. Loading and :meth:`refresh` take
-    no lock (every writer appends whole lines), so a stuck lock holder never blocks a reader.
-
-Concurrent writers
-    Pi appends without any lock (``appendFileSync``). Before every append (and on
-    :meth:`SessionFile.refresh`) the bytes appended since our last read are parsed and indexed
-    (migrated like the rest of the file, with warnings for bad lines); bytes another writer
-    slipped in between that re-read and our write (``O_APPEND`` puts our line after them) are
-    read back right after the write and indexed before our entry, so our view of the file
-    stays exact. A read that ends inside a line waits a few milliseconds for the rest of it (a
-    line being appended right now can be seen half-written); a remnant that never completes is
-    reported as torn. If our leaf was the file's last entry, it follows the new last entry, so our
-    next entry continues the conversation instead of forking it off; a leaf moved explicitly
-    with :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already
-    read changed (Pi rewrites a v1/v2 file when it opens it), appending raises
-    :class:`~pi_condense.errors.SessionError`: load the file again. Only regular files are
-    opened: a FIFO or a device is refused at once instead of blocking.
-
-In-memory sessions (:meth:`SessionFile.in_memory`, :meth:`SessionFile.parse`) behave the same
-without a file.
-
-Where this differs from Pi (only on input Pi mishandles, or by design):
-- a missing, empty or header-less file raises instead of silently starting a new session;
-- lines holding valid JSON that is not an object (``[1]``, ``42``, ``null``) are skipped with a
-  warning; Pi keeps arrays as id-less pseudo-entries (a trailing one empties its context) and
-  crashes on the others in v1 files;
-- ``message`` entries without an object ``message`` are left out of the context (Pi throws);
-- a ``parentId`` cycle ends the branch walk (Pi loops forever);
-- :meth:`SessionFile.branch` / :meth:`SessionFile.build_context` raise for an unknown leaf id
-  (Pi returns ``[]`` / falls back to the last entry; :func:`build_session_context` keeps Pi's
-  fallback).
-"""
+"""The :class:`SessionFile`: load (with in-memory migration), index, branch, context, and
+durable appends under the lock (see :mod:`pi_condense.session` for the rules)."""
 
 from __future__ import annotations
 
 import hashlib
-import itertools
-import math
 import os
-import stat
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Union, cast
+from typing import Any, Optional, Union, cast
 
-from .errors import SessionError
-from .flock import unlock, wait_for_lock
-from .fsio import fsync_dir
-from .js import json as jsjson
-from .js import time as jstime
-from .js.values import ABSENT, JS_WHITESPACE, map_key, to_number, trim, truthy
+from ..errors import SessionError
+from ..flock import unlock
+from ..fsio import fsync_dir
+from ..js import json as jsjson
+from ..js import time as jstime
+from ..js.values import ABSENT, map_key, to_number, trim, truthy
+from .context import BranchPath, SessionContext, build_context, walk
+from .entries import (
+    CURRENT_SESSION_VERSION,
+    Clock,
+    IdSource,
+    is_prune_entry,
+    ordered_entry,
+    put,
+    random_entry_id,
+)
+from .jsonl import LoadWarning, Parsed, decode_line, is_blank, parse_line, parse_lines
+from .lock import (
+    LOCK_TIMEOUT_S,
+    O_BINARY,
+    O_CLOEXEC,
+    open_regular,
+    read_exact,
+    read_settled,
+    take_lock,
+    write_all,
+)
 
-__all__ = [
-    "ABSENT",
-    "CURRENT_SESSION_VERSION",
-    "Clock",
-    "IdSource",
-    "LoadWarning",
-    "SessionContext",
-    "SessionFile",
-    "build_session_context",
-    "random_entry_id",
-]
-
-CURRENT_SESSION_VERSION = 3
-"""Session format version Pi writes (and the one entries are migrated to in memory)."""
-
-Clock = Callable[[], int]
-"""Epoch milliseconds, like ``Date.now()``."""
-
-IdSource = Callable[[], str]
-"""Candidate entry ids (Pi: the first 8 hex chars of a random UUID)."""
+__all__ = ["SessionFile"]
 
 StrPath = Union[str, "os.PathLike[str]"]
 
-
-def random_entry_id() -> str:
-    """The default id source: the first 8 hex chars of a random UUID, as Pi's ``generateId``."""
-    return uuid.uuid4().hex[:8]
-
-
-@dataclass(frozen=True)
-class LoadWarning:
-    """A line that was skipped or needs attention; ``line`` is 1-based in the file.
-
-    ``kind`` is a stable code: ``invalid-json``, ``truncated`` (last line without a newline
-    that does not parse), ``not-object``, ``extra-header``, ``invalid-utf8``, ``bad-entry``,
-    ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock),
-    ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``),
-    ``deep`` (a line nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH`: loaded, but it
-    cannot be serialized).
-    """
-
-    line: int
-    kind: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.reason}"
-
-
-@dataclass(frozen=True)
-class SessionContext:
-    """What Pi's ``buildSessionContext`` returns: messages, thinking level and model.
-
-    ``messages`` share their objects with the session entries: copy before mutating.
-    ``model`` is ``{"provider", "modelId"}`` (a key whose value is absent is omitted) or None.
-    """
-
-    messages: list[Any]
-    thinking_level: Any
-    model: Optional[dict[str, Any]]
-
-
-def _is_blank(line: str) -> bool:
-    if not line:
-        return True
-    if line[0] == "{":
-        return False
-    return not line.strip(JS_WHITESPACE)
-
-
-def _entry_time(entry: Mapping[str, Any]) -> float:
-    """``new Date(entry.timestamp).getTime()``."""
-    value = entry.get("timestamp", ABSENT)
-    if value is ABSENT:
-        return math.nan
-    return jstime.date_value(value)
-
-
-def _put(target: dict[str, Any], key: str, value: Any) -> None:
-    if value is not ABSENT:
-        target[key] = value
-
-
-# --------------------------------------------------------------------------------------------
-# buildSessionContext
-
-
-def _walk(
-    leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Root-first path from ``leaf`` following ``parentId`` (stops at a cycle, unlike Pi)."""
-    path: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    current = leaf
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        path.append(current)
-        parent = current.get("parentId", ABSENT)
-        current = by_id.get(map_key(parent)) if truthy(parent) else None
-    path.reverse()
-    return path
-
-
-def _model_of(provider: Any, model_id: Any) -> dict[str, Any]:
-    model: dict[str, Any] = {}
-    _put(model, "provider", provider)
-    _put(model, "modelId", model_id)
-    return model
-
-
-def _emit(entry: dict[str, Any], out: list[Any]) -> None:
-    kind = entry.get("type")
-    if kind == "message":
-        message = entry.get("message")
-        if isinstance(message, dict):
-            out.append(message)
-    elif kind == "custom_message":
-        custom: dict[str, Any] = {"role": "custom"}
-        for key in ("customType", "content", "display", "details"):
-            _put(custom, key, entry.get(key, ABSENT))
-        custom["timestamp"] = _entry_time(entry)
-        out.append(custom)
-    elif kind == "branch_summary" and truthy(entry.get("summary", ABSENT)):
-        summary: dict[str, Any] = {"role": "branchSummary", "summary": entry["summary"]}
-        _put(summary, "fromId", entry.get("fromId", ABSENT))
-        summary["timestamp"] = _entry_time(entry)
-        out.append(summary)
-
-
-def _build_context(
-    entries: Sequence[dict[str, Any]], leaf_id: Any, by_id: Mapping[Any, dict[str, Any]]
-) -> SessionContext:
-    if leaf_id is None:
-        return SessionContext([], "off", None)
-    leaf = by_id.get(map_key(leaf_id)) if truthy(leaf_id) else None
-    if leaf is None:
-        if not entries:
-            return SessionContext([], "off", None)
-        leaf = entries[-1]
-    path = _walk(leaf, by_id)
-
-    thinking_level: Any = "off"
-    model: Optional[dict[str, Any]] = None
-    compaction: Optional[dict[str, Any]] = None
-    for entry in path:
-        kind = entry.get("type")
-        if kind == "thinking_level_change":
-            thinking_level = entry.get("thinkingLevel")
-        elif kind == "model_change":
-            model = _model_of(entry.get("provider", ABSENT), entry.get("modelId", ABSENT))
-        elif kind == "message":
-            message = entry.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                model = _model_of(message.get("provider", ABSENT), message.get("model", ABSENT))
-        elif kind == "compaction":
-            compaction = entry
-
-    messages: list[Any] = []
-    if compaction is None:
-        for entry in path:
-            _emit(entry, messages)
-        return SessionContext(messages, thinking_level, model)
-
-    head: dict[str, Any] = {"role": "compactionSummary"}
-    _put(head, "summary", compaction.get("summary", ABSENT))
-    _put(head, "tokensBefore", compaction.get("tokensBefore", ABSENT))
-    head["timestamp"] = _entry_time(compaction)
-    messages.append(head)
-
-    compaction_key = map_key(compaction.get("id", ABSENT))
-    index = next(
-        i
-        for i, entry in enumerate(path)
-        if entry.get("type") == "compaction" and map_key(entry.get("id", ABSENT)) == compaction_key
-    )
-    first_kept = map_key(compaction.get("firstKeptEntryId", ABSENT))
-    found = False
-    for entry in path[:index]:
-        if not found and map_key(entry.get("id", ABSENT)) == first_kept:
-            found = True
-        if found:
-            _emit(entry, messages)
-    for entry in path[index + 1 :]:
-        _emit(entry, messages)
-    return SessionContext(messages, thinking_level, model)
-
-
-def build_session_context(
-    entries: Sequence[dict[str, Any]], leaf_id: Any = ABSENT
-) -> SessionContext:
-    """Pi's free ``buildSessionContext(entries, leafId)`` over non-header entries.
-
-    ``leaf_id=None`` (JS ``null``) gives no messages; an absent or unknown id uses the last
-    entry. Entries are not copied.
-    """
-    by_id: dict[Any, dict[str, Any]] = {}
-    for entry in entries:
-        by_id[map_key(entry.get("id", ABSENT))] = entry
-    return _build_context(entries, leaf_id, by_id)
-
-
-# --------------------------------------------------------------------------------------------
-# Entry construction (Pi's key order per type)
-
-_BASE_KEYS = ("type", "id", "parentId", "timestamp")
-_PAYLOAD_ORDER: dict[str, tuple[str, ...]] = {
-    "message": ("message",),
-    "thinking_level_change": ("thinkingLevel",),
-    "model_change": ("provider", "modelId"),
-    "compaction": ("summary", "firstKeptEntryId", "tokensBefore", "details", "fromHook"),
-    "branch_summary": ("fromId", "summary", "details", "fromHook"),
-    "label": ("targetId", "label"),
-    "session_info": ("name",),
-    "custom": ("customType", "data"),
-    "custom_message": ("customType", "content", "display", "details"),
-}
-# Pi builds these two with the payload before the id/parentId/timestamp keys.
-_PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
-
-
-def _ordered_entry(
-    fields: Mapping[str, Any], entry_id: str, parent_id: Any, timestamp: str
-) -> dict[str, Any]:
-    kind = fields["type"]
-    known = _PAYLOAD_ORDER.get(kind, ())
-    payload: dict[str, Any] = {}
-    for key in known:
-        if key in fields:
-            _put(payload, key, fields[key])
-    for key, value in fields.items():
-        if key != "type" and key not in payload and key not in known:
-            _put(payload, key, value)
-    entry: dict[str, Any] = {"type": kind}
-    if kind in _PAYLOAD_FIRST:
-        entry.update(payload)
-    entry["id"] = entry_id
-    _put(entry, "parentId", parent_id)
-    entry["timestamp"] = timestamp
-    if kind not in _PAYLOAD_FIRST:
-        entry.update(payload)
-    return entry
-
-
-# --------------------------------------------------------------------------------------------
-# Locking and low-level file I/O
-
-_O_BINARY: int = getattr(os, "O_BINARY", 0)
-_O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 _TAIL_BYTES = 256
-
-LOCK_TIMEOUT_S = 10.0
-"""How long an append waits for another pi-condense writer's lock before it gives up."""
-
-
-def _lock(fd: int, name: str, timeout: float) -> None:
-    """Take the exclusive append lock, waiting at most ``timeout`` seconds."""
-    if not wait_for_lock(fd, timeout):
-        raise SessionError(
-            f"{name}: timed out after {timeout:g} s waiting for the append lock (another "
-            "pi-condense process holds it: is it stuck?); nothing was written"
-        )
-
-
-def open_regular(name: str, flags: int, what: str) -> int:
-    """Open ``name`` without blocking on a FIFO or device and check that it is a regular
-    file; raises :class:`SessionError` naming it otherwise."""
-    try:
-        fd = os.open(name, flags | _O_BINARY | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise SessionError(f"{name}: cannot open {what}: {exc.strerror or exc}") from exc
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as exc:
-        os.close(fd)
-        raise SessionError(f"{name}: cannot read {what}: {exc.strerror or exc}") from exc
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise SessionError(f"{name}: cannot read {what}: not a regular file ({_kind(mode)})")
-    return fd
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a plain file"
-
-
-def _read_from(fd: int, offset: int) -> bytes:
-    """All bytes from ``offset`` to the end of the file."""
-    os.lseek(fd, offset, os.SEEK_SET)
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
-# A line another writer is appending right now can be read half-written: the kernel grows the
-# file page by page, so a line that crosses a page boundary shows its first part first.
-_SETTLE_WAITS_S = (0.0005, 0.001, 0.002, 0.004, 0.008)
-
-
-def _read_settled(fd: int, offset: int) -> bytes:
-    """:func:`_read_from`, but a read that ends inside a line waits briefly for the rest.
-
-    Every writer appends whole lines with one ``write``; a last line without its newline is
-    either such a write still in flight (it completes within microseconds) or a remnant of a
-    crash (it never does). Without the wait, the in-flight line's first part would be
-    consumed as a torn line and the rest later skipped as glued onto it.
-    """
-    data = _read_from(fd, offset)
-    idle = 0
-    for wait in _SETTLE_WAITS_S:
-        if not data or data.endswith(b"\n"):
-            break
-        time.sleep(wait)
-        more = _read_from(fd, offset + len(data))
-        if more:
-            data += more
-            idle = 0
-        else:
-            idle += 1
-            if idle == 2:
-                break
-    return data
-
-
-def _read_exact(fd: int, offset: int, size: int) -> bytes:
-    os.lseek(fd, offset, os.SEEK_SET)
-    chunks: list[bytes] = []
-    remaining = size
-    while remaining > 0:
-        chunk = os.read(fd, remaining)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _is_prune_entry(entry: Mapping[str, Any]) -> bool:
-    kind = entry.get("customType")
-    return isinstance(kind, str) and kind.startswith("context-prune-")
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-# --------------------------------------------------------------------------------------------
-# Parsing lines
-
-
-@dataclass
-class _Parsed:
-    """Objects parsed from a chunk of lines, in order, with their line numbers."""
-
-    objects: list[tuple[int, dict[str, Any]]]
-    warnings: list[LoadWarning]
-    first_value: Any = ABSENT
-    first_line: int = 0
-
-
-def _parse_line(line: str, number: int, torn: bool, parsed: _Parsed) -> None:
-    try:
-        value, depth = jsjson.loads_with_depth(line)
-    except (ValueError, RecursionError) as exc:  # JsonError is a ValueError
-        if torn:
-            reason = "truncated last line (no trailing newline: an interrupted write?); skipped"
-            parsed.warnings.append(LoadWarning(number, "truncated", reason))
-        else:
-            parsed.warnings.append(
-                LoadWarning(number, "invalid-json", f"invalid JSON, skipped: {exc}")
-            )
-        return
-    if depth > jsjson.MAX_DEPTH:
-        reason = (
-            f"nested {depth} levels deep: kept (JSON.parse reads it), but a render or a "
-            f"write of it fails (JSON.stringify here stops at {jsjson.MAX_DEPTH} levels)"
-        )
-        parsed.warnings.append(LoadWarning(number, "deep", reason))
-    if parsed.first_value is ABSENT:
-        parsed.first_value = value
-        parsed.first_line = number
-    if isinstance(value, dict):
-        parsed.objects.append((number, value))
-    else:
-        reason = f"not a JSON object ({_describe(value)}), skipped"
-        parsed.warnings.append(LoadWarning(number, "not-object", reason))
-
-
-def _decode(data: bytes) -> tuple[str, bool]:
-    try:
-        return data.decode("utf-8"), True
-    except UnicodeDecodeError:
-        return data.decode("utf-8", errors="replace"), False
-
-
-def _parse_lines(data: bytes) -> _Parsed:
-    """Pi's ``loadEntriesFromFile`` line handling (JS-``trim()`` the whole text, split on
-    ``"\\n"``, skip blank lines, ``JSON.parse`` each), one line at a time: only the bytes and
-    the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
-    text only ever changes the first and the last non-blank line, so those two are trimmed
-    at their outer end (``"\\n"`` is never part of a UTF-8 sequence, so decoding line by line
-    gives the same text)."""
-    parsed = _Parsed([], [])
-    pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
-    first = True
-    number = 0
-    position = 0
-    size = len(data)
-    while position <= size:
-        cut = data.find(b"\n", position)
-        end = size if cut < 0 else cut
-        number += 1
-        text, valid = _decode(data[position:end])
-        position = end + 1
-        if _is_blank(text):
-            if cut < 0:
-                break
-            continue
-        if first:
-            text = text.lstrip(JS_WHITESPACE)
-            first = False
-        if pending is not None:
-            _parse_pending(pending, False, parsed)
-        pending = (number, text, valid)
-        if cut < 0:
-            break
-    if pending is not None:
-        line, text, valid = pending
-        torn = not data.endswith(b"\n") and line == number
-        _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed)
-    return parsed
-
-
-def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: _Parsed) -> None:
-    number, text, valid = item
-    if not valid:
-        parsed.warnings.append(
-            LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
-        )
-    _parse_line(text, number, torn, parsed)
-
-
-# --------------------------------------------------------------------------------------------
-# The current branch, kept incrementally
-
-_EPOCHS = itertools.count(1)
-_EXTEND_STEPS = 256
-"""How far back from a new leaf the kept path is looked for before walking it again."""
-
-
-class _BranchPath:
-    """The root-first path of one leaf entry, grown in place while the leaf moves to a child
-    of its last entry (a message appended at the leaf: the common case, O(1))."""
-
-    __slots__ = ("dangling", "epoch", "leaf", "members", "path")
-
-    def __init__(self, leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]):
-        self.epoch = next(_EPOCHS)
-        self.leaf = leaf
-        self.path = _walk(leaf, by_id)
-        self.members = {id(entry) for entry in self.path}
-        # An id the root names as its parent: an entry with that id would change the path.
-        parent = self.path[0].get("parentId", ABSENT) if self.path else ABSENT
-        self.dangling: Any = map_key(parent) if truthy(parent) else None
-
-    def extend(self, leaf: dict[str, Any], by_id: Mapping[Any, dict[str, Any]]) -> bool:
-        """Move to ``leaf`` if it descends from the current leaf within a few entries (the
-        entries appended since the last look); False (nothing changed) otherwise."""
-        if self.leaf is None:
-            return False
-        added: list[dict[str, Any]] = []
-        current: Optional[dict[str, Any]] = leaf
-        while current is not self.leaf:
-            if current is None or id(current) in self.members or len(added) >= _EXTEND_STEPS:
-                return False
-            added.append(current)
-            parent = current.get("parentId", ABSENT)
-            current = by_id.get(map_key(parent)) if truthy(parent) else None
-        added.reverse()
-        self.path.extend(added)
-        self.members.update(id(entry) for entry in added)
-        self.leaf = leaf
-        return True
-
-
-# --------------------------------------------------------------------------------------------
-# SessionFile
 
 
 class SessionFile:
@@ -625,7 +75,7 @@ class SessionFile:
     _lines: int
     _tail: bytes
     _foreign_prune: int
-    _branch_path: Optional[_BranchPath]
+    _branch_path: Optional[BranchPath]
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -685,7 +135,7 @@ class SessionFile:
         # No lock: appends are whole lines (ours and Pi's), and a torn last line is reported.
         fd = open_regular(name, os.O_RDONLY, "session file")
         try:
-            data = _read_settled(fd, 0)
+            data = read_settled(fd, 0)
         except OSError as exc:
             raise SessionError(f"{name}: cannot read session file: {exc.strerror or exc}") from exc
         finally:
@@ -732,7 +182,7 @@ class SessionFile:
         line = jsjson.dumps(header).encode("utf-8") + b"\n"
         try:
             os.makedirs(os.path.dirname(name), exist_ok=True)
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY | _O_CLOEXEC, 0o644)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_BINARY | O_CLOEXEC, 0o644)
         except FileExistsError as exc:
             raise SessionError(f"{name}: cannot create session file: it already exists") from exc
         except OSError as exc:
@@ -740,7 +190,7 @@ class SessionFile:
                 f"{name}: cannot create session file: {exc.strerror or exc}"
             ) from exc
         try:
-            _write_all(fd, line)
+            write_all(fd, line)
             os.fsync(fd)
         except OSError as exc:
             raise SessionError(
@@ -782,11 +232,11 @@ class SessionFile:
             "timestamp": jstime.to_iso_string(self._clock()),
             "cwd": cwd,
         }
-        _put(header, "parentSession", parent_session)
+        put(header, "parentSession", parent_session)
         return header
 
     def _load_bytes(self, data: bytes, name: str) -> None:
-        parsed = _parse_lines(data)
+        parsed = parse_lines(data)
         if parsed.first_value is ABSENT:
             detail = f" ({parsed.warnings[0]})" if parsed.warnings else ""
             raise SessionError(f"{name}: not a Pi session file: no valid JSON line{detail}")
@@ -1005,7 +455,7 @@ class SessionFile:
         """
         with self._mutex:
             if leaf is not None:
-                return _walk(self._require(leaf), self._by_id)
+                return walk(self._require(leaf), self._by_id)
             return list(self._current_path().path)
 
     def branch_path(self) -> tuple[int, Sequence[dict[str, Any]]]:
@@ -1021,7 +471,7 @@ class SessionFile:
             cached = self._current_path()
             return cached.epoch, cached.path
 
-    def _current_path(self) -> _BranchPath:
+    def _current_path(self) -> BranchPath:
         start = self._leaf
         entry = self._by_id.get(map_key(start)) if truthy(start) else None
         cached = self._branch_path
@@ -1029,7 +479,7 @@ class SessionFile:
             cached.leaf is entry or (entry is not None and cached.extend(entry, self._by_id))
         ):
             return cached
-        cached = _BranchPath(entry, self._by_id)
+        cached = BranchPath(entry, self._by_id)
         self._branch_path = cached
         return cached
 
@@ -1041,8 +491,8 @@ class SessionFile:
         with self._mutex:
             if leaf is not None:
                 self._require(leaf)
-                return _build_context(self._entries, leaf, self._by_id)
-            return _build_context(self._entries, self._leaf, self._by_id)
+                return build_context(self._entries, leaf, self._by_id)
+            return build_context(self._entries, self._leaf, self._by_id)
 
     # ---------------------------------------------------------------- appending
 
@@ -1187,7 +637,7 @@ class SessionFile:
         changed = size < self._size
         if not changed and self._tail:
             start = self._size - len(self._tail)
-            changed = _read_exact(fd, start, len(self._tail)) != self._tail
+            changed = read_exact(fd, start, len(self._tail)) != self._tail
         if changed:
             raise SessionError(
                 f"{self._path}: the file was rewritten or truncated since it was loaded "
@@ -1195,11 +645,11 @@ class SessionFile:
             )
         if size == self._size:
             return 0
-        data = _read_settled(fd, self._size)
+        data = read_settled(fd, self._size)
         return self._absorb_bytes(data)
 
     def _absorb_bytes(self, data: bytes) -> int:
-        parsed = _Parsed([], [])
+        parsed = Parsed([], [])
         segments = data.split(b"\n")
         glued = not self._tail.endswith(b"\n")
         for offset, raw in enumerate(segments):
@@ -1212,17 +662,17 @@ class SessionFile:
                     )
                     parsed.warnings.append(LoadWarning(number, "glued", reason))
                 continue
-            text, valid = _decode(raw)
-            if _is_blank(text):
+            text, valid = decode_line(raw)
+            if is_blank(text):
                 continue
             if not valid:
                 reason = "invalid UTF-8 bytes read as U+FFFD"
                 parsed.warnings.append(LoadWarning(number, "invalid-utf8", reason))
             torn = offset == len(segments) - 1
-            _parse_line(text, number, torn, parsed)
+            parse_line(text, number, torn, parsed)
         previous_tip = self._tip
         self._warnings.extend(parsed.warnings)
-        self._foreign_prune += sum(1 for _, obj in parsed.objects if _is_prune_entry(obj))
+        self._foreign_prune += sum(1 for _, obj in parsed.objects if is_prune_entry(obj))
         count = self._absorb(parsed.objects)
         self._warnings.sort(key=lambda w: w.line)
         if count and map_key(self._leaf) == map_key(previous_tip):
@@ -1236,7 +686,7 @@ class SessionFile:
                 return self._commit(fields, None)
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
-                _lock(fd, self._name(), self.lock_timeout)
+                take_lock(fd, self._name(), self.lock_timeout)
                 try:
                     if follow_tip:
                         self._sync(fd)
@@ -1253,7 +703,7 @@ class SessionFile:
     def _commit(self, fields: dict[str, Any], fd: Optional[int]) -> str:
         entry_id = self._generate_id()
         timestamp = jstime.to_iso_string(self._clock())
-        entry = _ordered_entry(fields, entry_id, self._leaf, timestamp)
+        entry = ordered_entry(fields, entry_id, self._leaf, timestamp)
         line = jsjson.dumps(entry)
         stored = jsjson.loads(line)
         payload = line.encode("utf-8") + b"\n"
@@ -1261,13 +711,13 @@ class SessionFile:
             payload = b"\n" + payload
         if fd is not None:
             try:
-                _write_all(fd, payload)
+                write_all(fd, payload)
                 os.fsync(fd)
                 # Pi appends without a lock: what it wrote between our re-read and our write
                 # (O_APPEND put our line after it) is read back and indexed before our line.
                 start = os.lseek(fd, 0, os.SEEK_CUR) - len(payload)
                 if start > self._size:
-                    self._absorb_bytes(_read_exact(fd, self._size, start - self._size))
+                    self._absorb_bytes(read_exact(fd, self._size, start - self._size))
             except OSError as exc:
                 raise SessionError(
                     f"{self._path}: cannot append entry: {exc.strerror or exc}"
