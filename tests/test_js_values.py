@@ -131,6 +131,8 @@ def test_map_key_is_same_value_zero() -> None:
     assert map_key(None) != map_key(ABSENT)
     assert map_key(True) != map_key(1)
     assert map_key([]) != map_key([])
+    assert map_key(2**53 + 1) == map_key(2**53) == map_key(float(2**53))  # one double
+    assert map_key(10**400) == map_key(math.inf)
 
 
 def test_trim_uses_js_whitespace() -> None:

@@ -216,15 +216,28 @@ def strict_equal(a: Any, b: Any) -> bool:
     return a is b
 
 
+_MAX_EXACT = 2**53
+
+
+def _as_double(value: int) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def map_key(value: Any) -> Any:
     """A hashable stand-in with JS ``Map`` / ``Set`` key identity (SameValueZero): strings by
-    content, numbers by value (``0`` and ``-0`` alike, NaN equal to NaN), objects by identity."""
+    content, numbers by their double's value (``0`` and ``-0`` alike, NaN equal to NaN, ints
+    past 2**53 rounded as JS reads them), objects by identity."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return ("#bool", value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, float):
         return ("#nan",) if value != value else ("#num", value)
+    if isinstance(value, int):
+        return ("#num", value if -_MAX_EXACT <= value <= _MAX_EXACT else _as_double(value))
     if value is None:
         return ("#null",)
     if value is ABSENT or value is MISSING:
