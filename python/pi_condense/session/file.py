@@ -49,8 +49,8 @@ _TAIL_BYTES = 256
 class SessionFile:
     """A Pi session: loaded from a file (or built in memory), indexed, appendable.
 
-    Use :meth:`load`, :meth:`create`, :meth:`in_memory` or :meth:`parse`; see the module
-    docstring for the load, append and concurrency rules.
+    Use :meth:`load`, :meth:`create`, :meth:`in_memory` or :meth:`parse`; see
+    :mod:`pi_condense.session` for the load, append and concurrency rules.
     """
 
     _path: Optional[str]
