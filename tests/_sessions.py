@@ -66,3 +66,54 @@ def write_session(path: Path, prompts: int = 4, result_chars: int = 3000) -> Pat
         encoding="utf-8",
     )
     return path
+
+
+def small_session(path: Path, prompts: int = 6, result_chars: int = 3000) -> Path:
+    """A v3 session: per prompt, one read call with a big result and a final answer."""
+    t0 = 1735689600000
+    header = {"type": "session", "version": 3, "id": "small-1", "cwd": "/w"}
+    header["timestamp"] = "2025-01-01T00:00:00.000Z"
+    lines: list[dict[str, Any]] = [header]
+    parent = None
+    tick = 0
+
+    def add(message: dict[str, Any]) -> None:
+        nonlocal parent, tick
+        tick += 1
+        entry_id = f"e{tick}"
+        message["timestamp"] = t0 + tick * 1000
+        lines.append(
+            {
+                "type": "message",
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": f"2025-01-01T00:{tick // 60:02d}:{tick % 60:02d}.000Z",
+                "message": message,
+            }
+        )
+        parent = entry_id
+
+    usage = {"input": 10, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 20}
+    for p in range(prompts):
+        add({"role": "user", "content": [{"type": "text", "text": f"task {p}"}]})
+        call = {
+            "type": "toolCall",
+            "id": f"call{p}",
+            "name": "read",
+            "arguments": {"path": f"f{p}"},
+        }
+        add({"role": "assistant", "content": [call], "usage": usage, "stopReason": "toolUse"})
+        body = "\n".join(f"line {i} of file {p}: " + "x" * 40 for i in range(result_chars // 60))
+        add(
+            {
+                "role": "toolResult",
+                "toolCallId": f"call{p}",
+                "toolName": "read",
+                "content": [{"type": "text", "text": body}],
+                "isError": False,
+            }
+        )
+        text = [{"type": "text", "text": f"done {p}"}]
+        add({"role": "assistant", "content": text, "usage": usage, "stopReason": "stop"})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path

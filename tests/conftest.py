@@ -15,8 +15,10 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -95,3 +97,20 @@ def conformance_dir(shared_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def fixtures_dir(shared_dir: Path) -> Path:
     return shared_dir / "fixtures" / "pi-sessions"
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No proxy settings: SDK clients reach the loopback servers on 127.0.0.1 directly."""
+    from _llm_servers import clear_proxy_env
+
+    clear_proxy_env(monkeypatch)
+
+
+@pytest.fixture
+def server() -> Iterator[Any]:
+    """A loopback LLM server (OpenAI and Anthropic wire protocols), stopped after the test."""
+    from _llm_servers import LoopbackLLMServer
+
+    with LoopbackLLMServer() as srv:
+        yield srv

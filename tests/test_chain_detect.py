@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from _builders import call, final, plain_result, tool_use, user
 from pi_condense import _core
 from pi_condense.chains import (
     ChainRange,
@@ -21,47 +22,13 @@ from pi_condense.config import Config
 from pi_condense.keys import ProtectedMatcher
 from pi_condense.state import PrunerState
 
-# ----------------------------------------------------------------------------- messages
-
-
-def user(ts: int, text: str = "go") -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ts}
-
-
-def call(tool_id: str, name: str = "bash", **args: Any) -> dict[str, Any]:
-    return {"type": "toolCall", "id": tool_id, "name": name, "arguments": args}
-
-
-def assistant(ts: int, *blocks: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "content": list(blocks), "timestamp": ts, "stopReason": "toolUse"}
-
-
-def final(ts: int, text: str = "done") -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "timestamp": ts,
-        "stopReason": "stop",
-    }
-
-
-def result(tool_id: str, ts: Any, out: str = "ok", name: str = "bash") -> dict[str, Any]:
-    return {
-        "role": "toolResult",
-        "toolCallId": tool_id,
-        "toolName": name,
-        "content": [{"type": "text", "text": out}],
-        "isError": False,
-        "timestamp": ts,
-    }
-
 
 def closed_chain(base: int, tool_id: str) -> list[dict[str, Any]]:
     """user at base, one call, its result at base + 2, the answer at base + 3."""
     return [
         user(base),
-        assistant(base + 1, call(tool_id)),
-        result(tool_id, base + 2),
+        tool_use(base + 1, call(tool_id)),
+        plain_result(tool_id, base + 2),
         final(base + 3),
     ]
 
@@ -100,7 +67,7 @@ class TestDetect:
         assert chain.closed
 
     def test_multiple_chains_in_order_and_the_open_one_dropped(self) -> None:
-        msgs = [*session(3), user(900), assistant(901, call("open"))]
+        msgs = [*session(3), user(900), tool_use(901, call("open"))]
         assert starts(detect_chains(msgs)) == [100, 200, 300]
 
     def test_synthetic_chain_message_is_a_passthrough(self) -> None:
@@ -122,7 +89,7 @@ class TestDetect:
         ]
 
     def test_interrupted_chain_has_a_null_final(self) -> None:
-        msgs = [user(1), assistant(2, call("a")), result("a", 3), *closed_chain(10, "b")]
+        msgs = [user(1), tool_use(2, call("a")), plain_result("a", 3), *closed_chain(10, "b")]
         first, second = detect_chains(msgs)
         assert first.final_assistant_timestamp is None
         assert not first.closed
@@ -137,10 +104,10 @@ class TestDetect:
     def test_ids_from_calls_and_results(self) -> None:
         msgs = [
             user(1),
-            assistant(2, call("a"), call("b")),
-            result("b", 3),
-            result("orphan", 4),
-            result("a", 5),
+            tool_use(2, call("a"), call("b")),
+            plain_result("b", 3),
+            plain_result("orphan", 4),
+            plain_result("a", 5),
             final(6),
         ]
         (chain,) = detect_chains(msgs)
@@ -149,7 +116,7 @@ class TestDetect:
 
     def test_call_without_name_marks_a_tool_turn_but_adds_no_id(self) -> None:
         nameless = {"type": "toolCall", "id": "x", "arguments": {}}
-        msgs = [user(1), assistant(2, nameless), final(3)]
+        msgs = [user(1), tool_use(2, nameless), final(3)]
         (chain,) = detect_chains(msgs)
         assert chain.middle_tool_call_ids == []
         assert chain.final_assistant_timestamp == 3
@@ -162,10 +129,10 @@ class TestDetect:
         config = Config.from_settings_dict({"protectedTools": ["todowrite"]})
         msgs = [
             user(1),
-            assistant(2, call("p", "todowrite"), call("q")),
-            result("p", 3, name="todowrite"),
-            result("r", 4, name="todowrite"),  # a result whose call is not in the chain
-            result("q", 5),
+            tool_use(2, call("p", "todowrite"), call("q")),
+            plain_result("p", 3, name="todowrite"),
+            plain_result("r", 4, name="todowrite"),  # a result whose call is not in the chain
+            plain_result("q", 5),
             final(6),
             *closed_chain(10, "s"),
         ]
@@ -176,10 +143,10 @@ class TestDetect:
     def test_protected_by_args_path_through_the_config_globs(self) -> None:
         msgs = [
             user(1),
-            assistant(2, call("a", "read", path="/h/src/app.ts")),
-            result("a", 3, name="read"),
-            assistant(4, call("b", "read", path="/h/skills/x/SKILL.md")),
-            result("b", 5, name="read"),
+            tool_use(2, call("a", "read", path="/h/src/app.ts")),
+            plain_result("a", 3, name="read"),
+            tool_use(4, call("b", "read", path="/h/skills/x/SKILL.md")),
+            plain_result("b", 5, name="read"),
             final(6),
         ]
         (chain,) = detect_chains(msgs, Config())
@@ -193,7 +160,7 @@ class TestDetect:
             "input": {"path": "skills/x/y.md"},
             "arguments": {"path": "plain.txt"},
         }
-        (chain,) = detect_chains([user(1), assistant(2, block), final(3)], Config())
+        (chain,) = detect_chains([user(1), tool_use(2, block), final(3)], Config())
         assert chain.protected_tool_call_ids == ["a"]
 
     def test_protection_predicate_and_matcher_overrides(self) -> None:
@@ -213,7 +180,7 @@ class TestDetect:
 
     def test_protected_ids_populated_on_interrupted_chains(self) -> None:
         config = Config.from_settings_dict({"protectedTools": ["bash"]})
-        msgs = [user(1), assistant(2, call("a")), result("a", 3), user(4)]
+        msgs = [user(1), tool_use(2, call("a")), plain_result("a", 3), user(4)]
         (chain,) = detect_chains(msgs, config)
         assert chain.final_assistant_timestamp is None
         assert chain.protected_tool_call_ids == ["a"]
@@ -228,8 +195,8 @@ class TestDetect:
     def test_occurrence_keys(self) -> None:
         msgs = [
             user(1),
-            assistant(2, call("bash_1"), call("lost")),
-            result("bash_1", 3),
+            tool_use(2, call("bash_1"), call("lost")),
+            plain_result("bash_1", 3),
             final(4),
             *closed_chain(10, "bash_1"),
         ]
@@ -241,7 +208,7 @@ class TestDetect:
         assert second.middle_occurrence_keys == ["bash_1@12"]
 
     def test_result_without_numeric_timestamp_keys_by_bare_id(self) -> None:
-        msgs = [user(1), assistant(2, call("a")), result("a", "later"), final(4)]
+        msgs = [user(1), tool_use(2, call("a")), plain_result("a", "later"), final(4)]
         (chain,) = detect_chains(msgs)
         assert chain.middle_occurrence_keys == ["a"]
 
@@ -329,9 +296,9 @@ class TestSelectEligible:
         assert select(session(6), 3) == [100, 200, 300]
 
     def test_open_chains_never(self) -> None:
-        msgs = [*session(4), user(900), assistant(901, call("x")), result("x", 902)]
+        msgs = [*session(4), user(900), tool_use(901, call("x")), plain_result("x", 902)]
         assert select(msgs, 3) == [100]
-        msgs = [user(50), assistant(51, call("i")), *session(4)]  # interrupted
+        msgs = [user(50), tool_use(51, call("i")), *session(4)]  # interrupted
         assert select(msgs, 3) == [100]
 
     def test_already_compressed_excluded_and_not_counted(self) -> None:
@@ -370,7 +337,7 @@ class TestSelectEligible:
             "timestamp": 202,
         }
         # chain 2 runs the query tool
-        msgs[5:7] = [assistant(201, call("q1", "context_tree_query")), recovery]
+        msgs[5:7] = [tool_use(201, call("q1", "context_tree_query")), recovery]
         # Five chains, K = 2: chains 1-3 are past the window; chain 2 is deferred while its
         # recovery output is within 3 user turns, and chain 4 does not move in.
         assert select(msgs, 2, grace_turns=3) == [100, 300]
@@ -382,9 +349,9 @@ class TestSelectEligible:
 
     def test_grace_is_computed_on_the_branch_without_the_closing_message(self) -> None:
         msgs = session(2)
-        recovery = result("q1", 102, name="context_tree_query")
+        recovery = plain_result("q1", 102, name="context_tree_query")
         msgs[2] = recovery
-        msgs[1] = assistant(101, call("q1", "context_tree_query"))
+        msgs[1] = tool_use(101, call("q1", "context_tree_query"))
         scan = _core.ChainScan(msgs, grace_len=len(msgs) - 1, grace_turns=1)
         assert scan.in_grace == ["q1@102"]
         scan = _core.ChainScan(msgs, grace_len=0, grace_turns=1)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 import pytest
 from typer.testing import CliRunner
 
+from _builders import call, final, plain_result, tool_use, user
 from conftest import shared_root
 from pi_condense import jsjson
 from pi_condense.chains import (
@@ -37,7 +38,6 @@ from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.summarize.base import Completion, Cost, ModelRef, Usage
 from pi_condense.summarize.conformance import ConformanceSummarizer
-from test_chain_detect import assistant, call, final, result, user
 
 CHAIN = "context-prune-chain"
 INDEX = "context-prune-index"
@@ -137,10 +137,10 @@ def two_call_chain(base: int = 100) -> list[dict[str, Any]]:
     """go -> tc1 (bash) -> o1 -> tc2 (bash) -> o2 -> done; results at base+110 / base+210."""
     return [
         user(base),
-        assistant(base + 100, call("tc1")),
-        result("tc1", base + 110, "o1"),
-        assistant(base + 200, call("tc2")),
-        result("tc2", base + 210, "o2"),
+        tool_use(base + 100, call("tc1")),
+        plain_result("tc1", base + 110, "o1"),
+        tool_use(base + 200, call("tc2")),
+        plain_result("tc2", base + 210, "o2"),
         final(base + 300),
     ]
 
@@ -295,10 +295,10 @@ class TestCoveredChains:
         config = Config.from_settings_dict({"protectedTools": ["todowrite"], "protectedPaths": []})
         msgs = [
             user(100),
-            assistant(200, call("tc1")),
-            result("tc1", 210, "bash-result"),
-            assistant(300, call("tc2", "todowrite")),
-            result("tc2", 310, "PLAN-STATE-XYZ", name="todowrite"),
+            tool_use(200, call("tc1")),
+            plain_result("tc1", 210, "bash-result"),
+            tool_use(300, call("tc2", "todowrite")),
+            plain_result("tc2", 310, "PLAN-STATE-XYZ", name="todowrite"),
             final(400),
         ]
         state, log = PrunerState(), Log()
@@ -324,10 +324,10 @@ class TestCoveredChains:
         config = Config()  # default protectedPaths: **/skills/**/*.md
         msgs = [
             user(100),
-            assistant(200, call("tc1", "read", path="/h/src/app.ts")),
-            result("tc1", 210, "app-source-code", name="read"),
-            assistant(300, call("tc2", "read", path="/h/skills/x/SKILL.md")),
-            result("tc2", 310, "SKILL-VERBATIM-CONTENT", name="read"),
+            tool_use(200, call("tc1", "read", path="/h/src/app.ts")),
+            plain_result("tc1", 210, "app-source-code", name="read"),
+            tool_use(300, call("tc2", "read", path="/h/skills/x/SKILL.md")),
+            plain_result("tc2", 310, "SKILL-VERBATIM-CONTENT", name="read"),
             final(400),
         ]
         state, log = PrunerState(), Log()
@@ -349,7 +349,7 @@ class TestCoveredChains:
 
     def test_chain_without_keys_falls_back_to_bare_ids(self) -> None:
         # Calls whose results never arrived: no occurrence keys, lookups by id.
-        msgs = [user(100), assistant(200, call("tc1")), final(300)]
+        msgs = [user(100), tool_use(200, call("tc1")), final(300)]
         state, log = PrunerState(), Log()
         cover(state, "t1", "tc1", None, "legacy body")
         compact(deps(state, log), msgs)
@@ -376,10 +376,10 @@ class TestCoveredChains:
 def chain_b(base: int = 1000, out1: str = "outB1", out2: str = "outB2") -> list[dict[str, Any]]:
     return [
         user(base),
-        assistant(base + 100, call("tcB1", cmd="one")),
-        result("tcB1", base + 110, out1),
-        assistant(base + 200, call("tcB2", cmd="two")),
-        result("tcB2", base + 210, out2),
+        tool_use(base + 100, call("tcB1", cmd="one")),
+        plain_result("tcB1", base + 110, out1),
+        tool_use(base + 200, call("tcB2", cmd="two")),
+        plain_result("tcB2", base + 210, out2),
         final(base + 400),
     ]
 
@@ -533,7 +533,7 @@ class TestDeterministicBackfill:
     def test_empty_args_and_results_still_compress(self) -> None:
         msgs = [
             user(1000),
-            assistant(1100, {"type": "toolCall", "id": "e1", "name": "noop"}),
+            tool_use(1100, {"type": "toolCall", "id": "e1", "name": "noop"}),
             {"role": "toolResult", "toolCallId": "e1", "toolName": "noop", "timestamp": 1110},
             final(1400),
         ]
@@ -557,17 +557,17 @@ class TestDeterministicBackfill:
         # numeric timestamp is left out; already-indexed keys are not extracted again.
         msgs = [
             user(1000),
-            assistant(
+            tool_use(
                 1100,
                 {"type": "toolCall", "id": "a", "name": "read", "args": {"path": "x"}},
                 {"type": "toolCall", "id": "b", "name": "bash", "input": {"c": 1}, "arguments": {}},
                 call("c"),
                 call("d"),
             ),
-            {**result("a", 1110, "A"), "isError": True},
-            result("b", 1120, "B"),
-            result("c", "late", "C"),
-            result("d", 1130, "D"),
+            {**plain_result("a", 1110, "A"), "isError": True},
+            plain_result("b", 1120, "B"),
+            plain_result("c", "late", "C"),
+            plain_result("d", 1130, "D"),
             final(1400),
         ]
         state, log = PrunerState(), Log()
@@ -620,8 +620,8 @@ class TestDeterministicBackfill:
         assert state.is_summarized("tc1@110")
         msgs = [
             user(100),
-            assistant(105, call("tc1")),
-            result("tc1", 110, "SAME_A"),
+            tool_use(105, call("tc1")),
+            plain_result("tc1", 110, "SAME_A"),
             final(200),
         ]
         compact(deps(state, log), msgs)
@@ -639,10 +639,10 @@ class TestDeterministicBackfill:
         config = Config.from_settings_dict({"protectedTools": ["todowrite"], "protectedPaths": []})
         msgs = [
             user(1000),
-            assistant(1100, call("tcB1", cmd="one")),
-            result("tcB1", 1110, "outB1"),
-            assistant(1200, call("tcB2", "todowrite")),
-            result("tcB2", 1210, "PLAN-STATE-XYZ", name="todowrite"),
+            tool_use(1100, call("tcB1", cmd="one")),
+            plain_result("tcB1", 1110, "outB1"),
+            tool_use(1200, call("tcB2", "todowrite")),
+            plain_result("tcB2", 1210, "PLAN-STATE-XYZ", name="todowrite"),
             final(1400),
         ]
         state, log = PrunerState(), Log()
@@ -701,8 +701,8 @@ class TestDeterministicBackfill:
             base = 1000 + 1000 * i
             msgs += [
                 user(base),
-                assistant(base + 100, call(f"tc{i}", cmd=f"tc{i}")),
-                result(f"tc{i}", base + 110, f"out {i}"),
+                tool_use(base + 100, call(f"tc{i}", cmd=f"tc{i}")),
+                plain_result(f"tc{i}", base + 110, f"out {i}"),
                 final(base + 400),
             ]
         state, log = PrunerState(), Log()
@@ -714,8 +714,8 @@ class TestDeterministicBackfill:
     def test_covered_and_uncovered_in_one_call(self) -> None:
         chain_a = [
             user(100),
-            assistant(200, call("tcA")),
-            result("tcA", 210, "outA"),
+            tool_use(200, call("tcA")),
+            plain_result("tcA", 210, "outA"),
             final(400),
         ]
         msgs = [*chain_a, *chain_b()]
@@ -741,9 +741,9 @@ class TestDeterministicBackfill:
         ts = 1000
         for i in range(640):
             ts += 10
-            msgs.append(assistant(ts, call(f"c{i}", "bash" if i % 3 else "read", n=i)))
+            msgs.append(tool_use(ts, call(f"c{i}", "bash" if i % 3 else "read", n=i)))
             ts += 10
-            msgs.append(result(f"c{i}", ts, f"output {i}"))
+            msgs.append(plain_result(f"c{i}", ts, f"output {i}"))
         msgs.append(final(ts + 10))
         state, log = PrunerState(), Log()
         res = compact(deps(state, log, fuse=fuser(log)), msgs)
@@ -775,8 +775,8 @@ class TestFlushSeam:
         for k in range(1, 5):
             msgs += [
                 user(100 * k),
-                assistant(100 * k + 1, call(f"c{k}")),
-                result(f"c{k}", 100 * k + 2),
+                tool_use(100 * k + 1, call(f"c{k}")),
+                plain_result(f"c{k}", 100 * k + 2),
                 final(100 * k + 3),
             ]
         branch, closing = msgs[:-1], msgs[-1]
@@ -789,18 +789,18 @@ class TestFlushSeam:
     def test_recovery_output_in_grace_defers_its_chain(self) -> None:
         # Production wiring: a real context_tree_query result inside the oldest chain, the
         # grace window from the config, computed on the branch without the closing message.
-        recovery = result("q1", 102, "recovered raw output", name="context_tree_query")
+        recovery = plain_result("q1", 102, "recovered raw output", name="context_tree_query")
         msgs: list[Any] = [
             user(100),
-            assistant(101, call("q1", "context_tree_query", toolCallIds=["t1"])),
+            tool_use(101, call("q1", "context_tree_query", toolCallIds=["t1"])),
             recovery,
             final(103),
         ]
         for k in range(2, 6):
             msgs += [
                 user(100 * k),
-                assistant(100 * k + 1, call(f"c{k}")),
-                result(f"c{k}", 100 * k + 2),
+                tool_use(100 * k + 1, call(f"c{k}")),
+                plain_result(f"c{k}", 100 * k + 2),
                 final(100 * k + 3),
             ]
         config = Config.from_settings_dict(
@@ -817,7 +817,7 @@ class TestFlushSeam:
         assert [e["startUserTimestamp"] for e in res.entries] == [200]
         assert res.deferred == 1
         # One more user turn ages it out.
-        msgs += [user(600), assistant(601, call("c6")), result("c6", 602), final(603)]
+        msgs += [user(600), tool_use(601, call("c6")), plain_result("c6", 602), final(603)]
         res = asyncio.run(compress_chains_in_flush(deps(state, log, config=config), msgs))
         assert [e["startUserTimestamp"] for e in res.entries] == [100, 300]
 

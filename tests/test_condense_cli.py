@@ -18,7 +18,6 @@ import select
 import signal
 import struct
 import subprocess
-import sys
 import termios
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from _cli import CLI, env, run
+from _sessions import small_session
 from conftest import shared_root
 from pi_condense import jsjson
 from pi_condense.cli._common import EXAMPLE_SESSION
@@ -34,25 +35,7 @@ from pi_condense.render import render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 
-CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
 FIXTURES = shared_root() / "fixtures" / "pi-sessions"
-
-
-def env(agent_dir: Path) -> dict[str, str]:
-    """Isolate from the user's Pi settings."""
-    return {**os.environ, "PI_CODING_AGENT_DIR": str(agent_dir), "COLUMNS": "120"}
-
-
-def run(args: list[str], agent_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env(agent_dir),
-        timeout=600,
-        check=False,
-    )
 
 
 def sha(path: Path) -> str:
@@ -187,57 +170,6 @@ def test_before_compaction_json_report(condensed: dict[str, Condensed]) -> None:
 
 
 # ------------------------------------------------------------------------ small sessions
-
-
-def small_session(path: Path, prompts: int = 6, result_chars: int = 3000) -> Path:
-    """A v3 session: per prompt, one read call with a big result and a final answer."""
-    t0 = 1735689600000
-    header = {"type": "session", "version": 3, "id": "small-1", "cwd": "/w"}
-    header["timestamp"] = "2025-01-01T00:00:00.000Z"
-    lines: list[dict[str, Any]] = [header]
-    parent = None
-    tick = 0
-
-    def add(message: dict[str, Any]) -> None:
-        nonlocal parent, tick
-        tick += 1
-        entry_id = f"e{tick}"
-        message["timestamp"] = t0 + tick * 1000
-        lines.append(
-            {
-                "type": "message",
-                "id": entry_id,
-                "parentId": parent,
-                "timestamp": f"2025-01-01T00:{tick // 60:02d}:{tick % 60:02d}.000Z",
-                "message": message,
-            }
-        )
-        parent = entry_id
-
-    usage = {"input": 10, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 20}
-    for p in range(prompts):
-        add({"role": "user", "content": [{"type": "text", "text": f"task {p}"}]})
-        call = {
-            "type": "toolCall",
-            "id": f"call{p}",
-            "name": "read",
-            "arguments": {"path": f"f{p}"},
-        }
-        add({"role": "assistant", "content": [call], "usage": usage, "stopReason": "toolUse"})
-        body = "\n".join(f"line {i} of file {p}: " + "x" * 40 for i in range(result_chars // 60))
-        add(
-            {
-                "role": "toolResult",
-                "toolCallId": f"call{p}",
-                "toolName": "read",
-                "content": [{"type": "text", "text": body}],
-                "isError": False,
-            }
-        )
-        text = [{"type": "text", "text": f"done {p}"}]
-        add({"role": "assistant", "content": text, "usage": usage, "stopReason": "stop"})
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    return path
 
 
 def test_in_place_keeps_a_backup(tmp_path: Path) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +20,8 @@ from typing import Any, Optional
 
 import pytest
 
+from _cli import run_offline
 from _llm_servers import (
-    PROXY_ENV,
     LoopbackLLMServer,
     Recorded,
     Reply,
@@ -31,15 +29,13 @@ from _llm_servers import (
     openai_error,
     openai_stream,
 )
+from _sessions import small_session
 from pi_condense.session import SessionFile
-from test_condense_cli import env, small_session
 
-CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
 MODEL = "loopback-model"
 STATS = "context-prune-stats"
 SUMMARY = "context-prune-summary"
 CHAIN = "context-prune-chain"
-PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
 _LABEL = re.compile(r"^\[\[([0-9]+):([^\]\n]+)\]\] Tool: ", re.M)
 _REF = re.compile(r"`t[0-9]+`")
@@ -132,22 +128,6 @@ def session_prefix(fixtures_dir: Path, tmp_path: Path, lines: int = 300) -> Path
     return path
 
 
-def run(args: list[str], agent_dir: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI as a subprocess that reaches 127.0.0.1 directly, with no provider settings."""
-    environ = env(agent_dir)
-    for name in (*PROXY_ENV, *PROVIDER_ENV):
-        environ.pop(name, None)
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=environ,
-        timeout=600,
-        check=False,
-    )
-
-
 def custom(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("customType") == kind]
 
@@ -220,7 +200,7 @@ def test_condense_large_session_through_openai(
 ) -> None:
     responder, server = model
     target = tmp_path / "condensed.jsonl"
-    proc = run(
+    proc = run_offline(
         [
             "condense",
             str(fixtures_dir / "large-session.jsonl"),
@@ -248,7 +228,7 @@ def test_condense_session_prefix_through_anthropic(
 ) -> None:
     responder, server = model
     source = session_prefix(fixtures_dir, tmp_path)
-    proc = run(["condense", str(source), *api(server, "anthropic")], tmp_path)
+    proc = run_offline(["condense", str(source), *api(server, "anthropic")], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_condensed(responder, tmp_path / "prefix.condensed.jsonl", "/v1/messages")
     inputs = sum(a.input_tokens for a in responder.answers)
@@ -265,7 +245,7 @@ def test_replay_deterministic_with_an_api_summarizer(
     responder, server = model
     source = small_session(tmp_path / "s.jsonl", prompts=3)
     out = tmp_path / "vec"
-    proc = run(
+    proc = run_offline(
         [
             "replay",
             str(source),
@@ -310,7 +290,7 @@ def test_compact_fuses_through_the_api(
     settings.write_text(json.dumps({"chainCompression": {"enabled": False}}), encoding="utf-8")
     # per-batch summaries (offline), no chain entries yet
     target = tmp_path / "summarized.jsonl"
-    first = run(
+    first = run_offline(
         ["condense", str(source), "--out", str(target), "--config", str(settings), "-q"],
         tmp_path,
     )
@@ -318,7 +298,7 @@ def test_compact_fuses_through_the_api(
     before = SessionFile.load(target).entries
     assert not custom(before, CHAIN)
     assert not responder.answers
-    proc = run(
+    proc = run_offline(
         [
             "compact",
             str(target),
@@ -354,7 +334,7 @@ def test_compact_fuses_through_the_api(
 def test_base_url_needs_an_api_summarizer(tmp_path: Path, command: str, summarizer: str) -> None:
     source = small_session(tmp_path / "s.jsonl", prompts=1)
     extra = ["--out", str(tmp_path / "vec")] if command == "replay" else []
-    proc = run(
+    proc = run_offline(
         [
             command,
             str(source),
@@ -377,8 +357,8 @@ def test_failed_summarizer_calls_are_reported(tmp_path: Path) -> None:
     with LoopbackLLMServer(lambda request: refused, max_lifetime=600) as server:
         source = small_session(tmp_path / "s.jsonl", prompts=2)
         args = ["condense", str(source), *api(server, "openai")]
-        proc = run([*args, "--json"], tmp_path)
-        table = run([*args, "--out", str(tmp_path / "t.jsonl")], tmp_path)
+        proc = run_offline([*args, "--json"], tmp_path)
+        table = run_offline([*args, "--out", str(tmp_path / "t.jsonl")], tmp_path)
         calls = len(server.requests)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

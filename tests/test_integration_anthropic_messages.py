@@ -23,7 +23,7 @@ from _hook_runs import (
     prefix_busts,
     run_read,
 )
-from _llm_servers import LoopbackLLMServer, Recorded, Reply, clear_proxy_env
+from _llm_servers import LoopbackLLMServer, Recorded, Reply
 from pi_condense.integrations.anthropic_messages import MessagesCondenser
 
 SYSTEM = "You are a careful assistant."
@@ -34,9 +34,7 @@ READ_TOOL = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_proxy_env(monkeypatch)
+pytestmark = pytest.mark.usefixtures("loopback_only")
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-import test_integration_openai_chat as chat
+from _chat_wire import ChatCompletionsModel
 from _hook_runs import (
     QUERY,
     Pair,
@@ -50,7 +50,7 @@ from _hook_runs import (
     output,
     prefix_busts,
 )
-from _llm_servers import LoopbackLLMServer, clear_proxy_env
+from _llm_servers import LoopbackLLMServer
 from pi_condense.integrations.openai_agents import CondenseFilter
 
 FAKE_ID = "__fake_id__"
@@ -58,9 +58,7 @@ INSTRUCTIONS = "You are a careful assistant."
 ITEM_TYPES = {"message", "function_call", "function_call_output", "reasoning"}
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_proxy_env(monkeypatch)
+pytestmark = pytest.mark.usefixtures("loopback_only")
 
 
 @function_tool
@@ -305,7 +303,7 @@ def test_chat_completions_model_over_the_wire(tmp_path: Path) -> None:
     id ``__fake_id__``, the wire requests are Chat Completions requests."""
     hook = CondenseFilter(session=tmp_path / "agents.jsonl")
     script = Script()
-    wire = chat.Model(script)
+    wire = ChatCompletionsModel(script)
     with LoopbackLLMServer(wire) as server:
         client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="test", max_retries=0)
         sdk_model = OpenAIChatCompletionsModel(model="scripted", openai_client=client)

@@ -5,25 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 import openai
 import pytest
 
+from _chat_wire import ChatCompletionsModel, pairs
 from _hook_runs import (
     QUERY,
-    Pair,
     Script,
-    Text,
     chars,
     check_queries,
     check_refs,
     prefix_busts,
     run_read,
 )
-from _llm_servers import LoopbackLLMServer, Recorded, Reply, clear_proxy_env
+from _llm_servers import LoopbackLLMServer
 from pi_condense.integrations.openai_chat import ChatCondenser
 
 SYSTEM = {"role": "system", "content": "You are a careful assistant."}
@@ -35,89 +33,9 @@ READ_TOOL = {
         "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
     },
 }
-ROLES = {"system", "developer", "user", "assistant", "tool"}
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_proxy_env(monkeypatch)
-
-
-def pairs(messages: Sequence[dict[str, Any]]) -> list[Pair]:
-    """Tool calls with their results, checked as the Chat Completions API checks a request:
-    known roles, each tool message answers a call of the assistant message before its run
-    of tool messages, and every call is answered before the next other message."""
-    found: list[Pair] = []
-    open_calls: dict[str, tuple[str, dict[str, Any]]] = {}
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        assert role in ROLES, (index, role)
-        if role == "tool":
-            call_id = message["tool_call_id"]
-            assert call_id in open_calls, (index, call_id, "a tool message without its call")
-            name, arguments = open_calls.pop(call_id)
-            content = message["content"]
-            if isinstance(content, list):
-                assert all(p.get("type") == "text" for p in content), index
-                content = "".join(p["text"] for p in content)
-            assert isinstance(content, str), index
-            found.append(Pair(name, arguments, content))
-            continue
-        assert not open_calls, (index, "calls without results", sorted(open_calls))
-        if role == "assistant":
-            calls = message.get("tool_calls") or []
-            assert calls or message.get("content") is not None, (index, "an empty assistant")
-            for call in calls:
-                assert call["type"] == "function"
-                function = call["function"]
-                assert isinstance(function["arguments"], str)
-                open_calls[call["id"]] = (function["name"], json.loads(function["arguments"]))
-        else:
-            assert message.get("content") not in (None, "", []), (index, role)
-    assert not open_calls, ("calls without results at the end", sorted(open_calls))
-    return found
-
-
-def completion(step: Any) -> Reply:
-    """A Chat Completions response body for one step of the script."""
-    if isinstance(step, Text):
-        message: dict[str, Any] = {"role": "assistant", "content": step.text}
-        finish = "stop"
-    else:
-        calls = [
-            {
-                "id": call.call_id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-            }
-            for call in step
-        ]
-        message = {"role": "assistant", "content": None, "tool_calls": calls}
-        finish = "tool_calls"
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "scripted",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-    }
-    return Reply(body=json.dumps(body).encode())
-
-
-class Model:
-    """The loopback server's model: the script, fed with what each request holds."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.requests: list[list[dict[str, Any]]] = []
-        self.pairs: list[list[Pair]] = []
-
-    def __call__(self, request: Recorded) -> Reply:
-        messages = request.body["messages"]
-        found = pairs(messages)
-        self.requests.append(messages)
-        self.pairs.append(found)
-        return completion(self.script.step(found))
+pytestmark = pytest.mark.usefixtures("loopback_only")
 
 
 def client(server: LoopbackLLMServer) -> Any:
@@ -129,12 +47,12 @@ def run_loop(
     script: Script,
     prompts: range,
     messages: Optional[list[Any]] = None,
-) -> tuple[list[Any], Model, list[int]]:
+) -> tuple[list[Any], ChatCompletionsModel, list[int]]:
     """A plain agent loop: call the model, run the tools it asks for, append, repeat.
 
     Returns the loop's own history, the model (with every request it received) and the
     indexes of the requests that were the first of a user prompt."""
-    model = Model(script)
+    model = ChatCompletionsModel(script)
     history: list[Any] = [SYSTEM] if messages is None else messages
     firsts: list[int] = []
     with LoopbackLLMServer(model) as server:
@@ -225,7 +143,7 @@ def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None
 def test_async_client_and_acondense(tmp_path: Path) -> None:
     hook = ChatCondenser(session=tmp_path / "chat.jsonl")
     script = Script()
-    model = Model(script)
+    model = ChatCompletionsModel(script)
 
     async def loop(server: LoopbackLLMServer) -> list[Any]:
         api = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="test", max_retries=0)

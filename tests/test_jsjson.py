@@ -485,7 +485,7 @@ def test_deep_invalid_texts_are_refused_with_their_position(tail: str, message: 
 @given(st.one_of(_json_ish, _values.map(jsjson.dumps), _values.map(lambda v: jsjson.dumps(v, 2))))
 def test_the_deep_parser_agrees_with_loads(text: str) -> None:
     from pi_condense.deep_json import deep_loads
-    from pi_condense.jsjson import _parse_int
+    from pi_condense.js.json import _parse_int
 
     try:
         expected: Any = (jsjson.dumps(jsjson.loads(text)), type(jsjson.loads(text)))

@@ -20,6 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from _builders import swapped, unswapped
 from pi_condense import jsjson
 from pi_condense._core import deterministic_body
 from pi_condense.config import Config
@@ -29,30 +30,6 @@ from pi_condense.state import PrunerState
 from pi_condense.tools import ContextTreeQuery, SessionRecovery
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-_SWAP = {c: 0xE000 + (c - 0xD800) for c in range(0xD800, 0xE000)}
-_UNSWAP = {v: k for k, v in _SWAP.items()}
-
-
-def swapped(value: Any) -> Any:
-    """``value`` with every lone surrogate replaced by its private-use stand-in."""
-    if isinstance(value, str):
-        return value.translate(_SWAP)
-    if isinstance(value, list):
-        return [swapped(v) for v in value]
-    if isinstance(value, dict):
-        return {swapped(k): swapped(v) for k, v in value.items()}
-    return value
-
-
-def unswapped(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.translate(_UNSWAP)
-    if isinstance(value, list):
-        return [unswapped(v) for v in value]
-    if isinstance(value, dict):
-        return {unswapped(k): unswapped(v) for k, v in value.items()}
-    return value
 
 
 def _no_pairs(s: str) -> bool:

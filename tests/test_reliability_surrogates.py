@@ -155,7 +155,7 @@ def test_condense_with_chains_treats_lone_surrogate_ids_as_distinct_strings(
 ) -> None:
     # Metamorphic, as tests/test_lone_surrogates.py: each lone surrogate swapped for its
     # private-use stand-in gives the same session, with the swap undone.
-    from test_lone_surrogates import swapped, unswapped
+    from _builders import swapped, unswapped
 
     def build(ids: list[str]) -> list[dict[str, Any]]:
         lines = session_lines(6, 3000)

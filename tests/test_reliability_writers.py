@@ -101,7 +101,7 @@ def test_a_line_read_half_written_is_read_whole(
         waits.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr("pi_condense.session.time.sleep", finish_the_write)
+    monkeypatch.setattr("pi_condense.session.lock.time.sleep", finish_the_write)
     if session is None:
         session = SessionFile.load(path)
     else:
@@ -119,7 +119,7 @@ def test_a_crash_remnant_costs_two_short_waits_then_reads_as_torn(
     with path.open("ab") as handle:
         handle.write(pi_entry_line("pi000000")[:40])
     waits: list[float] = []
-    monkeypatch.setattr("pi_condense.session.time.sleep", waits.append)
+    monkeypatch.setattr("pi_condense.session.lock.time.sleep", waits.append)
     session = SessionFile.load(path)
     assert len(waits) == 2
     assert sum(waits) < 0.01

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
+from _builders import (
+    NO_CHAIN,
+    assert_sizes,
+    assistant,
+    call,
+    cfg,
+    chain_entry,
+    dumps,
+    example,
+    record,
+    result,
+    state_with,
+    summary_msg,
+    text,
+    thinking,
+    user,
+)
 from pi_condense import jsjson
 from pi_condense.config import Config
 from pi_condense.render import RenderDiagnostic, RenderResult, render
@@ -23,183 +40,6 @@ from pi_condense.state import PrunerState
 SUMMARY_STUB = (
     "[Summarized in pruner summary, ref `{}`. Use context_tree_query to retrieve full output.]"
 )
-
-# ---------------------------------------------------------------------------- builders
-
-
-def user(ts: float, text: str = "go") -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": ts}
-
-
-def assistant(ts: float, *blocks: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": list(blocks),
-        "api": "anthropic",
-        "provider": "anthropic",
-        "model": "x",
-        "usage": {},
-        "stopReason": "toolUse" if any(b["type"] == "toolCall" for b in blocks) else "stop",
-        "timestamp": ts,
-    }
-
-
-def call(tool_call_id: str, name: str = "bash", **args: Any) -> dict[str, Any]:
-    return {"type": "toolCall", "id": tool_call_id, "name": name, "arguments": args}
-
-
-def text(t: str) -> dict[str, Any]:
-    return {"type": "text", "text": t}
-
-
-def thinking(t: str = "deep thoughts") -> dict[str, Any]:
-    return {"type": "thinking", "thinking": t, "thinkingSignature": "sig123"}
-
-
-def result(
-    tool_call_id: str,
-    ts: Optional[float],
-    body: str = "output",
-    *,
-    name: str = "bash",
-    **extra: Any,
-) -> dict[str, Any]:
-    msg: dict[str, Any] = {
-        "role": "toolResult",
-        "toolCallId": tool_call_id,
-        "toolName": name,
-        "content": [{"type": "text", "text": body}],
-        "details": {"exitCode": 0},
-        "isError": False,
-    }
-    if ts is not None:
-        msg["timestamp"] = ts
-    msg.update(extra)
-    return msg
-
-
-def summary_msg(ts: float, refs: list[dict[str, Any]], body: str = "summary") -> dict[str, Any]:
-    return {
-        "role": "custom",
-        "customType": "context-prune-summary",
-        "content": body,
-        "display": False,
-        "details": {"toolCallRefs": refs, "toolNames": ["bash"], "turnIndex": 0, "timestamp": ts},
-        "timestamp": ts,
-    }
-
-
-def record(
-    tool_call_id: str,
-    ts: Optional[float],
-    *,
-    name: str = "bash",
-    args: Optional[dict[str, Any]] = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    r: dict[str, Any] = {
-        "toolCallId": tool_call_id,
-        "toolName": name,
-        "args": args if args is not None else {"cmd": "ls"},
-        "resultText": "raw",
-        "isError": False,
-        "turnIndex": 0,
-        "timestamp": 1,
-    }
-    if ts is not None:
-        r["resultTimestamp"] = ts
-    r.update(extra)
-    return r
-
-
-def state_with(
-    *records: dict[str, Any], refs: tuple[tuple[str, str, Any], ...] = ()
-) -> PrunerState:
-    state = PrunerState()
-    if records:
-        state.add_batch(list(records))
-    if refs:
-        rs = []
-        for short, tool_call_id, ts in refs:
-            r: dict[str, Any] = {"shortId": short, "toolCallId": tool_call_id}
-            if ts is not None:
-                r["resultTimestamp"] = ts
-            rs.append(r)
-        state.register_refs(rs)
-    return state
-
-
-def chain_entry(
-    block_id: str, start: float, final: Optional[float], compressed_at: float, **extra: Any
-) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "blockId": block_id,
-        "startUserTimestamp": start,
-        "droppedToolCallIds": [],
-        "finalAssistantTimestamp": final,
-        "toolRefs": [],
-        "compressedAt": compressed_at,
-    }
-    entry.update(extra)
-    return entry
-
-
-def cfg(**settings: Any) -> Config:
-    return Config.from_settings_dict({"enabled": True, **settings})
-
-
-NO_CHAIN = cfg(chainCompression={"enabled": False})
-NO_PURGE = {"purgeErrors": {"enabled": False}}
-
-
-def dumps(value: Any) -> str:
-    return jsjson.dumps(value)
-
-
-def utf16_len(s: str) -> int:
-    return len(s.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def assert_same_render(res: RenderResult, expected: RenderResult) -> None:
-    """``res`` has the messages, flags, sizes and diagnostics of ``expected``."""
-    assert res.messages == expected.messages
-    assert (res.pruned, res.before_chars, res.after_chars, res.diagnostics) == (
-        expected.pruned,
-        expected.before_chars,
-        expected.after_chars,
-        expected.diagnostics,
-    )
-
-
-def assert_sizes(before: list[Any], res: RenderResult) -> None:
-    assert res.before_chars == utf16_len(dumps(before))
-    assert res.after_chars == utf16_len(dumps(res.messages))
-
-
-# ---------------------------------------------------------------------------- worked example
-
-
-def example() -> tuple[list[dict[str, Any]], PrunerState]:
-    messages = [
-        user(100),
-        assistant(200, call("tc1")),
-        result("tc1", 300, "x" * 5000),
-        assistant(400, thinking(), text("done")),
-    ]
-    state = state_with(record("tc1", 300), refs=(("t1", "tc1", 300),))
-    state.register_summary_body(["tc1@300"], "S")
-    state.register_chain(
-        chain_entry(
-            "b1",
-            100,
-            400,
-            9000,
-            droppedToolCallIds=["tc1"],
-            toolRefs=["t1"],
-            droppedOccurrenceKeys=["tc1@300"],
-        )
-    )
-    return messages, state
 
 
 def test_worked_example_phase_one_stub_bytes() -> None:

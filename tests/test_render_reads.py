@@ -17,10 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_condense import _core
-from pi_condense.render import RenderResult, render
-from pi_condense.state import PrunerState
-from test_render import (
+from _builders import (
     assert_same_render,
     assistant,
     call,
@@ -30,6 +27,9 @@ from test_render import (
     thinking,
     user,
 )
+from pi_condense import _core
+from pi_condense.render import RenderResult, render
+from pi_condense.state import PrunerState
 
 Messages = list[Any]
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _builders import NO_CHAIN, assert_same_render, cfg, example, text
 from pi_condense import jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
-from test_render import NO_CHAIN, assert_same_render, cfg, example, text
 
 Messages = list[dict[str, Any]]
 

@@ -23,7 +23,6 @@ from _llm_servers import (
     anthropic_message,
     anthropic_stream,
     anthropic_stream_error,
-    clear_proxy_env,
     openai_error,
     openai_response,
     openai_stream,
@@ -60,15 +59,7 @@ def fail(summarizer: Summarizer, req: Optional[CompletionRequest] = None) -> Bas
     return info.value
 
 
-@pytest.fixture(autouse=True)
-def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_proxy_env(monkeypatch)
-
-
-@pytest.fixture
-def server() -> Any:
-    with LoopbackLLMServer() as srv:
-        yield srv
+pytestmark = pytest.mark.usefixtures("loopback_only")
 
 
 @pytest.fixture

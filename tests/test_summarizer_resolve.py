@@ -27,6 +27,8 @@ from _agent import (
     label_bullets,
     new_session,
 )
+from _cli import PROVIDER_ENV
+from _cli import run_offline as run_cli
 from _llm_servers import (
     LoopbackLLMServer,
     Recorded,
@@ -35,6 +37,7 @@ from _llm_servers import (
     openai_error,
     openai_stream,
 )
+from _sessions import small_session
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
 from pi_condense.session import SessionFile
@@ -42,9 +45,6 @@ from pi_condense.summarize.anthropic_client import AnthropicSummarizer
 from pi_condense.summarize.deterministic import DeterministicSummarizer
 from pi_condense.summarize.openai_client import OpenAISummarizer
 from pi_condense.summarize.resolve import resolve_summarizers
-from test_condense_cli import small_session
-from test_condense_llm import PROVIDER_ENV
-from test_condense_llm import run as run_cli
 
 MODEL = "loop-model"
 CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]

@@ -21,7 +21,6 @@ from _llm_servers import (
     Reply,
     anthropic_error,
     anthropic_stream,
-    clear_proxy_env,
     openai_error,
     openai_stream,
 )
@@ -136,15 +135,7 @@ def down(message: str = "upstream unavailable") -> Reply:
     return openai_error(503, message, "server_error")
 
 
-@pytest.fixture(autouse=True)
-def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    clear_proxy_env(monkeypatch)
-
-
-@pytest.fixture
-def server() -> Any:
-    with LoopbackLLMServer() as srv:
-        yield srv
+pytestmark = pytest.mark.usefixtures("loopback_only")
 
 
 ENTER = (

@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from .capture import MISSING, get_field
+from .js.values import MISSING, get_field
 from .metrics import BranchMetrics, ContextMetrics, project_custom_message
 from .replay_log import reported_usage
 from .session import SessionFile

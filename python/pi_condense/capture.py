@@ -25,13 +25,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from . import jsjson, jstime
 from .config import Config
+from .js import json as jsjson
+from .js import time as jstime
+from .js.values import JS_WHITESPACE, MISSING, get_field, strict_equal, to_string, truthy
 from .keys import ProtectedMatcher, occ_key, result_timestamp_of
 from .state import Frontier, PrunerState
 
 __all__ = [
-    "MISSING",
     "CapturedBatch",
     "ProtectionPredicate",
     "branch_turn_index",
@@ -39,10 +40,8 @@ __all__ = [
     "capture_batch",
     "entry_time",
     "extract_tool_result_text",
-    "get_field",
     "group_batches",
     "is_final_assistant",
-    "js_equal",
     "protection_predicate",
     "raw_chars",
     "rescan_branch",
@@ -54,12 +53,6 @@ CapturedToolCall = dict[str, Any]
 
 ProtectionPredicate = Callable[[Any, Any], bool]
 """``isProtected(toolName, args)`` with the configured tools and path globs bound."""
-
-MISSING: Any = object()
-"""JavaScript ``undefined``: a field that is absent."""
-_JS_WS = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join(
-    chr(c) for c in range(0x2000, 0x200B)
-)
 
 
 @dataclass
@@ -81,11 +74,6 @@ class CapturedBatch:
         return dataclasses.replace(self, tool_calls=tool_calls)
 
 
-def get_field(obj: Any, key: str) -> Any:
-    """``obj?.key``: :data:`MISSING` (JS ``undefined``) when absent or ``obj`` is no object."""
-    return obj.get(key, MISSING) if isinstance(obj, dict) else MISSING
-
-
 def _nullish(value: Any) -> bool:
     return value is MISSING or value is None
 
@@ -96,33 +84,6 @@ def _first_present(*values: Any) -> Any:
         if not _nullish(value):
             return value
     return MISSING
-
-
-def _truthy(value: Any) -> bool:
-    if _nullish(value):
-        return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return value != 0 and not math.isnan(value)
-    if isinstance(value, str):
-        return value != ""
-    return True
-
-
-def js_equal(a: Any, b: Any) -> bool:
-    """JavaScript ``a === b`` for JSON values (objects by identity)."""
-    if a is MISSING or b is MISSING:
-        return a is b
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, str) and isinstance(b, str):
-        return a == b
-    if a is None or b is None:
-        return a is b
-    return a is b
 
 
 def _less(a: Any, b: Any) -> bool:
@@ -137,7 +98,7 @@ def _join_text(blocks: Iterable[Any]) -> str:
     parts = []
     for block in blocks:
         text = get_field(block, "text")
-        parts.append("" if _nullish(text) else jstime.to_js_string(text))
+        parts.append("" if _nullish(text) else to_string(text))
     return "\n".join(parts)
 
 
@@ -145,7 +106,7 @@ def _blocks(message: Any, kind: str) -> list[Any]:
     content = get_field(message, "content")
     if not isinstance(content, list):
         return []
-    return [block for block in content if js_equal(get_field(block, "type"), kind)]
+    return [block for block in content if strict_equal(get_field(block, "type"), kind)]
 
 
 def extract_tool_result_text(message: Any) -> str:
@@ -162,14 +123,14 @@ def call_key(call: Mapping[str, Any]) -> str:
     """The occurrence key of a captured call (its bare id without a result timestamp)."""
     tool_call_id = call.get("toolCallId")
     if not isinstance(tool_call_id, str):
-        tool_call_id = jstime.to_js_string(tool_call_id)
+        tool_call_id = to_string(tool_call_id)
     return occ_key(tool_call_id, call.get("resultTimestamp"))
 
 
 def _capture_call(block: Any, tool_results: Sequence[Any]) -> CapturedToolCall:
     block_id = get_field(block, "id")
     match = next(
-        (r for r in tool_results if js_equal(get_field(r, "toolCallId"), block_id)), MISSING
+        (r for r in tool_results if strict_equal(get_field(r, "toolCallId"), block_id)), MISSING
     )
     args = _first_present(
         get_field(block, "input"), get_field(block, "args"), get_field(block, "arguments")
@@ -198,7 +159,7 @@ def capture_batch(
 ) -> CapturedBatch:
     """The reference's ``captureBatch``: every toolCall block of the assistant ``message``
     paired with its result (``"(no result)"`` when there is none)."""
-    assistant_text = _join_text(_blocks(message, "text")).strip(_JS_WS)
+    assistant_text = _join_text(_blocks(message, "text")).strip(JS_WHITESPACE)
     calls = [_capture_call(block, tool_results) for block in _blocks(message, "toolCall")]
     return CapturedBatch(turn_index, timestamp, assistant_text, calls)
 
@@ -228,7 +189,7 @@ def entry_time(value: Any) -> Any:
 
 def _entry_time(entry: Mapping[str, Any], message: Any, now: Callable[[], int]) -> Any:
     stamp = entry.get("timestamp")
-    if _truthy(stamp):
+    if truthy(stamp):
         return entry_time(stamp)
     fallback = get_field(message, "timestamp")
     return now() if _nullish(fallback) else fallback
@@ -253,9 +214,9 @@ def rescan_branch(
     users = 0
     for i, message in enumerate(messages):
         role = get_field(message, "role")
-        if js_equal(role, "user"):
+        if strict_equal(role, "user"):
             users += 1
-        elif js_equal(role, "assistant"):
+        elif strict_equal(role, "assistant"):
             assistants.append(i)
             user_groups.append(users)
     return rescan_turns(entries, messages, assistants, user_groups, 0, state, exclude, now)
@@ -299,7 +260,7 @@ def rescan_turns(
             later = messages[j]
             result_id = get_field(later, "toolCallId")
             if (
-                js_equal(get_field(later, "role"), "toolResult")
+                strict_equal(get_field(later, "role"), "toolResult")
                 and isinstance(result_id, str)
                 and result_id
             ):
@@ -349,7 +310,7 @@ def trim_batch(batch: CapturedBatch, state: PrunerState) -> Optional[CapturedBat
         return batch.with_calls(calls)
     anchor = frontier["lastAttemptedToolCallId"]
     position = next(
-        (i for i, c in enumerate(calls) if js_equal(c.get("toolCallId", MISSING), anchor)), -1
+        (i for i, c in enumerate(calls) if strict_equal(c.get("toolCallId", MISSING), anchor)), -1
     )
     if position < 0:
         return batch.with_calls(calls)
@@ -384,7 +345,9 @@ def group_batches(batches: Sequence[CapturedBatch], mode: str) -> list[CapturedB
 
 def is_final_assistant(message: Any) -> bool:
     """An assistant message without a toolCall block (the end of an agent's reply)."""
-    return js_equal(get_field(message, "role"), "assistant") and not _blocks(message, "toolCall")
+    return strict_equal(get_field(message, "role"), "assistant") and not _blocks(
+        message, "toolCall"
+    )
 
 
 def branch_turn_index(branch: Sequence[Mapping[str, Any]], message: Any) -> int:
@@ -398,9 +361,9 @@ def branch_turn_index(branch: Sequence[Mapping[str, Any]], message: Any) -> int:
         if entry.get("type") != "message":
             continue
         other = entry.get("message")
-        if not js_equal(get_field(other, "role"), "assistant"):
+        if not strict_equal(get_field(other, "role"), "assistant"):
             continue
-        if js_equal(get_field(other, "timestamp"), stamp):
+        if strict_equal(get_field(other, "timestamp"), stamp):
             found = count
         count += 1
     return found if found >= 0 else count

@@ -35,12 +35,22 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from . import _core, jsjson, spill
+from . import _core, spill
 from .config import Config
 from .errors import CondenseError
+from .js import json as jsjson
+from .js.values import (
+    ABSENT,
+    JS_WHITESPACE,
+    get_field,
+    is_number,
+    map_key,
+    strict_equal,
+    to_string,
+    truthy,
+)
 from .keys import ProtectedMatcher, bare_tool_call_id, hash_tool_result, occ_key
 from .render import _tool_predicate
-from .session import ABSENT
 from .state import ChainEntry, PrunerState, ToolCallRecord
 from .summarize.base import Completion, CompletionRequest, Summarizer, Usage
 from .summarize.prompt import RANGE_SYSTEM_PROMPT, range_prompt
@@ -78,39 +88,9 @@ FuseFn = Callable[[str], Awaitable[Optional[Completion]]]
 ProtectionSpec = Union[ProtectedMatcher, Callable[[Any, Any], bool]]
 """A protection override: a matcher, or a ``(toolName, args) -> bool`` predicate."""
 
-_JS_WHITESPACE = (
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
 
 def _is_finite_number(value: Any) -> bool:
-    return _is_number(value) and math.isfinite(value)
-
-
-def _js_string(value: Any) -> str:
-    """``String(value)`` for the scalars entries hold."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    if value is ABSENT:
-        return "undefined"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if _is_number(value):
-        return jsjson.dumps(value) if math.isfinite(value) else _non_finite(value)
-    return "[object Object]"
-
-
-def _non_finite(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    return "Infinity" if value > 0 else "-Infinity"
+    return is_number(value) and math.isfinite(value)
 
 
 # ---------------------------------------------------------------------------- detection
@@ -149,39 +129,13 @@ class ChainRange:
     @property
     def fully_protected(self) -> bool:
         """Every middle id is protected (and there is at least one)."""
-        protected = set(map(_key_of, self.protected_tool_call_ids))
+        protected = set(map(map_key, self.protected_tool_call_ids))
         ids = self.middle_tool_call_ids
-        return bool(ids) and all(_key_of(i) in protected for i in ids)
+        return bool(ids) and all(map_key(i) in protected for i in ids)
 
     @classmethod
     def _of(cls, row: tuple[Any, ...]) -> ChainRange:
         return cls(*row)
-
-
-def _key_of(value: Any) -> Any:
-    """A hashable stand-in for an id with JS ``Set`` identity (SameValueZero)."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if _is_number(value):
-        return ("num", 0.0 if value == 0 else float(value))
-    if isinstance(value, str) or value is None:
-        return ("str", value)
-    return ("obj", id(value))
-
-
-def _truthy(value: Any) -> bool:
-    """JS truthiness of a JSON value (objects and arrays are truthy, even empty)."""
-    if value is None or value is ABSENT or value is False:
-        return False
-    if isinstance(value, str):
-        return value != ""
-    if _is_number(value):
-        return bool(value == value and value != 0)
-    return True
-
-
-def _prop(value: Any, key: str) -> Any:
-    return value.get(key, ABSENT) if isinstance(value, dict) else ABSENT
 
 
 def with_closing_message(branch_messages: list[Any], closing_message: Any = None) -> list[Any]:
@@ -191,26 +145,17 @@ def with_closing_message(branch_messages: list[Any], closing_message: Any = None
     Pi runs ``message_end`` handlers before it persists the message, so at a ``message_end``
     flush the final assistant is not on the branch yet.
     """
-    if not _truthy(closing_message):
+    if not truthy(closing_message):
         return branch_messages
     if branch_messages:
         last = branch_messages[-1]
         if (
-            _truthy(last)
-            and _strict_equal(_prop(last, "role"), _prop(closing_message, "role"))
-            and _strict_equal(_prop(last, "timestamp"), _prop(closing_message, "timestamp"))
+            truthy(last)
+            and strict_equal(get_field(last, "role"), get_field(closing_message, "role"))
+            and strict_equal(get_field(last, "timestamp"), get_field(closing_message, "timestamp"))
         ):
             return branch_messages
     return [*branch_messages, closing_message]
-
-
-def _strict_equal(a: Any, b: Any) -> bool:
-    """JS ``a === b`` for JSON values (``ABSENT`` is ``undefined``)."""
-    if _is_number(a) and _is_number(b):
-        return bool(a == b)
-    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
-        return a is b
-    return type(a) is type(b) and bool(a == b)
 
 
 def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> dict[str, Any]:
@@ -270,10 +215,10 @@ def deterministic_body(records: Sequence[ToolCallRecord], refs: Sequence[str]) -
             at = record.get("timestamp")
         rows.append(
             (
-                _js_string(record.get("toolName", ABSENT)),
-                _js_string(record.get("toolCallId", ABSENT)),
+                to_string(record.get("toolName", ABSENT)),
+                to_string(record.get("toolCallId", ABSENT)),
                 args_json,
-                float(at) if _is_number(at) else math.nan,
+                float(at) if is_number(at) else math.nan,
             )
         )
     return _core.deterministic_body(rows, list(refs))
@@ -358,7 +303,7 @@ class ChainCompressionError(CondenseError):
 
 
 def _js_trim(text: str) -> str:
-    return text.strip(_JS_WHITESPACE)
+    return text.strip(JS_WHITESPACE)
 
 
 def _usable(completion: Optional[Completion]) -> bool:
@@ -399,7 +344,7 @@ def _spill(deps: ChainDeps, record: ToolCallRecord) -> None:
     record["spillBytes"] = jsjson.utf8_len(text)
     record["resultPreview"] = spill.head_preview(text, deps.config.spill_preview_bytes)
     record["spillPath"] = path
-    record["contentHash"] = hash_tool_result(_js_string(record.get("toolName", ABSENT)), text)
+    record["contentHash"] = hash_tool_result(to_string(record.get("toolName", ABSENT)), text)
     record["resultText"] = ""
 
 
@@ -495,7 +440,7 @@ def _compress_uncovered(
         if not chain.fully_protected:
             deps.diagnostics(
                 "backfill-empty",
-                _js_string(chain.start_user_timestamp),
+                to_string(chain.start_user_timestamp),
                 f"middles={len(chain.middle_tool_call_ids)}",
             )
         result.skipped.append((chain.start_user_timestamp, "no-summary"))

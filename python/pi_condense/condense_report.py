@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import jsjson
 from .config import Config
+from .js import json as jsjson
 from .render import render
 from .replay import ReplayResult
 from .session import SessionFile

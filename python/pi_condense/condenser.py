@@ -25,7 +25,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
-from . import jsjson, jstime
 from .capture import capture_batch, is_final_assistant, trim_batch
 from .chains import (
     ChainCompressionError,
@@ -37,6 +36,8 @@ from .chains import (
 from .config import Config, load_config
 from .errors import CondenseWarning
 from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
+from .js import json as jsjson
+from .js import time as jstime
 from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render
 from .runtime import Runtime, Ui

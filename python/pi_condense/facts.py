@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from . import jsjson
+from .js import json as jsjson
 from .session import SessionFile
 from .state import PrunerState
 

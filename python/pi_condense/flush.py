@@ -27,9 +27,9 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Optional, Union
 
-from . import jsjson
 from .capture import CapturedBatch, call_key, raw_chars
 from .config import Config
+from .js import json as jsjson
 from .metrics import MetricsSnapshot
 from .runtime import SUMMARY, LiveSummary, Runtime
 from .spill import alias_entry_data, index_records

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
-from . import jstime
 from .adapters.base import Codec, Out, Unit, unit_messages
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
 from .errors import CondenseError
+from .js import time as jstime
 from .render import RenderResult
 from .session import SessionFile
 from .summarize.base import Summarizer

@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Callable, Optional, TypedDict, Union
 
-from . import jsjson, jstime
-from .capture import MISSING, ProtectionPredicate, entry_time, get_field, js_equal
+from .capture import ProtectionPredicate, entry_time
 from .config import Config
+from .js import json as jsjson
+from .js.values import MISSING, get_field, strict_equal, to_string
 from .keys import occ_key, result_timestamp_of
 from .state import Frontier, Stats, normalize_stats
 from .summarize.base import Usage
@@ -94,7 +95,7 @@ def cc(n: Number) -> str:
         return f"{to_fixed(n / 1_000_000, 1)}M"
     if n >= 1000:
         return f"{to_fixed(n / 1000, 1)}k"
-    return jstime.to_js_string(n)
+    return to_string(n)
 
 
 def format_cost(n: Number) -> str:
@@ -132,7 +133,11 @@ def _is_synthetic_chain(message: Any) -> bool:
     content = get_field(message, "content")
     if isinstance(content, str):
         text: Any = content
-    elif isinstance(content, list) and content and js_equal(get_field(content[0], "type"), "text"):
+    elif (
+        isinstance(content, list)
+        and content
+        and strict_equal(get_field(content[0], "type"), "text")
+    ):
         text = get_field(content[0], "text")
     else:
         return False
@@ -438,7 +443,9 @@ class BranchMetrics:
             i = self._assistants[turn]
             calls = _tool_call_blocks(self.messages[i])
             anchor = frontier["lastAttemptedToolCallId"]
-            k = next((j for j, c in enumerate(calls) if js_equal(get_field(c, "id"), anchor)), -1)
+            k = next(
+                (j for j, c in enumerate(calls) if strict_equal(get_field(c, "id"), anchor)), -1
+            )
             if k >= 0:
                 boundary = i
                 excluded = [get_field(c, "id") for c in calls[: k + 1]]
@@ -461,11 +468,11 @@ class BranchMetrics:
         results = self._results
         for idx in self._open_idx[first:]:
             i, tool_call_id, stamp, name, args, quarter = results[idx]
-            if i < turn_end and any(js_equal(tool_call_id, x) for x in excluded):
+            if i < turn_end and any(strict_equal(tool_call_id, x) for x in excluded):
                 kept_pos.append(i)
                 kept_idx.append(idx)
                 continue
-            if is_summarized(occ_key(_js_string(tool_call_id), result_timestamp_of(stamp))):
+            if is_summarized(occ_key(to_string(tool_call_id), result_timestamp_of(stamp))):
                 continue
             if is_protected(name, args):
                 continue
@@ -477,12 +484,6 @@ class BranchMetrics:
             self._open_idx[first:] = kept_idx
         self._gap = (key, gap, len(results))
         return gap
-
-
-def _js_string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return "undefined" if value is MISSING else jstime.to_js_string(value)
 
 
 def _call_args(call: Any) -> Any:

@@ -42,8 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
-from . import jsjson, jstime, spill
+from . import spill
 from .config import Config
+from .js import json as jsjson
+from .js import time as jstime
 from .replay_log import (
     CONTEXT_WINDOW,
     CallSize,

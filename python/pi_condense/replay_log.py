@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
-from . import jsjson, jstime
+from .js import json as jsjson
+from .js import time as jstime
 from .session import SessionFile
 from .summarize.base import Completion, CompletionRequest, ModelRef, Summarizer
 from .summarize.conformance import prompt_kind

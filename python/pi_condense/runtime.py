@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from . import jsjson
 from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
@@ -28,6 +27,7 @@ from .capture import (
     trim_batch,
 )
 from .config import Config
+from .js import json as jsjson
 from .metrics import ContextMetrics, DiagnosticSink, MetricsSnapshot, StatsAccumulator, status_text
 from .session import SessionFile
 from .state import PrunerState

@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from . import jsjson, jstime
 from .blob_write import write_blob_bytes
 from .capture import CapturedBatch, call_key
+from .js import json as jsjson
+from .js.values import to_string
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
 from .tools.spill_access import plain_session_id
@@ -163,7 +164,7 @@ def index_records(batch: CapturedBatch) -> list[dict[str, Any]]:
 
 def _name(call: dict[str, Any]) -> str:
     name = call.get("toolName")
-    return name if isinstance(name, str) else jstime.to_js_string(name)
+    return name if isinstance(name, str) else to_string(name)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from .. import jsjson
 from ..errors import JsonError
+from ..js import json as jsjson
 
 __all__ = [
     "arguments_text",

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from .. import jsjson
 from ..errors import JsonError
+from ..js import json as jsjson
 from .base import Out, PiMessage, Unit
 from .blocks import arguments_text, data_url, image_from_data_url, parse_arguments, text_of
 from .prepare import Keep, assistant_message, prepare

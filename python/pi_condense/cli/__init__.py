@@ -129,7 +129,7 @@ def main() -> None:
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
-        from .. import jsjson
+        from ..js import json as jsjson
         from ._common import DEEP_LINES, EXIT_UNREADABLE
 
         # A session line JSON.parse reads but our JSON.stringify refuses (see jsjson.MAX_DEPTH).

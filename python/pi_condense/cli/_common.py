@@ -17,10 +17,10 @@ from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 import typer
 from rich.console import Console
 
-from .. import jsjson
 from ..config import Config, load_config
 from ..errors import CondenseError
 from ..fsio import read_input, read_regular
+from ..js import json as jsjson
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import OPENAI_COMPATIBLE_SERVERS, make_summarizer

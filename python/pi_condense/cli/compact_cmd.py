@@ -22,10 +22,11 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from .. import jsjson, jstime
 from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
 from ..errors import CondenseError
 from ..fsio import read_regular
+from ..js import json as jsjson
+from ..js import time as jstime
 from ..session import SessionFile
 from ..state import ChainEntry, PrunerState
 from ._common import (

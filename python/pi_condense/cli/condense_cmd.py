@@ -20,11 +20,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import jsjson
 from ..condense_report import cold_chars, condense_report, problems
 from ..config import Config
 from ..errors import CondenseError
 from ..inplace import InPlaceError, backup_blocker, fingerprint, replace_in_place, write_new
+from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
 from ..summarize.base import Summarizer

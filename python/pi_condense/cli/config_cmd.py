@@ -17,7 +17,6 @@ from typing import Any, NoReturn, Optional
 import typer
 from rich.table import Table
 
-from .. import jsjson
 from ..config import (
     BATCHING_MODES,
     PRUNE_ON_MODES,
@@ -32,6 +31,7 @@ from ..config import (
     settings_path,
 )
 from ..errors import ConfigError, JsonError
+from ..js import json as jsjson
 from ._common import EXIT_UNREADABLE, err, fail, fail_at, out
 
 __all__ = ["config_app", "config_sources"]

@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 import typer
 
-from .. import jsjson
 from ..flush import FlushResult
+from ..js import json as jsjson
 from ._common import (
     EXIT_HANDLER_ERRORS,
     EXIT_OK,

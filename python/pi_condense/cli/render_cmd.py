@@ -19,12 +19,12 @@ from typing import Any, Optional
 import typer
 from rich.text import Text
 
-from .. import jsjson
 from ..adapters import detect_format
 from ..condenser import Condenser
 from ..config import Config, load_config
 from ..errors import CondenseError
 from ..fsio import read_input
+from ..js import json as jsjson
 from ..render import RenderResult, render
 from ..session import SessionFile
 from ._common import err, fail, fail_at, note_loaded, out, print_warnings, resolve_file

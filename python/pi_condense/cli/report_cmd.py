@@ -9,8 +9,8 @@ from typing import Optional
 
 import typer
 
-from .. import jsjson
 from ..fsio import write_atomic
+from ..js import json as jsjson
 from ._common import (
     base_url_option,
     compat_option,

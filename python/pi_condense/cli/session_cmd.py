@@ -10,9 +10,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from .. import jsjson
 from ..config import Config
 from ..facts import raw_conversation
+from ..js import json as jsjson
 from ..render import render
 from ..session import SessionFile
 from ..state import PrunerState

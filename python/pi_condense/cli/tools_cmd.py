@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from .. import jsjson
+from ..js import json as jsjson
 from ..session import SessionFile
 from ..state import PrunerState
 from ..tools.base import ToolResult

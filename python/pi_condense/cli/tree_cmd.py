@@ -18,7 +18,8 @@ import typer
 from rich.text import Text
 from rich.tree import Tree
 
-from .. import jsjson, keys
+from .. import keys
+from ..js import json as jsjson
 from ..metrics import cc
 from ..state import PrunerState
 from ._common import (

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from .. import jsjson
 from ..config import Config
+from ..js import json as jsjson
 from ..render import render
 from ..replay_log import estimate_tokens
 from ..session import SessionFile

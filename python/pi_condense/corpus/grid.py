@@ -16,9 +16,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .. import jsjson
 from ..config import Config
 from ..errors import ConfigError, JsonError
+from ..js import json as jsjson
 from .models import TaskFailure, WhatIfRow, WhatIfSession
 
 __all__ = ["expand_grid", "parse_set", "percentile", "served_verbatim", "whatif_row"]

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import jsjson
 from ..condense_report import cold_chars, condense_report
 from ..config import Config
 from ..fsio import write_atomic
+from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
 from ..summarize.base import Summarizer

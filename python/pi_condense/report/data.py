@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .. import jsjson
 from ..config import Config
 from ..facts import raw_conversation, stats_report
+from ..js import json as jsjson
 from ..render import render
 from ..session import SessionFile
 from ..state import PrunerState

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .. import jsjson
 from ..errors import JsonError
+from ..js import json as jsjson
 from .base import Completion, CompletionRequest, ModelRef, Usage
 
 __all__ = ["DeterministicSummarizer", "summarize_batch_prompt", "summarize_range_prompt"]

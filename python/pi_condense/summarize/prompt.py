@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, Union
 
-from .. import jsjson, jstime
+from ..js import json as jsjson
+from ..js.values import to_string
 
 __all__ = [
     "MAX_RESULT_CHARS",
@@ -86,7 +87,7 @@ def _clip(result_text: str) -> str:
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else jstime.to_js_string(value)
+    return value if isinstance(value, str) else to_string(value)
 
 
 def serialize_batch(batch: BatchLike) -> str:

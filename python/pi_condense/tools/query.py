@@ -16,8 +16,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from .. import jsjson
-from ..jstime import to_js_string
+from ..js import json as jsjson
+from ..js.values import to_string, truthy
 from ..state import PrunerState, ToolCallRecord
 from .base import ToolResult, ToolSpec
 from .spill_access import read_spill
@@ -67,13 +67,7 @@ _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
 
 def _field(record: Mapping[str, Any], key: str) -> str:
     """A record field inside a JS template literal (a missing key prints ``undefined``)."""
-    return to_js_string(record[key]) if key in record else "undefined"
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return value == value and value != 0
-    return bool(value)
+    return to_string(record[key]) if key in record else "undefined"
 
 
 def _text(value: Any) -> str:
@@ -135,7 +129,7 @@ class ContextTreeQuery:
             several = len(records) > 1
             for record in records:
                 stamp = record.get("resultTimestamp")
-                label = f"{id_}@{to_js_string(stamp)}" if several and stamp is not None else id_
+                label = f"{id_}@{to_string(stamp)}" if several and stamp is not None else id_
                 results[label] = record
                 blocks.append(self._block(label, record, several and stamp is None))
         return ToolResult("\n\n---\n\n".join(blocks), {"results": results})
@@ -148,7 +142,7 @@ class ContextTreeQuery:
         header += [
             f"Tool: {_field(record, 'toolName')}",
             f"Args: {args}",
-            f"Status: {'ERROR' if _truthy(record.get('isError')) else 'OK'}",
+            f"Status: {'ERROR' if truthy(record.get('isError')) else 'OK'}",
             f"Turn: {_field(record, 'turnIndex')}",
             "",
         ]
@@ -170,7 +164,7 @@ class ContextTreeQuery:
         truncation can show), why its spill file was refused (None if it was not), and the
         whole file's line count when only its head was read."""
         spill_path = record.get("spillPath")
-        if not _truthy(spill_path):
+        if not truthy(spill_path):
             return _text(record.get("resultText")), None, None
         read = read_spill(
             spill_path,

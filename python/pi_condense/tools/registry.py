@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from .. import jsjson
 from ..errors import JsonError, SessionError
+from ..js import json as jsjson
 from ..session import SessionFile
 from ..state import PrunerState
 from .base import ToolResult, ToolSpec

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from ..jsjson import utf8_len
+from ..js.json import utf8_len
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_LINES", "TruncationResult", "truncate_head"]
 

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ... import jsjson
+from ...js import json as jsjson
 from ...session import SessionFile
 from ..base import ToolResult
 from .entries import Entry, usable_entries

@@ -29,8 +29,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from ... import jsjson
 from ...errors import CondenseError, JsonError
+from ...js import json as jsjson
 
 __all__ = ["MAX_CURSOR_CHARS", "Cursor", "CursorError", "decode_cursor", "fingerprint"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ... import jsjson
+from ...js import json as jsjson
 from ..base import ToolResult
 from .common import (
     OVERVIEW_SECTIONS,

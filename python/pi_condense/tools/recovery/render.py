@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ... import jsjson
-from ...jstime import to_js_string
+from ...js import json as jsjson
+from ...js.values import to_string
 from .entries import Entry, message_of, role_of, text_from_content, tool_calls_of
 from .text import compact_json, js_len, js_window
 
@@ -74,7 +74,7 @@ def _message_lines(message: Mapping[str, Any], entry: Entry) -> list[str]:
         command = message.get("command")
         lines.append(f"bash_execution $ {command if isinstance(command, str) else ''}".rstrip())
         if isinstance(message.get("exitCode"), (int, float)):
-            lines.append(f"exitCode: {to_js_string(message['exitCode'])}")
+            lines.append(f"exitCode: {to_string(message['exitCode'])}")
         if isinstance(message.get("output"), str) and message["output"]:
             lines.append(message["output"])
     text = text_from_content(message.get("content"))
@@ -102,7 +102,7 @@ def entry_body(entry: Entry) -> str:
                 lines.append(f"firstKeptEntryId: {entry['firstKeptEntryId']}")
             tokens = entry.get("tokensBefore")
             if isinstance(tokens, (int, float)) and not isinstance(tokens, bool):
-                lines.append(f"tokensBefore: {to_js_string(tokens)}")
+                lines.append(f"tokensBefore: {to_string(tokens)}")
         elif isinstance(entry.get("fromId"), str):
             lines.append(f"fromId: {entry['fromId']}")
     elif kind == "custom_message":

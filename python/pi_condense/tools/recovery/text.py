@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ... import jsjson
+from ...js import json as jsjson
 
 __all__ = [
     "collapse",

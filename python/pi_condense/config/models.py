@@ -1,0 +1,396 @@
+"""The typed configuration: :class:`Config` and its nested :class:`ChainCompressionConfig`
+and :class:`PurgeErrorsConfig`."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Optional, cast, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from ..errors import ConfigError
+from ..js.values import MISSING, is_number, truthy
+from ._common import (
+    as_double,
+    canonical_key,
+    describe,
+    fallback,
+    field_name,
+    js_spread,
+    price_table_problem,
+    reference_count,
+    type_name,
+    unknown_key_warnings,
+    validation_message,
+)
+from .defaults import (
+    DEFAULTS,
+    OURS_DEFAULTS,
+    SETTINGS_KEY,
+    BatchingMode,
+    Compat,
+    PruneOn,
+    SummarizerThinking,
+)
+
+__all__ = [
+    "ChainCompressionConfig",
+    "Config",
+    "PurgeErrorsConfig",
+]
+
+
+class SettingsModel(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="forbid"
+    )
+
+    unknown_keys: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    """Keys this version does not know, kept verbatim and written back after the known ones."""
+
+    @model_validator(mode="after")
+    def _unknown_keys_are_unknown(self) -> SettingsModel:
+        known = {field.alias for field in type(self).model_fields.values()}
+        clash = [key for key in self.unknown_keys if key in known]
+        if clash:
+            raise ValueError(f"unknown_keys holds known settings keys: {', '.join(clash)}")
+        return self
+
+
+class NestedConfig(SettingsModel):
+    # Reference mode only: the raw settings value and the field values derived from it,
+    # so an unchanged object is written back verbatim and an edited one like `{...raw, k: v}`.
+    _raw: Any = PrivateAttr(default=MISSING)
+    _derived: Optional[dict[str, Any]] = PrivateAttr(default=None)
+
+    _BOOL_KEYS: ClassVar[tuple[str, ...]] = ()
+    _COUNT_KEYS: ClassVar[tuple[str, ...]] = ()
+
+    def _current(self) -> dict[str, Any]:
+        values = {
+            field.alias: getattr(self, name)
+            for name, field in type(self).model_fields.items()
+            if name != "unknown_keys"
+        }
+        values["\0unknown"] = self.unknown_keys
+        return cast("dict[str, Any]", copy.deepcopy(values))
+
+    def _to_settings_value(self) -> Any:
+        current = self._current()
+        unknown = current.pop("\0unknown")
+        derived = self._derived
+        if derived is None:
+            out = {key: value for key, value in current.items() if value is not None}
+            out.update(unknown)
+            return out
+        if {**current, "\0unknown": unknown} == derived:
+            return copy.deepcopy(self._raw)
+        out = js_spread(self._raw)
+        for key, value in current.items():
+            if value == derived[key]:
+                continue
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+        before = derived["\0unknown"]
+        for key in before:
+            if key not in unknown:
+                out.pop(key, None)
+        for key, value in unknown.items():
+            if key not in before or before[key] != value:
+                out[key] = value
+        return out
+
+    @classmethod
+    def _from_raw(cls, raw: Any, path: str, compat: Compat, warnings: list[str]) -> NestedConfig:
+        defaults: dict[str, Any] = DEFAULTS[path]
+        aliases = {field.alias: name for name, field in cls.model_fields.items()}
+        values: dict[str, Any] = {}
+        if compat == "reference":
+            if raw is None:
+                warnings.append(
+                    f"{SETTINGS_KEY}.{path}: null (the reference throws reading it); "
+                    "treated as an empty object"
+                )
+            elif not isinstance(raw, dict):
+                warnings.append(
+                    f"{SETTINGS_KEY}.{path}: {type_name(raw)}, not an object; its keys read as "
+                    "absent (kept in the file)"
+                )
+            source = raw if isinstance(raw, dict) else {}
+            for key in cls._BOOL_KEYS:
+                values[aliases[key]] = truthy(source[key]) if key in source else None
+            for key in cls._COUNT_KEYS:
+                values[aliases[key]] = reference_count(source[key]) if key in source else None
+            unknown = {k: copy.deepcopy(v) for k, v in source.items() if k not in aliases}
+            warnings.extend(
+                unknown_key_warnings(list(unknown), [*cls._BOOL_KEYS, *cls._COUNT_KEYS], f"{path}.")
+            )
+            model = cls(unknown_keys=unknown, **values)
+            model._raw = copy.deepcopy(raw)
+            model._derived = model._current()
+            return model
+        if not isinstance(raw, dict):
+            raise ConfigError(
+                f"{SETTINGS_KEY}.{path} must be an object, got {type_name(raw)} {describe(raw)}"
+            )
+        for key in cls._BOOL_KEYS:
+            value = raw.get(key, MISSING)
+            if value is MISSING:
+                value = defaults[key]
+            elif not isinstance(value, bool):
+                warnings.append(fallback(f"{path}.{key}", value, "is not a boolean", defaults[key]))
+                value = defaults[key]
+            values[aliases[key]] = value
+        for key in cls._COUNT_KEYS:
+            value = raw.get(key, MISSING)
+            if value is MISSING:
+                value = defaults[key]
+            elif is_number(value) and math.isfinite(value) and value >= 0:
+                # ceil, not floor: the reference compares integers with the raw value,
+                # which is the same as comparing with its ceiling.
+                value = as_double(math.ceil(value))
+            else:
+                warnings.append(
+                    fallback(f"{path}.{key}", value, "is not a non-negative number", defaults[key])
+                )
+                value = defaults[key]
+            values[aliases[key]] = value
+        unknown = {k: copy.deepcopy(v) for k, v in raw.items() if k not in aliases}
+        warnings.extend(
+            unknown_key_warnings(list(unknown), [*cls._BOOL_KEYS, *cls._COUNT_KEYS], f"{path}.")
+        )
+        return cls(unknown_keys=unknown, **values)
+
+
+class ChainCompressionConfig(NestedConfig):
+    """``chainCompression``: range compression of old closed chains.
+
+    In reference mode any field may be ``None``, meaning absent from the settings object.
+    """
+
+    enabled: Optional[StrictBool] = True
+    rolling_window: Optional[StrictInt] = 3
+    strip_final_assistant_thinking: Optional[StrictBool] = True
+    fuse_range_summary: Optional[StrictBool] = True
+
+    _BOOL_KEYS = ("enabled", "stripFinalAssistantThinking", "fuseRangeSummary")
+    _COUNT_KEYS = ("rollingWindow",)
+
+    def auto_compress_count(self, candidates: int) -> int:
+        """How many of ``candidates`` closed chains (oldest first) automatic compression takes.
+
+        ``max(0, candidates - rolling_window)``, at most ``candidates``; 0 when
+        ``rolling_window`` is absent.
+        """
+        if self.rolling_window is None:
+            return 0
+        return min(candidates, max(0, candidates - self.rolling_window))
+
+
+class PurgeErrorsConfig(NestedConfig):
+    """``purgeErrors``: stubbing of errored tool calls' arguments.
+
+    In reference mode any field may be ``None``, meaning absent from the settings object.
+    """
+
+    enabled: Optional[StrictBool] = True
+    cooldown_turns: Optional[StrictInt] = 2
+    min_arg_chars: Optional[StrictInt] = 500
+
+    _BOOL_KEYS = ("enabled",)
+    _COUNT_KEYS = ("cooldownTurns", "minArgChars")
+
+    def should_purge(self, age: int, arg_chars: int) -> bool:
+        """Whether an errored call ``age`` turns old with ``arg_chars`` UTF-16 units of
+        serialized arguments is purged: neither ``age < cooldown_turns`` nor
+        ``arg_chars < min_arg_chars`` holds (an absent threshold never holds)."""
+        if self.cooldown_turns is not None and age < self.cooldown_turns:
+            return False
+        return not (self.min_arg_chars is not None and arg_chars < self.min_arg_chars)
+
+
+class Config(SettingsModel):
+    """The ``contextPrune`` configuration (frozen; derive changes with ``with_value``).
+
+    Build it from settings with ``Config.from_settings_dict`` (or ``load_config``), write it
+    with ``Config.to_settings_dict`` (or ``save_config``).
+    """
+
+    enabled: StrictBool = False
+    show_prune_status_line: StrictBool = True
+    summarizer_model: StrictStr = "default"
+    summarizer_thinking: SummarizerThinking = "default"
+    prune_on: PruneOn = "agent-message"
+    batching_mode: BatchingMode = "turn"
+    quiet_oversized_skips: StrictBool = False
+    min_batch_chars: StrictInt = Field(default=1000, ge=0)
+    recovery_grace_turns: StrictInt = Field(default=3, ge=0)
+    summarizer_idle_timeout_ms: StrictInt = Field(default=20000, ge=0)
+    summarizer_max_timeout_ms: StrictInt = Field(default=180000, ge=0)
+    protected_tools: tuple[StrictStr, ...] = ()
+    protected_paths: tuple[StrictStr, ...] = ("**/skills/**/*.md",)
+    chain_compression: ChainCompressionConfig = Field(default_factory=ChainCompressionConfig)
+    purge_errors: PurgeErrorsConfig = Field(default_factory=PurgeErrorsConfig)
+    dedup_by_content_hash: StrictBool = True
+    auto_budget_threshold: Optional[float] = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    # ge, not gt: the reference checks `> 0` before flooring, so 0.5 normalizes to 0.
+    spill_threshold: StrictInt = Field(default=65536, ge=0)
+    spill_preview_bytes: StrictInt = Field(default=2048, ge=0)
+    budget_turn_delta: Optional[float] = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    summarizer_concurrency: StrictInt = Field(default=4, ge=1)
+    """Ours: at most this many summarizer calls in flight at once (not in reference mode)."""
+    summarizer_retries: StrictInt = Field(default=2, ge=0)
+    """Ours: retries of a transient summarizer failure (429, 5xx, connection; not in
+    reference mode)."""
+    summarizer_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Ours: ``{"provider/model" or "model": {"input": 0.15, "output": 0.6, ...}}``, dollars
+    per million tokens (keys ``SUMMARIZER_PRICE_KEYS``), over the built-in price table."""
+    compat: Compat = "default"
+    """Ours: ``"default"`` or ``"reference"`` (see :mod:`pi_condense.config`)."""
+
+    # settings key -> (raw value, field value derived from it): reference-mode values the
+    # typed field cannot hold; written back verbatim while the field keeps that value.
+    _verbatim: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
+    # Position of `compat` among the unknown keys of the source object, if it was there.
+    _compat_pos: Optional[int] = PrivateAttr(default=None)
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
+    # Our own keys present in the source object (written back even when at their default).
+    _ours_present: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @field_validator("summarizer_prices", mode="before")
+    @classmethod
+    def _check_prices(cls, value: Any) -> Any:
+        problem = price_table_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Why values of the source fell back to defaults or were read leniently."""
+        return self._warnings
+
+    @property
+    def is_reference(self) -> bool:
+        """True in ``compat: "reference"`` mode."""
+        return self.compat == "reference"
+
+    def is_protected_tool(self, tool_name: str) -> bool:
+        """Whether ``protectedTools`` protects ``tool_name`` (exact name match).
+
+        In reference mode a string ``protectedTools`` matches by substring, as the
+        reference's ``String.prototype.includes`` does.
+        """
+        raw = self._verbatim_value("protectedTools", self.protected_tools)
+        if isinstance(raw, str):
+            return tool_name in raw
+        return tool_name in self.protected_tools
+
+    def _verbatim_value(self, key: str, current: Any) -> Any:
+        entry = self._verbatim.get(key)
+        if entry is not None and entry[1] == current:
+            return entry[0]
+        return MISSING
+
+    @classmethod
+    def from_settings_dict(
+        cls, settings: Mapping[str, Any], *, compat: Optional[Compat] = None
+    ) -> Config:
+        """Normalize a ``contextPrune`` object as the reference's ``normalize`` does.
+
+        ``compat`` overrides the object's own ``compat`` key. Invalid values fall back to
+        their defaults (see ``warnings``); in default mode a wrong-typed list or nested
+        object raises ``ConfigError`` naming the key.
+        """
+        from .normalize import normalize_settings  # normalize builds these models
+
+        return normalize_settings(settings, compat)
+
+    def to_settings_dict(self) -> dict[str, Any]:
+        """The ``contextPrune`` object to save: known keys in ``DEFAULT_CONFIG`` order,
+        then unknown keys in their original order."""
+        out: dict[str, Any] = {}
+        for name, field in type(self).model_fields.items():
+            key = field.alias
+            if key is None or key not in DEFAULTS:
+                continue
+            value = getattr(self, name)
+            raw = self._verbatim_value(key, value)
+            if raw is not MISSING:
+                out[key] = copy.deepcopy(raw)
+            elif isinstance(value, NestedConfig):
+                out[key] = value._to_settings_value()
+            elif isinstance(value, tuple):
+                out[key] = list(value)
+            else:
+                out[key] = value
+        for name, field in type(self).model_fields.items():
+            key = field.alias
+            if key is None or key not in OURS_DEFAULTS:
+                continue
+            value = getattr(self, name)
+            raw = self._verbatim_value(key, value)
+            if raw is not MISSING:
+                out[key] = copy.deepcopy(raw)
+            elif key in self._ours_present or value != OURS_DEFAULTS[key]:
+                out[key] = copy.deepcopy(value)
+        extras = list(copy.deepcopy(self.unknown_keys).items())
+        if self._compat_pos is not None:
+            extras.insert(min(self._compat_pos, len(extras)), ("compat", self.compat))
+        elif self.compat != "default":
+            extras.append(("compat", self.compat))
+        out.update(extras)
+        return out
+
+    def with_value(self, key: str, value: Any) -> Config:
+        """A copy with one setting changed, like the reference's ``{...config, key: value}``.
+
+        ``key`` is a settings key or dotted path in camelCase or snake_case
+        (``"chainCompression.rollingWindow"``, ``"purge_errors.min_arg_chars"``);
+        ``value`` a JSON value (see ``parse_setting_value``). A value the typed field cannot
+        hold raises ``ConfigError``. Setting a whole nested object normalizes it.
+        """
+        path = canonical_key(key)
+        head, _, tail = path.partition(".")
+        name = field_name(type(self), head)
+        if head == "compat":
+            if value not in get_args(Compat):
+                raise ConfigError(f"{SETTINGS_KEY}.compat must be one of default, reference")
+            settings = self.to_settings_dict()
+            settings["compat"] = value
+            from .normalize import normalize_settings  # normalize builds these models
+
+            return normalize_settings(settings, None)
+        current = getattr(self, name)
+        if tail:
+            nested_type = type(current)
+            nested_name = field_name(nested_type, tail)
+            try:
+                checked = nested_type.model_validate({**dict(current), nested_name: value})
+            except ValidationError as exc:
+                raise ConfigError(validation_message(f"{head}.{tail}", exc)) from exc
+            value = current.model_copy(update={nested_name: getattr(checked, nested_name)})
+        elif isinstance(current, NestedConfig):
+            warnings: list[str] = []
+            value = type(current)._from_raw(value, head, self.compat, warnings)
+        try:
+            validated = type(self).model_validate({**dict(self), name: value})
+        except ValidationError as exc:
+            raise ConfigError(validation_message(head, exc)) from exc
+        return self.model_copy(update={name: getattr(validated, name)})

@@ -1,0 +1,83 @@
+"""Entry vocabulary and construction: the format version, clocks and id sources, and new
+entries laid out in Pi's key order for their type."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from ..js.values import ABSENT
+
+__all__ = [
+    "CURRENT_SESSION_VERSION",
+    "Clock",
+    "IdSource",
+    "is_prune_entry",
+    "ordered_entry",
+    "put",
+    "random_entry_id",
+]
+
+CURRENT_SESSION_VERSION = 3
+"""Session format version Pi writes (and the one entries are migrated to in memory)."""
+
+Clock = Callable[[], int]
+"""Epoch milliseconds, like ``Date.now()``."""
+
+IdSource = Callable[[], str]
+"""Candidate entry ids (Pi: the first 8 hex chars of a random UUID)."""
+
+
+def random_entry_id() -> str:
+    """The default id source: the first 8 hex chars of a random UUID, as Pi's ``generateId``."""
+    return uuid.uuid4().hex[:8]
+
+
+def put(target: dict[str, Any], key: str, value: Any) -> None:
+    if value is not ABSENT:
+        target[key] = value
+
+
+def is_prune_entry(entry: Mapping[str, Any]) -> bool:
+    kind = entry.get("customType")
+    return isinstance(kind, str) and kind.startswith("context-prune-")
+
+
+_BASE_KEYS = ("type", "id", "parentId", "timestamp")
+_PAYLOAD_ORDER: dict[str, tuple[str, ...]] = {
+    "message": ("message",),
+    "thinking_level_change": ("thinkingLevel",),
+    "model_change": ("provider", "modelId"),
+    "compaction": ("summary", "firstKeptEntryId", "tokensBefore", "details", "fromHook"),
+    "branch_summary": ("fromId", "summary", "details", "fromHook"),
+    "label": ("targetId", "label"),
+    "session_info": ("name",),
+    "custom": ("customType", "data"),
+    "custom_message": ("customType", "content", "display", "details"),
+}
+# Pi builds these two with the payload before the id/parentId/timestamp keys.
+_PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
+
+
+def ordered_entry(
+    fields: Mapping[str, Any], entry_id: str, parent_id: Any, timestamp: str
+) -> dict[str, Any]:
+    kind = fields["type"]
+    known = _PAYLOAD_ORDER.get(kind, ())
+    payload: dict[str, Any] = {}
+    for key in known:
+        if key in fields:
+            put(payload, key, fields[key])
+    for key, value in fields.items():
+        if key != "type" and key not in payload and key not in known:
+            put(payload, key, value)
+    entry: dict[str, Any] = {"type": kind}
+    if kind in _PAYLOAD_FIRST:
+        entry.update(payload)
+    entry["id"] = entry_id
+    put(entry, "parentId", parent_id)
+    entry["timestamp"] = timestamp
+    if kind not in _PAYLOAD_FIRST:
+        entry.update(payload)
+    return entry

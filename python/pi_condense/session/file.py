@@ -1,0 +1,730 @@
+"""The :class:`SessionFile`: load (with in-memory migration), index, branch, context, and
+durable appends under the lock (see :mod:`pi_condense.session` for the rules)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Optional, Union, cast
+
+from ..errors import SessionError
+from ..flock import unlock
+from ..fsio import fsync_dir
+from ..js import json as jsjson
+from ..js import time as jstime
+from ..js.values import ABSENT, map_key, to_number, trim, truthy
+from .context import BranchPath, SessionContext, build_context, walk
+from .entries import (
+    CURRENT_SESSION_VERSION,
+    Clock,
+    IdSource,
+    is_prune_entry,
+    ordered_entry,
+    put,
+    random_entry_id,
+)
+from .jsonl import LoadWarning, Parsed, decode_line, is_blank, parse_line, parse_lines
+from .lock import (
+    LOCK_TIMEOUT_S,
+    O_BINARY,
+    O_CLOEXEC,
+    open_regular,
+    read_exact,
+    read_settled,
+    take_lock,
+    write_all,
+)
+
+__all__ = ["SessionFile"]
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+_TAIL_BYTES = 256
+
+
+class SessionFile:
+    """A Pi session: loaded from a file (or built in memory), indexed, appendable.
+
+    Use :meth:`load`, :meth:`create`, :meth:`in_memory` or :meth:`parse`; see
+    :mod:`pi_condense.session` for the load, append and concurrency rules.
+    """
+
+    _path: Optional[str]
+    _session_dir: str
+    _clock: Clock
+    _id_source: IdSource
+    _explicit_ids: bool
+    _mutex: threading.RLock
+    _header: dict[str, Any]
+    _file_version: Any
+    _migrate_v1: bool
+    _migrate_v3: bool
+    _v1_prev: Any
+    _file_objects: list[dict[str, Any]]
+    _entries: list[dict[str, Any]]
+    _by_id: dict[Any, dict[str, Any]]
+    _labels: dict[Any, Any]
+    _leaf: Any
+    _tip: Any
+    _warnings: list[LoadWarning]
+    _size: int
+    _lines: int
+    _tail: bytes
+    _foreign_prune: int
+    _branch_path: Optional[BranchPath]
+    lock_timeout: float
+    """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
+
+    def __init__(self) -> None:
+        raise TypeError("use SessionFile.load(), create(), in_memory() or parse()")
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def _blank(
+        cls,
+        path: Optional[str],
+        session_dir: str,
+        clock: Optional[Clock],
+        id_source: Optional[IdSource],
+    ) -> SessionFile:
+        session = object.__new__(cls)
+        session._path = path
+        session._session_dir = session_dir
+        session._clock = clock if clock is not None else jstime.now_ms
+        session._id_source = id_source if id_source is not None else random_entry_id
+        session._explicit_ids = id_source is not None
+        session._mutex = threading.RLock()
+        session._header = {}
+        session._file_version = CURRENT_SESSION_VERSION
+        session._migrate_v1 = False
+        session._migrate_v3 = False
+        session._v1_prev = None
+        session._file_objects = []
+        session._entries = []
+        session._by_id = {}
+        session._labels = {}
+        session._leaf = None
+        session._tip = None
+        session._warnings = []
+        session._size = 0
+        session._lines = 0
+        session._tail = b""
+        session.lock_timeout = LOCK_TIMEOUT_S
+        session._foreign_prune = 0
+        session._branch_path = None
+        return session
+
+    @classmethod
+    def load(
+        cls,
+        path: StrPath,
+        *,
+        clock: Optional[Clock] = None,
+        id_source: Optional[IdSource] = None,
+    ) -> SessionFile:
+        """Load a session file (read-only; the file is never rewritten).
+
+        Raises :class:`SessionError` if the file cannot be read or is not a Pi session.
+        """
+        name = os.path.abspath(os.fspath(path))
+        # No lock: appends are whole lines (ours and Pi's), and a torn last line is reported.
+        fd = open_regular(name, os.O_RDONLY, "session file")
+        try:
+            data = read_settled(fd, 0)
+        except OSError as exc:
+            raise SessionError(f"{name}: cannot read session file: {exc.strerror or exc}") from exc
+        finally:
+            os.close(fd)
+        session = cls._blank(name, os.path.dirname(name), clock, id_source)
+        session._load_bytes(data, name)
+        return session
+
+    @classmethod
+    def parse(
+        cls,
+        text: Union[str, bytes],
+        *,
+        name: str = "<memory>",
+        session_dir: str = "",
+        clock: Optional[Clock] = None,
+        id_source: Optional[IdSource] = None,
+    ) -> SessionFile:
+        """Load a session from its text into an in-memory session (appends stay in memory)."""
+        data = text.encode("utf-8", errors="surrogatepass") if isinstance(text, str) else text
+        session = cls._blank(None, session_dir, clock, id_source)
+        session._load_bytes(data, name)
+        return session
+
+    @classmethod
+    def create(
+        cls,
+        path: StrPath,
+        cwd: str,
+        *,
+        session_id: Optional[str] = None,
+        parent_session: Any = ABSENT,
+        clock: Optional[Clock] = None,
+        id_source: Optional[IdSource] = None,
+    ) -> SessionFile:
+        """Create a new v3 session file and write its header line immediately (fsync'd).
+
+        The parent directory is created if needed; an existing file is never overwritten
+        (:class:`SessionError`). ``session_id`` defaults to a random UUID.
+        """
+        name = os.path.abspath(os.fspath(path))
+        session = cls._blank(name, os.path.dirname(name), clock, id_source)
+        header = session._new_header(cwd, session_id, parent_session)
+        line = jsjson.dumps(header).encode("utf-8") + b"\n"
+        try:
+            os.makedirs(os.path.dirname(name), exist_ok=True)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_BINARY | O_CLOEXEC, 0o644)
+        except FileExistsError as exc:
+            raise SessionError(f"{name}: cannot create session file: it already exists") from exc
+        except OSError as exc:
+            raise SessionError(
+                f"{name}: cannot create session file: {exc.strerror or exc}"
+            ) from exc
+        try:
+            write_all(fd, line)
+            os.fsync(fd)
+        except OSError as exc:
+            raise SessionError(
+                f"{name}: cannot write session header: {exc.strerror or exc}"
+            ) from exc
+        finally:
+            os.close(fd)
+        fsync_dir(os.path.dirname(name))
+        session._header = header
+        session._file_objects.append(header)
+        session._consumed(line)
+        return session
+
+    @classmethod
+    def in_memory(
+        cls,
+        cwd: str = "",
+        *,
+        session_id: Optional[str] = None,
+        parent_session: Any = ABSENT,
+        session_dir: str = "",
+        clock: Optional[Clock] = None,
+        id_source: Optional[IdSource] = None,
+    ) -> SessionFile:
+        """A new v3 session without a file (Pi's ``SessionManager.inMemory``)."""
+        session = cls._blank(None, session_dir, clock, id_source)
+        session._header = session._new_header(cwd, session_id, parent_session)
+        session._file_objects.append(session._header)
+        session._consumed(jsjson.dumps(session._header).encode("utf-8") + b"\n")
+        return session
+
+    def _new_header(
+        self, cwd: str, session_id: Optional[str], parent_session: Any
+    ) -> dict[str, Any]:
+        header: dict[str, Any] = {
+            "type": "session",
+            "version": CURRENT_SESSION_VERSION,
+            "id": session_id if session_id is not None else str(uuid.uuid4()),
+            "timestamp": jstime.to_iso_string(self._clock()),
+            "cwd": cwd,
+        }
+        put(header, "parentSession", parent_session)
+        return header
+
+    def _load_bytes(self, data: bytes, name: str) -> None:
+        parsed = parse_lines(data)
+        if parsed.first_value is ABSENT:
+            detail = f" ({parsed.warnings[0]})" if parsed.warnings else ""
+            raise SessionError(f"{name}: not a Pi session file: no valid JSON line{detail}")
+        header = parsed.first_value
+        if not (
+            isinstance(header, dict)
+            and header.get("type") == "session"
+            and isinstance(header.get("id"), str)
+        ):
+            raise SessionError(
+                f"{name}: not a Pi session file: line {parsed.first_line}: the first entry is "
+                'not a session header ({"type":"session","id":"..."})'
+            )
+        self._header = header
+        version = header.get("version")
+        self._file_version = 1 if version is None else version
+        if version is not None and not (
+            isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= 3
+        ):
+            reason = (
+                f"header version {jsjson.dumps(version)} is not one Pi writes (1, 2 or 3); "
+                f"read as Pi reads it (Number(version) = {to_number(version):g})"
+            )
+            self._warnings.append(LoadWarning(parsed.first_line, "odd-version", reason))
+        number = to_number(self._file_version)
+        self._migrate_v1 = number < 2
+        self._migrate_v3 = number < 3
+        if self._migrate_v3:
+            header["version"] = CURRENT_SESSION_VERSION
+        self._file_objects.append(header)
+        self._warnings.extend(parsed.warnings)
+        self._absorb(parsed.objects[1:])
+        self._warnings.sort(key=lambda w: w.line)
+        self._leaf = self._tip
+        self._consumed(data)
+
+    def _consumed(self, data: bytes) -> None:
+        self._size += len(data)
+        self._lines += data.count(b"\n")
+        self._tail = (self._tail + data)[-_TAIL_BYTES:]
+
+    # ---------------------------------------------------------------- indexing
+
+    def _absorb(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> int:
+        """Migrate (as Pi would on load) and index parsed objects; returns the entry count."""
+        items = list(objects)
+        self._file_objects.extend(obj for _, obj in items)
+        count = 0
+        for line, obj in items:
+            if obj.get("type") == "session":
+                reason = "extra session header ignored (only the first line is the header)"
+                self._warnings.append(LoadWarning(line, "extra-header", reason))
+                continue
+            if self._migrate_v1:
+                self._migrate_entry_v1(obj, line)
+            if self._migrate_v3 and obj.get("type") == "message":
+                message = obj.get("message")
+                if isinstance(message, dict) and message.get("role") == "hookMessage":
+                    message["role"] = "custom"
+            self._index(obj, line)
+            count += 1
+        return count
+
+    def _migrate_entry_v1(self, entry: dict[str, Any], line: int) -> None:
+        entry_id = self._id_source() if self._explicit_ids else self._stable_v1_id(line)
+        entry["id"] = entry_id
+        entry["parentId"] = self._v1_prev
+        self._v1_prev = entry_id
+        if entry.get("type") != "compaction" or "firstKeptEntryIndex" not in entry:
+            return
+        index = entry["firstKeptEntryIndex"]
+        if isinstance(index, bool) or not isinstance(index, (int, float)):
+            return
+        target: Optional[dict[str, Any]] = None
+        if float(index).is_integer() and 0 <= index < len(self._file_objects):
+            target = self._file_objects[int(index)]
+        if target is not None and target.get("type") != "session":
+            target_id = target.get("id", ABSENT)
+            if target_id is ABSENT:
+                entry.pop("firstKeptEntryId", None)
+            else:
+                entry["firstKeptEntryId"] = target_id
+        del entry["firstKeptEntryIndex"]
+
+    def _stable_v1_id(self, line: int) -> str:
+        # Pi gives migrated v1 entries random ids and then rewrites the file; we never rewrite,
+        # so ids derived from the session id and the line keep them stable across loads.
+        seed = f"{self._header.get('id')}\0{line}"
+        for attempt in range(100):
+            digest = hashlib.sha1(f"{seed}\0{attempt}".encode("utf-8", "replace")).hexdigest()
+            candidate = digest[:8]
+            if map_key(candidate) not in self._by_id:
+                return candidate
+        return random_entry_id()
+
+    def _index(self, entry: dict[str, Any], line: int) -> None:
+        entry_id = entry.get("id", ABSENT)
+        key = map_key(entry_id)
+        if not isinstance(entry_id, str):
+            reason = "entry has no string id (it cannot be a parent or a leaf)"
+            self._warnings.append(LoadWarning(line, "bad-entry", reason))
+        elif key in self._by_id:
+            reason = f"duplicate entry id {entry_id!r}: the later entry wins in the id index"
+            self._warnings.append(LoadWarning(line, "duplicate-id", reason))
+        if entry.get("type") == "message" and not isinstance(entry.get("message"), dict):
+            reason = "message entry without a message object (left out of the context)"
+            self._warnings.append(LoadWarning(line, "bad-entry", reason))
+        cached = self._branch_path
+        if cached is not None and (key in self._by_id or key == cached.dangling):
+            self._branch_path = None  # the id index changes under a path walked before
+        self._by_id[key] = entry
+        self._entries.append(entry)
+        self._tip = entry_id
+        if entry.get("type") == "label":
+            target = map_key(entry.get("targetId", ABSENT))
+            label = entry.get("label", ABSENT)
+            if truthy(label):
+                self._labels[target] = label
+            else:
+                self._labels.pop(target, None)
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def path(self) -> Optional[Path]:
+        """Absolute path of the session file (None for an in-memory session)."""
+        return Path(self._path) if self._path is not None else None
+
+    @property
+    def session_dir(self) -> str:
+        """Directory holding the session file (Pi's ``sessionDir``); ``""`` in memory by default."""
+        return self._session_dir
+
+    @property
+    def session_id(self) -> str:
+        """The header ``id``."""
+        return str(self._header["id"])
+
+    @property
+    def header(self) -> dict[str, Any]:
+        """The header as Pi holds it in memory (``version`` migrated to 3)."""
+        return self._header
+
+    @property
+    def version(self) -> Any:
+        """The header ``version`` as written in the file (1 when absent)."""
+        return self._file_version
+
+    @property
+    def cwd(self) -> Any:
+        """The header ``cwd``."""
+        return self._header.get("cwd")
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        """All non-header entries in file order (migrated in memory); a new list each call."""
+        with self._mutex:
+            return list(self._entries)
+
+    @property
+    def warnings(self) -> list[LoadWarning]:
+        """Skipped or suspicious lines, by line number (appended to on refresh)."""
+        with self._mutex:
+            return list(self._warnings)
+
+    @property
+    def leaf_id(self) -> Optional[str]:
+        """The current leaf: where the next entry attaches (None = before the first entry)."""
+        leaf = self._leaf
+        return None if leaf is ABSENT else cast(Optional[str], leaf)
+
+    @property
+    def file_leaf_id(self) -> Optional[str]:
+        """Id of the last entry in file order (the leaf Pi picks when it loads the file)."""
+        tip = self._tip
+        return None if tip is ABSENT else cast(Optional[str], tip)
+
+    @property
+    def foreign_prune_entries(self) -> int:
+        """How many pi-condense entries (``context-prune-*``) another writer (a second
+        Condenser) appended that this object has picked up so far."""
+        return self._foreign_prune
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get_entry(self, entry_id: str) -> Optional[dict[str, Any]]:
+        """The entry with this id (the last one in file order if ids repeat), or None."""
+        return self._by_id.get(map_key(entry_id)) if truthy(entry_id) else None
+
+    def get_label(self, entry_id: str) -> Optional[str]:
+        """The current label of an entry (latest ``label`` entry wins), or None."""
+        return self._labels.get(map_key(entry_id))
+
+    # ---------------------------------------------------------------- navigation
+
+    def _require(self, entry_id: str) -> dict[str, Any]:
+        entry = self.get_entry(entry_id)
+        if entry is None:
+            raise SessionError(f"{self._name()}: entry {entry_id!r} not found")
+        return entry
+
+    def set_leaf(self, entry_id: Optional[str]) -> None:
+        """Move the leaf (Pi's ``branch(id)``); None resets it before the first entry."""
+        with self._mutex:
+            if entry_id is None:
+                self._leaf = None
+            else:
+                self._require(entry_id)
+                self._leaf = entry_id
+
+    def branch(self, leaf: Optional[str] = None) -> list[dict[str, Any]]:
+        """Root-first entries from ``leaf`` (default: the current leaf) up to the root.
+
+        Raises :class:`SessionError` for an unknown id (Pi's ``getBranch`` returns ``[]``).
+        """
+        with self._mutex:
+            if leaf is not None:
+                return walk(self._require(leaf), self._by_id)
+            return list(self._current_path().path)
+
+    def branch_path(self) -> tuple[int, Sequence[dict[str, Any]]]:
+        """``(epoch, entries)``: the current leaf's branch, root first, kept incrementally.
+
+        The list is shared with the session and must not be changed. While the epoch stays
+        the same, every later call returns the same list grown at its end (the leaf moved
+        along the branch); a new epoch means a new list (the leaf moved elsewhere, or entries
+        read from the file changed how ids resolve). Lets a caller keep facts about the
+        branch and update them from the entries added since it last looked.
+        """
+        with self._mutex:
+            cached = self._current_path()
+            return cached.epoch, cached.path
+
+    def _current_path(self) -> BranchPath:
+        start = self._leaf
+        entry = self._by_id.get(map_key(start)) if truthy(start) else None
+        cached = self._branch_path
+        if cached is not None and (
+            cached.leaf is entry or (entry is not None and cached.extend(entry, self._by_id))
+        ):
+            return cached
+        cached = BranchPath(entry, self._by_id)
+        self._branch_path = cached
+        return cached
+
+    def build_context(self, leaf: Optional[str] = None) -> SessionContext:
+        """Pi's ``buildSessionContext`` from ``leaf`` (default: the current leaf).
+
+        Raises :class:`SessionError` for an unknown id.
+        """
+        with self._mutex:
+            if leaf is not None:
+                self._require(leaf)
+                return build_context(self._entries, leaf, self._by_id)
+            return build_context(self._entries, self._leaf, self._by_id)
+
+    # ---------------------------------------------------------------- appending
+
+    def append_entry(self, entry: Mapping[str, Any]) -> str:
+        """Append an entry of any type; returns its id.
+
+        ``entry`` holds ``type`` and the type's fields (``ABSENT`` values are omitted); the
+        ``id``, ``parentId`` (current leaf) and ``timestamp`` are assigned here, in Pi's key order.
+        """
+        kind = entry.get("type")
+        if not isinstance(kind, str) or kind == "session":
+            raise SessionError(f"{self._name()}: cannot append an entry of type {kind!r}")
+        reserved = [key for key in ("id", "parentId", "timestamp") if key in entry]
+        if reserved:
+            raise SessionError(
+                f"{self._name()}: entry keys {reserved} are assigned by the session, not the caller"
+            )
+        return self._append(dict(entry))
+
+    def append_message(self, message: Mapping[str, Any]) -> str:
+        """Append a ``message`` entry holding an AgentMessage; returns its id."""
+        return self._append({"type": "message", "message": message})
+
+    def append_custom(self, custom_type: str, data: Any = ABSENT) -> str:
+        """Append a ``custom`` entry (extension state, never in the context); returns its id."""
+        return self._append({"type": "custom", "customType": custom_type, "data": data})
+
+    def append_custom_message(
+        self, custom_type: str, content: Any, display: bool, details: Any = ABSENT
+    ) -> str:
+        """Append a ``custom_message`` entry (in the context after reload); returns its id."""
+        return self._append(
+            {
+                "type": "custom_message",
+                "customType": custom_type,
+                "content": content,
+                "display": display,
+                "details": details,
+            }
+        )
+
+    def append_thinking_level_change(self, thinking_level: str) -> str:
+        """Append a ``thinking_level_change`` entry; returns its id."""
+        return self._append({"type": "thinking_level_change", "thinkingLevel": thinking_level})
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        """Append a ``model_change`` entry; returns its id."""
+        return self._append({"type": "model_change", "provider": provider, "modelId": model_id})
+
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str,
+        tokens_before: float,
+        details: Any = ABSENT,
+        from_hook: Any = ABSENT,
+    ) -> str:
+        """Append a ``compaction`` entry; returns its id."""
+        return self._append(
+            {
+                "type": "compaction",
+                "summary": summary,
+                "firstKeptEntryId": first_kept_entry_id,
+                "tokensBefore": tokens_before,
+                "details": details,
+                "fromHook": from_hook,
+            }
+        )
+
+    def branch_with_summary(
+        self,
+        from_id: Optional[str],
+        summary: str,
+        details: Any = ABSENT,
+        from_hook: Any = ABSENT,
+    ) -> str:
+        """Move the leaf to ``from_id`` (None = root) and append a ``branch_summary`` there."""
+        with self._mutex:
+            if from_id is not None:
+                self._require(from_id)
+            self._leaf = from_id
+            return self._append(
+                {
+                    "type": "branch_summary",
+                    "fromId": from_id if from_id is not None else "root",
+                    "summary": summary,
+                    "details": details,
+                    "fromHook": from_hook,
+                },
+                follow_tip=False,
+            )
+
+    def append_label(self, target_id: str, label: Optional[str] = None) -> str:
+        """Set (or with None / ``""`` clear) the label of an entry; returns the label entry id."""
+        with self._mutex:
+            self._require(target_id)
+            return self._append(
+                {
+                    "type": "label",
+                    "targetId": target_id,
+                    "label": ABSENT if label is None else label,
+                }
+            )
+
+    def append_session_info(self, name: str) -> str:
+        """Append a ``session_info`` entry with the trimmed display name; returns its id."""
+        return self._append({"type": "session_info", "name": trim(name)})
+
+    def refresh(self) -> int:
+        """Pick up entries another writer appended since our last read; returns how many.
+
+        Raises :class:`SessionError` if the file was rewritten or truncated meanwhile.
+        """
+        if self._path is None:
+            return 0
+        with self._mutex:
+            fd = self._open(os.O_RDONLY)
+            try:
+                return self._sync(fd)
+            finally:
+                os.close(fd)
+
+    # ---------------------------------------------------------------- internals
+
+    def _name(self) -> str:
+        return self._path if self._path is not None else "<memory>"
+
+    def _open(self, flags: int) -> int:
+        assert self._path is not None
+        return open_regular(self._path, flags, "session file")
+
+    def _generate_id(self) -> str:
+        for _ in range(100):
+            candidate = self._id_source()
+            if map_key(candidate) not in self._by_id:
+                return candidate
+        return str(uuid.uuid4())
+
+    def _sync(self, fd: int) -> int:
+        """Under the lock: index what was appended since our last read (see module docs)."""
+        size = os.fstat(fd).st_size
+        changed = size < self._size
+        if not changed and self._tail:
+            start = self._size - len(self._tail)
+            changed = read_exact(fd, start, len(self._tail)) != self._tail
+        if changed:
+            raise SessionError(
+                f"{self._path}: the file was rewritten or truncated since it was loaded "
+                "(Pi rewrites v1/v2 files when it opens them); load it again before appending"
+            )
+        if size == self._size:
+            return 0
+        data = read_settled(fd, self._size)
+        return self._absorb_bytes(data)
+
+    def _absorb_bytes(self, data: bytes) -> int:
+        parsed = Parsed([], [])
+        segments = data.split(b"\n")
+        glued = not self._tail.endswith(b"\n")
+        for offset, raw in enumerate(segments):
+            number = self._lines + 1 + offset
+            if offset == 0 and glued:
+                if raw.strip():
+                    reason = (
+                        "text was appended to a line without a trailing newline; "
+                        "the joined line is invalid and skipped"
+                    )
+                    parsed.warnings.append(LoadWarning(number, "glued", reason))
+                continue
+            text, valid = decode_line(raw)
+            if is_blank(text):
+                continue
+            if not valid:
+                reason = "invalid UTF-8 bytes read as U+FFFD"
+                parsed.warnings.append(LoadWarning(number, "invalid-utf8", reason))
+            torn = offset == len(segments) - 1
+            parse_line(text, number, torn, parsed)
+        previous_tip = self._tip
+        self._warnings.extend(parsed.warnings)
+        self._foreign_prune += sum(1 for _, obj in parsed.objects if is_prune_entry(obj))
+        count = self._absorb(parsed.objects)
+        self._warnings.sort(key=lambda w: w.line)
+        if count and map_key(self._leaf) == map_key(previous_tip):
+            self._leaf = self._tip
+        self._consumed(data)
+        return count
+
+    def _append(self, fields: dict[str, Any], *, follow_tip: bool = True) -> str:
+        with self._mutex:
+            if self._path is None:
+                return self._commit(fields, None)
+            fd = self._open(os.O_RDWR | os.O_APPEND)
+            try:
+                take_lock(fd, self._name(), self.lock_timeout)
+                try:
+                    if follow_tip:
+                        self._sync(fd)
+                    else:
+                        leaf = self._leaf
+                        self._sync(fd)
+                        self._leaf = leaf
+                    return self._commit(fields, fd)
+                finally:
+                    unlock(fd)
+            finally:
+                os.close(fd)
+
+    def _commit(self, fields: dict[str, Any], fd: Optional[int]) -> str:
+        entry_id = self._generate_id()
+        timestamp = jstime.to_iso_string(self._clock())
+        entry = ordered_entry(fields, entry_id, self._leaf, timestamp)
+        line = jsjson.dumps(entry)
+        stored = jsjson.loads(line)
+        payload = line.encode("utf-8") + b"\n"
+        if self._tail and not self._tail.endswith(b"\n"):
+            payload = b"\n" + payload
+        if fd is not None:
+            try:
+                write_all(fd, payload)
+                os.fsync(fd)
+                # Pi appends without a lock: what it wrote between our re-read and our write
+                # (O_APPEND put our line after it) is read back and indexed before our line.
+                start = os.lseek(fd, 0, os.SEEK_CUR) - len(payload)
+                if start > self._size:
+                    self._absorb_bytes(read_exact(fd, self._size, start - self._size))
+            except OSError as exc:
+                raise SessionError(
+                    f"{self._path}: cannot append entry: {exc.strerror or exc}"
+                ) from exc
+        self._consumed(payload)
+        self._file_objects.append(stored)
+        self._index(stored, self._lines)
+        self._v1_prev = entry_id
+        self._leaf = entry_id
+        return entry_id

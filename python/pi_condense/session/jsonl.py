@@ -1,0 +1,146 @@
+"""Reading session lines as Pi does: decode (invalid UTF-8 as U+FFFD), skip blank lines,
+``JSON.parse`` each one, and report every line Pi would skip as a :class:`LoadWarning`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..js import json as jsjson
+from ..js.values import ABSENT, JS_WHITESPACE
+
+__all__ = ["LoadWarning", "Parsed", "decode_line", "is_blank", "parse_line", "parse_lines"]
+
+
+@dataclass(frozen=True)
+class LoadWarning:
+    """A line that was skipped or needs attention; ``line`` is 1-based in the file.
+
+    ``kind`` is a stable code: ``invalid-json``, ``truncated`` (last line without a newline
+    that does not parse), ``not-object``, ``extra-header``, ``invalid-utf8``, ``bad-entry``,
+    ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock),
+    ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``),
+    ``deep`` (a line nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH`: loaded, but it
+    cannot be serialized).
+    """
+
+    line: int
+    kind: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+def is_blank(line: str) -> bool:
+    if not line:
+        return True
+    if line[0] == "{":
+        return False
+    return not line.strip(JS_WHITESPACE)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+@dataclass
+class Parsed:
+    """Objects parsed from a chunk of lines, in order, with their line numbers."""
+
+    objects: list[tuple[int, dict[str, Any]]]
+    warnings: list[LoadWarning]
+    first_value: Any = ABSENT
+    first_line: int = 0
+
+
+def parse_line(line: str, number: int, torn: bool, parsed: Parsed) -> None:
+    try:
+        value, depth = jsjson.loads_with_depth(line)
+    except (ValueError, RecursionError) as exc:  # JsonError is a ValueError
+        if torn:
+            reason = "truncated last line (no trailing newline: an interrupted write?); skipped"
+            parsed.warnings.append(LoadWarning(number, "truncated", reason))
+        else:
+            parsed.warnings.append(
+                LoadWarning(number, "invalid-json", f"invalid JSON, skipped: {exc}")
+            )
+        return
+    if depth > jsjson.MAX_DEPTH:
+        reason = (
+            f"nested {depth} levels deep: kept (JSON.parse reads it), but a render or a "
+            f"write of it fails (JSON.stringify here stops at {jsjson.MAX_DEPTH} levels)"
+        )
+        parsed.warnings.append(LoadWarning(number, "deep", reason))
+    if parsed.first_value is ABSENT:
+        parsed.first_value = value
+        parsed.first_line = number
+    if isinstance(value, dict):
+        parsed.objects.append((number, value))
+    else:
+        reason = f"not a JSON object ({_describe(value)}), skipped"
+        parsed.warnings.append(LoadWarning(number, "not-object", reason))
+
+
+def decode_line(data: bytes) -> tuple[str, bool]:
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), False
+
+
+def parse_lines(data: bytes) -> Parsed:
+    """Pi's ``loadEntriesFromFile`` line handling (JS-``trim()`` the whole text, split on
+    ``"\\n"``, skip blank lines, ``JSON.parse`` each), one line at a time: only the bytes and
+    the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
+    text only ever changes the first and the last non-blank line, so those two are trimmed
+    at their outer end (``"\\n"`` is never part of a UTF-8 sequence, so decoding line by line
+    gives the same text)."""
+    parsed = Parsed([], [])
+    pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
+    first = True
+    number = 0
+    position = 0
+    size = len(data)
+    while position <= size:
+        cut = data.find(b"\n", position)
+        end = size if cut < 0 else cut
+        number += 1
+        text, valid = decode_line(data[position:end])
+        position = end + 1
+        if is_blank(text):
+            if cut < 0:
+                break
+            continue
+        if first:
+            text = text.lstrip(JS_WHITESPACE)
+            first = False
+        if pending is not None:
+            _parse_pending(pending, False, parsed)
+        pending = (number, text, valid)
+        if cut < 0:
+            break
+    if pending is not None:
+        line, text, valid = pending
+        torn = not data.endswith(b"\n") and line == number
+        _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed)
+    return parsed
+
+
+def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: Parsed) -> None:
+    number, text, valid = item
+    if not valid:
+        parsed.warnings.append(
+            LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
+        )
+    parse_line(text, number, torn, parsed)
