@@ -2,7 +2,7 @@
 //! uncovered chain that the deterministic backfill indexes.
 //!
 //! The span is resolved exactly as render phase 3 resolves it
-//! ([`crate::render::chain_range::resolve_range`]): a unique user message at the start
+//! ([`crate::render::chain::range::resolve_range`]): a unique user message at the start
 //! timestamp, a unique assistant at the final timestamp, start before end; otherwise nothing
 //! is extracted.
 
@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::view::{occ_key_id, AssistantContent, ChainMsg, MsgBody};
 use crate::index::{ChainEntry, JsField};
-use crate::render::chain_range::resolve_range;
+use crate::render::chain::range::resolve_range;
 use crate::render::view::{JsId, MsgView, Role};
 use crate::render::Throw;
 

@@ -10,14 +10,14 @@
 //! | 0 grace set | [`grace`] | 04 section 3.1 |
 //! | 1 stub-replace | [`stub_replace`] | 04 section 3.2 |
 //! | 2 error purge | [`error_purge`] | 04 section 4 |
-//! | 3 chain-range prune | [`chain_range`], [`placeholders`] | 04 section 5 |
+//! | 3 chain-range prune | [`chain`], [`placeholders`] | 04 section 5 |
 //! | 4 orphan sweep | [`orphan_sweep`] | 04 section 6 |
 //!
 //! Inputs on which the reference throws (04 section 6.1) end the render with
 //! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
 //! diagnostics reported before the throw survive.
 
-pub mod chain_range;
+pub mod chain;
 pub mod error_purge;
 pub mod grace;
 pub mod ids;
@@ -206,16 +206,15 @@ where
     if let Some(chain) = &cfg.chain {
         if state.chain_count() > 0 {
             let entries = state.chain_entries();
-            chain_range::apply_chain_in_place_keyed(
+            let inputs = chain::ChainInputs {
                 msgs,
-                &mut current,
-                &entries,
+                entries: &entries,
                 state,
-                chain.strip_final_assistant_thinking,
-                lazy,
-                diagnostics,
-                Some(&phase1),
-            )?;
+                strip_final_thinking: chain.strip_final_assistant_thinking,
+                lazy: &mut *lazy,
+                phase1: Some(&phase1),
+            };
+            chain::apply(inputs, &mut current, diagnostics)?;
         }
     }
     orphan_sweep::sweep_in_place(msgs, &mut current, diagnostics)?;
@@ -619,7 +618,7 @@ mod tests {
         .or(s1);
         let mut diags = Vec::new();
         let entries = state.chain_entries();
-        let s3 = ok(chain_range::apply_chain_compressions(
+        let s3 = ok(chain::apply_chain_compressions(
             msgs,
             s2.as_deref(),
             &entries,
