@@ -4,9 +4,12 @@
 pub mod chains;
 pub mod collections;
 pub mod index;
-pub mod jsnum;
+pub mod js;
 pub mod json;
 pub mod jsstr;
 pub mod keys;
 pub mod placeholders;
 pub mod render;
+pub mod view;
+
+pub use js::num as jsnum;

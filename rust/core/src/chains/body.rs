@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 use super::collate::locale_compare;
 use super::iso::to_iso_string;
-use crate::jsnum::{format_number, math_round};
+use crate::js::{format_number, math_round};
 use crate::jsstr::JsStr;
 
 /// The first line of every deterministic body.

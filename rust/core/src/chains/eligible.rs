@@ -4,9 +4,9 @@ use std::collections::HashSet;
 
 use super::detect::ChainRange;
 use super::view::ChainMsg;
+use crate::js::Throw;
 use crate::keys::{bare_tool_call_id, parse_occ_key};
-use crate::render::view::JsId;
-use crate::render::Throw;
+use crate::view::JsId;
 
 /// What [`select_eligible`] decided, as positions in the detected chain list.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -9,10 +9,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::view::{occ_key_id, AssistantContent, ChainMsg, MsgBody};
-use crate::index::{ChainEntry, JsField};
+use crate::index::ChainEntry;
+use crate::js::JsField;
+use crate::js::Throw;
 use crate::render::chain::range::resolve_range;
-use crate::render::view::{JsId, MsgView, Role};
-use crate::render::Throw;
+use crate::view::{JsId, MsgView, Role};
 
 /// One record to backfill: the toolResult and the `toolCall` block it answers (the last
 /// block with that id before it inside the span).
@@ -103,7 +104,7 @@ mod tests {
     use super::super::view::testing::*;
     use super::super::view::CallView;
     use super::*;
-    use crate::render::view::Ts;
+    use crate::view::Ts;
 
     fn run(
         msgs: &[ChainMsg],

@@ -1,6 +1,6 @@
 //! The light view of one message that chain detection and extraction read.
 
-use crate::render::view::{JsId, Role, Ts};
+use crate::view::{JsId, Role, Ts};
 
 /// One `toolCall` block of an assistant message.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +107,7 @@ pub fn occ_key_id(id: &JsId, ts: Option<f64>) -> JsId {
         Some(ts) => JsId::Str(format!(
             "{}@{}",
             id.to_js_string(),
-            crate::jsnum::format_number(ts)
+            crate::js::format_number(ts)
         )),
     }
 }

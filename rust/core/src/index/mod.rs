@@ -44,7 +44,6 @@
 pub mod aliases;
 pub mod chain_facts;
 pub mod chains;
-pub mod field;
 pub mod reconstruct;
 pub mod records;
 pub mod refs;
@@ -55,8 +54,8 @@ use crate::collections::FastMap;
 use crate::jsstr::JsStr;
 use chain_facts::ChainFactsTable;
 
+pub use crate::js::JsField;
 pub use chains::ChainEntry;
-pub use field::JsField;
 pub use reconstruct::{classify, EntryKind, Rebuilt, Replay};
 pub use records::{HashSeed, Occurrence, Record, Summarized};
 pub use refs::ShortRef;

@@ -1,9 +1,9 @@
 //! Short refs `tN` (spec 03 section 4): registration, allocation and the counter rules.
 
-use super::field::is_ascii_digits;
 use super::records::key_with_field;
 use super::{js_max, Index, JsField};
-use crate::jsnum::format_number;
+use crate::js::field::is_ascii_digits;
+use crate::js::format_number;
 use crate::jsstr::JsStr;
 
 /// A `SummaryToolCallRef`: `{shortId, toolCallId, resultTimestamp?}`.

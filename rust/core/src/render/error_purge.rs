@@ -1,8 +1,8 @@
 //! Phase 2: purge the arguments of errored tool calls after a cooldown (04 section 4).
 
 use super::plan::{Item, Purge};
-use super::view::{Block, Content, IdStr, JsIdOf, MsgView, Role};
 use super::{FastMap, Lazy, PurgeConfig, Throw};
+use crate::view::{Block, Content, IdStr, JsIdOf, MsgView, Role};
 
 /// A one-byte digest of an id, for [`Bloom`].
 #[inline]
@@ -142,7 +142,7 @@ pub fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
 mod tests {
     use super::*;
     use crate::render::testing::{assistant, errored, ok, tc, tool_result, user, Lens};
-    use crate::render::view::Ts;
+    use crate::view::Ts;
 
     const DEFAULTS: PurgeConfig = PurgeConfig {
         cooldown_turns: Some(2.0),

@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
-use super::view::{IdStr, JsIdOf, MsgView, Role};
 use crate::keys::occ_key;
+use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
 /// Tool name of the recovery tool.
 pub const RECOVERY_TOOL: &str = "context_tree_query";
@@ -71,7 +71,7 @@ pub fn in_grace_keys_with<S: IdStr>(
 mod tests {
     use super::*;
     use crate::render::testing::{assistant, tc, tool_result, user};
-    use crate::render::view::{JsId, Ts};
+    use crate::view::{JsId, Ts};
 
     fn recovery(id: &str, ts: f64) -> MsgView {
         let mut m = tool_result(id, ts);

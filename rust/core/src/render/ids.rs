@@ -8,7 +8,7 @@
 //! on its own).
 
 use super::stub_replace::push_js_number;
-use super::view::{IdStr, JsIdOf, MsgView, Ts};
+use crate::view::{IdStr, JsIdOf, MsgView, Ts};
 
 /// The keys phase 1 looked the tool results up by (the occurrence key `id@ts`, or the bare
 /// string id without a numeric timestamp), back to back in one buffer. A string id is the
@@ -84,7 +84,7 @@ impl ResultKeys {
 mod tests {
     use super::*;
     use crate::render::testing::{tool_result, user};
-    use crate::render::view::{JsId, Role};
+    use crate::view::{JsId, Role};
 
     #[test]
     fn result_keys_hold_keys_and_ids() {

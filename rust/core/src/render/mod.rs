@@ -26,29 +26,27 @@ pub mod plan;
 pub mod size;
 pub mod state;
 pub mod stub_replace;
-pub mod view;
 
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
-pub use state::RenderState;
-pub use view::{
+pub use crate::view;
+pub use crate::view::{
     Block, Blocks, Content, CowId, IdStr, JsId, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts,
 };
+pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
+pub use state::RenderState;
 
 use std::collections::HashSet;
 
-use crate::index::JsField;
+use crate::js::JsField;
 use crate::keys::ProtectedMatcher;
 
 pub use crate::collections::{FastMap, FastSet};
 pub use crate::index::chain_facts;
 pub use crate::placeholders;
 
-/// Thrown by a phase where the reference throws a `TypeError` (04 section 6.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Throw;
+pub use crate::js::Throw;
 
 /// Phase 2 settings, present iff `purgeErrors.enabled` is truthy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -233,7 +231,7 @@ mod tests {
     };
     use super::*;
     use crate::index::Index;
-    use crate::render::view::JsId;
+    use crate::view::JsId;
 
     const CHAIN_ON: ChainConfig = ChainConfig {
         strip_final_assistant_thinking: true,
@@ -302,7 +300,7 @@ mod tests {
         assert_eq!(items.len(), 3);
         assert_eq!(items[0], Item::Keep(0));
         assert!(
-            matches!(&items[1], Item::Synthetic { text, timestamp: crate::index::JsField::Number(t), .. }
+            matches!(&items[1], Item::Synthetic { text, timestamp: crate::js::JsField::Number(t), .. }
             if *t == 9000.0 && text.as_literal() == Some("<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>"))
         );
         assert_eq!(
@@ -483,7 +481,8 @@ mod tests {
 
     #[test]
     fn worked_example_against_the_real_index() {
-        use crate::index::{ChainEntry, JsField, Record, ShortRef};
+        use crate::index::{ChainEntry, Record, ShortRef};
+        use crate::js::JsField;
         let mut index = Index::new();
         let mut record = Record::new("tc1", JsField::Number(300.0));
         record.tool_name = JsField::str("bash");

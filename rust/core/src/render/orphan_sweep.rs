@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use sha1::{Digest, Sha1};
 
 use super::plan::{Diagnostic, DiagnosticKind, Item};
-use super::view::{IdStr, JsIdOf, MsgView, Role};
 use super::{FastSet, Throw};
+use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
 /// Ids shown in the diagnostic detail.
 const SHOWN_IDS: usize = 5;
@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use crate::render::plan::Text;
     use crate::render::testing::{assistant, custom, ok, tc, tool_result, user};
-    use crate::render::view::{Block, Content, Ts};
+    use crate::view::{Block, Content, Ts};
 
     fn run(msgs: &[MsgView]) -> (Option<Vec<usize>>, Vec<Diagnostic>) {
         let mut diags = Vec::new();
@@ -264,7 +264,7 @@ mod tests {
             Item::Keep(0),
             Item::Synthetic {
                 text: Text::default(),
-                timestamp: crate::index::JsField::Absent,
+                timestamp: crate::js::JsField::Absent,
                 chain_slot: 0,
             },
             Item::Keep(1),

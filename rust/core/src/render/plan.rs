@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use crate::index::JsField;
+use crate::js::JsField;
 use crate::jsstr::JsSlice;
 
 /// A piece of a JS string that the binding assembles. Values copied from an

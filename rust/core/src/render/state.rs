@@ -7,7 +7,8 @@
 
 use super::chain_facts::ChainFacts;
 pub use crate::index::Summarized;
-use crate::index::{BodyIndex, ChainEntry, Index, JsField, Record, SummaryBody};
+use crate::index::{BodyIndex, ChainEntry, Index, Record, SummaryBody};
+use crate::js::JsField;
 use crate::jsstr::JsStr;
 
 /// Read access to the pruner state during a render.

@@ -5,10 +5,10 @@ use std::collections::HashSet;
 use super::ids::ResultKeys;
 use super::plan::{Item, Piece, Text};
 use super::state::{template_or, RenderState, Summarized};
-use super::view::{IdStr, JsIdOf, MsgView, Role, Ts};
 use super::Protection;
 use crate::index::Record;
-use crate::jsnum::format_number;
+use crate::js::format_number;
+use crate::view::{IdStr, JsIdOf, MsgView, Role, Ts};
 
 /// Integers up to this magnitude print as their plain digits.
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;

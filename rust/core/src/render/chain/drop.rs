@@ -4,9 +4,9 @@
 
 use crate::collections::FastSet;
 use crate::index::chain_facts::StrList;
+use crate::js::Throw;
 use crate::keys::bare_tool_call_id;
-use crate::render::view::{JsIdOf, SummaryRef, SummaryRefs};
-use crate::render::Throw;
+use crate::view::{JsIdOf, SummaryRef, SummaryRefs};
 
 /// How far back [`ordered_match`] looks for a repeated id: past the calls of one assistant.
 const LOOKBACK: usize = 32;

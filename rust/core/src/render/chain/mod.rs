@@ -30,13 +30,14 @@ use super::ids::ResultKeys;
 use super::plan::{Diagnostic, DiagnosticKind, Item, Piece, Text};
 use super::state::RenderState;
 use super::stub_replace::{write_occ_key, Phase1};
-use super::view::{Content, IdStr, JsIdOf, MsgView, Role};
 #[cfg(test)]
 use super::ViewsOnly;
 use super::{FastMap, FastSet, Lazy, Throw};
 use crate::index::chain_facts::ChainFactsTable;
-use crate::index::{ChainEntry, JsField};
-use crate::jsnum::format_number;
+use crate::index::ChainEntry;
+use crate::js::format_number;
+use crate::js::JsField;
+use crate::view::{Content, IdStr, JsIdOf, MsgView, Role};
 
 /// What phase 3 reads: the views of the input list, the registry, the state, the config,
 /// the lazily computed values and, after [`super::stub_replace::stub_replace_deferred`],

@@ -2,8 +2,9 @@
 //! timestamp and the unique assistant message at its final one (04 section 5.1).
 
 use crate::collections::FastMap;
-use crate::index::{ChainEntry, JsField};
-use crate::render::view::{MsgView, Role, Ts};
+use crate::index::ChainEntry;
+use crate::js::JsField;
+use crate::view::{MsgView, Role, Ts};
 
 /// A resolved range: the start user message and the final assistant message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

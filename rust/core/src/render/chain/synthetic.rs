@@ -6,14 +6,15 @@ use std::borrow::Cow;
 
 use crate::collections::{FastMap, FastSet};
 use crate::index::chain_facts::{ChainFacts, ChainFactsTable};
-use crate::index::{BodyIndex, ChainEntry, JsField};
+use crate::index::{BodyIndex, ChainEntry};
+use crate::js::JsField;
 use crate::jsstr::{JsBuf, JsStr};
 use crate::placeholders::substitute_block_refs_into;
 use crate::render::plan::{Item, Piece, Text};
 use crate::render::state::RenderState;
 use crate::render::stub_replace::Phase1;
-use crate::render::view::{JsIdOf, MsgView};
 use crate::render::{Lazy, Throw};
+use crate::view::{JsIdOf, MsgView};
 
 /// `Set.prototype.has` between a persisted id and a message id (SameValueZero).
 pub(super) fn field_is_id<S: AsRef<str>>(field: &JsField, id: &JsIdOf<S>) -> bool {

@@ -6,7 +6,7 @@ use crate::render::testing::{
     assistant, custom, ok, reused_id_turns, summary, synthetic_user, tc, tool_result, user, Chain,
     TestState,
 };
-use crate::render::view::{Block, SummaryRefs, Ts};
+use crate::view::{Block, SummaryRefs, Ts};
 
 fn lit(text: &Text) -> String {
     text.0
