@@ -2,13 +2,13 @@
 //! it takes light views of messages and values and returns decisions.
 
 pub mod chains;
-pub mod collections;
+pub(crate) mod collections;
 pub mod index;
 pub mod js;
 pub mod json;
 pub mod jsstr;
 pub mod keys;
-pub mod placeholders;
+pub(crate) mod placeholders;
 pub mod render;
 pub mod view;
 

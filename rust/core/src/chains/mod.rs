@@ -17,12 +17,12 @@
 //! return the caller's own id objects. Orchestration (fusion LLM call, backfill persistence,
 //! entry writing) is the Python layer's job.
 
-pub mod body;
-pub mod collate;
-pub mod detect;
-pub mod eligible;
-pub mod extract;
-pub mod iso;
+pub(crate) mod body;
+pub(crate) mod collate;
+pub(crate) mod detect;
+pub(crate) mod eligible;
+pub(crate) mod extract;
+pub(crate) mod iso;
 pub mod view;
 
 pub use body::{deterministic_body, BodyError, BodyRecord};

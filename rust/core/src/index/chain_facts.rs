@@ -167,11 +167,6 @@ impl ChainFactsTable {
     pub fn len(&self) -> usize {
         self.spans.len()
     }
-
-    /// Whether no entry was pushed.
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
 }
 
 /// What phase 3 derives from one chain entry alone (see [`ChainFactsTable`]).

@@ -41,14 +41,14 @@
 //! the way out; texts (summary bodies, previews) are [`JsStr`]s. Record bodies (result text, args) are not held here: a record carries a
 //! `slot` that the binding maps to the original record object.
 
-pub mod aliases;
-pub mod chain_facts;
-pub mod chains;
+pub(crate) mod aliases;
+pub(crate) mod chain_facts;
+pub(crate) mod chains;
 pub mod reconstruct;
-pub mod records;
-pub mod refs;
-pub mod summaries;
-pub mod table;
+pub(crate) mod records;
+pub(crate) mod refs;
+pub(crate) mod summaries;
+pub(crate) mod table;
 
 use crate::collections::FastMap;
 use crate::jsstr::JsStr;

@@ -2,7 +2,7 @@
 //! one field of a persisted object as the reference reads it ([`field`]), the whitespace
 //! `trim()` strips, and [`Throw`], where the reference throws.
 
-pub mod field;
+pub(crate) mod field;
 pub mod num;
 
 pub use field::JsField;

@@ -9,8 +9,8 @@
 //! `&str`; they travel as UTF-16 code units ([`JsString::Units`]).
 
 pub mod escape;
-pub mod order;
-pub mod parse;
+pub(crate) mod order;
+pub(crate) mod parse;
 pub mod write;
 
 pub use escape::{str_len, units_len, units_utf8_len, utf16_len, write_str, write_units};

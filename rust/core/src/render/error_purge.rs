@@ -49,7 +49,9 @@ fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
 }
 
 /// Phase 2 over the phase-1 output (`slots`, `None` = the input unchanged).
-/// Returns the new slots, or `None` when no block is purged.
+/// Returns the new slots, or `None` when no block is purged. (Tests: the render purges in
+/// place.)
+#[cfg(test)]
 pub fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: Option<&[Item]>,

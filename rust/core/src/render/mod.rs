@@ -17,15 +17,15 @@
 //! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
 //! diagnostics reported before the throw survive.
 
-pub mod chain;
-pub mod error_purge;
+pub(crate) mod chain;
+pub(crate) mod error_purge;
 pub mod grace;
-pub mod ids;
-pub mod orphan_sweep;
-pub mod plan;
+pub(crate) mod ids;
+pub(crate) mod orphan_sweep;
+pub(crate) mod plan;
 pub mod size;
-pub mod state;
-pub mod stub_replace;
+pub(crate) mod state;
+pub(crate) mod stub_replace;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -43,8 +43,6 @@ use crate::js::JsField;
 use crate::keys::ProtectedMatcher;
 
 pub use crate::collections::{FastMap, FastSet};
-pub use crate::index::chain_facts;
-pub use crate::placeholders;
 
 pub use crate::js::Throw;
 

@@ -95,7 +95,8 @@ impl<'a> Open<'a> {
 }
 
 /// Phase 4 over the phase-3 output (`items`, `None` = the input unchanged).
-/// `None` when nothing is orphaned.
+/// `None` when nothing is orphaned. (Tests: the render sweeps in place.)
+#[cfg(test)]
 pub fn sweep<S: IdStr>(
     msgs: &[MsgView<S>],
     items: Option<&[Item]>,
@@ -107,7 +108,7 @@ pub fn sweep<S: IdStr>(
         .flatten())
 }
 
-/// [`sweep`] updating the items in place (`None` becomes `Some` when a message is
+/// Phase 4 updating the items in place (`None` becomes `Some` when a message is
 /// swept). Returns whether one was.
 pub fn sweep_in_place<S: IdStr>(
     msgs: &[MsgView<S>],

@@ -5,7 +5,7 @@
 //! summaries: their fields keep JS value semantics ([`JsField`]), which the
 //! stub and synthetic templates interpolate.
 
-use super::chain_facts::ChainFacts;
+use crate::index::chain_facts::ChainFacts;
 pub use crate::index::Summarized;
 use crate::index::{BodyIndex, ChainEntry, Index, Record, SummaryBody};
 use crate::js::JsField;

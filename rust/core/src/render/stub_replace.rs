@@ -8,7 +8,7 @@ use super::state::{template_or, RenderState, Summarized};
 use super::Protection;
 use crate::index::Record;
 use crate::js::format_number;
-use crate::view::{IdStr, JsIdOf, MsgView, Role, Ts};
+use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
 /// Integers up to this magnitude print as their plain digits.
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
@@ -47,37 +47,6 @@ pub fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
     buf.push_str(id);
     buf.push('@');
     push_js_number(buf, ts);
-}
-
-/// The key phase 1 looks a toolResult up by: its occurrence key when the
-/// timestamp is a number (written into `buf`), else the raw `toolCallId`
-/// (`None` when that is not a string: no map holds a non-string key).
-fn lookup_base<'a, S: IdStr>(msg: &'a MsgView<S>, buf: &'a mut String) -> Option<&'a str> {
-    match (msg.timestamp, &msg.tool_call_id) {
-        (Ts::Num(ts), id) => {
-            write_occ_key(buf, &id.js_str(), ts);
-            Some(buf.as_str())
-        }
-        (_, JsIdOf::Str(id)) => Some(id.as_ref()),
-        _ => None,
-    }
-}
-
-/// Decides the stub for one toolResult, or `None` to keep it verbatim.
-pub fn stub_for<S: IdStr, St: RenderState + ?Sized>(
-    index: usize,
-    msg: &MsgView<S>,
-    state: &St,
-    protection: Option<&dyn Protection>,
-    in_grace: &HashSet<String>,
-) -> Option<Text> {
-    if msg.role != Role::ToolResult {
-        return None;
-    }
-    let mut buf = String::new();
-    let key = lookup_base(msg, &mut buf);
-    let found = stub_with(msg, key, state, protection, in_grace, &mut 0)?;
-    Some(stub_text(index, found))
 }
 
 /// Whether toolResult `msg` is stubbed, given its lookup key and the state's lookup hint
@@ -178,7 +147,9 @@ pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
     text
 }
 
-/// Phase 1 over the whole list: `None` when no toolResult is replaced.
+/// Phase 1 over the whole list: `None` when no toolResult is replaced (tests: the render
+/// defers the stub texts).
+#[cfg(test)]
 pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
     msgs: &[MsgView<S>],
     state: &St,
@@ -269,6 +240,7 @@ mod tests {
     use crate::render::testing::{
         assistant, rec, rec_at, spilled, tc, tool_result, user, TestState,
     };
+    use crate::view::Ts;
 
     fn lit(text: &Text) -> &str {
         text.as_literal().unwrap_or("<pieces>")

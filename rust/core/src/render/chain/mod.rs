@@ -19,8 +19,7 @@ mod synthetic;
 #[cfg(test)]
 mod tests;
 
-pub use range::{resolve_range, Range, RangeIndex};
-pub use synthetic::synthetic_text;
+pub(crate) use range::{Range, RangeIndex};
 
 use accept::accept;
 use drop::{id_mismatch, overlaps_dropped, Dropped};

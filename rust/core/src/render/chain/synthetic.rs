@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::collections::{FastMap, FastSet};
-use crate::index::chain_facts::{ChainFacts, ChainFactsTable};
+use crate::index::chain_facts::ChainFacts;
 use crate::index::{BodyIndex, ChainEntry};
 use crate::js::JsField;
 use crate::jsstr::{JsBuf, JsStr};
@@ -197,22 +197,7 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
 }
 
 /// `<compressed-chain id="..." tools="...">\n<body><protected>\n</compressed-chain>`
-/// (04 section 5.4); `Err` where the reference throws building it.
-pub fn synthetic_text<St: RenderState + ?Sized>(
-    state: &St,
-    entry: &ChainEntry,
-    protected: &[(Piece, Text)],
-) -> Result<Text, Throw> {
-    let entries = state.chain_entries();
-    let mut summaries = Summaries::new(state, &entries);
-    // `entry` may not be one of the registry's: its text is not memoized.
-    let text = state.chain_summary_text(entry).ok_or(Throw)?;
-    let mut facts = ChainFactsTable::new();
-    facts.push(entry);
-    let facts = facts.get(0).ok_or(Throw)?;
-    synthetic_text_from(&mut summaries, entry, &facts, &text, protected)
-}
-
+/// (04 section 5.4) for an accepted `entry`; `Err` where the reference throws building it.
 pub(super) fn synthetic_text_with<'s, St: RenderState + ?Sized>(
     summaries: &mut Summaries<'s, '_, St>,
     entry: &'s ChainEntry,

@@ -1,5 +1,6 @@
 use super::accept::Containers;
 use super::drop::ordered_match;
+use super::range::resolve_range;
 use super::*;
 use crate::jsstr::JsStr;
 use crate::render::testing::{
