@@ -27,8 +27,9 @@ pub struct Extracted {
     pub call_block: usize,
 }
 
-/// The role + timestamp views range resolution reads.
-pub fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
+/// The role + timestamp views range resolution reads (tests: the binding builds its own).
+#[cfg(test)]
+pub(crate) fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
     msgs.iter()
         .map(|m| MsgView::new(m.role, m.timestamp))
         .collect()
@@ -37,7 +38,7 @@ pub fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
 /// Walks the resolved span of the chain `start_ts -> final_ts` and returns, in message order,
 /// every toolResult that answers a call opened inside the span, is not protected (by id),
 /// has a numeric timestamp, and whose occurrence key `is_indexed` rejects. `views` are
-/// [`range_views`] of `msgs`. An unresolvable span yields nothing. `Err` where the reference
+/// the role + timestamp views of `msgs`. An unresolvable span yields nothing. `Err` where the reference
 /// throws (a `null` content element of an assistant inside the span).
 pub fn extract_chain_records(
     msgs: &[ChainMsg],

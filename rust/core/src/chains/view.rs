@@ -101,7 +101,7 @@ pub fn id_truthy(id: &JsId) -> bool {
 
 /// `occKey(id, ts)` as a Set member: the id itself without a timestamp, else the string
 /// `String(id) + "@" + String(ts)`.
-pub fn occ_key_id(id: &JsId, ts: Option<f64>) -> JsId {
+pub(crate) fn occ_key_id(id: &JsId, ts: Option<f64>) -> JsId {
     match ts {
         None => id.clone(),
         Some(ts) => JsId::Str(format!(

@@ -40,7 +40,7 @@ struct Spans {
 
 /// The facts of many entries, stored compactly; entry `k` is the `k`-th one pushed.
 #[derive(Clone, Debug, Default)]
-pub struct ChainFactsTable {
+pub(crate) struct ChainFactsTable {
     /// Every string of every entry, back to back.
     text: String,
     /// Ends (in `text`) of the strings of every list, all entries' in a row; each string
@@ -169,7 +169,7 @@ impl ChainFactsTable {
     }
 }
 
-/// What phase 3 derives from one chain entry alone (see [`ChainFactsTable`]).
+/// What phase 3 derives from one chain entry alone (see `ChainFactsTable`).
 #[derive(Clone, Copy, Debug)]
 pub struct ChainFacts<'a> {
     /// `String(blockId)`: the dedup key of the entry's diagnostics, and the key its protected

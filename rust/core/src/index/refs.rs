@@ -38,7 +38,7 @@ impl ShortRef {
 }
 
 /// The number `N` of a short ref matching `/^t(\d+)$/` (`Number(digits)`).
-pub fn short_ref_number(short_id: &str) -> Option<f64> {
+pub(crate) fn short_ref_number(short_id: &str) -> Option<f64> {
     let digits = short_id.strip_prefix('t')?;
     if !is_ascii_digits(digits) {
         return None;

@@ -1,5 +1,5 @@
 //! JavaScript value semantics the core shares: number formatting and rounding ([`num`]),
-//! one field of a persisted object as the reference reads it ([`field`]), the whitespace
+//! one field of a persisted object as the reference reads it (`field`), the whitespace
 //! `trim()` strips, and [`Throw`], where the reference throws.
 
 pub(crate) mod field;

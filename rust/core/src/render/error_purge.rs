@@ -52,7 +52,7 @@ fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
 /// Returns the new slots, or `None` when no block is purged. (Tests: the render purges in
 /// place.)
 #[cfg(test)]
-pub fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
+pub(crate) fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: Option<&[Item]>,
     cfg: &PurgeConfig,
@@ -66,7 +66,7 @@ pub fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
 
 /// [`purge_errored_args`] updating the slots in place (`None` becomes `Some` when a block
 /// is purged). Returns whether a block was purged.
-pub fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
+pub(crate) fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: &mut Option<Vec<Item>>,
     cfg: &PurgeConfig,

@@ -8,11 +8,8 @@ use std::collections::HashSet;
 use crate::keys::occ_key;
 use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
-/// Tool name of the recovery tool.
-pub const RECOVERY_TOOL: &str = "context_tree_query";
-
 /// Whether the window is on: `recoveryGraceTurns > 0` (zero, negative and NaN disable it).
-pub fn enabled(grace_turns: f64) -> bool {
+pub(crate) fn enabled(grace_turns: f64) -> bool {
     grace_turns.partial_cmp(&0.0) == Some(std::cmp::Ordering::Greater)
 }
 
@@ -23,7 +20,7 @@ pub fn in_grace_keys<S: IdStr>(msgs: &[MsgView<S>], grace_turns: f64) -> HashSet
 
 /// [`in_grace_keys`] with `is_recovery(i, msg)` telling whether toolResult `i` is a
 /// recovery output (asked only for those inside the window).
-pub fn in_grace_keys_with<S: IdStr>(
+pub(crate) fn in_grace_keys_with<S: IdStr>(
     msgs: &[MsgView<S>],
     grace_turns: f64,
     mut is_recovery: impl FnMut(usize, &MsgView<S>) -> bool,

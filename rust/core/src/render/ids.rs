@@ -14,7 +14,7 @@ use crate::view::{IdStr, JsIdOf, MsgView, Ts};
 /// string id without a numeric timestamp), back to back in one buffer. A string id is the
 /// start of its key, so the key also holds the id.
 #[derive(Debug, Default)]
-pub struct ResultKeys {
+pub(crate) struct ResultKeys {
     text: String,
     /// `(message index, start, end)` of each key in `text`, by ascending message index.
     spans: Vec<(usize, usize, usize)>,

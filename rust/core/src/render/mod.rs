@@ -8,10 +8,10 @@
 //! | phase | module | spec |
 //! |---|---|---|
 //! | 0 grace set | [`grace`] | 04 section 3.1 |
-//! | 1 stub-replace | [`stub_replace`] | 04 section 3.2 |
-//! | 2 error purge | [`error_purge`] | 04 section 4 |
-//! | 3 chain-range prune | [`chain`], [`placeholders`] | 04 section 5 |
-//! | 4 orphan sweep | [`orphan_sweep`] | 04 section 6 |
+//! | 1 stub-replace | `stub_replace` | 04 section 3.2 |
+//! | 2 error purge | `error_purge` | 04 section 4 |
+//! | 3 chain-range prune | `chain`, `placeholders` | 04 section 5 |
+//! | 4 orphan sweep | `orphan_sweep` | 04 section 6 |
 //!
 //! Inputs on which the reference throws (04 section 6.1) end the render with
 //! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
@@ -108,9 +108,11 @@ pub trait Lazy {
     }
 }
 
-/// A [`Lazy`] that has nothing beyond the views.
-pub struct ViewsOnly;
+/// A [`Lazy`] that has nothing beyond the views (tests).
+#[cfg(test)]
+pub(crate) struct ViewsOnly;
 
+#[cfg(test)]
 impl Lazy for ViewsOnly {
     fn args_len(&mut self, _msg: usize, _block: usize) -> Option<usize> {
         None

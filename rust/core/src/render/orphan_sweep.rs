@@ -19,7 +19,7 @@ const SHOWN_IDS: usize = 5;
 const SMALL_OPEN: usize = 16;
 
 /// The orphan-sweep diagnostic for the swept ids (in list order).
-pub fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnostic {
+pub(crate) fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnostic {
     let mut sorted: Vec<&JsIdOf<S>> = swept.iter().collect();
     sorted.sort_by(|a, b| JsIdOf::js_sort_cmp(a, b));
     let joined: Vec<String> = sorted.iter().map(|id| id.join_string()).collect();
@@ -97,7 +97,7 @@ impl<'a> Open<'a> {
 /// Phase 4 over the phase-3 output (`items`, `None` = the input unchanged).
 /// `None` when nothing is orphaned. (Tests: the render sweeps in place.)
 #[cfg(test)]
-pub fn sweep<S: IdStr>(
+pub(crate) fn sweep<S: IdStr>(
     msgs: &[MsgView<S>],
     items: Option<&[Item]>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -110,7 +110,7 @@ pub fn sweep<S: IdStr>(
 
 /// Phase 4 updating the items in place (`None` becomes `Some` when a message is
 /// swept). Returns whether one was.
-pub fn sweep_in_place<S: IdStr>(
+pub(crate) fn sweep_in_place<S: IdStr>(
     msgs: &[MsgView<S>],
     items: &mut Option<Vec<Item>>,
     diagnostics: &mut Vec<Diagnostic>,

@@ -181,7 +181,7 @@ pub struct Diagnostic {
 }
 
 /// Keeps the first report per `(kind, dedupKey)`, as a fresh sink would.
-pub fn dedup(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
+pub(crate) fn dedup(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
     let mut seen = HashSet::new();
     diagnostics
         .into_iter()

@@ -140,7 +140,7 @@ impl RenderState for Index {
 }
 
 /// `${value ?? fallback}`.
-pub fn template_or(value: &JsField, fallback: &str) -> String {
+pub(crate) fn template_or(value: &JsField, fallback: &str) -> String {
     if value.is_nullish() {
         fallback.to_owned()
     } else {

@@ -14,7 +14,7 @@ use crate::view::{IdStr, JsIdOf, MsgView, Role};
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 /// Appends `String(x)` for a number `x` (integers without going through a float formatter).
-pub fn push_js_number(out: &mut String, x: f64) {
+pub(crate) fn push_js_number(out: &mut String, x: f64) {
     if x.fract() == 0.0 && x.abs() <= EXACT_INT_LIMIT {
         // Integral and within +-2^53: the cast is exact (and prints -0 as 0, as JS does).
         let value = x as i64;
@@ -42,7 +42,7 @@ pub fn push_js_number(out: &mut String, x: f64) {
 }
 
 /// Writes `occKey(id, ts)` (`id + "@" + String(ts)`) into `buf`.
-pub fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
+pub(crate) fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
     buf.clear();
     buf.push_str(id);
     buf.push('@');
@@ -110,7 +110,7 @@ const SUMMARY_STUB_HEAD: &str = "[Summarized in pruner summary, ref `";
 const SUMMARY_STUB_TAIL: &str = "`. Use context_tree_query to retrieve full output.]";
 
 /// [`summary_stub`] for a literal ref, built in one allocation.
-pub fn summary_stub_text(reference: &str) -> Text {
+pub(crate) fn summary_stub_text(reference: &str) -> Text {
     let mut text =
         String::with_capacity(SUMMARY_STUB_HEAD.len() + reference.len() + SUMMARY_STUB_TAIL.len());
     text.push_str(SUMMARY_STUB_HEAD);
@@ -120,7 +120,7 @@ pub fn summary_stub_text(reference: &str) -> Text {
 }
 
 /// `[Summarized in pruner summary, ref `<ref>`. Use context_tree_query to retrieve full output.]`
-pub fn summary_stub(reference: Piece) -> Text {
+pub(crate) fn summary_stub(reference: Piece) -> Text {
     let mut text = Text::default();
     text.lit(SUMMARY_STUB_HEAD);
     text.push(reference);
@@ -129,7 +129,7 @@ pub fn summary_stub(reference: Piece) -> Text {
 }
 
 /// The six-line spill stub.
-pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
+pub(crate) fn spill_stub(rec: &Record, reference: Piece) -> Text {
     let mut text = Text::default();
     text.lit("[Oversized output spilled to file \u{2014} ");
     text.lit(&template_or(&rec.spill_bytes, "?"));
@@ -150,7 +150,7 @@ pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
 /// Phase 1 over the whole list: `None` when no toolResult is replaced (tests: the render
 /// defers the stub texts).
 #[cfg(test)]
-pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
+pub(crate) fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
     msgs: &[MsgView<S>],
     state: &St,
     protection: Option<&dyn Protection>,
@@ -166,7 +166,7 @@ pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
 
 /// What phase 1 leaves for the later phases of a render ([`stub_replace_deferred`]).
 #[derive(Debug, Default)]
-pub struct Phase1<'s> {
+pub(crate) struct Phase1<'s> {
     /// The lookup keys of the tool results.
     pub(crate) keys: ResultKeys,
     /// The stubs whose text is not written yet, by ascending message index.
@@ -200,7 +200,7 @@ impl Phase1<'_> {
 /// the stubs' texts. Those are only written by [`Phase1::finish`] once the later phases are
 /// done (each [`Item::Stub`] holds an empty text until then), because phase 3 drops most
 /// stubbed results; a text it needs before is [`Phase1::stub_text`].
-pub fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
+pub(crate) fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
     msgs: &[MsgView<S>],
     state: &'s St,
     protection: Option<&dyn Protection>,

@@ -14,7 +14,7 @@
 
 mod accept;
 mod drop;
-pub mod range;
+pub(crate) mod range;
 mod synthetic;
 #[cfg(test)]
 mod tests;

@@ -8,11 +8,11 @@ use crate::view::{MsgView, Role, Ts};
 
 /// A resolved range: the start user message and the final assistant message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
+pub(crate) struct Range {
     /// index of the unique user message at `startUserTimestamp`
-    pub start: usize,
+    pub(crate) start: usize,
     /// index of the unique assistant message at `finalAssistantTimestamp`
-    pub end: usize,
+    pub(crate) end: usize,
 }
 
 /// `msg.timestamp === field` for a persisted timestamp field. A string or
@@ -31,7 +31,7 @@ fn ts_strict_eq(ts: Ts, field: &JsField) -> bool {
 ///
 /// One scan of the list; to resolve many entries against the same list, build a
 /// [`RangeIndex`] once.
-pub fn resolve_range<S>(entry: &ChainEntry, msgs: &[MsgView<S>]) -> Option<Range> {
+pub(crate) fn resolve_range<S>(entry: &ChainEntry, msgs: &[MsgView<S>]) -> Option<Range> {
     let final_ts = &entry.final_assistant_timestamp;
     if *final_ts == JsField::Null {
         return None;
@@ -95,7 +95,7 @@ fn strict_key(x: f64) -> Option<u64> {
 /// [`resolve_range`] for many entries: the user and assistant messages of a list by
 /// timestamp, built in one scan.
 #[derive(Debug, Default)]
-pub struct RangeIndex {
+pub(crate) struct RangeIndex {
     /// user messages by timestamp key
     users: FastMap<u64, Option<Hits>>,
     /// assistant messages by timestamp key
@@ -110,7 +110,7 @@ pub struct RangeIndex {
 impl RangeIndex {
     /// Indexes `msgs` (tests: the render seeds the index with the entries).
     #[cfg(test)]
-    pub fn new<S>(msgs: &[MsgView<S>]) -> Self {
+    pub(crate) fn new<S>(msgs: &[MsgView<S>]) -> Self {
         let mut index = RangeIndex::default();
         for (i, msg) in msgs.iter().enumerate() {
             index.add(i, msg);
@@ -169,7 +169,7 @@ impl RangeIndex {
     }
 
     /// [`resolve_range`] of `entry` over the indexed list.
-    pub fn resolve(&self, entry: &ChainEntry) -> Option<Range> {
+    pub(crate) fn resolve(&self, entry: &ChainEntry) -> Option<Range> {
         let end = match &entry.final_assistant_timestamp {
             JsField::Number(x) => Hits::unique(
                 strict_key(*x)
