@@ -10,8 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::view::{occ_key_id, AssistantContent, ChainMsg, MsgBody};
 use crate::index::ChainEntry;
-use crate::js::JsField;
-use crate::js::Throw;
+use crate::js::{JsField, Throw};
 use crate::render::chain::range::resolve_range;
 use crate::view::{JsId, MsgView, Role};
 

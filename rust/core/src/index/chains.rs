@@ -5,8 +5,7 @@ use std::cmp::Ordering;
 
 use super::chain_facts::ChainFacts;
 use super::{js_max, Index, JsField};
-use crate::js::field::parse_int10;
-use crate::js::format_number;
+use crate::js::{field::parse_int10, format_number};
 use crate::jsstr::JsStr;
 
 /// The fields of a `context-prune-chain` entry (`ChainCompressionEntry`) that render and the

@@ -2,8 +2,7 @@
 
 use super::records::key_with_field;
 use super::{js_max, Index, JsField};
-use crate::js::field::is_ascii_digits;
-use crate::js::format_number;
+use crate::js::{field::is_ascii_digits, format_number};
 use crate::jsstr::JsStr;
 
 /// A `SummaryToolCallRef`: `{shortId, toolCallId, resultTimestamp?}`.

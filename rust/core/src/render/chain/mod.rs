@@ -34,8 +34,7 @@ use super::ViewsOnly;
 use super::{FastMap, FastSet, Lazy, Throw};
 use crate::index::chain_facts::ChainFactsTable;
 use crate::index::ChainEntry;
-use crate::js::format_number;
-use crate::js::JsField;
+use crate::js::{format_number, JsField};
 use crate::view::{Content, IdStr, JsIdOf, MsgView, Role};
 
 /// What phase 3 reads: the views of the input list, the registry, the state, the config,
