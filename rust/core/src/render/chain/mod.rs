@@ -292,7 +292,33 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         bare: None,
     };
     // 4. emit
-    let mut out: Vec<Item> = Vec::with_capacity(n + accepted.len());
+    emit(
+        msgs,
+        slots,
+        &drop,
+        &strip,
+        insert_after,
+        &existing,
+        &mut dropped,
+    )
+    .map(Some)
+}
+
+/// Step 4 of phase 3: the new slots. The phase-2 slots move in (one per message; a dropped
+/// message's is dropped), the final assistants of the ranges lose their thinking when
+/// `strip` says so, per-batch summaries covering a dropped call go, and each range's
+/// synthetic message goes right after its start (`insert_after`, by ascending start).
+fn emit<S: IdStr>(
+    msgs: &[MsgView<S>],
+    slots: &mut Option<Vec<Item>>,
+    drop: &[bool],
+    strip: &[bool],
+    insert_after: Vec<(usize, Text, &ChainEntry)>,
+    existing: &FastSet<&str>,
+    dropped: &mut Dropped<'_>,
+) -> Result<Vec<Item>, Throw> {
+    let mut out: Vec<Item> = Vec::with_capacity(msgs.len() + insert_after.len());
+    let mut key = String::new();
     let mut pending = insert_after.into_iter().peekable();
     // The phase-2 slots move into `out` (one per message; a dropped message's is dropped).
     let mut phase2 = slots.take().map(Vec::into_iter);
@@ -304,7 +330,7 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
             continue;
         }
         if let Some(refs) = &msg.summary {
-            if overlaps_dropped(refs, &mut dropped, &mut key)? {
+            if overlaps_dropped(refs, dropped, &mut key)? {
                 continue;
             }
         }
@@ -344,5 +370,5 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
             }
         }
     }
-    Ok(Some(out))
+    Ok(out)
 }
