@@ -1,5 +1,6 @@
-"""`rust/core` is layered: its top-level modules import each other without a cycle, and the
-base modules (collections, JS values, keys, placeholder texts) import no feature module."""
+"""`rust/core` is layered: its top-level modules import each other without a cycle, the base
+modules (collections, JS values, message views, keys, placeholder texts) import no feature
+module, and chain detection reads the render only for the chain range resolver."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "rust" / "core" / "src"
 USE = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
-BASE = {"collections", "jsnum", "jsstr", "json", "keys", "placeholders"}
+BASE = {"collections", "js", "jsstr", "json", "keys", "placeholders", "view"}
+RENDER_PATH = re.compile(r"\bcrate::render::([a-z_][a-z0-9_:]*)")
 FEATURES = {"index", "render", "chains"}
 
 
@@ -73,3 +75,10 @@ def test_base_modules_import_no_feature_module() -> None:
 
 def test_the_cycle_finder_finds_one() -> None:
     assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_chain_detection_reads_only_the_range_resolver_of_the_render() -> None:
+    used = set()
+    for file in top_level_modules()["chains"]:
+        used.update(RENDER_PATH.findall(file.read_text(encoding="utf-8")))
+    assert used == {"chain::range::resolve_range"}

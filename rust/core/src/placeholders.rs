@@ -4,7 +4,9 @@ use crate::jsstr::{JsBuf, JsSlice};
 
 /// Replaces every `\{b(\d+)\}` (ASCII digits, leading zeros kept) with
 /// `lookup("b" + digits)`, except the block's own id and unknown ids, which
-/// stay literal. One level only: inserted text is not re-scanned.
+/// stay literal. One level only: inserted text is not re-scanned. (Tests: the render writes
+/// into its buffer with [`substitute_block_refs_into`].)
+#[cfg(test)]
 pub fn substitute_block_refs<F>(text: &str, lookup: F, self_block_id: Option<&str>) -> String
 where
     F: FnMut(&str) -> Option<String>,

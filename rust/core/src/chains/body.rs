@@ -4,14 +4,14 @@ use std::cmp::Ordering;
 
 use super::collate::locale_compare;
 use super::iso::to_iso_string;
-use crate::jsnum::{format_number, math_round};
+use crate::js::{format_number, math_round};
 use crate::jsstr::JsStr;
 
 /// The first line of every deterministic body.
-pub const HEADER: &str = "Deterministic chain compression (no per-batch summary existed for this span; raw outputs recoverable via context_tree_query).";
+pub(crate) const HEADER: &str = "Deterministic chain compression (no per-batch summary existed for this span; raw outputs recoverable via context_tree_query).";
 
 /// Args excerpts are cut to this many UTF-16 units (then `...` is appended).
-pub const EXCERPT_UNITS: usize = 200;
+pub(crate) const EXCERPT_UNITS: usize = 200;
 
 /// What the body reads from one record.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use super::view::{id_truthy, occ_key_id, AssistantContent, ChainMsg, MsgBody};
-use crate::render::view::{JsId, Role};
-use crate::render::Throw;
+use crate::js::Throw;
+use crate::view::{JsId, Role};
 
 /// A value collected by detection, with where its first occurrence lives (so the binding
 /// can return the caller's own object).
@@ -169,7 +169,7 @@ pub fn detect_chains(msgs: &[ChainMsg]) -> Result<Vec<ChainRange>, Throw> {
 mod tests {
     use super::super::view::testing::*;
     use super::*;
-    use crate::render::view::Ts;
+    use crate::view::Ts;
 
     fn ids(list: &[Sourced]) -> Vec<String> {
         list.iter().map(|s| s.value.to_js_string()).collect()

@@ -4,9 +4,9 @@ use std::collections::HashSet;
 
 use super::detect::ChainRange;
 use super::view::ChainMsg;
+use crate::js::Throw;
 use crate::keys::{bare_tool_call_id, parse_occ_key};
-use crate::render::view::JsId;
-use crate::render::Throw;
+use crate::view::JsId;
 
 /// What [`select_eligible`] decided, as positions in the detected chain list.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -24,7 +24,7 @@ pub struct Eligibility {
 /// `candidates.slice(0, Math.max(0, n - K))` as a count: `K` is a JS number (NaN selects
 /// nothing; a negative or -Infinity window selects every candidate; a fractional result is
 /// truncated).
-pub fn take_count(candidates: usize, window: f64) -> usize {
+pub(crate) fn take_count(candidates: usize, window: f64) -> usize {
     let end = candidates as f64 - window;
     if end.is_nan() || end <= 0.0 {
         return 0;

@@ -2,17 +2,17 @@
 //! uncovered chain that the deterministic backfill indexes.
 //!
 //! The span is resolved exactly as render phase 3 resolves it
-//! ([`crate::render::chain_range::resolve_range`]): a unique user message at the start
+//! ([`crate::render::chain::range::resolve_range`]): a unique user message at the start
 //! timestamp, a unique assistant at the final timestamp, start before end; otherwise nothing
 //! is extracted.
 
 use std::collections::{HashMap, HashSet};
 
 use super::view::{occ_key_id, AssistantContent, ChainMsg, MsgBody};
-use crate::index::{ChainEntry, JsField};
-use crate::render::chain_range::resolve_range;
-use crate::render::view::{JsId, MsgView, Role};
-use crate::render::Throw;
+use crate::index::ChainEntry;
+use crate::js::{JsField, Throw};
+use crate::render::chain::range::resolve_range;
+use crate::view::{JsId, MsgView, Role};
 
 /// One record to backfill: the toolResult and the `toolCall` block it answers (the last
 /// block with that id before it inside the span).
@@ -26,8 +26,9 @@ pub struct Extracted {
     pub call_block: usize,
 }
 
-/// The role + timestamp views range resolution reads.
-pub fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
+/// The role + timestamp views range resolution reads (tests: the binding builds its own).
+#[cfg(test)]
+pub(crate) fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
     msgs.iter()
         .map(|m| MsgView::new(m.role, m.timestamp))
         .collect()
@@ -36,7 +37,7 @@ pub fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
 /// Walks the resolved span of the chain `start_ts -> final_ts` and returns, in message order,
 /// every toolResult that answers a call opened inside the span, is not protected (by id),
 /// has a numeric timestamp, and whose occurrence key `is_indexed` rejects. `views` are
-/// [`range_views`] of `msgs`. An unresolvable span yields nothing. `Err` where the reference
+/// the role + timestamp views of `msgs`. An unresolvable span yields nothing. `Err` where the reference
 /// throws (a `null` content element of an assistant inside the span).
 pub fn extract_chain_records(
     msgs: &[ChainMsg],
@@ -103,7 +104,7 @@ mod tests {
     use super::super::view::testing::*;
     use super::super::view::CallView;
     use super::*;
-    use crate::render::view::Ts;
+    use crate::view::Ts;
 
     fn run(
         msgs: &[ChainMsg],

@@ -21,7 +21,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 /// `new Date(ms).toISOString()`: `YYYY-MM-DDTHH:MM:SS.mmmZ` in UTC, with a signed six-digit
 /// year outside 0..=9999. `None` where JS throws `RangeError: Invalid time value` (NaN,
 /// infinite, or beyond +-8.64e15 ms). The fraction of a millisecond is dropped (TimeClip).
-pub fn to_iso_string(ms: f64) -> Option<String> {
+pub(crate) fn to_iso_string(ms: f64) -> Option<String> {
     if !ms.is_finite() || ms.abs() > MAX_TIME_MS {
         return None;
     }

@@ -7,28 +7,27 @@
 //!
 //! | step | module | spec |
 //! |---|---|---|
-//! | detection (`detectChains`) | [`detect`] | 05 section 11.1 |
-//! | eligibility (`selectEligible`: window, registry, grace) | [`eligible`] | 05 section 11.2 |
-//! | extraction for the deterministic backfill (`extractChainRecords`) | [`extract`] | 05 section 11.4 |
-//! | deterministic body (`buildDeterministicBody`) | [`body`], [`collate`], [`iso`] | 05 section 12 |
+//! | detection (`detectChains`) | `detect` | 05 section 11.1 |
+//! | eligibility (`selectEligible`: window, registry, grace) | `eligible` | 05 section 11.2 |
+//! | extraction for the deterministic backfill (`extractChainRecords`) | `extract` | 05 section 11.4 |
+//! | deterministic body (`buildDeterministicBody`) | `body`, `collate`, `iso` | 05 section 12 |
 //!
 //! The binding reads each message into a [`ChainMsg`] (only the fields detection and
 //! extraction look at); results point back at message / block positions so the binding can
 //! return the caller's own id objects. Orchestration (fusion LLM call, backfill persistence,
 //! entry writing) is the Python layer's job.
 
-pub mod body;
-pub mod collate;
-pub mod detect;
-pub mod eligible;
-pub mod extract;
-pub mod iso;
+pub(crate) mod body;
+pub(crate) mod collate;
+pub(crate) mod detect;
+pub(crate) mod eligible;
+pub(crate) mod extract;
+pub(crate) mod iso;
 pub mod view;
 
 pub use body::{deterministic_body, BodyError, BodyRecord};
 pub use collate::locale_compare;
 pub use detect::{detect_chains, ChainRange, Sourced};
-pub use eligible::{select_eligible, take_count, Eligibility};
-pub use extract::{extract_chain_records, range_views, Extracted};
-pub use iso::to_iso_string;
+pub use eligible::{select_eligible, Eligibility};
+pub use extract::{extract_chain_records, Extracted};
 pub use view::{AssistantContent, CallView, ChainMsg, MsgBody};

@@ -1,6 +1,6 @@
 //! The light view of one message that chain detection and extraction read.
 
-use crate::render::view::{JsId, Role, Ts};
+use crate::view::{JsId, Role, Ts};
 
 /// One `toolCall` block of an assistant message.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,13 +101,13 @@ pub fn id_truthy(id: &JsId) -> bool {
 
 /// `occKey(id, ts)` as a Set member: the id itself without a timestamp, else the string
 /// `String(id) + "@" + String(ts)`.
-pub fn occ_key_id(id: &JsId, ts: Option<f64>) -> JsId {
+pub(crate) fn occ_key_id(id: &JsId, ts: Option<f64>) -> JsId {
     match ts {
         None => id.clone(),
         Some(ts) => JsId::Str(format!(
             "{}@{}",
             id.to_js_string(),
-            crate::jsnum::format_number(ts)
+            crate::js::format_number(ts)
         )),
     }
 }

@@ -40,7 +40,7 @@ struct Spans {
 
 /// The facts of many entries, stored compactly; entry `k` is the `k`-th one pushed.
 #[derive(Clone, Debug, Default)]
-pub struct ChainFactsTable {
+pub(crate) struct ChainFactsTable {
     /// Every string of every entry, back to back.
     text: String,
     /// Ends (in `text`) of the strings of every list, all entries' in a row; each string
@@ -167,14 +167,9 @@ impl ChainFactsTable {
     pub fn len(&self) -> usize {
         self.spans.len()
     }
-
-    /// Whether no entry was pushed.
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
-    }
 }
 
-/// What phase 3 derives from one chain entry alone (see [`ChainFactsTable`]).
+/// What phase 3 derives from one chain entry alone (see `ChainFactsTable`).
 #[derive(Clone, Copy, Debug)]
 pub struct ChainFacts<'a> {
     /// `String(blockId)`: the dedup key of the entry's diagnostics, and the key its protected

@@ -4,9 +4,8 @@
 use std::cmp::Ordering;
 
 use super::chain_facts::ChainFacts;
-use super::field::parse_int10;
 use super::{js_max, Index, JsField};
-use crate::jsnum::format_number;
+use crate::js::{field::parse_int10, format_number};
 use crate::jsstr::JsStr;
 
 /// The fields of a `context-prune-chain` entry (`ChainCompressionEntry`) that render and the

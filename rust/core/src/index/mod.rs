@@ -3,11 +3,11 @@
 //!
 //! [`Index`] holds, like the reference's `ToolCallIndexer`:
 //! - tool-call records by occurrence key (`id@resultTimestamp`, or the bare id for legacy
-//!   records) and the bare id -> keys reverse map ([`records`]);
-//! - short refs `tN` in both directions and the next-ref counter ([`refs`]);
-//! - content-hash dedup canonicals and dedup aliases ([`aliases`]);
-//! - per-batch summary bodies ([`summaries`]);
-//! - the compressed-chain registry and the block-id counter `bN` ([`chains`]).
+//!   records) and the bare id -> keys reverse map (`records`);
+//! - short refs `tN` in both directions and the next-ref counter (`refs`);
+//! - content-hash dedup canonicals and dedup aliases (`aliases`);
+//! - per-batch summary bodies (`summaries`);
+//! - the compressed-chain registry and the block-id counter `bN` (`chains`).
 //!
 //! [`reconstruct::Replay`] rebuilds an index from a branch in the reference's order (first
 //! pass in branch order, dedup aliases in a second pass), and also picks the frontier and stats
@@ -41,27 +41,27 @@
 //! the way out; texts (summary bodies, previews) are [`JsStr`]s. Record bodies (result text, args) are not held here: a record carries a
 //! `slot` that the binding maps to the original record object.
 
-pub mod aliases;
-pub mod chain_facts;
-pub mod chains;
-pub mod field;
+pub(crate) mod aliases;
+pub(crate) mod chain_facts;
+pub(crate) mod chains;
 pub mod reconstruct;
-pub mod records;
-pub mod refs;
-pub mod summaries;
-pub mod table;
+pub(crate) mod records;
+pub(crate) mod refs;
+pub(crate) mod summaries;
+pub(crate) mod table;
 
 use crate::collections::FastMap;
 use crate::jsstr::JsStr;
 use chain_facts::ChainFactsTable;
 
+pub use crate::js::JsField;
+pub use chain_facts::{ChainFacts, StrList};
 pub use chains::ChainEntry;
-pub use field::JsField;
 pub use reconstruct::{classify, EntryKind, Rebuilt, Replay};
 pub use records::{HashSeed, Occurrence, Record, Summarized};
 pub use refs::ShortRef;
 pub use summaries::{BodyIndex, SummaryBody};
-pub use table::StrTable;
+pub(crate) use table::StrTable;
 
 /// Everything the index holds under one key string (an occurrence key, a legacy bare key, a
 /// dedup alias key or a dedup original), so that one hash lookup answers `isSummarized`,
@@ -80,7 +80,7 @@ struct KeyFacts {
 /// for the lookup API.
 ///
 /// The reference's string-keyed maps over keys (`index`, `aliasToOriginal`, `keyToAlias`) are
-/// held as one interned key table with [`KeyFacts`] per key, plus the insertion orders the
+/// held as one interned key table with `KeyFacts` per key, plus the insertion orders the
 /// reference's `Map` iteration shows; `aliasToKey` likewise over the interned short refs.
 #[derive(Clone, Debug)]
 pub struct Index {

@@ -10,17 +10,17 @@ use super::{ChainEntry, HashSeed, Index, JsField, Record, ShortRef};
 use crate::jsstr::JsStr;
 
 /// `customType` of every entry kind the reconstruction reads.
-pub const CUSTOM_TYPE_INDEX: &str = "context-prune-index";
+pub(crate) const CUSTOM_TYPE_INDEX: &str = "context-prune-index";
 /// Summary messages (`custom_message`).
-pub const CUSTOM_TYPE_SUMMARY: &str = "context-prune-summary";
+pub(crate) const CUSTOM_TYPE_SUMMARY: &str = "context-prune-summary";
 /// Compressed chains.
-pub const CUSTOM_TYPE_CHAIN: &str = "context-prune-chain";
+pub(crate) const CUSTOM_TYPE_CHAIN: &str = "context-prune-chain";
 /// Dedup aliases.
-pub const CUSTOM_TYPE_DEDUP_ALIAS: &str = "context-prune-dedup-alias";
+pub(crate) const CUSTOM_TYPE_DEDUP_ALIAS: &str = "context-prune-dedup-alias";
 /// Prune frontier.
-pub const CUSTOM_TYPE_FRONTIER: &str = "context-prune-frontier";
+pub(crate) const CUSTOM_TYPE_FRONTIER: &str = "context-prune-frontier";
 /// Summarizer stats.
-pub const CUSTOM_TYPE_STATS: &str = "context-prune-stats";
+pub(crate) const CUSTOM_TYPE_STATS: &str = "context-prune-stats";
 
 /// What an entry of the branch is to the reconstruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -58,7 +58,7 @@ impl Record {
 
 /// `occKey(id, ts)` for a timestamp read raw from JSON: absent -> bare id, a number -> JS
 /// number formatting, anything else -> its JS `String()` form.
-pub fn key_with_field(id: &str, ts: &JsField) -> String {
+pub(crate) fn key_with_field(id: &str, ts: &JsField) -> String {
     match ts {
         JsField::Absent => id.to_owned(),
         JsField::Number(n) => format_occ_key(id, *n),

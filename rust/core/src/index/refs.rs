@@ -1,9 +1,8 @@
 //! Short refs `tN` (spec 03 section 4): registration, allocation and the counter rules.
 
-use super::field::is_ascii_digits;
 use super::records::key_with_field;
 use super::{js_max, Index, JsField};
-use crate::jsnum::format_number;
+use crate::js::{field::is_ascii_digits, format_number};
 use crate::jsstr::JsStr;
 
 /// A `SummaryToolCallRef`: `{shortId, toolCallId, resultTimestamp?}`.
@@ -38,7 +37,7 @@ impl ShortRef {
 }
 
 /// The number `N` of a short ref matching `/^t(\d+)$/` (`Number(digits)`).
-pub fn short_ref_number(short_id: &str) -> Option<f64> {
+pub(crate) fn short_ref_number(short_id: &str) -> Option<f64> {
     let digits = short_id.strip_prefix('t')?;
     if !is_ascii_digits(digits) {
         return None;

@@ -83,7 +83,7 @@ impl BodyIndex {
     }
 
     /// [`BodyIndex::positions`] for keys asked roughly in the order the bodies listed them
-    /// (see [`StrTable::find_near`]; start `hint` at 0).
+    /// (see `StrTable::find_near`; start `hint` at 0).
     pub fn positions_near(&self, key: &str, hint: &mut usize) -> &[usize] {
         self.keys
             .find_near(key, hint)

@@ -20,7 +20,7 @@ const NEAR: usize = 4;
 /// A set of strings, each with a dense id (`0..len`, in first-insertion order). Nothing is
 /// ever removed.
 #[derive(Clone, Debug, Default)]
-pub struct StrTable {
+pub(crate) struct StrTable {
     hasher: foldhash::fast::RandomState,
     /// Full 64-bit hash of a string -> the last id interned with that hash.
     heads: FastMap<u64, usize>,
@@ -98,11 +98,6 @@ impl StrTable {
     pub fn len(&self) -> usize {
         self.ends.len()
     }
-
-    /// Whether nothing is interned.
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -112,7 +107,7 @@ mod tests {
     #[test]
     fn interning_hands_out_dense_ids_once() {
         let mut t = StrTable::new();
-        assert!(t.is_empty());
+        assert_eq!(t.len(), 0);
         assert_eq!(t.intern("a@1"), 0);
         assert_eq!(t.intern(""), 1);
         assert_eq!(t.intern("b\u{1F600}"), 2);

@@ -43,11 +43,6 @@ pub fn array_index_units(key: &[u16]) -> Option<u32> {
     )
 }
 
-/// True when `key` is an array index (canonical decimal 0..=4294967294).
-pub fn is_array_index_key(key: &str) -> bool {
-    array_index(key).is_some()
-}
-
 /// True when keys with these array indices (`None` for other keys), in insertion order,
 /// are already in JS order: all index keys first and ascending.
 pub fn is_js_ordered(indices: &[Option<u32>]) -> bool {
@@ -105,7 +100,6 @@ mod tests {
             assert_eq!(array_index(key), *want, "key {key:?}");
             let units: Vec<u16> = key.encode_utf16().collect();
             assert_eq!(array_index_units(&units), *want, "units key {key:?}");
-            assert_eq!(is_array_index_key(key), want.is_some());
         }
     }
 

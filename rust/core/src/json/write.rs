@@ -4,7 +4,7 @@
 use super::escape;
 use super::order::{is_js_ordered, js_key_order};
 use super::{JsString, JsValue};
-use crate::jsnum::format_json_number;
+use crate::js::format_json_number;
 
 /// Largest integer magnitude printed through the integer fast path (2^53).
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;

@@ -8,25 +8,7 @@
 
 use sha1::{Digest, Sha1};
 
-/// JS `WhiteSpace` + `LineTerminator` (the set `trim()` and regex `\s` use):
-/// U+0009..U+000D, U+0020, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029,
-/// U+202F, U+205F, U+3000, U+FEFF.
-pub fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\u{0009}'..='\u{000D}'
-            | '\u{0020}'
-            | '\u{00A0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200A}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202F}'
-            | '\u{205F}'
-            | '\u{3000}'
-            | '\u{FEFF}'
-    )
-}
+pub use crate::js::is_js_whitespace;
 
 fn is_js_whitespace_unit(unit: u16) -> bool {
     // Every JS whitespace character is in the BMP; surrogates are not whitespace.

@@ -6,8 +6,8 @@
 //! strings that hold lone surrogates, which JavaScript allows and Rust `str`
 //! cannot represent.
 
-pub mod content_hash;
-pub mod occurrence;
+pub(crate) mod content_hash;
+pub(crate) mod occurrence;
 pub mod protected;
 
 pub use content_hash::{

@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use crate::jsnum::format_number;
+use crate::js::format_number;
 
 /// The separator between the bare id and the timestamp.
 pub const OCC_KEY_SEPARATOR: char = '@';

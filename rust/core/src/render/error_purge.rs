@@ -1,8 +1,8 @@
 //! Phase 2: purge the arguments of errored tool calls after a cooldown (04 section 4).
 
 use super::plan::{Item, Purge};
-use super::view::{Block, Content, IdStr, JsIdOf, MsgView, Role};
 use super::{FastMap, Lazy, PurgeConfig, Throw};
+use crate::view::{Block, Content, IdStr, JsIdOf, MsgView, Role};
 
 /// A one-byte digest of an id, for [`Bloom`].
 #[inline]
@@ -49,8 +49,10 @@ fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
 }
 
 /// Phase 2 over the phase-1 output (`slots`, `None` = the input unchanged).
-/// Returns the new slots, or `None` when no block is purged.
-pub fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
+/// Returns the new slots, or `None` when no block is purged. (Tests: the render purges in
+/// place.)
+#[cfg(test)]
+pub(crate) fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: Option<&[Item]>,
     cfg: &PurgeConfig,
@@ -64,7 +66,7 @@ pub fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
 
 /// [`purge_errored_args`] updating the slots in place (`None` becomes `Some` when a block
 /// is purged). Returns whether a block was purged.
-pub fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
+pub(crate) fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: &mut Option<Vec<Item>>,
     cfg: &PurgeConfig,
@@ -142,7 +144,7 @@ pub fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
 mod tests {
     use super::*;
     use crate::render::testing::{assistant, errored, ok, tc, tool_result, user, Lens};
-    use crate::render::view::Ts;
+    use crate::view::Ts;
 
     const DEFAULTS: PurgeConfig = PurgeConfig {
         cooldown_turns: Some(2.0),

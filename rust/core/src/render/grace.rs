@@ -5,14 +5,11 @@
 
 use std::collections::HashSet;
 
-use super::view::{IdStr, JsIdOf, MsgView, Role};
 use crate::keys::occ_key;
-
-/// Tool name of the recovery tool.
-pub const RECOVERY_TOOL: &str = "context_tree_query";
+use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
 /// Whether the window is on: `recoveryGraceTurns > 0` (zero, negative and NaN disable it).
-pub fn enabled(grace_turns: f64) -> bool {
+pub(crate) fn enabled(grace_turns: f64) -> bool {
     grace_turns.partial_cmp(&0.0) == Some(std::cmp::Ordering::Greater)
 }
 
@@ -23,7 +20,7 @@ pub fn in_grace_keys<S: IdStr>(msgs: &[MsgView<S>], grace_turns: f64) -> HashSet
 
 /// [`in_grace_keys`] with `is_recovery(i, msg)` telling whether toolResult `i` is a
 /// recovery output (asked only for those inside the window).
-pub fn in_grace_keys_with<S: IdStr>(
+pub(crate) fn in_grace_keys_with<S: IdStr>(
     msgs: &[MsgView<S>],
     grace_turns: f64,
     mut is_recovery: impl FnMut(usize, &MsgView<S>) -> bool,
@@ -71,7 +68,7 @@ pub fn in_grace_keys_with<S: IdStr>(
 mod tests {
     use super::*;
     use crate::render::testing::{assistant, tc, tool_result, user};
-    use crate::render::view::{JsId, Ts};
+    use crate::view::{JsId, Ts};
 
     fn recovery(id: &str, ts: f64) -> MsgView {
         let mut m = tool_result(id, ts);

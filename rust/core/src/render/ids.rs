@@ -8,13 +8,13 @@
 //! on its own).
 
 use super::stub_replace::push_js_number;
-use super::view::{IdStr, JsIdOf, MsgView, Ts};
+use crate::view::{IdStr, JsIdOf, MsgView, Ts};
 
 /// The keys phase 1 looked the tool results up by (the occurrence key `id@ts`, or the bare
 /// string id without a numeric timestamp), back to back in one buffer. A string id is the
 /// start of its key, so the key also holds the id.
 #[derive(Debug, Default)]
-pub struct ResultKeys {
+pub(crate) struct ResultKeys {
     text: String,
     /// `(message index, start, end)` of each key in `text`, by ascending message index.
     spans: Vec<(usize, usize, usize)>,
@@ -84,7 +84,7 @@ impl ResultKeys {
 mod tests {
     use super::*;
     use crate::render::testing::{tool_result, user};
-    use crate::render::view::{JsId, Role};
+    use crate::view::{JsId, Role};
 
     #[test]
     fn result_keys_hold_keys_and_ids() {

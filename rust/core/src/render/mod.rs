@@ -8,47 +8,43 @@
 //! | phase | module | spec |
 //! |---|---|---|
 //! | 0 grace set | [`grace`] | 04 section 3.1 |
-//! | 1 stub-replace | [`stub_replace`] | 04 section 3.2 |
-//! | 2 error purge | [`error_purge`] | 04 section 4 |
-//! | 3 chain-range prune | [`chain_range`], [`placeholders`] | 04 section 5 |
-//! | 4 orphan sweep | [`orphan_sweep`] | 04 section 6 |
+//! | 1 stub-replace | `stub_replace` | 04 section 3.2 |
+//! | 2 error purge | `error_purge` | 04 section 4 |
+//! | 3 chain-range prune | `chain`, `placeholders` | 04 section 5 |
+//! | 4 orphan sweep | `orphan_sweep` | 04 section 6 |
 //!
 //! Inputs on which the reference throws (04 section 6.1) end the render with
 //! [`plan::RenderPlan::threw`] set: the caller keeps its list, and only the
 //! diagnostics reported before the throw survive.
 
-pub mod chain_range;
-pub mod error_purge;
+pub(crate) mod chain;
+pub(crate) mod error_purge;
 pub mod grace;
-pub mod ids;
-pub mod orphan_sweep;
-pub mod plan;
+pub(crate) mod ids;
+pub(crate) mod orphan_sweep;
+pub(crate) mod plan;
 pub mod size;
-pub mod state;
-pub mod stub_replace;
-pub mod view;
+pub(crate) mod state;
+pub(crate) mod stub_replace;
 
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
-pub use state::RenderState;
-pub use view::{
+pub use crate::view;
+pub use crate::view::{
     Block, Blocks, Content, CowId, IdStr, JsId, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts,
 };
+pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
+pub use state::RenderState;
 
 use std::collections::HashSet;
 
-use crate::index::JsField;
+use crate::js::JsField;
 use crate::keys::ProtectedMatcher;
 
 pub use crate::collections::{FastMap, FastSet};
-pub use crate::index::chain_facts;
-pub use crate::placeholders;
 
-/// Thrown by a phase where the reference throws a `TypeError` (04 section 6.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Throw;
+pub use crate::js::Throw;
 
 /// Phase 2 settings, present iff `purgeErrors.enabled` is truthy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,9 +108,11 @@ pub trait Lazy {
     }
 }
 
-/// A [`Lazy`] that has nothing beyond the views.
-pub struct ViewsOnly;
+/// A [`Lazy`] that has nothing beyond the views (tests).
+#[cfg(test)]
+pub(crate) struct ViewsOnly;
 
+#[cfg(test)]
 impl Lazy for ViewsOnly {
     fn args_len(&mut self, _msg: usize, _block: usize) -> Option<usize> {
         None
@@ -206,16 +204,15 @@ where
     if let Some(chain) = &cfg.chain {
         if state.chain_count() > 0 {
             let entries = state.chain_entries();
-            chain_range::apply_chain_in_place_keyed(
+            let inputs = chain::ChainInputs {
                 msgs,
-                &mut current,
-                &entries,
+                entries: &entries,
                 state,
-                chain.strip_final_assistant_thinking,
-                lazy,
-                diagnostics,
-                Some(&phase1),
-            )?;
+                strip_final_thinking: chain.strip_final_assistant_thinking,
+                lazy: &mut *lazy,
+                phase1: Some(&phase1),
+            };
+            chain::apply(inputs, &mut current, diagnostics)?;
         }
     }
     orphan_sweep::sweep_in_place(msgs, &mut current, diagnostics)?;
@@ -234,7 +231,7 @@ mod tests {
     };
     use super::*;
     use crate::index::Index;
-    use crate::render::view::JsId;
+    use crate::view::JsId;
 
     const CHAIN_ON: ChainConfig = ChainConfig {
         strip_final_assistant_thinking: true,
@@ -303,7 +300,7 @@ mod tests {
         assert_eq!(items.len(), 3);
         assert_eq!(items[0], Item::Keep(0));
         assert!(
-            matches!(&items[1], Item::Synthetic { text, timestamp: crate::index::JsField::Number(t), .. }
+            matches!(&items[1], Item::Synthetic { text, timestamp: crate::js::JsField::Number(t), .. }
             if *t == 9000.0 && text.as_literal() == Some("<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>"))
         );
         assert_eq!(
@@ -484,7 +481,8 @@ mod tests {
 
     #[test]
     fn worked_example_against_the_real_index() {
-        use crate::index::{ChainEntry, JsField, Record, ShortRef};
+        use crate::index::{ChainEntry, Record, ShortRef};
+        use crate::js::JsField;
         let mut index = Index::new();
         let mut record = Record::new("tc1", JsField::Number(300.0));
         record.tool_name = JsField::str("bash");
@@ -619,7 +617,7 @@ mod tests {
         .or(s1);
         let mut diags = Vec::new();
         let entries = state.chain_entries();
-        let s3 = ok(chain_range::apply_chain_compressions(
+        let s3 = ok(chain::apply_chain_compressions(
             msgs,
             s2.as_deref(),
             &entries,

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use sha1::{Digest, Sha1};
 
 use super::plan::{Diagnostic, DiagnosticKind, Item};
-use super::view::{IdStr, JsIdOf, MsgView, Role};
 use super::{FastSet, Throw};
+use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
 /// Ids shown in the diagnostic detail.
 const SHOWN_IDS: usize = 5;
@@ -19,7 +19,7 @@ const SHOWN_IDS: usize = 5;
 const SMALL_OPEN: usize = 16;
 
 /// The orphan-sweep diagnostic for the swept ids (in list order).
-pub fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnostic {
+pub(crate) fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnostic {
     let mut sorted: Vec<&JsIdOf<S>> = swept.iter().collect();
     sorted.sort_by(|a, b| JsIdOf::js_sort_cmp(a, b));
     let joined: Vec<String> = sorted.iter().map(|id| id.join_string()).collect();
@@ -95,8 +95,9 @@ impl<'a> Open<'a> {
 }
 
 /// Phase 4 over the phase-3 output (`items`, `None` = the input unchanged).
-/// `None` when nothing is orphaned.
-pub fn sweep<S: IdStr>(
+/// `None` when nothing is orphaned. (Tests: the render sweeps in place.)
+#[cfg(test)]
+pub(crate) fn sweep<S: IdStr>(
     msgs: &[MsgView<S>],
     items: Option<&[Item]>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -107,9 +108,9 @@ pub fn sweep<S: IdStr>(
         .flatten())
 }
 
-/// [`sweep`] updating the items in place (`None` becomes `Some` when a message is
+/// Phase 4 updating the items in place (`None` becomes `Some` when a message is
 /// swept). Returns whether one was.
-pub fn sweep_in_place<S: IdStr>(
+pub(crate) fn sweep_in_place<S: IdStr>(
     msgs: &[MsgView<S>],
     items: &mut Option<Vec<Item>>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -163,7 +164,7 @@ mod tests {
     use super::*;
     use crate::render::plan::Text;
     use crate::render::testing::{assistant, custom, ok, tc, tool_result, user};
-    use crate::render::view::{Block, Content, Ts};
+    use crate::view::{Block, Content, Ts};
 
     fn run(msgs: &[MsgView]) -> (Option<Vec<usize>>, Vec<Diagnostic>) {
         let mut diags = Vec::new();
@@ -264,7 +265,7 @@ mod tests {
             Item::Keep(0),
             Item::Synthetic {
                 text: Text::default(),
-                timestamp: crate::index::JsField::Absent,
+                timestamp: crate::js::JsField::Absent,
                 chain_slot: 0,
             },
             Item::Keep(1),

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use crate::index::JsField;
+use crate::js::JsField;
 use crate::jsstr::JsSlice;
 
 /// A piece of a JS string that the binding assembles. Values copied from an
@@ -181,7 +181,7 @@ pub struct Diagnostic {
 }
 
 /// Keeps the first report per `(kind, dedupKey)`, as a fresh sink would.
-pub fn dedup(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
+pub(crate) fn dedup(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
     let mut seen = HashSet::new();
     diagnostics
         .into_iter()

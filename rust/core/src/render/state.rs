@@ -5,9 +5,10 @@
 //! summaries: their fields keep JS value semantics ([`JsField`]), which the
 //! stub and synthetic templates interpolate.
 
-use super::chain_facts::ChainFacts;
+use crate::index::chain_facts::ChainFacts;
 pub use crate::index::Summarized;
-use crate::index::{BodyIndex, ChainEntry, Index, JsField, Record, SummaryBody};
+use crate::index::{BodyIndex, ChainEntry, Index, Record, SummaryBody};
+use crate::js::JsField;
 use crate::jsstr::JsStr;
 
 /// Read access to the pruner state during a render.
@@ -139,7 +140,7 @@ impl RenderState for Index {
 }
 
 /// `${value ?? fallback}`.
-pub fn template_or(value: &JsField, fallback: &str) -> String {
+pub(crate) fn template_or(value: &JsField, fallback: &str) -> String {
     if value.is_nullish() {
         fallback.to_owned()
     } else {

@@ -5,16 +5,16 @@ use std::collections::HashSet;
 use super::ids::ResultKeys;
 use super::plan::{Item, Piece, Text};
 use super::state::{template_or, RenderState, Summarized};
-use super::view::{IdStr, JsIdOf, MsgView, Role, Ts};
 use super::Protection;
 use crate::index::Record;
-use crate::jsnum::format_number;
+use crate::js::format_number;
+use crate::view::{IdStr, JsIdOf, MsgView, Role};
 
 /// Integers up to this magnitude print as their plain digits.
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 /// Appends `String(x)` for a number `x` (integers without going through a float formatter).
-pub fn push_js_number(out: &mut String, x: f64) {
+pub(crate) fn push_js_number(out: &mut String, x: f64) {
     if x.fract() == 0.0 && x.abs() <= EXACT_INT_LIMIT {
         // Integral and within +-2^53: the cast is exact (and prints -0 as 0, as JS does).
         let value = x as i64;
@@ -42,42 +42,11 @@ pub fn push_js_number(out: &mut String, x: f64) {
 }
 
 /// Writes `occKey(id, ts)` (`id + "@" + String(ts)`) into `buf`.
-pub fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
+pub(crate) fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
     buf.clear();
     buf.push_str(id);
     buf.push('@');
     push_js_number(buf, ts);
-}
-
-/// The key phase 1 looks a toolResult up by: its occurrence key when the
-/// timestamp is a number (written into `buf`), else the raw `toolCallId`
-/// (`None` when that is not a string: no map holds a non-string key).
-fn lookup_base<'a, S: IdStr>(msg: &'a MsgView<S>, buf: &'a mut String) -> Option<&'a str> {
-    match (msg.timestamp, &msg.tool_call_id) {
-        (Ts::Num(ts), id) => {
-            write_occ_key(buf, &id.js_str(), ts);
-            Some(buf.as_str())
-        }
-        (_, JsIdOf::Str(id)) => Some(id.as_ref()),
-        _ => None,
-    }
-}
-
-/// Decides the stub for one toolResult, or `None` to keep it verbatim.
-pub fn stub_for<S: IdStr, St: RenderState + ?Sized>(
-    index: usize,
-    msg: &MsgView<S>,
-    state: &St,
-    protection: Option<&dyn Protection>,
-    in_grace: &HashSet<String>,
-) -> Option<Text> {
-    if msg.role != Role::ToolResult {
-        return None;
-    }
-    let mut buf = String::new();
-    let key = lookup_base(msg, &mut buf);
-    let found = stub_with(msg, key, state, protection, in_grace, &mut 0)?;
-    Some(stub_text(index, found))
 }
 
 /// Whether toolResult `msg` is stubbed, given its lookup key and the state's lookup hint
@@ -141,7 +110,7 @@ const SUMMARY_STUB_HEAD: &str = "[Summarized in pruner summary, ref `";
 const SUMMARY_STUB_TAIL: &str = "`. Use context_tree_query to retrieve full output.]";
 
 /// [`summary_stub`] for a literal ref, built in one allocation.
-pub fn summary_stub_text(reference: &str) -> Text {
+pub(crate) fn summary_stub_text(reference: &str) -> Text {
     let mut text =
         String::with_capacity(SUMMARY_STUB_HEAD.len() + reference.len() + SUMMARY_STUB_TAIL.len());
     text.push_str(SUMMARY_STUB_HEAD);
@@ -151,7 +120,7 @@ pub fn summary_stub_text(reference: &str) -> Text {
 }
 
 /// `[Summarized in pruner summary, ref `<ref>`. Use context_tree_query to retrieve full output.]`
-pub fn summary_stub(reference: Piece) -> Text {
+pub(crate) fn summary_stub(reference: Piece) -> Text {
     let mut text = Text::default();
     text.lit(SUMMARY_STUB_HEAD);
     text.push(reference);
@@ -160,7 +129,7 @@ pub fn summary_stub(reference: Piece) -> Text {
 }
 
 /// The six-line spill stub.
-pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
+pub(crate) fn spill_stub(rec: &Record, reference: Piece) -> Text {
     let mut text = Text::default();
     text.lit("[Oversized output spilled to file \u{2014} ");
     text.lit(&template_or(&rec.spill_bytes, "?"));
@@ -178,8 +147,10 @@ pub fn spill_stub(rec: &Record, reference: Piece) -> Text {
     text
 }
 
-/// Phase 1 over the whole list: `None` when no toolResult is replaced.
-pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
+/// Phase 1 over the whole list: `None` when no toolResult is replaced (tests: the render
+/// defers the stub texts).
+#[cfg(test)]
+pub(crate) fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
     msgs: &[MsgView<S>],
     state: &St,
     protection: Option<&dyn Protection>,
@@ -195,7 +166,7 @@ pub fn stub_replace<S: IdStr, St: RenderState + ?Sized>(
 
 /// What phase 1 leaves for the later phases of a render ([`stub_replace_deferred`]).
 #[derive(Debug, Default)]
-pub struct Phase1<'s> {
+pub(crate) struct Phase1<'s> {
     /// The lookup keys of the tool results.
     pub(crate) keys: ResultKeys,
     /// The stubs whose text is not written yet, by ascending message index.
@@ -229,7 +200,7 @@ impl Phase1<'_> {
 /// the stubs' texts. Those are only written by [`Phase1::finish`] once the later phases are
 /// done (each [`Item::Stub`] holds an empty text until then), because phase 3 drops most
 /// stubbed results; a text it needs before is [`Phase1::stub_text`].
-pub fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
+pub(crate) fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
     msgs: &[MsgView<S>],
     state: &'s St,
     protection: Option<&dyn Protection>,
@@ -269,6 +240,7 @@ mod tests {
     use crate::render::testing::{
         assistant, rec, rec_at, spilled, tc, tool_result, user, TestState,
     };
+    use crate::view::Ts;
 
     fn lit(text: &Text) -> &str {
         text.as_literal().unwrap_or("<pieces>")

@@ -3,10 +3,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::state::RenderState;
-use super::view::{Block, Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
 use super::{Lazy, Throw};
-use crate::index::{ChainEntry, JsField, Record, SummaryBody};
+use crate::index::{ChainEntry, Record, SummaryBody};
+use crate::js::JsField;
 use crate::jsstr::JsStr;
+use crate::view::{Block, Content, JsId, MsgView, Role, SummaryRef, SummaryRefs, Ts};
 
 pub fn user(ts: f64) -> MsgView {
     MsgView::new(Role::User, Ts::Num(ts))
@@ -67,7 +68,7 @@ pub fn summary(ts: f64, refs: &[(&str, Option<f64>)]) -> MsgView {
         refs.iter()
             .map(|(id, rts)| SummaryRef::Ref {
                 tool_call_id: JsId::str(id),
-                result_timestamp: rts.map(crate::jsnum::format_number),
+                result_timestamp: rts.map(crate::js::format_number),
             })
             .collect(),
     )));

@@ -5,9 +5,9 @@
 //! literals, `a - b`), so the index keeps each consulted field as a small summary that can answer
 //! those questions exactly, instead of a plain `Option<String>`.
 
-use crate::jsnum::format_number;
+use super::is_js_whitespace;
+use super::num::format_number;
 use crate::jsstr::{JsSlice, JsStr};
-use crate::keys::is_js_whitespace;
 
 /// One field of a JSON object as JavaScript sees it.
 #[derive(Clone, Debug, PartialEq, Default)]

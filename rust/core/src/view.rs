@@ -1,4 +1,4 @@
-//! Light views of messages: only the fields render decides on.
+//! Light views of messages: only the fields render and chain detection decide on.
 //!
 //! The views are generic over how a string id is held (`S`): owned `String`s by default
 //! (tests, chain detection), or strings borrowed from the caller's message objects (the
@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use std::fmt::Debug;
 use std::hash::Hash;
 
-use crate::jsnum::format_number;
+use crate::js::{format_number, Throw};
 
 /// How a view holds a string: `String`, `Cow<str>`, `&str`, ...
 pub trait IdStr: AsRef<str> + Clone + Eq + Hash + Debug {}
@@ -316,7 +316,7 @@ pub enum SummaryRefs<S = String> {
 
 /// The fields render reads from one message.
 ///
-/// A binding may leave out what no enabled phase reads (see [`crate::render::Needs`]):
+/// A binding may leave out what no enabled phase reads (see `Needs` in the render module):
 /// such fields keep their [`MsgView::new`] values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MsgView<S = String> {
@@ -359,19 +359,19 @@ impl<S> MsgView<S> {
     /// The blocks of an assistant's array content, checked the way the reference's
     /// `.filter(b => b.type === "toolCall")` reads them: `Err` for a non-array content or
     /// a `null` element.
-    pub fn checked_blocks(&self) -> Result<&Blocks<S>, super::Throw> {
+    pub fn checked_blocks(&self) -> Result<&Blocks<S>, Throw> {
         let Content::Array(blocks) = &self.content else {
-            return Err(super::Throw);
+            return Err(Throw);
         };
         if blocks.has_nullish() {
-            return Err(super::Throw);
+            return Err(Throw);
         }
         Ok(blocks)
     }
 
     /// The toolCall ids of an assistant's content, in block order; `Err` where
     /// the reference's `.filter`/`.map` over the content throws.
-    pub fn tool_call_ids(&self) -> Result<Vec<&JsIdOf<S>>, super::Throw> {
+    pub fn tool_call_ids(&self) -> Result<Vec<&JsIdOf<S>>, Throw> {
         Ok(self.checked_blocks()?.call_ids().collect())
     }
 }
