@@ -246,7 +246,7 @@ def format_table(rows: Iterable[Ratio], bounds: Optional[bool] = True) -> list[s
         out.append(
             "  ".join(
                 cell.ljust(w) if c == 0 else cell.rjust(w)
-                for c, (cell, w) in enumerate(zip(r, widths))
+                for c, (cell, w) in enumerate(zip(r, widths, strict=False))
             )
         )
         if i == 0:

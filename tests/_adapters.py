@@ -75,7 +75,7 @@ def check_responses(items: Sequence[Any]) -> None:
     """Raise AssertionError where the Responses API would reject ``items``."""
     open_ids: set[str] = set()
     kinds = [_responses_kind(item) for item in items]
-    for index, (item, kind) in enumerate(zip(items, kinds)):
+    for index, (item, kind) in enumerate(zip(items, kinds, strict=False)):
         if kind == "function_call":
             assert item["call_id"] not in open_ids, (index, "call id reused while open")
             assert isinstance(item["arguments"], str)

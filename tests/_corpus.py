@@ -13,6 +13,7 @@ query calls in the same group (the second in a second tool turn of that group).
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import random
 from collections import Counter
@@ -124,7 +125,7 @@ def _usage() -> dict[str, Any]:
 def _iso(ms: int) -> str:
     import datetime
 
-    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
@@ -153,7 +154,7 @@ def write_session(path: Path, index: int, groups: int, queries: list[int]) -> li
     data = writer.text().encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
-    return [b - a for a, b in zip(queries, queries[1:])]
+    return [b - a for a, b in itertools.pairwise(queries)]
 
 
 # Gap plan of the planted sessions: (gaps between successive queries of t1), cycled.

@@ -136,7 +136,7 @@ def test_decode_from_a_start_looks_back_for_tool_names() -> None:
 def test_untouched_history_comes_back_as_the_same_objects() -> None:
     out = codec.encode(untouched_outs(HISTORY, codec.decode(HISTORY)))
     assert len(out) == len(HISTORY)
-    assert all(a is b for a, b in zip(out, HISTORY))
+    assert all(a is b for a, b in zip(out, HISTORY, strict=False))
 
 
 def test_a_summary_next_to_a_user_message_is_merged_into_it() -> None:
@@ -152,7 +152,7 @@ def test_a_summary_next_to_a_user_message_is_merged_into_it() -> None:
     outs.append(Out({"role": "user", "content": "next"}, ()))
     out = codec.encode(outs)
     check_anthropic(out)
-    assert all(a is b for a, b in zip(out, HISTORY))
+    assert all(a is b for a, b in zip(out, HISTORY, strict=False))
     assert out[-1] == {
         "role": "user",
         "content": [{"type": "text", "text": "- `t1` read a"}, {"type": "text", "text": "next"}],
@@ -194,7 +194,7 @@ def test_generated_histories_round_trip_untouched(plan: Any) -> None:
     check_anthropic(items)
     out = codec.encode(untouched_outs(items, codec.decode(items)))
     assert len(out) == len(items)
-    assert all(a is b for a, b in zip(out, items))
+    assert all(a is b for a, b in zip(out, items, strict=False))
 
 
 @SETTINGS

@@ -115,7 +115,7 @@ def test_untouched_history_comes_back_as_the_same_objects() -> None:
     units = codec.decode(HISTORY)
     out = codec.encode(untouched_outs(HISTORY, units))
     assert len(out) == len(HISTORY)
-    assert all(a is b for a, b in zip(out, HISTORY))
+    assert all(a is b for a, b in zip(out, HISTORY, strict=False))
 
 
 def test_invalid_json_arguments_keep_their_text() -> None:
@@ -135,7 +135,7 @@ def test_generated_histories_round_trip_untouched(plan: Any) -> None:
     units = codec.decode(items)
     out = codec.encode(untouched_outs(items, units))
     assert len(out) == len(items)
-    assert all(a is b for a, b in zip(out, items))
+    assert all(a is b for a, b in zip(out, items, strict=False))
 
 
 @SETTINGS
@@ -253,7 +253,9 @@ def test_a_real_render_encodes_to_a_valid_smaller_request(compact: bool) -> None
     # every item the render kept comes back as the caller's very object, in order
     kept = [item for o in driven.outs for item in o.items]
     assert [i for i in out if any(i is k for k in kept)] == kept
-    assert all(a is b for a, b in zip([i for i in out if any(i is k for k in kept)], kept))
+    assert all(
+        a is b for a, b in zip([i for i in out if any(i is k for k in kept)], kept, strict=False)
+    )
     assert out[0] is items[0]  # the host-only system prompt stays first
     assert jsjson.length(out) * 2 < jsjson.length(items)
     text = jsjson.dumps(out)
@@ -289,4 +291,6 @@ def test_custom_tool_calls_name_their_results() -> None:
     ]
     assert isinstance(units[2].message, dict)
     assert units[2].message["toolName"] == "apply_patch"
-    assert all(a is b for a, b in zip(codec.encode(untouched_outs(history, units)), history))
+    assert all(
+        a is b for a, b in zip(codec.encode(untouched_outs(history, units)), history, strict=False)
+    )

@@ -133,7 +133,7 @@ def test_decode_from_a_unit_start_looks_back() -> None:
 def test_untouched_items_come_back_as_the_same_objects() -> None:
     out = codec.encode(untouched_outs(HISTORY, codec.decode(HISTORY)))
     assert len(out) == len(HISTORY)
-    assert all(a is b for a, b in zip(out, HISTORY))
+    assert all(a is b for a, b in zip(out, HISTORY, strict=False))
 
 
 def test_a_copied_assistant_is_rebuilt_from_its_signatures() -> None:
@@ -173,7 +173,7 @@ def test_a_stub_answers_its_call_by_call_id() -> None:
         "call_id": "call_0",
         "output": "[Summarized ...]",
     }
-    assert all(a is b for i, (a, b) in enumerate(zip(out, HISTORY)) if i != 6)
+    assert all(a is b for i, (a, b) in enumerate(zip(out, HISTORY, strict=False)) if i != 6)
 
 
 @SETTINGS
@@ -183,7 +183,7 @@ def test_generated_histories_round_trip_untouched(plan: Any) -> None:
     check_responses(items)
     out = codec.encode(untouched_outs(items, codec.decode(items)))
     assert len(out) == len(items)
-    assert all(a is b for a, b in zip(out, items))
+    assert all(a is b for a, b in zip(out, items, strict=False))
 
 
 @SETTINGS

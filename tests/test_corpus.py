@@ -72,10 +72,10 @@ def test_scan_gap_table_equals_the_plant(planted: tuple[Path, _corpus.Plant]) ->
     assert gaps.query_sessions == gaps.requery_sessions == 100
     assert {r.path: r.requery_gaps for r in result.rows} == plant.gaps_by_session
     lengths = result.aggregate.lengths
-    lengths_by_path = {str(p): n for p, n in zip(plant.paths, plant.lengths)}
+    lengths_by_path = {str(p): n for p, n in zip(plant.paths, plant.lengths, strict=False)}
     assert {r.path: r.user_turn_groups for r in result.rows} == lengths_by_path
     assert lengths.median == statistics.median(plant.lengths)
-    for bucket, (low, high) in zip(lengths.buckets, LENGTH_BUCKETS):
+    for bucket, (low, high) in zip(lengths.buckets, LENGTH_BUCKETS, strict=False):
         inside = [n for n in plant.lengths if n >= low and (high is None or n <= high)]
         assert bucket.sessions == len(inside)
     assert lengths.at_most_3 == sum(1 for n in plant.lengths if n <= 3) / 300
@@ -361,7 +361,7 @@ def _requery_contexts(source: SessionFile, log: str) -> list[list[dict[str, Any]
     ]
     assert len(replies) == len(calls)
     found, queried = [], 0
-    for messages, reply in zip(calls, replies):
+    for messages, reply in zip(calls, replies, strict=False):
         if any(b.get("name") == "context_tree_query" for b in reply["content"]):
             if queried:
                 found.append(messages)

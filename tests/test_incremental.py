@@ -80,7 +80,7 @@ def test_branch_path_follows_entries_another_writer_adds(tmp_path: Path) -> None
         {"type": "message", "id": "a", "parentId": "zz", "timestamp": "2025-01-01T00:00:01Z"},
         {"type": "message", "id": "b", "parentId": "a", "timestamp": "2025-01-01T00:00:02Z"},
     ]
-    for line, n in zip(lines[1:], (1, 2)):
+    for line, n in zip(lines[1:], (1, 2), strict=False):
         line["message"] = _message("user", n)
     path = tmp_path / "s.jsonl"
     path.write_text("".join(jsjson.dumps(x) + "\n" for x in lines), encoding="utf-8")
@@ -90,7 +90,7 @@ def test_branch_path_follows_entries_another_writer_adds(tmp_path: Path) -> None
         {"type": "message", "id": "zz", "parentId": None, "timestamp": "2025-01-01T00:00:03Z"},
         {"type": "message", "id": "c", "parentId": "b", "timestamp": "2025-01-01T00:00:04Z"},
     ]
-    for line, n in zip(extra, (3, 4)):
+    for line, n in zip(extra, (3, 4), strict=False):
         line["message"] = _message("user", n)
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(jsjson.dumps(x) + "\n" for x in extra))
@@ -229,7 +229,10 @@ def test_the_kept_placer_follows_messages_replaced_in_the_list() -> None:
         assert got == LiveSummaryPlacer().place(list(messages), live)
         # the host's objects come back, not the ones an earlier call saw
         assert [m for m in got if m.get("role") != "custom"] == messages
-        assert all(a is b for a, b in zip([m for m in got if m.get("role") != "custom"], messages))
+        assert all(
+            a is b
+            for a, b in zip([m for m in got if m.get("role") != "custom"], messages, strict=False)
+        )
         return got
 
     first = check()

@@ -110,7 +110,8 @@ class Plan:
         return AIMessage(
             content="",
             tool_calls=[
-                {"type": "tool_call", "id": i, "name": name, "args": a} for i, a in zip(ids, args)
+                {"type": "tool_call", "id": i, "name": name, "args": a}
+                for i, a in zip(ids, args, strict=False)
             ],
         )
 
@@ -143,7 +144,7 @@ class Plan:
         if not wanted:
             return AIMessage(content="nothing to look up")
         reply = self.calls("context_tree_query", [{"toolCallIds": [ref]} for ref, _ in wanted])
-        self.asked = {c["id"]: w for c, w in zip(reply.tool_calls, wanted)}
+        self.asked = {c["id"]: w for c, w in zip(reply.tool_calls, wanted, strict=False)}
         return reply
 
     def _read_answers(self, messages: list[BaseMessage]) -> AIMessage:

@@ -202,7 +202,7 @@ def test_python_numbers() -> None:
 
 
 def test_subclasses_and_tuples() -> None:
-    class Color(str, enum.Enum):
+    class Color(str, enum.Enum):  # noqa: UP042 (a str subclass that is an Enum, on purpose)
         RED = "red"
 
     class Level(enum.IntEnum):

@@ -196,7 +196,7 @@ def test_stats_of_the_condensed_session(condensed: Path, agent: Path) -> None:
     report = json.loads(run("stats", str(condensed), "--json", agent=agent).stdout)
     summaries = of_type(items, "context-prune-summary")
     assert len(report["batches"]) == len(summaries)
-    for row, entry in zip(report["batches"], summaries):
+    for row, entry in zip(report["batches"], summaries, strict=False):
         assert row["refs"] == [r["shortId"] for r in entry["details"]["toolCallRefs"]]
         assert row["turnIndex"] == entry["details"]["turnIndex"]
         assert row["summaryChars"] == len(entry["content"])

@@ -116,7 +116,7 @@ def test_condense_keeps_an_id_and_its_lossy_twin_apart(tmp_path: Path) -> None:
     assert refs[0] != refs[1]
     assert [state.resolve(r) for r in refs if r is not None] == keys
     tool = ContextTreeQuery(state, str(tmp_path), session.header["id"])
-    for n, (call_id, ref) in enumerate(zip((LONE, twin), refs)):
+    for n, (call_id, ref) in enumerate(zip((LONE, twin), refs, strict=False)):
         text = tool.execute({"toolCallIds": [ref]}).text
         assert f"output {n} of {call_id} " in text
         assert f"output {1 - n} of" not in text

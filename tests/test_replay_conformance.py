@@ -133,7 +133,7 @@ def runs() -> Iterator[dict[str, Run]]:
 
 def first_line_diff(ours: bytes, expected: bytes) -> str:
     a, b = ours.split(b"\n"), expected.split(b"\n")
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return f"line {i + 1}:\n  ours     {x[:400]!r}\n  expected {y[:400]!r}"
     return f"{len(a)} lines vs {len(b)} expected"
@@ -190,7 +190,7 @@ def test_every_context_call_matches(runs: dict[str, Run], name: str) -> None:
     ours_pool, ours = decode(run.output("contexts.jsonl"))
     pool, expected = decode(run.expected("contexts.jsonl"))
     assert len(ours) == len(expected) == run.meta["counts"]["llmCalls"]
-    for got, want in zip(ours, expected):
+    for got, want in zip(ours, expected, strict=False):
         n = want["call"]
         assert got["call"] == n
         got_in = [ours_pool[k] for k in got["in"]]

@@ -287,12 +287,12 @@ def test_new_session_file(tmp_path: Path) -> None:
     entries = [json.loads(line) for line in lines[1:]]
     kept = [e for e in source_entries() if e["id"] != "e16"]
     assert len(entries) == len(kept) == 23
-    for k, (entry, src) in enumerate(zip(entries, kept), 1):
+    for k, (entry, src) in enumerate(zip(entries, kept, strict=False), 1):
         assert entry["id"] == f"{k:08x}"
         assert entry["parentId"] == (f"{k - 1:08x}" if k > 1 else None)
         assert entry["type"] == src["type"]
         assert entry["timestamp"] == src["timestamp"]
-    by_src = {src["id"]: entry["id"] for entry, src in zip(entries, kept)}
+    by_src = {src["id"]: entry["id"] for entry, src in zip(entries, kept, strict=False)}
     assert entries[13]["targetId"] == by_src["e1"]
     assert entries[15]["firstKeptEntryId"] == by_src["e12"]
     assert entries[15]["tokensBefore"] == 9

@@ -123,7 +123,7 @@ def test_the_page_loads_in_chromium_with_every_point(
     assert figures["replayed"] is True
     # The condensed context is never larger than the raw one, and the first call has no
     # previous request to share a prefix with.
-    assert all(c <= r for c, r in zip(figures["condensedChars"], figures["rawChars"]))
+    assert all(c <= r for c, r in zip(figures["condensedChars"], figures["rawChars"], strict=False))
     assert figures["cachedPrefixChars"][0] == 0
     assert max(figures["cachedPrefixChars"][1:]) > 0
 

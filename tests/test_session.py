@@ -856,7 +856,7 @@ def test_property_load_of_appended_entries_round_trips(
         assert [jsjson.dumps(e) for e in fresh.entries] == [
             jsjson.dumps(e) for e in session.entries
         ]
-        for entry, payload in zip(fresh.entries, payloads):
+        for entry, payload in zip(fresh.entries, payloads, strict=False):
             assert _json_equal(entry["data"], payload)
         assert fresh.entries[-1]["message"]["content"] == message_text
 

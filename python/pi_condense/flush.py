@@ -131,7 +131,7 @@ def _orphan_summary(state: PrunerState, batch: CapturedBatch) -> Optional[_Recov
         if list(body_keys) != keys:
             continue
         refs = []
-        for call, key in zip(batch.tool_calls, keys):
+        for call, key in zip(batch.tool_calls, keys, strict=True):
             short = state.short_ref(key)
             if short is None:
                 return None
@@ -213,7 +213,7 @@ class _Flush:
             return
         if todo:
             results = await asyncio.gather(*(rt.summarize(request(self.batches[i])) for i in todo))
-            for i, result in zip(todo, results):
+            for i, result in zip(todo, results, strict=True):
                 slots[i] = result
 
     def persist_summary(

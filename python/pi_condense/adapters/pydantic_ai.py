@@ -31,7 +31,7 @@ import base64
 import binascii
 import dataclasses
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Optional, Union
 
 from pydantic_ai.messages import (
@@ -151,7 +151,7 @@ class _Group:
         if not owner.parts:
             return len(self.parts) == 1 and isinstance(self.parts[0], _EmptyRequest)
         return len(self.parts) == len(owner.parts) and all(
-            a is b for a, b in zip(self.parts, owner.parts)
+            a is b for a, b in zip(self.parts, owner.parts, strict=True)
         )
 
 
@@ -300,8 +300,8 @@ def _response_message(response: ModelResponse) -> PiMessage:
 def _datetime(message: PiMessage) -> datetime:
     ts = message.get("timestamp")
     if isinstance(ts, (int, float)) and not isinstance(ts, bool):
-        return datetime.fromtimestamp(ts / 1000, tz=timezone.utc)
-    return datetime.fromtimestamp(0, tz=timezone.utc)
+        return datetime.fromtimestamp(ts / 1000, tz=UTC)
+    return datetime.fromtimestamp(0, tz=UTC)
 
 
 def _binary(block: Any) -> Optional[BinaryContent]:

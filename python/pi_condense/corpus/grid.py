@@ -76,7 +76,7 @@ def expand_grid(
     for combination in itertools.product(*(values for _, values in axes)):
         config = base
         settings: dict[str, Any] = {}
-        for (key, _), value in zip(axes, combination):
+        for (key, _), value in zip(axes, combination, strict=True):
             try:
                 config = config.with_value(key, value)
             except ConfigError as exc:

@@ -83,7 +83,7 @@ def common_prefix_chars(a: list[str], b: list[str]) -> int:
     if not a or not b:
         return 2 if a == b else 1
     prefix = 1
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             return prefix + _common_start(x, y)
         prefix += len(x) + 1
