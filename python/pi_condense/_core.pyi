@@ -7,6 +7,7 @@ from typing import final as _final
 # The module's own __all__ (pyo3 lists every name it adds); `python -m mypy.stubtest
 # pi_condense._core` (run by .ci/run) checks this stub against the built module.
 __all__ = [
+    "ABSENT",
     "ChainScan",
     "Index",
     "ProtectedMatcher",
@@ -30,6 +31,12 @@ __all__ = [
 ]
 
 __version__: str
+
+# --- JS reading (rust/py/src/jsread.rs) ---
+
+# JS `undefined` inside a dict (`pi_condense.session.ABSENT` is this object): falsy, repr
+# `ABSENT`, pickled and copied as itself; the native readers tell it by identity.
+ABSENT: _Any
 
 # --- json (rust/py/src/json.rs) ---
 

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union, cast
 
-from . import jsjson, jstime
+from . import _core, jsjson, jstime
 from .errors import SessionError
 from .flock import unlock, wait_for_lock
 from .fsio import fsync_dir
@@ -102,28 +102,11 @@ IdSource = Callable[[], str]
 StrPath = Union[str, "os.PathLike[str]"]
 
 
-class _Absent:
-    """Type of :data:`ABSENT`."""
+ABSENT: Any = _core.ABSENT
+"""An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``.
 
-    _instance: Optional[_Absent] = None
-
-    def __new__(cls) -> _Absent:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __reduce__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT: Any = _Absent()
-"""An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``."""
+The native module's own sentinel (``_core.ABSENT``), which the native readers tell by identity;
+falsy, and pickled and copied as itself."""
 
 
 def random_entry_id() -> str:

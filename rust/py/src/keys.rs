@@ -10,7 +10,8 @@ use pi_condense_core::{jsstr, keys};
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use crate::pyvalue::{js_number, str_of_wtf8};
+use crate::jsread::js_number;
+use crate::pyvalue::str_of_wtf8;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySlice, PyString};
 
 /// A Python string as Rust sees it: UTF-8 when valid, else UTF-16 code units.

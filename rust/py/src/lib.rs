@@ -4,11 +4,11 @@
 
 use pyo3::prelude::*;
 
-mod absent;
 mod chains;
 mod cpython;
 mod index;
 mod json;
+mod jsread;
 mod keys;
 mod pyvalue;
 mod render;
@@ -20,6 +20,7 @@ mod size_memo;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cpython::init(m.py());
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    jsread::register(m)?;
     json::register(m)?;
     keys::register(m)?;
     index::register(m)?;

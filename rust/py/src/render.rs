@@ -34,11 +34,10 @@
 //! views copy their strings instead.
 
 use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ptr::addr_of_mut;
 
 use pi_condense_core::index::{ChainEntry, JsField};
-use pi_condense_core::jsnum::format_number;
 use pi_condense_core::keys::ProtectedMatcher;
 use pi_condense_core::render::size::list_len;
 use pi_condense_core::render::view::synthetic_block_id;
@@ -49,282 +48,24 @@ use pi_condense_core::render::{
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-
-use crate::absent;
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString};
 use pyo3::{intern, IntoPyObjectExt};
 
-use crate::cpython::{
-    list_items as list_slice, prefetch, prefetch_body, str_utf8 as borrowed_utf8,
-};
+use crate::cpython::{prefetch, prefetch_body, str_utf8 as borrowed_utf8};
 use crate::index::PyIndex;
 use crate::json::Measurer;
-use crate::pyvalue::{js_number, number_value, str_of_js, str_of_wtf8};
+use crate::jsread::{
+    self, is_absent, is_dict, is_list, is_str, js_string, list_item, list_items, present, str_is,
+    str_text, type_is, Keys, Obj, K,
+};
+use crate::pyvalue::{str_of_js, str_of_wtf8};
 use crate::size_memo::{self, PySizeMemo};
 
 /// How many output slots ahead a kept message's header is prefetched.
 const KEEP_AHEAD: usize = 8;
 
-/// Deepest nesting `String(array)` follows.
-const MAX_JS_STRING_DEPTH: usize = 64;
-
 /// Largest integer a double holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
-
-/// A borrowed reference to a Python object (owned by the container it was read from).
-type Obj = *mut ffi::PyObject;
-
-// ----- reading Python values with JS eyes (C API, borrowed references) -----
-
-/// # Safety (all `unsafe fn` below)
-/// Object arguments must be live objects and the GIL held; returned borrowed references
-/// are valid while the container they were read from holds them.
-#[inline]
-unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe { ffi::Py_TYPE(obj) == ty }
-}
-
-#[inline]
-unsafe fn is_str(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe { type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0 }
-}
-
-#[inline]
-unsafe fn is_dict(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe { type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0 }
-}
-
-#[inline]
-unsafe fn is_list(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
-}
-
-/// Whether `obj` is `ABSENT`: told by the identity of its type, without calling anything
-/// (a type's `__name__` could run Python code). JSON values (the usual case) are ruled out
-/// by their exact type first.
-#[inline(always)]
-unsafe fn is_absent(py: Python<'_>, obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        let ty = ffi::Py_TYPE(obj);
-        let plain = ty == addr_of_mut!(ffi::PyUnicode_Type)
-            || ty == addr_of_mut!(ffi::PyDict_Type)
-            || ty == addr_of_mut!(ffi::PyLong_Type)
-            || ty == addr_of_mut!(ffi::PyList_Type)
-            || ty == addr_of_mut!(ffi::PyBool_Type)
-            || ty == addr_of_mut!(ffi::PyFloat_Type)
-            || obj == ffi::Py_None()
-            || ty == addr_of_mut!(ffi::PyTuple_Type);
-        !plain && absent::is_absent_type(py, ty)
-    }
-}
-
-/// `dict[key]` (any `dict`), with `ABSENT` read as a missing key.
-unsafe fn get(py: Python<'_>, dict: Obj, key: Obj) -> PyResult<Option<Obj>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        let value = ffi::PyDict_GetItemWithError(dict, key);
-        if value.is_null() {
-            return match PyErr::take(py) {
-                Some(err) => Err(err),
-                None => Ok(None),
-            };
-        }
-        Ok((!is_absent(py, value)).then_some(value))
-    }
-}
-
-/// `list[i]` (borrowed; `None` past the end).
-unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        let index = ffi::Py_ssize_t::try_from(i).ok()?;
-        if index >= ffi::PyList_Size(list) {
-            return None;
-        }
-        let item = ffi::PyList_GetItem(list, index);
-        if item.is_null() {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        Some(item)
-    }
-}
-
-/// The items of a list (borrowed).
-///
-/// # Safety
-/// `list` must be a live list, the GIL held, and the list not changed while iterating.
-unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        // SAFETY (of the in-place read): the caller holds the GIL and runs no Python code
-        // while iterating.
-        let slice = list_slice(list);
-        let len = match slice {
-            Some(items) => items.len() as ffi::Py_ssize_t,
-            None => ffi::PyList_Size(list).max(0),
-        };
-        (0..len).map_while(move |i| {
-            if let Some(items) = slice {
-                return items.get(i as usize).copied();
-            }
-            let item = ffi::PyList_GetItem(list, i);
-            if item.is_null() {
-                ffi::PyErr_Clear();
-                None
-            } else {
-                Some(item)
-            }
-        })
-    }
-}
-
-/// Whether `text` is `literal` (short literals: compared without a `memcmp` call).
-#[inline(always)]
-fn text_is(text: &str, literal: &'static str) -> bool {
-    let (a, b) = (text.as_bytes(), literal.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-}
-
-/// The UTF-8 text of a str, borrowed when possible; a str holding lone surrogates
-/// reads lossily (U+FFFD), as `to_string_lossy` does.
-unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        match borrowed_utf8(obj) {
-            Some(text) if owned => Cow::Owned(text.to_owned()),
-            Some(text) => Cow::Borrowed(text),
-            None => Cow::Owned(
-                Borrowed::from_ptr(py, obj)
-                    .downcast_unchecked::<PyString>()
-                    .to_string_lossy()
-                    .into_owned(),
-            ),
-        }
-    }
-}
-
-/// `value === expected` for a str value (no match for a str holding lone surrogates).
-#[inline]
-unsafe fn str_is(value: Option<Obj>, expected: &'static str) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
-    }
-}
-
-/// `typeof v === "number"` as a double (bools are not numbers; ints beyond a
-/// double's range read as +-Infinity, as `JSON.parse` reads them). Subclasses are read
-/// by value, without running Python code ([`number_value`]).
-#[inline]
-unsafe fn number_of(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
-            let mut overflow: std::os::raw::c_int = 0;
-            let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
-            if overflow == 0 {
-                if value == -1 && !ffi::PyErr_Occurred().is_null() {
-                    return Err(PyErr::fetch(py));
-                }
-                // Correctly rounded, as `float(i)`.
-                return Ok(Some(value as f64));
-            }
-        } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
-            return Ok(Some(ffi::PyFloat_AsDouble(obj)));
-        }
-        number_value(py, obj)
-    }
-}
-
-unsafe fn timestamp_of(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        Ok(match value {
-            None => Ts::Absent,
-            Some(v) => number_of(py, v)?.map_or(Ts::Other, Ts::Num),
-        })
-    }
-}
-
-/// A JS value used as an id (Map/Set key semantics).
-unsafe fn js_id<'a>(py: Python<'_>, value: Option<Obj>, owned: bool) -> PyResult<CowId<'a>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        let Some(value) = value else {
-            return Ok(JsIdOf::Undefined);
-        };
-        if is_str(value) {
-            // Ids are compared in key form (a lone surrogate, read as U+FFFD, is told apart).
-            let text = str_text(py, value, owned);
-            if !text.contains(['\u{FFFD}', '\u{FDD0}']) {
-                return Ok(JsIdOf::Str(text));
-            }
-            let obj = Borrowed::from_ptr(py, value);
-            let key = crate::keys::key_of(obj.downcast_unchecked::<PyString>())?;
-            return Ok(JsIdOf::Str(Cow::Owned(key)));
-        }
-        if value == ffi::Py_None() {
-            return Ok(JsIdOf::Null);
-        }
-        if value == ffi::Py_True() || value == ffi::Py_False() {
-            return Ok(JsIdOf::Bool(value == ffi::Py_True()));
-        }
-        if let Some(x) = number_of(py, value)? {
-            return Ok(JsIdOf::num(x));
-        }
-        // Objects compare by identity.
-        Ok(JsIdOf::Object(value as usize))
-    }
-}
-
-/// `String(value)` (template literal / `+` concatenation) of a present value.
-fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
-    if value.is_none() {
-        return Ok("null".to_owned());
-    }
-    if let Ok(b) = value.downcast::<PyBool>() {
-        return Ok(if b.is_true() { "true" } else { "false" }.to_owned());
-    }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(s.to_string_lossy().into_owned());
-    }
-    if let Some(x) = js_number(value)? {
-        return Ok(format_number(x));
-    }
-    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-        if depth >= MAX_JS_STRING_DEPTH {
-            return Ok(String::new());
-        }
-        // Items by index, through the C API: a subclass's `__iter__` is not called.
-        let items: Vec<Bound<'_, PyAny>> = match value.downcast::<PyList>() {
-            Ok(list) => (0..list.len())
-                .filter_map(|i| list.get_item(i).ok())
-                .collect(),
-            Err(_) => match value.downcast::<PyTuple>() {
-                Ok(tuple) => tuple.iter_borrowed().map(|b| b.to_owned()).collect(),
-                Err(_) => Vec::new(),
-            },
-        };
-        let mut parts = Vec::new();
-        for item in items {
-            // SAFETY: `item` is a live object and the GIL is held.
-            let absent = unsafe { is_absent(item.py(), item.as_ptr()) };
-            parts.push(if item.is_none() || absent {
-                String::new()
-            } else {
-                js_string_of(&item, depth + 1)?
-            });
-        }
-        return Ok(parts.join(","));
-    }
-    Ok("[object Object]".to_owned())
-}
 
 // ----- extract -----
 
@@ -341,69 +82,6 @@ const AHEAD_BLOCK_TABLES: usize = 2;
 
 /// Content blocks per message the pipeline requests ahead.
 const PREFETCH_BLOCKS: usize = 4;
-
-/// The dict keys render reads.
-#[derive(Clone, Copy)]
-enum K {
-    Role,
-    Timestamp,
-    ToolCallId,
-    ToolName,
-    IsError,
-    Content,
-    Kind,
-    Id,
-    Arguments,
-    Text,
-    CustomType,
-    Details,
-    ToolCallRefs,
-    ResultTimestamp,
-}
-
-const KEY_NAMES: [&str; 14] = [
-    "role",
-    "timestamp",
-    "toolCallId",
-    "toolName",
-    "isError",
-    "content",
-    "type",
-    "id",
-    "arguments",
-    "text",
-    "customType",
-    "details",
-    "toolCallRefs",
-    "resultTimestamp",
-];
-
-/// The text of a dict key, when it is a str (or str subclass) that is valid UTF-8.
-///
-/// # Safety
-/// `key` must be a live object and the GIL held; the text lives as long as `key`.
-#[inline(always)]
-unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        if is_str(key) {
-            borrowed_utf8(key)
-        } else {
-            None
-        }
-    }
-}
-
-/// The field a key's text names (`NO_FIELD`: none render reads).
-#[inline]
-fn field_of(text: &str) -> u8 {
-    KEY_NAMES
-        .iter()
-        .position(|name| text_is(text, name))
-        .map_or(NO_FIELD, |i| i as u8)
-}
-
-const NO_FIELD: u8 = u8::MAX;
 
 /// The members of a message the reader may read: role, toolCallId, isError, timestamp,
 /// content, customType, details.
@@ -425,180 +103,6 @@ const M_CONTENT: u32 = 1 << 4;
 const M_CUSTOM_TYPE: u32 = 1 << 5;
 const M_DETAILS: u32 = 1 << 6;
 
-/// Slots of the key-field cache (a power of two).
-const FIELD_CACHE_SLOTS: usize = 256;
-
-/// Key object address -> the field it names, direct-mapped.
-type FieldCache = [Cell<(usize, u8)>; FIELD_CACHE_SLOTS];
-
-/// The key strings render reads and writes, and what the key objects seen name.
-struct Keys<'py> {
-    py: Python<'py>,
-    /// The interned strings (alive for the interpreter's life).
-    interned: [Obj; 14],
-    /// Key object address -> the field its text names (`NO_FIELD`: none), for the keys of
-    /// the caller's messages: alive for the whole render (the list holds them), so an
-    /// address names one key object. Not used when Python code may run during the render
-    /// (a protection predicate could free a key and reuse its address).
-    cache: Option<Box<FieldCache>>,
-}
-
-impl<'py> Keys<'py> {
-    fn new(py: Python<'py>, cache: bool) -> Self {
-        let interned = [
-            intern!(py, "role").as_ptr(),
-            intern!(py, "timestamp").as_ptr(),
-            intern!(py, "toolCallId").as_ptr(),
-            intern!(py, "toolName").as_ptr(),
-            intern!(py, "isError").as_ptr(),
-            intern!(py, "content").as_ptr(),
-            intern!(py, "type").as_ptr(),
-            intern!(py, "id").as_ptr(),
-            intern!(py, "arguments").as_ptr(),
-            intern!(py, "text").as_ptr(),
-            intern!(py, "customType").as_ptr(),
-            intern!(py, "details").as_ptr(),
-            intern!(py, "toolCallRefs").as_ptr(),
-            intern!(py, "resultTimestamp").as_ptr(),
-        ];
-        Keys {
-            py,
-            interned,
-            cache: cache
-                .then(|| Box::new([(); FIELD_CACHE_SLOTS].map(|()| Cell::new((0, NO_FIELD))))),
-        }
-    }
-
-    /// The field `key` names (`NO_FIELD`: none, or not a str).
-    ///
-    /// # Safety
-    /// `key` must be a live object and the GIL held.
-    #[inline(always)]
-    unsafe fn field_of_key(&self, key: Obj) -> u8 {
-        let address = key as usize;
-        let slot = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.get((address >> 4 ^ address >> 12) & (FIELD_CACHE_SLOTS - 1)));
-        if let Some(slot) = slot {
-            let (cached, field) = slot.get();
-            if cached == address {
-                return field;
-            }
-        }
-        // SAFETY: `key` is live (the caller's contract); its text lives as long as it.
-        let field = unsafe { key_text(key) }.map_or(NO_FIELD, field_of);
-        if let Some(slot) = slot {
-            slot.set((address, field));
-        }
-        field
-    }
-
-    /// The members of `dict` named by `fields`: for each, the value of the first key (in
-    /// the dict's order) whose text is the field's name.
-    ///
-    /// Fields are found by walking the members (`PyDict_Next`), never by a hash lookup: a
-    /// lookup compares the keys of equal hash with `==`, which runs Python code for a key
-    /// of another type (its `__eq__`), and the render holds borrowed views while it reads.
-    /// A key that is not a str is skipped (it is no JSON member name); a str subclass key
-    /// is read by its text, as `json.dumps` writes it.
-    ///
-    /// # Safety
-    /// `dict` must be a live dict (or dict subclass) and the GIL held; the values are
-    /// borrowed from the dict.
-    #[inline]
-    unsafe fn fields_of<const N: usize>(&self, dict: Obj, fields: [K; N]) -> [Option<Obj>; N] {
-        let mut found = [None; N];
-        let mut left = N;
-        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
-        // it hands out are alive while it is.
-        while left > 0 && unsafe { ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) } != 0 {
-            // SAFETY: as above.
-            let named = unsafe { self.field_of_key(key) };
-            if named == NO_FIELD {
-                continue;
-            }
-            for (slot, field) in found.iter_mut().zip(fields) {
-                if field as u8 == named && slot.is_none() {
-                    *slot = Some(value);
-                    left -= 1;
-                    break;
-                }
-            }
-        }
-        found
-    }
-
-    /// Walks `dict` on from `*pos`, putting the value of the first key naming `fields[j]`
-    /// into `found[j]` (when still empty), until every slot of `wanted` (a bit mask of
-    /// `j`s) is filled or the dict ends; `*pos` is where to go on from ([`Keys::fields_of`]
-    /// semantics, in steps).
-    ///
-    /// # Safety
-    /// As [`Keys::fields_of`], and `*pos` must be 0 or where a previous walk of the same,
-    /// unchanged dict stopped.
-    #[inline]
-    unsafe fn scan(
-        &self,
-        dict: Obj,
-        pos: &mut ffi::Py_ssize_t,
-        fields: &[K; MEMBERS],
-        found: &mut [Option<Obj>; MEMBERS],
-        wanted: u32,
-    ) {
-        let filled = |found: &[Option<Obj>; MEMBERS]| {
-            (0..MEMBERS).all(|j| wanted & 1 << j == 0 || found[j].is_some())
-        };
-        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
-        // it hands out are alive while it is.
-        while !filled(found) && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
-            // SAFETY: as above.
-            let named = unsafe { self.field_of_key(key) };
-            if named == NO_FIELD {
-                continue;
-            }
-            if let Some(j) = fields.iter().position(|&f| f as u8 == named) {
-                found[j].get_or_insert(value);
-            }
-        }
-    }
-
-    /// The interned key string (for building dicts).
-    fn interned(&self, key: K) -> Obj {
-        self.interned[key as usize]
-    }
-
-    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key ([`fields_of`]).
-    ///
-    /// # Safety
-    /// `dict` must be a live dict and the GIL held.
-    #[inline]
-    unsafe fn get(&self, dict: Obj, key: K) -> PyResult<Option<Obj>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
-        unsafe {
-            let [found] = self.fields_of(dict, [key]);
-            Ok(present(self.py, found))
-        }
-    }
-
-    /// `dict[key]` of an object that may not be a dict.
-    ///
-    /// # Safety
-    /// `obj` must be a live object and the GIL held.
-    unsafe fn get_of(&self, obj: Obj, key: K) -> PyResult<Option<Obj>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
-        unsafe {
-            if is_dict(obj) {
-                self.get(obj, key)
-            } else {
-                Ok(None)
-            }
-        }
-    }
-}
-
 /// Reads message views.
 struct Reader<'k, 'py> {
     py: Python<'py>,
@@ -617,7 +121,7 @@ impl Reader<'_, '_> {
     unsafe fn js_id<'a>(&self, value: Option<Obj>) -> PyResult<CowId<'a>> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
-            let id = js_id(self.py, value, self.owned)?;
+            let id = jsread::js_id(self.py, value, self.owned)?;
             if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
                 self.borrowed.borrow_mut().push(obj);
             }
@@ -625,49 +129,25 @@ impl Reader<'_, '_> {
         }
     }
 
-    unsafe fn role_of(&self, value: Option<Obj>) -> Role {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
-        unsafe {
-            let Some(value) = value.filter(|v| is_str(*v)) else {
-                return Role::Other;
-            };
-            let Some(text) = borrowed_utf8(value) else {
-                return Role::Other;
-            };
-            if text_is(text, "toolResult") {
-                Role::ToolResult
-            } else if text_is(text, "assistant") {
-                Role::Assistant
-            } else if text_is(text, "user") {
-                Role::User
-            } else if text_is(text, "custom") {
-                Role::Custom
-            } else {
-                Role::Other
-            }
-        }
-    }
-
     unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
-            let py = self.py;
-            if item == ffi::Py_None() || is_absent(py, item) {
+            if item == ffi::Py_None() || is_absent(item) {
                 return Ok(Block::Nullish);
             }
             if !is_dict(item) {
                 return Ok(Block::Other);
             }
             let [kind, id] = self.keys.fields_of(item, [K::Kind, K::Id]);
-            let Some(kind) = present(py, kind).filter(|k| is_str(*k)) else {
+            let Some(kind) = present(kind).filter(|k| is_str(*k)) else {
                 return Ok(Block::Other);
             };
             let kind = borrowed_utf8(kind).unwrap_or_default();
-            Ok(if text_is(kind, "toolCall") {
+            Ok(if jsread::text_is(kind, "toolCall") {
                 Block::ToolCall {
-                    id: self.js_id(present(py, id))?,
+                    id: self.js_id(present(id))?,
                 }
-            } else if text_is(kind, "thinking") {
+            } else if jsread::text_is(kind, "thinking") {
                 Block::Thinking
             } else {
                 Block::Other
@@ -709,7 +189,7 @@ impl Reader<'_, '_> {
             let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
                 return Ok(None);
             };
-            let Some(text) = self.keys.get(first, K::Text)?.filter(|t| is_str(*t)) else {
+            let Some(text) = self.keys.get(first, K::Text).filter(|t| is_str(*t)) else {
                 return Ok(None);
             };
             // Only the prefix is looked at: no copy unless it is the marker.
@@ -730,7 +210,7 @@ impl Reader<'_, '_> {
                 // Missing, null, or a primitive / array without a `toolCallRefs` property.
                 return Ok(SummaryRefs::List(Vec::new()));
             };
-            let refs = match self.keys.get(details, K::ToolCallRefs)? {
+            let refs = match self.keys.get(details, K::ToolCallRefs) {
                 None => return Ok(SummaryRefs::List(Vec::new())),
                 Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
                 Some(r) => r,
@@ -740,7 +220,7 @@ impl Reader<'_, '_> {
             }
             let mut out = Vec::new();
             for item in list_items(refs) {
-                if item == ffi::Py_None() || is_absent(py, item) {
+                if item == ffi::Py_None() || is_absent(item) {
                     out.push(SummaryRef::Nullish);
                     continue;
                 }
@@ -752,12 +232,12 @@ impl Reader<'_, '_> {
                     });
                     continue;
                 }
-                let result_timestamp = match self.keys.get(item, K::ResultTimestamp)? {
+                let result_timestamp = match self.keys.get(item, K::ResultTimestamp) {
                     None => None,
-                    Some(ts) => Some(js_string_of(&Borrowed::from_ptr(py, ts), 0)?),
+                    Some(ts) => Some(js_string(Some(&Borrowed::from_ptr(py, ts)))?.into_string()),
                 };
                 out.push(SummaryRef::Ref {
-                    tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId)?)?,
+                    tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId))?,
                     result_timestamp,
                 });
             }
@@ -809,9 +289,8 @@ impl Reader<'_, '_> {
             if !fetched.dict {
                 return Ok(());
             }
-            let py = self.py;
             let needs = &self.needs;
-            fetched.kind = self.role_of(present(py, fetched.role));
+            fetched.kind = jsread::role(fetched.role);
             let wanted = match fetched.kind {
                 Role::ToolResult => {
                     M_TOOL_CALL_ID
@@ -929,9 +408,9 @@ impl Reader<'_, '_> {
                 return Ok(());
             }
             view.role = fetched.kind;
-            let a = present(py, fetched.a);
-            let b = present(py, fetched.b);
-            let ts = present(py, fetched.ts);
+            let a = present(fetched.a);
+            let b = present(fetched.b);
+            let ts = present(fetched.ts);
             match fetched.kind {
                 Role::ToolResult => {
                     view.tool_call_id = self.js_id(a)?;
@@ -939,18 +418,18 @@ impl Reader<'_, '_> {
                         view.is_error = b == Some(ffi::Py_True());
                     }
                     if needs.result_timestamps || needs.chain {
-                        view.timestamp = timestamp_of(py, ts)?;
+                        view.timestamp = jsread::timestamp(py, ts)?;
                     }
                 }
                 Role::Assistant => {
                     view.content = self.content_of(a)?;
                     if needs.chain {
-                        view.timestamp = timestamp_of(py, ts)?;
+                        view.timestamp = jsread::timestamp(py, ts)?;
                     }
                 }
                 Role::User => {
                     if needs.chain {
-                        view.timestamp = timestamp_of(py, ts)?;
+                        view.timestamp = jsread::timestamp(py, ts)?;
                         view.synthetic_block_id = self.synthetic_id_of(a)?;
                     }
                 }
@@ -1057,16 +536,6 @@ impl Default for Fetched {
     }
 }
 
-/// A raw dict value with `ABSENT` read as missing.
-///
-/// # Safety
-/// `value` must be a live object (or `None`) and the GIL held.
-#[inline]
-unsafe fn present(py: Python<'_>, value: Option<Obj>) -> Option<Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe { value.filter(|v| !is_absent(py, *v)) }
-}
-
 // ----- sizes -----
 
 /// Lazily measured argument bodies (phase 2).
@@ -1086,7 +555,7 @@ impl ArgLens<'_, '_> {
         // SAFETY: the list is alive (the caller holds it) and the GIL is held.
         unsafe {
             match list_item(self.messages.as_ptr(), msg) {
-                Some(m) => self.keys.get_of(m, key),
+                Some(m) => Ok(self.keys.get_of(m, key)),
                 None => Ok(None),
             }
         }
@@ -1111,14 +580,14 @@ impl ArgLens<'_, '_> {
         unsafe {
             let message = list_item(self.messages.as_ptr(), msg);
             let content = match message {
-                Some(m) => self.keys.get_of(m, K::Content)?,
+                Some(m) => self.keys.get_of(m, K::Content),
                 None => None,
             };
             let item = content
                 .filter(|c| is_list(*c))
                 .and_then(|c| list_item(c, block));
             let args = match item {
-                Some(b) => self.keys.get_of(b, K::Arguments)?,
+                Some(b) => self.keys.get_of(b, K::Arguments),
                 None => None,
             };
             match args {
@@ -1160,12 +629,11 @@ impl Lazy for ArgLens<'_, '_> {
     /// A toolResult's text extraction throws on a `null` element of an array content.
     fn text_throws(&mut self, msg: usize) -> Option<bool> {
         let field = self.field(msg, K::Content);
-        let py = self.messages.py();
         Some(self.ok_or_report(field).is_some_and(|content| {
             // SAFETY: `content` is held by its message (alive) and the GIL is held.
             unsafe {
                 is_list(content)
-                    && list_items(content).any(|item| item == ffi::Py_None() || is_absent(py, item))
+                    && list_items(content).any(|item| item == ffi::Py_None() || is_absent(item))
             }
         }))
     }
@@ -1254,7 +722,7 @@ impl<'py> Writer<'_, 'py> {
         unsafe {
             Ok(self
                 .keys
-                .get_of(msg, key)?
+                .get_of(msg, key)
                 .map(|v| Borrowed::from_ptr(self.py, v).to_owned()))
         }
     }
@@ -1267,7 +735,13 @@ impl<'py> Writer<'_, 'py> {
                 Some(text) => Part::Text(Cow::Owned(text.to_owned())),
                 None => Part::Py(v),
             },
-            Some(v) => Part::Text(Cow::Owned(js_string_of(&v, 0)?)),
+            Some(v) => {
+                let text = js_string(Some(&v))?;
+                match text.exact() {
+                    None => Part::Text(Cow::Owned(text.into_string())),
+                    Some(bytes) => Part::Py(str_of_wtf8(self.py, bytes)?.into_any()),
+                }
+            }
         })
     }
 
@@ -1288,11 +762,11 @@ impl<'py> Writer<'_, 'py> {
             }
             // SAFETY: `item` is a live dict (held by `content`) and the GIL is held.
             let (kind, text) = unsafe {
-                let kind = self.keys.get(item.as_ptr(), K::Kind)?;
+                let kind = self.keys.get(item.as_ptr(), K::Kind);
                 if !str_is(kind, "text") {
                     continue;
                 }
-                let text = self.keys.get(item.as_ptr(), K::Text)?;
+                let text = self.keys.get(item.as_ptr(), K::Text);
                 (kind, text.map(|t| Borrowed::from_ptr(py, t).to_owned()))
             };
             let _ = kind;
@@ -1417,7 +891,7 @@ impl<'py> Writer<'_, 'py> {
             if strip_thinking && block.is_instance_of::<PyDict>() {
                 // SAFETY: `block` is a live dict and the GIL is held.
                 let thinking =
-                    unsafe { str_is(self.keys.get(block.as_ptr(), K::Kind)?, "thinking") };
+                    unsafe { str_is(self.keys.get(block.as_ptr(), K::Kind), "thinking") };
                 if thinking {
                     removed.push(block);
                     continue;
@@ -1453,7 +927,8 @@ impl<'py> Writer<'_, 'py> {
                 // SAFETY: `dict` is a live dict and the GIL is held; the value is taken
                 // as a new reference at once.
                 Ok(dict) => Some(unsafe {
-                    get(py, dict.as_ptr(), intern!(py, "compressedAt").as_ptr())?
+                    self.keys
+                        .get(dict.as_ptr(), K::CompressedAt)
                         .map(|v| Borrowed::from_ptr(py, v).to_owned())
                 }),
                 Err(_) => None,
@@ -1527,7 +1002,6 @@ fn render<'py>(
     let py = messages.py();
     // A render from inside a render (a protection predicate) does without the memo.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
-    absent::init(py);
     // A predicate is Python code: it could free a key and reuse its address.
     let keys = Keys::new(py, protected_tool_predicate.is_none());
     let protection = match (
