@@ -89,3 +89,34 @@ def test_string_of_a_list_subclass_never_calls_its_iter() -> None:
             raise AssertionError("__iter__ called")
 
     assert _keys(Loud(["p", "q"])) == [["p,q@3", "p,q@5"]]
+
+
+def test_a_str_subclass_with_lone_surrogates_is_read_without_its_encode() -> None:
+    # The reader encodes such a str in C (surrogatepass): the subclass's `encode` never runs,
+    # and the render is that of the plain str.
+    from pi_condense.config import Config
+    from pi_condense.render import render
+    from pi_condense.state import PrunerState
+
+    class Loud(str):
+        def encode(self, *args: Any, **kwargs: Any) -> bytes:
+            raise AssertionError("encode called")
+
+    def messages(call_id: str) -> list[dict[str, Any]]:
+        call = {"type": "toolCall", "id": call_id, "name": "read", "arguments": {}}
+        return [
+            {"role": "user", "content": "go", "timestamp": 1},
+            {"role": "assistant", "content": [call], "timestamp": 2},
+            {
+                "role": "toolResult",
+                "toolCallId": call_id,
+                "toolName": "read",
+                "isError": False,
+                "content": [{"type": "text", "text": "r"}],
+                "timestamp": 3,
+            },
+        ]
+
+    odd = render(messages(Loud("c\ud8001")), PrunerState(), Config())
+    plain = render(messages("c\ud8001"), PrunerState(), Config())
+    assert (odd.pruned, len(odd.messages)) == (plain.pruned, len(plain.messages)) == (False, 3)

@@ -39,7 +39,7 @@ from . import _core, jsjson, spill
 from .config import Config
 from .errors import CondenseError
 from .keys import ProtectedMatcher, bare_tool_call_id, hash_tool_result, occ_key
-from .render import _tool_predicate
+from .render import render_options
 from .session import ABSENT
 from .state import ChainEntry, PrunerState, ToolCallRecord
 from .summarize.base import Completion, CompletionRequest, Summarizer, Usage
@@ -215,11 +215,7 @@ def _strict_equal(a: Any, b: Any) -> bool:
 
 def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> dict[str, Any]:
     if protection is None:
-        return {
-            "protected_tools": list(config.protected_tools),
-            "protected_paths": list(config.protected_paths),
-            "protected_tool_predicate": _tool_predicate(config),
-        }
+        return {"options": render_options(config)}
     if isinstance(protection, ProtectedMatcher):
         return {"protected_tools": protection.tools, "protected_paths": protection.globs}
     return {"protected_predicate": protection}

@@ -15,7 +15,7 @@ use pi_condense_core::chains::{
 };
 use pi_condense_core::jsnum::format_number;
 use pi_condense_core::jsstr::JsStr;
-use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher};
+use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher, ToolRule};
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, MsgView, Role, Ts};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -32,6 +32,7 @@ use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
+use crate::render::PyRenderOptions;
 
 /// The marker of a synthetic chain message.
 const SYNTHETIC_PREFIX: &str = "<compressed-chain";
@@ -71,19 +72,18 @@ fn js_string_py<'py>(
 
 // ----- protection -----
 
-/// `isProtected(toolName, args, cfg)`: tool names and path globs, or (reference mode, a string
-/// `protectedTools`) a Python predicate over `String(toolName)` for the name part, or a Python
-/// predicate `(toolName, args) -> bool` that replaces both.
+/// `isProtected(toolName, args, cfg)`: tool names (or, reference mode, a string
+/// `protectedTools` matched by substring) and path globs, or a Python predicate
+/// `(toolName, args) -> bool` that replaces both.
 struct Protection<'py> {
     matcher: ProtectedMatcher,
-    tool_predicate: Option<Bound<'py, PyAny>>,
     predicate: Option<Bound<'py, PyAny>>,
 }
 
 impl Protection<'_> {
     /// Nothing can be protected (no tools, no globs, no predicate).
     fn is_off(&self) -> bool {
-        self.predicate.is_none() && self.tool_predicate.is_none() && self.matcher.is_empty()
+        self.predicate.is_none() && self.matcher.is_empty()
     }
 
     fn is_protected(
@@ -105,17 +105,13 @@ impl Protection<'_> {
                 None => self.matcher.is_protected(name, None),
             }
         };
-        match &self.tool_predicate {
-            Some(predicate) => {
-                if predicate
-                    .call1((js_string(name)?.into_string(),))?
-                    .is_truthy()?
-                {
-                    return Ok(true);
-                }
-                Ok(check(None))
+        match self.matcher.rule() {
+            // `raw.includes(toolName)` converts the name with `String()`.
+            ToolRule::Substring(_) => {
+                let name = js_string(name)?.to_utf16();
+                Ok(self.matcher.is_protected_tool_utf16(&name) || check(None))
             }
-            None => match name.and_then(|n| n.downcast::<PyString>().ok()) {
+            ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
                 Some(name) => Ok(check(Some(&text(name)))),
                 None => Ok(check(None)),
             },
@@ -429,7 +425,7 @@ impl PyChainScan {
         grace_turns = 0.0,
         protected_tools = None,
         protected_paths = None,
-        protected_tool_predicate = None,
+        options = None,
         protected_predicate = None,
     ))]
     fn py_new<'py>(
@@ -438,7 +434,7 @@ impl PyChainScan {
         grace_turns: f64,
         protected_tools: Option<Vec<Bound<'py, PyString>>>,
         protected_paths: Option<Vec<Bound<'py, PyString>>>,
-        protected_tool_predicate: Option<Bound<'py, PyAny>>,
+        options: Option<PyRef<'py, PyRenderOptions>>,
         protected_predicate: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let py = messages.py();
@@ -446,9 +442,12 @@ impl PyChainScan {
         let strings = |list: &Option<Vec<Bound<'py, PyString>>>| -> Vec<String> {
             list.iter().flatten().map(text).collect()
         };
+        let matcher = match options {
+            Some(options) => options.matcher.clone(),
+            None => ProtectedMatcher::new(&strings(&protected_tools), &strings(&protected_paths)),
+        };
         let protection = Protection {
-            matcher: ProtectedMatcher::new(&strings(&protected_tools), &strings(&protected_paths)),
-            tool_predicate: protected_tool_predicate,
+            matcher,
             predicate: protected_predicate,
         };
         let mut views = Vec::with_capacity(messages.len());

@@ -26,7 +26,6 @@ use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::render::{CowId, JsIdOf, Role, Ts};
 use pyo3::exceptions::PyOverflowError;
 use pyo3::ffi;
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyString};
@@ -34,10 +33,10 @@ use pyo3::types::{PyBytes, PyString};
 use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8};
 
 /// A borrowed reference to a Python object (owned by the container it was read from).
-pub(crate) type Obj = *mut ffi::PyObject;
+pub type Obj = *mut ffi::PyObject;
 
 /// Deepest nesting `String(array)` follows (deeper arrays print as `""`).
-pub(crate) const MAX_JS_STRING_DEPTH: usize = 64;
+pub const MAX_JS_STRING_DEPTH: usize = 64;
 
 // ----- ABSENT -----
 
@@ -68,7 +67,7 @@ static ABSENT: GILOnceCell<Py<AbsentType>> = GILOnceCell::new();
 static ABSENT_PTR: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Creates `ABSENT` and adds it to the module (at import).
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let absent = ABSENT.get_or_try_init(py, || Py::new(py, AbsentType))?;
     ABSENT_PTR.store(absent.as_ptr(), Ordering::Relaxed);
@@ -78,13 +77,13 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// Whether `obj` is `ABSENT` (pointer identity: nothing is read or called).
 #[inline(always)]
-pub(crate) fn is_absent(obj: Obj) -> bool {
+pub fn is_absent(obj: Obj) -> bool {
     obj == ABSENT_PTR.load(Ordering::Relaxed)
 }
 
 /// A raw dict value with `ABSENT` read as missing.
 #[inline(always)]
-pub(crate) fn present(value: Option<Obj>) -> Option<Obj> {
+pub fn present(value: Option<Obj>) -> Option<Obj> {
     value.filter(|v| !is_absent(*v))
 }
 
@@ -185,15 +184,31 @@ pub(crate) fn text_is(text: &str, literal: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// The exact text of a `str` holding lone surrogates (`encode("utf-8", "surrogatepass")`,
-/// which runs no Python code for a str or str subclass).
+/// `s.encode(encoding, "surrogatepass")` as a C call (`PyUnicode_AsEncodedString`): a str
+/// subclass's own `encode` (Python code) is never run.
+pub(crate) fn encode_surrogatepass<'py>(
+    s: &Bound<'py, PyString>,
+    encoding: &std::ffi::CStr,
+) -> PyResult<Bound<'py, PyBytes>> {
+    // SAFETY: `s` is a live str and the GIL is held; the arguments are NUL-terminated C
+    // strings, and the result is a new reference (or NULL with an error set).
+    let encoded = unsafe {
+        Bound::from_owned_ptr_or_err(
+            s.py(),
+            ffi::PyUnicode_AsEncodedString(
+                s.as_ptr(),
+                encoding.as_ptr(),
+                ffi::c_str!("surrogatepass").as_ptr(),
+            ),
+        )?
+    };
+    Ok(encoded.downcast_into::<PyBytes>()?)
+}
+
+/// The exact text of a `str` holding lone surrogates.
 fn surrogate_text(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
-    let py = s.py();
-    let encoded = s.call_method1(
-        intern!(py, "encode"),
-        (intern!(py, "utf-8"), intern!(py, "surrogatepass")),
-    )?;
-    Ok(JsStr::from_wtf8(encoded.downcast::<PyBytes>()?.as_bytes()))
+    let encoded = encode_surrogatepass(s, ffi::c_str!("utf-8"))?;
+    Ok(JsStr::from_wtf8(encoded.as_bytes()))
 }
 
 /// The UTF-8 text of a str, borrowed when CPython holds it; a str holding lone surrogates
@@ -216,7 +231,7 @@ pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<
 }
 
 /// [`str_text`] of an owned str, copied.
-pub(crate) fn text(s: &Bound<'_, PyString>) -> String {
+pub fn text(s: &Bound<'_, PyString>) -> String {
     // SAFETY: `s` is a live str and the GIL is held; the text is copied before `s` is let go.
     unsafe { str_text(s.py(), s.as_ptr(), true) }.into_owned()
 }
@@ -231,7 +246,7 @@ pub(crate) unsafe fn str_is(value: Option<Obj>, expected: &str) -> bool {
 }
 
 /// [`str_is`] of an owned value.
-pub(crate) fn str_is_bound(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
+pub fn str_is_bound(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
     // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
     unsafe { str_is(value.map(Bound::as_ptr), expected) }
 }
@@ -304,7 +319,7 @@ unsafe fn number_slow(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
 }
 
 /// [`number`] of an owned value.
-pub(crate) fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+pub fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     // SAFETY: `value` is a live object and the GIL is held.
     unsafe { number(value.py(), value.as_ptr()) }
 }
@@ -321,7 +336,7 @@ pub(crate) unsafe fn timestamp(py: Python<'_>, value: Option<Obj>) -> PyResult<T
 }
 
 /// [`timestamp`] of an owned value.
-pub(crate) fn timestamp_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
+pub fn timestamp_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
     match value {
         None => Ok(Ts::Absent),
         // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
@@ -367,9 +382,7 @@ pub(crate) unsafe fn js_id<'a>(
 }
 
 /// [`js_id`] of an owned value, holding its string.
-pub(crate) fn js_id_bound(
-    value: Option<&Bound<'_, PyAny>>,
-) -> PyResult<pi_condense_core::render::JsId> {
+pub fn js_id_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<pi_condense_core::render::JsId> {
     let Some(value) = value else {
         return Ok(JsIdOf::Undefined);
     };
@@ -405,7 +418,7 @@ pub(crate) unsafe fn role(value: Option<Obj>) -> Role {
 
 /// JS truthiness (`undefined`, `null`, `false`, `""`, `0`, `NaN` are falsy; objects and
 /// arrays are truthy, even empty).
-pub(crate) fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+pub fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     let Some(value) = value.filter(|v| !is_absent(v.as_ptr())) else {
         return Ok(false);
     };
@@ -436,7 +449,7 @@ pub(crate) fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
 /// anything else `[object Object]`. Arrays (lists and tuples, subclasses too) are read by
 /// index, never through `__iter__`; an array nested deeper than [`MAX_JS_STRING_DEPTH`], or
 /// one that contains itself (JS `join`'s cycle check), prints as `""`.
-pub(crate) fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
+pub fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
     let Some(value) = value else {
         return Ok(JsStr::from("undefined"));
     };
@@ -521,7 +534,7 @@ unsafe fn push_js_string(
 
 /// The member names the bindings read and write.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum K {
+pub enum K {
     Role,
     Timestamp,
     ToolCallId,
@@ -601,7 +614,7 @@ const FIELD_CACHE_SLOTS: usize = 256;
 type FieldCache = [Cell<(usize, u8)>; FIELD_CACHE_SLOTS];
 
 /// The member names, and what the key objects seen name.
-pub(crate) struct Keys<'py> {
+pub struct Keys<'py> {
     py: Python<'py>,
     interned: [Obj; KEY_COUNT],
     /// Key object address -> the field its text names (`NO_FIELD`: none), for the keys of
@@ -612,7 +625,7 @@ pub(crate) struct Keys<'py> {
 
 impl<'py> Keys<'py> {
     /// The keys; `cache`: remember what each key object names (see [`Keys::cache`]).
-    pub(crate) fn new(py: Python<'py>, cache: bool) -> Self {
+    pub fn new(py: Python<'py>, cache: bool) -> Self {
         let strings = INTERNED.get_or_init(py, || {
             KEY_NAMES.map(|name| PyString::intern(py, name).unbind())
         });
@@ -631,7 +644,7 @@ impl<'py> Keys<'py> {
     }
 
     /// The interned key string, as an object.
-    pub(crate) fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
+    pub fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
         // SAFETY: the interned keys live as long as the interpreter (`INTERNED` holds them).
         unsafe { Borrowed::from_ptr(self.py, self.interned(key)) }
     }
@@ -743,7 +756,7 @@ impl<'py> Keys<'py> {
 
     /// `obj[key]` (a new reference) of an object that may not be a dict, `ABSENT` read as
     /// missing.
-    pub(crate) fn get_bound(&self, obj: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
+    pub fn get_bound(&self, obj: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
         // SAFETY: `obj` is alive and the GIL is held; the value is taken as a new reference
         // before anything else runs.
         unsafe {

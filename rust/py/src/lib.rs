@@ -5,10 +5,12 @@
 use pyo3::prelude::*;
 
 mod chains;
-mod cpython;
+#[doc(hidden)]
+pub mod cpython;
 mod index;
 mod json;
-mod jsread;
+#[doc(hidden)]
+pub mod jsread;
 mod keys;
 mod pyvalue;
 mod render;

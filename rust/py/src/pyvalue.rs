@@ -7,17 +7,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 /// A Python `str` as a [`JsStr`]: its lossy text, plus its exact bytes when it holds lone
-/// surrogates (read through `encode("utf-8", "surrogatepass")`).
+/// surrogates (encoded in C with `surrogatepass`: a subclass's `encode` is not run).
 pub(crate) fn js_str_of(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
     if let Ok(text) = s.to_cow() {
         return Ok(JsStr::new(text.into_owned()));
     }
-    let py = s.py();
-    let encoded = s.call_method1(
-        intern!(py, "encode"),
-        (intern!(py, "utf-8"), intern!(py, "surrogatepass")),
-    )?;
-    Ok(JsStr::from_wtf8(encoded.downcast::<PyBytes>()?.as_bytes()))
+    let encoded = crate::jsread::encode_surrogatepass(s, pyo3::ffi::c_str!("utf-8"))?;
+    Ok(JsStr::from_wtf8(encoded.as_bytes()))
 }
 
 /// Generalized UTF-8 (lone surrogates as 3-byte sequences) as a Python `str`.
