@@ -66,8 +66,14 @@ const OFF: Layout = Layout {
 };
 
 /// Verifies the layout (at import, while no object is borrowed: the checks run Python).
+///
+/// The calibration runs outside the cell: it imports modules, which may let another thread
+/// take the GIL, and a thread blocked on the cell while holding the GIL would deadlock with
+/// it. Concurrent first calls each calibrate; the first result is kept.
 pub fn init(py: Python<'_>) {
-    LAYOUT.get_or_init(|| calibrate(py));
+    if LAYOUT.get().is_none() {
+        let _ = LAYOUT.set(calibrate(py));
+    }
 }
 
 impl Layout {
