@@ -28,7 +28,7 @@ import orjson
 import generate
 from pi_condense import _core
 from pi_condense.config import Config
-from pi_condense.render import _tool_predicate
+from pi_condense.render import render_options
 from pi_condense.state import PrunerState
 
 Record = Callable[[Any, str, str, int], None]
@@ -51,9 +51,7 @@ def _flush_scan(messages: list[Any], state: PrunerState, config: Config) -> Any:
     scan = _core.ChainScan(
         messages,
         grace_turns=float(config.recovery_grace_turns),
-        protected_tools=list(config.protected_tools),
-        protected_paths=list(config.protected_paths),
-        protected_tool_predicate=_tool_predicate(config),
+        options=render_options(config),
     )
     window = math.nan if chain.rolling_window is None else float(chain.rolling_window)
     return scan.select(state.index, window)

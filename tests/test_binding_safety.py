@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from pi_condense import _core
 from pi_condense.config import Config
-from pi_condense.render import RenderDiagnostic, RenderResult, render
+from pi_condense.render import RenderDiagnostic, RenderResult, render, render_options
 from pi_condense.session import ABSENT
 from pi_condense.state import PrunerState
 
@@ -228,16 +228,14 @@ def no_memo(state_of: Callable[[], PrunerState] = PrunerState) -> Renderer:
     """``_core.render`` without a size memo (``sizes=None``)."""
 
     def run(messages: Messages) -> RenderResult:
-        out, pruned, before, after, diagnostics, threw = _core.render(
-            messages, state_of().index, sizes=None
-        )
+        out = _core.render(messages, state_of().index, render_options(Config()), None)
         return RenderResult(
-            messages=out,
-            pruned=pruned,
-            before_chars=before,
-            after_chars=after,
-            diagnostics=tuple(RenderDiagnostic(*d) for d in diagnostics),
-            threw=threw,
+            messages=out.messages,
+            pruned=out.pruned,
+            before_chars=out.before_chars,
+            after_chars=out.after_chars,
+            diagnostics=tuple(RenderDiagnostic(*d) for d in out.diagnostics),
+            threw=out.threw,
         )
 
     return run

@@ -22,12 +22,14 @@ from _builders import (
     assistant,
     call,
     cfg,
+    record,
     result,
+    state_with,
     text,
     thinking,
     user,
 )
-from pi_condense import _core
+from pi_condense.config import Config
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 
@@ -254,24 +256,16 @@ def test_without_a_chain_a_summary_message_is_remembered_too() -> None:
     assert_same(render(messages, state, CONFIG), messages)
 
 
-def test_a_predicate_render_leaves_the_memo_alone() -> None:
-    messages, state = baseline()
-    render(messages, state, CONFIG)
-    stats = state.sizes.stats
-    out = _core.render(
-        messages,
-        state.index,
-        recovery_grace_turns=3.0,
-        purge_errors=True,
-        cooldown_turns=2.0,
-        min_arg_chars=500.0,
-        chain_compression=True,
-        strip_final_assistant_thinking=True,
-        protected_tools=[],
-        protected_paths=[],
-        protected_tool_predicate=lambda name: False,
-        sizes=state.sizes,
-    )
-    assert out[0] is messages
-    assert state.sizes.stats == stats
-    assert len(state.sizes) == 0
+def test_a_reference_substring_render_uses_the_memo_like_any_other() -> None:
+    # The reference mode's string protectedTools is matched in Rust (RenderOptions): no
+    # Python code runs during the decision, so such a render measures through the memo.
+    state = state_with(record("r", 1, name="read"))
+    messages = [assistant(1, call("r", "read")), result("r", 1, name="read")]
+    settings = {"enabled": True, "chainCompression": {}, "protectedPaths": []}
+    config = Config.from_settings_dict({**settings, "protectedTools": "bash"}, compat="reference")
+    assert config.protected_tools_substring == "bash"
+    first = render(messages, state, config)
+    assert first.pruned
+    assert state.sizes.stats != (0, 0)
+    again = render(messages, state, config)
+    assert_same_render(again, render(messages, state_with(record("r", 1, name="read")), config))

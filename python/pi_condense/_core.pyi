@@ -7,9 +7,12 @@ from typing import final as _final
 # The module's own __all__ (pyo3 lists every name it adds); `python -m mypy.stubtest
 # pi_condense._core` (run by .ci/run) checks this stub against the built module.
 __all__ = [
+    "ABSENT",
     "ChainScan",
     "Index",
     "ProtectedMatcher",
+    "RenderOptions",
+    "RenderOutcome",
     "SizeMemo",
     "__version__",
     "bare_tool_call_id",
@@ -30,6 +33,12 @@ __all__ = [
 ]
 
 __version__: str
+
+# --- JS reading (rust/py/src/jsread.rs) ---
+
+# JS `undefined` inside a dict (`pi_condense.session.ABSENT` is this object): falsy, repr
+# `ABSENT`, pickled and copied as itself; the native readers tell it by identity.
+ABSENT: _Any
 
 # --- json (rust/py/src/json.rs) ---
 
@@ -119,25 +128,50 @@ class Index:
     def register_chain(self, entry: dict[str, _Any]) -> None: ...
     def issue_block_id(self) -> str: ...
 
-# --- render (rust/py/src/render.rs) ---
+# --- render (rust/py/src/render/) ---
 
 from collections.abc import Callable as _Callable  # noqa: E402
+
+@_final
+class RenderOptions:
+    """What render reads of a Config, compiled once (pi_condense.render.render_options)."""
+
+    def __new__(
+        cls,
+        *,
+        recovery_grace_turns: float = 0.0,
+        purge_errors: bool = False,
+        cooldown_turns: float | None = None,
+        min_arg_chars: float | None = None,
+        chain_compression: bool = False,
+        strip_final_assistant_thinking: bool = False,
+        protected_tools: list[str] = ...,
+        protected_paths: list[str] = ...,
+        protected_tools_substring: str | None = None,
+    ) -> RenderOptions: ...
+    def is_protected_tool(self, name: str) -> bool: ...
+
+@_final
+class RenderOutcome:
+    @property
+    def messages(self) -> list[_Any]: ...
+    @property
+    def pruned(self) -> bool: ...
+    @property
+    def before_chars(self) -> int: ...
+    @property
+    def after_chars(self) -> int: ...
+    @property
+    def diagnostics(self) -> tuple[tuple[str, str, str], ...]: ...
+    @property
+    def threw(self) -> bool: ...
 
 def render(
     messages: list[_Any],
     index: Index,
-    *,
-    recovery_grace_turns: float = 0.0,
-    purge_errors: bool = False,
-    cooldown_turns: float | None = None,
-    min_arg_chars: float | None = None,
-    chain_compression: bool = False,
-    strip_final_assistant_thinking: bool = False,
-    protected_tools: list[str] | None = None,
-    protected_paths: list[str] | None = None,
-    protected_tool_predicate: _Callable[[str], bool] | None = None,
+    options: RenderOptions,
     sizes: SizeMemo | None = None,
-) -> tuple[list[_Any], bool, int, int, list[tuple[str, str, str]], bool]: ...
+) -> RenderOutcome: ...
 
 # --- size memo (rust/py/src/size_memo.rs) ---
 
@@ -164,7 +198,7 @@ class ChainScan:
         grace_turns: float = 0.0,
         protected_tools: list[str] | None = None,
         protected_paths: list[str] | None = None,
-        protected_tool_predicate: _Callable[[str], bool] | None = None,
+        options: RenderOptions | None = None,
         protected_predicate: _Callable[[_Any, _Any], bool] | None = None,
     ) -> ChainScan: ...
     @property

@@ -50,7 +50,7 @@ from .js.values import (
     truthy,
 )
 from .keys import ProtectedMatcher, bare_tool_call_id, hash_tool_result, occ_key
-from .render import _tool_predicate
+from .render import render_options
 from .state import ChainEntry, PrunerState, ToolCallRecord
 from .summarize.base import Completion, CompletionRequest, Summarizer, Usage
 from .summarize.prompt import RANGE_SYSTEM_PROMPT, range_prompt
@@ -160,11 +160,7 @@ def with_closing_message(branch_messages: list[Any], closing_message: Any = None
 
 def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> dict[str, Any]:
     if protection is None:
-        return {
-            "protected_tools": list(config.protected_tools),
-            "protected_paths": list(config.protected_paths),
-            "protected_tool_predicate": _tool_predicate(config),
-        }
+        return {"options": render_options(config)}
     if isinstance(protection, ProtectedMatcher):
         return {"protected_tools": protection.tools, "protected_paths": protection.globs}
     return {"protected_predicate": protection}

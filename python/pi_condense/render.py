@@ -20,8 +20,9 @@ wraps the result.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, cast
+from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
 from . import _core
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .state import PrunerState
 
-__all__ = ["DiagnosticKind", "RenderDiagnostic", "RenderResult", "render"]
+__all__ = ["DiagnosticKind", "RenderDiagnostic", "RenderResult", "render", "render_options"]
 
 DiagnosticKind = Literal["unresolved-range", "range-id-mismatch", "orphan-sweep"]
 """The ``context-prune-diagnostic`` kinds a render reports."""
@@ -83,13 +84,50 @@ def _count(value: Optional[int]) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def _tool_predicate(config: Config) -> Optional[Callable[[str], bool]]:
-    """Reference mode keeps a string ``protectedTools``, matched by substring; the typed
-    field is then empty and ``is_protected_tool`` holds the rule (``"".includes`` is true
-    exactly for a string)."""
-    if config.is_reference and not config.protected_tools and config.is_protected_tool(""):
-        return config.is_protected_tool
-    return None
+def render_options(config: Config) -> _core.RenderOptions:
+    """What render (and chain detection) read of ``config``, compiled for ``_core`` once per
+    distinct value: the grace window, phases 2 and 3, and the protection rule (tool names, or
+    in reference mode a string ``protectedTools`` matched by substring; path globs)."""
+    purge = config.purge_errors
+    chain = config.chain_compression
+    return _compiled_options(
+        float(config.recovery_grace_turns),
+        bool(purge.enabled),
+        _count(purge.cooldown_turns),
+        _count(purge.min_arg_chars),
+        bool(chain.enabled),
+        bool(chain.strip_final_assistant_thinking),
+        tuple(config.protected_tools),
+        tuple(config.protected_paths),
+        config.protected_tools_substring,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_options(
+    grace: float,
+    purge: bool,
+    cooldown: Optional[float],
+    min_args: Optional[float],
+    chain: bool,
+    strip_thinking: bool,
+    tools: tuple[str, ...],
+    paths: tuple[str, ...],
+    substring: Optional[str],
+) -> _core.RenderOptions:
+    # Keyed by value, not by Config object: a derived Config (``with_value``, ``model_copy``)
+    # never sees another's options, and equal configs share one compiled matcher.
+    return _core.RenderOptions(
+        recovery_grace_turns=grace,
+        purge_errors=purge,
+        cooldown_turns=cooldown,
+        min_arg_chars=min_args,
+        chain_compression=chain,
+        strip_final_assistant_thinking=strip_thinking,
+        protected_tools=list(tools),
+        protected_paths=list(paths),
+        protected_tools_substring=substring,
+    )
 
 
 def render(messages: list[Any], state: PrunerState, config: Config) -> RenderResult:
@@ -109,34 +147,18 @@ def render(messages: list[Any], state: PrunerState, config: Config) -> RenderRes
         # The reference's JSON.stringify throws on such a value (RangeError, TypeError on a
         # cycle), so its render does too: the input list comes back as on any other throw.
         return RenderResult(messages, False, 0, 0, (), True)
-    out, pruned, before, after, diagnostics, threw = rendered
     return RenderResult(
-        messages=out,
-        pruned=pruned,
-        before_chars=before,
-        after_chars=after,
+        messages=rendered.messages,
+        pruned=rendered.pruned,
+        before_chars=rendered.before_chars,
+        after_chars=rendered.after_chars,
         diagnostics=tuple(
             RenderDiagnostic(cast(DiagnosticKind, kind), key, detail)
-            for kind, key, detail in diagnostics
+            for kind, key, detail in rendered.diagnostics
         ),
-        threw=threw,
+        threw=rendered.threw,
     )
 
 
-def _render(messages: list[Any], state: PrunerState, config: Config) -> Any:
-    purge = config.purge_errors
-    chain = config.chain_compression
-    return _core.render(
-        messages,
-        state.index,
-        recovery_grace_turns=float(config.recovery_grace_turns),
-        purge_errors=bool(purge.enabled),
-        cooldown_turns=_count(purge.cooldown_turns),
-        min_arg_chars=_count(purge.min_arg_chars),
-        chain_compression=bool(chain.enabled),
-        strip_final_assistant_thinking=bool(chain.strip_final_assistant_thinking),
-        protected_tools=list(config.protected_tools),
-        protected_paths=list(config.protected_paths),
-        protected_tool_predicate=_tool_predicate(config),
-        sizes=state.sizes,
-    )
+def _render(messages: list[Any], state: PrunerState, config: Config) -> _core.RenderOutcome:
+    return _core.render(messages, state.index, render_options(config), state.sizes)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional, TypedDict, Union
 
 from ._core import Index, SizeMemo
+from .js.values import ABSENT
 from .session import SessionFile
 
 __all__ = [
@@ -73,7 +74,7 @@ def _get(data: Any, key: str) -> Any:
     """``data.key`` with ``undefined`` as None (``None`` and a missing key are both nullish)."""
     if isinstance(data, Mapping):
         value = data.get(key)
-        if value is None or type(value).__name__ == "_Absent":
+        if value is None or value is ABSENT:
             return None
         return value
     return None

@@ -302,6 +302,15 @@ class Config(SettingsModel):
             return tool_name in raw
         return tool_name in self.protected_tools
 
+    @property
+    def protected_tools_substring(self) -> Optional[str]:
+        """Reference mode with a string ``protectedTools``: that string (a tool is protected
+        when it includes the name); else None."""
+        raw = self._verbatim_value("protectedTools", self.protected_tools)
+        if self.is_reference and not self.protected_tools and isinstance(raw, str):
+            return raw
+        return None
+
     def _verbatim_value(self, key: str, current: Any) -> Any:
         entry = self._verbatim.get(key)
         if entry is not None and entry[1] == current:

@@ -19,6 +19,8 @@ import math
 import re
 from typing import Any, Optional
 
+from .. import _core
+
 __all__ = [
     "ABSENT",
     "JS_WHITESPACE",
@@ -38,28 +40,11 @@ __all__ = [
 ]
 
 
-class _Absent:
-    """Type of :data:`ABSENT` (the Rust core recognises it by this class name)."""
+ABSENT: Any = _core.ABSENT
+"""An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``.
 
-    _instance: Optional[_Absent] = None
-
-    def __new__(cls) -> _Absent:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __reduce__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT: Any = _Absent()
-"""An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``."""
+The native module's own sentinel (``_core.ABSENT``), which the native readers tell by identity;
+falsy, and pickled and copied as itself."""
 
 MISSING: Any = object()
 """JavaScript ``undefined`` as :func:`get_field` reports a field that is absent."""

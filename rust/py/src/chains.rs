@@ -7,8 +7,6 @@
 //! objects (ids are compared in their U+FFFD form, returned as they were).
 
 use std::collections::HashSet;
-use std::ffi::CStr;
-use std::ptr::addr_of_mut;
 
 use pi_condense_core::chains::view::id_truthy;
 use pi_condense_core::chains::{
@@ -17,272 +15,75 @@ use pi_condense_core::chains::{
 };
 use pi_condense_core::jsnum::format_number;
 use pi_condense_core::jsstr::JsStr;
-use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher};
+use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher, ToolRule};
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, MsgView, Role, Ts};
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::keys::{key_of, keys_to_py};
-use crate::pyvalue::{js_number, js_str_of};
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySlice, PyString, PyTuple};
+use crate::jsread::{
+    self, is_absent, js_id_bound as js_id, js_string, str_is_bound, text, timestamp_bound, truthy,
+    Keys, K,
+};
+use crate::keys::keys_to_py;
+use crate::pyvalue::{js_str_of, str_of_js};
+use pi_condense_core::jsstr::{utf16_to_wtf8, JsBuf};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
+use crate::render::PyRenderOptions;
 
 /// The marker of a synthetic chain message.
 const SYNTHETIC_PREFIX: &str = "<compressed-chain";
 
-/// A C string constant (checked at compile time).
-const fn cstr(bytes: &'static [u8]) -> &'static CStr {
-    match CStr::from_bytes_with_nul(bytes) {
-        Ok(s) => s,
-        Err(_) => panic!("not a C string"),
-    }
-}
-
-const C_ASSISTANT: &CStr = cstr(b"assistant\0");
-const C_CONTEXT_TREE_QUERY: &CStr = cstr(b"context_tree_query\0");
-const C_CUSTOM: &CStr = cstr(b"custom\0");
-const C_TEXT: &CStr = cstr(b"text\0");
-const C_TOOLCALL: &CStr = cstr(b"toolCall\0");
-const C_TOOLRESULT: &CStr = cstr(b"toolResult\0");
-const C_USER: &CStr = cstr(b"user\0");
-
-// ----- reading Python values with JS eyes -----
-
-/// `pi_condense.session.ABSENT` (JS `undefined` inside a dict). JSON values (the usual case)
-/// are ruled out by their exact type before the type is compared with `ABSENT`'s.
-fn is_absent(value: &Bound<'_, PyAny>) -> bool {
-    let obj = value.as_ptr();
-    // SAFETY: `obj` is a live object (borrowed from `value`) and the GIL is held; only the
-    // type pointer and the addresses of the builtin type objects are read.
-    let plain = unsafe {
-        let ty = ffi::Py_TYPE(obj);
-        obj == ffi::Py_None()
-            || ty == addr_of_mut!(ffi::PyUnicode_Type)
-            || ty == addr_of_mut!(ffi::PyDict_Type)
-            || ty == addr_of_mut!(ffi::PyList_Type)
-            || ty == addr_of_mut!(ffi::PyLong_Type)
-            || ty == addr_of_mut!(ffi::PyFloat_Type)
-            || ty == addr_of_mut!(ffi::PyBool_Type)
-    };
-    !plain && crate::absent::is_absent(value)
-}
-
-/// `dict[key]`, with `ABSENT` read as a missing key.
-fn get<'py>(
-    dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    Ok(dict.get_item(key)?.filter(|v| !is_absent(v)))
-}
-
-/// `dict[key]` without touching reference counts, with `ABSENT` read as a missing key. The
-/// value stays valid while `dict` holds it: callers copy what they need before any Python
-/// code (a protection predicate) can run.
-fn peek<'a, 'py>(
-    dict: &'a Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Borrowed<'a, 'py, PyAny>>> {
-    let py = dict.py();
-    // SAFETY: `dict` and `key` are live objects and the GIL is held; the returned pointer is
-    // a borrowed reference owned by `dict`, which outlives `'a`.
-    let found = unsafe {
-        let ptr = ffi::PyDict_GetItemWithError(dict.as_ptr(), key.as_ptr());
-        Borrowed::from_ptr_or_opt(py, ptr)
-    };
-    match found {
-        Some(value) => Ok((!is_absent(&value)).then_some(value)),
-        None => match PyErr::take(py) {
-            Some(err) => Err(err),
-            None => Ok(None),
-        },
-    }
-}
-
-/// `list[i]` without touching reference counts (`None` past the end).
-fn list_item<'a, 'py>(list: &'a Bound<'py, PyList>, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
-    let py = list.py();
-    let index = ffi::Py_ssize_t::try_from(i).ok()?;
-    // SAFETY: `list` is a live list and the GIL is held; `PyList_GetItem` returns a borrowed
-    // reference owned by the list (or NULL with an IndexError, cleared here).
-    unsafe {
-        let item = Borrowed::from_ptr_or_opt(py, ffi::PyList_GetItem(list.as_ptr(), index));
-        if item.is_none() {
-            ffi::PyErr_Clear();
-        }
-        item
-    }
-}
-
 /// `dict[key] ?? ...`: present and not `null`.
-fn get_some<'py>(
-    dict: &Bound<'py, PyDict>,
-    key: &Bound<'py, PyString>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    Ok(get(dict, key)?.filter(|v| !v.is_none()))
+fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
+    keys.get_bound(dict, key).filter(|v| !v.is_none())
 }
 
-/// `value === expected` for an ASCII literal, without converting the Python string.
-fn str_eq(value: Option<&Bound<'_, PyAny>>, expected: &CStr) -> bool {
-    value
-        .and_then(|v| v.downcast::<PyString>().ok())
-        .is_some_and(|s| {
-            // SAFETY: `s` is a live str object (the GIL is held) and `expected` a
-            // NUL-terminated ASCII string; the call neither allocates nor raises.
-            unsafe { ffi::PyUnicode_CompareWithASCIIString(s.as_ptr(), expected.as_ptr()) == 0 }
-        })
+/// `list[i]` (a new reference; `None` past the end).
+fn list_item<'py>(list: &Bound<'py, PyList>, i: usize) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: `list` is a live list and the GIL is held; the borrowed item is taken as a new
+    // reference at once.
+    unsafe {
+        jsread::list_item(list.as_ptr(), i).map(|item| Bound::from_borrowed_ptr(list.py(), item))
+    }
 }
 
-/// Runs `f` on the text of `s` without copying it when it is valid UTF-8 (lone surrogates
-/// read as U+FFFD).
-fn with_str<R>(s: &Bound<'_, PyString>, f: impl FnOnce(&str) -> R) -> R {
-    #[cfg(not(windows))]
-    {
-        let mut size: ffi::Py_ssize_t = 0;
-        // SAFETY: `s` is a live str object and the GIL is held; on success CPython returns
-        // `size` bytes of UTF-8 owned by the object, alive while `s` is (the borrow of `s`
-        // outlives `f`). On failure (lone surrogates) the raised error is cleared.
-        unsafe {
-            let data = ffi::PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size);
-            if !data.is_null() {
-                if let Ok(len) = usize::try_from(size) {
-                    let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);
-                    if let Ok(text) = std::str::from_utf8(bytes) {
-                        return f(text);
-                    }
-                }
-            } else {
-                ffi::PyErr_Clear();
-            }
-        }
-    }
-    f(&s.to_string_lossy())
+/// Whether a value is `ABSENT`.
+fn absent(value: &Bound<'_, PyAny>) -> bool {
+    is_absent(value.as_ptr())
 }
 
-fn lossy(s: &Bound<'_, PyString>) -> String {
-    with_str(s, str::to_owned)
-}
-
-/// A JS value used as an id (Map/Set key semantics).
-fn js_id(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsId> {
-    let Some(value) = value else {
-        return Ok(JsId::Undefined);
-    };
-    if value.is_none() {
-        return Ok(JsId::Null);
-    }
-    if let Ok(b) = value.downcast::<PyBool>() {
-        return Ok(JsId::Bool(b.is_true()));
-    }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(JsId::Str(key_of(s)?));
-    }
-    if let Some(x) = js_number(value)? {
-        return Ok(JsId::num(x));
-    }
-    Ok(JsId::Object(value.as_ptr() as usize))
-}
-
-/// JS truthiness of a present value (objects and arrays are truthy, even empty).
-fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-    let Some(value) = value else {
-        return Ok(false);
-    };
-    if value.is_none() {
-        return Ok(false);
-    }
-    if let Ok(b) = value.downcast::<PyBool>() {
-        return Ok(b.is_true());
-    }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(s.len()? > 0);
-    }
-    if let Some(x) = js_number(value)? {
-        return Ok(x != 0.0 && !x.is_nan());
-    }
-    Ok(true)
-}
-
-/// `String(value)` of a scalar (objects print as `[object Object]`; enough for tool names).
-fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
-    let Some(value) = value else {
-        return Ok("undefined".to_owned());
-    };
-    if value.is_none() {
-        return Ok("null".to_owned());
-    }
-    if let Ok(b) = value.downcast::<PyBool>() {
-        return Ok(if b.is_true() { "true" } else { "false" }.to_owned());
-    }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(lossy(s));
-    }
-    if let Some(x) = js_number(value)? {
-        return Ok(format_number(x));
-    }
-    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-        let mut parts = Vec::new();
-        for item in value.try_iter()? {
-            let item = item?;
-            parts.push(if item.is_none() || is_absent(&item) {
-                String::new()
-            } else {
-                js_string(Some(&item))?
-            });
-        }
-        return Ok(parts.join(","));
-    }
-    Ok("[object Object]".to_owned())
-}
-
-fn timestamp_of(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
-    Ok(match value {
-        None => Ts::Absent,
-        Some(v) => js_number(v)?.map_or(Ts::Other, Ts::Num),
-    })
-}
-
+/// The role a message's `role` value names.
 fn role_of(value: Option<&Bound<'_, PyAny>>) -> Role {
-    for (name, role) in [
-        (C_ASSISTANT, Role::Assistant),
-        (C_TOOLRESULT, Role::ToolResult),
-        (C_USER, Role::User),
-        (C_CUSTOM, Role::Custom),
-    ] {
-        if str_eq(value, name) {
-            return role;
-        }
-    }
-    Role::Other
+    // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
+    unsafe { jsread::role(value.map(Bound::as_ptr)) }
 }
 
-fn str_from_utf16<'py>(py: Python<'py>, units: &[u16]) -> PyResult<Bound<'py, PyString>> {
-    let bytes: Vec<u8> = units.iter().flat_map(|u| u.to_le_bytes()).collect();
-    let decoded = PyBytes::new(py, &bytes).call_method1(
-        intern!(py, "decode"),
-        (intern!(py, "utf-16-le"), intern!(py, "surrogatepass")),
-    )?;
-    Ok(decoded.downcast_into::<PyString>()?)
+/// `String(value)` as a Python str (lone surrogates kept).
+fn js_string_py<'py>(
+    py: Python<'py>,
+    value: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyString>> {
+    str_of_js(py, &js_string(value)?)
 }
 
 // ----- protection -----
 
-/// `isProtected(toolName, args, cfg)`: tool names and path globs, or (reference mode, a string
-/// `protectedTools`) a Python predicate over `String(toolName)` for the name part, or a Python
-/// predicate `(toolName, args) -> bool` that replaces both.
+/// `isProtected(toolName, args, cfg)`: tool names (or, reference mode, a string
+/// `protectedTools` matched by substring) and path globs, or a Python predicate
+/// `(toolName, args) -> bool` that replaces both.
 struct Protection<'py> {
     matcher: ProtectedMatcher,
-    tool_predicate: Option<Bound<'py, PyAny>>,
     predicate: Option<Bound<'py, PyAny>>,
 }
 
 impl Protection<'_> {
     /// Nothing can be protected (no tools, no globs, no predicate).
     fn is_off(&self) -> bool {
-        self.predicate.is_none() && self.tool_predicate.is_none() && self.matcher.is_empty()
+        self.predicate.is_none() && self.matcher.is_empty()
     }
 
     fn is_protected(
@@ -300,19 +101,18 @@ impl Protection<'_> {
         let path = args_path(keys, args)?;
         let check = |name: Option<&str>| -> bool {
             match &path {
-                Some(p) => with_str(p, |p| self.matcher.is_protected(name, Some(p))),
+                Some(p) => self.matcher.is_protected(name, Some(&text(p))),
                 None => self.matcher.is_protected(name, None),
             }
         };
-        match &self.tool_predicate {
-            Some(predicate) => {
-                if predicate.call1((js_string(name)?,))?.is_truthy()? {
-                    return Ok(true);
-                }
-                Ok(check(None))
+        match self.matcher.rule() {
+            // `raw.includes(toolName)` converts the name with `String()`.
+            ToolRule::Substring(_) => {
+                let name = js_string(name)?.to_utf16();
+                Ok(self.matcher.is_protected_tool_utf16(&name) || check(None))
             }
-            None => match name.and_then(|n| n.downcast::<PyString>().ok()) {
-                Some(name) => Ok(with_str(name, |name| check(Some(name)))),
+            ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
+                Some(name) => Ok(check(Some(&text(name)))),
                 None => Ok(check(None)),
             },
         }
@@ -321,73 +121,15 @@ impl Protection<'_> {
 
 // ----- extract -----
 
-struct Keys<'py> {
-    role: &'py Bound<'py, PyString>,
-    timestamp: &'py Bound<'py, PyString>,
-    tool_call_id: &'py Bound<'py, PyString>,
-    tool_name: &'py Bound<'py, PyString>,
-    is_error: &'py Bound<'py, PyString>,
-    content: &'py Bound<'py, PyString>,
-    kind: &'py Bound<'py, PyString>,
-    id: &'py Bound<'py, PyString>,
-    name: &'py Bound<'py, PyString>,
-    input: &'py Bound<'py, PyString>,
-    args: &'py Bound<'py, PyString>,
-    arguments: &'py Bound<'py, PyString>,
-    path: &'py Bound<'py, PyString>,
-    text: &'py Bound<'py, PyString>,
-}
-
-impl<'py> Keys<'py> {
-    fn new(py: Python<'py>) -> Self {
-        Keys {
-            role: intern!(py, "role"),
-            timestamp: intern!(py, "timestamp"),
-            tool_call_id: intern!(py, "toolCallId"),
-            tool_name: intern!(py, "toolName"),
-            is_error: intern!(py, "isError"),
-            content: intern!(py, "content"),
-            kind: intern!(py, "type"),
-            id: intern!(py, "id"),
-            name: intern!(py, "name"),
-            input: intern!(py, "input"),
-            args: intern!(py, "args"),
-            arguments: intern!(py, "arguments"),
-            path: intern!(py, "path"),
-            text: intern!(py, "text"),
-        }
-    }
-}
-
-/// `text.trimStart().startsWith("<compressed-chain")`, reading only the head of the text
-/// (user messages can be long).
+/// `text.trimStart().startsWith("<compressed-chain")` (the text is read in place when
+/// CPython holds its UTF-8, and never copied then).
 fn is_synthetic_text(text: &Bound<'_, PyString>) -> PyResult<bool> {
-    const HEAD: usize = 64;
-    let len = text.len()?;
-    let head = if len > HEAD {
-        let slice = PySlice::new(text.py(), 0, HEAD as isize, 1);
-        text.as_any().get_item(slice)?.downcast_into::<PyString>()?
-    } else {
-        text.clone()
-    };
-    let head = head.to_string_lossy();
-    let trimmed = head.trim_start_matches(is_js_whitespace);
-    if trimmed.is_empty() && len > HEAD {
-        // A long run of leading whitespace: look at the whole text.
-        let whole = text.to_string_lossy();
-        return Ok(whole
-            .trim_start_matches(is_js_whitespace)
-            .starts_with(SYNTHETIC_PREFIX));
-    }
-    // The marker is ASCII: a head cut inside it cannot start with all of it unless the
-    // whitespace before it is long, which the next check covers.
-    if trimmed.len() < SYNTHETIC_PREFIX.len() && len > HEAD {
-        let whole = text.to_string_lossy();
-        return Ok(whole
-            .trim_start_matches(is_js_whitespace)
-            .starts_with(SYNTHETIC_PREFIX));
-    }
-    Ok(trimmed.starts_with(SYNTHETIC_PREFIX))
+    // SAFETY: `text` is a live str and the GIL is held; the borrowed text is used before
+    // `text` is let go, and nothing here runs Python code.
+    let head = unsafe { jsread::str_text(text.py(), text.as_ptr(), false) };
+    Ok(head
+        .trim_start_matches(is_js_whitespace)
+        .starts_with(SYNTHETIC_PREFIX))
 }
 
 /// A synthetic chain message: string content, or a first text block, holding the marker.
@@ -407,10 +149,10 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
     let Ok(first) = first.downcast::<PyDict>() else {
         return Ok(false);
     };
-    if !str_eq(get(first, keys.kind)?.as_ref(), C_TEXT) {
+    if !str_is_bound(keys.get_bound(first.as_any(), K::Kind).as_ref(), "text") {
         return Ok(false);
     }
-    match get(first, keys.text)? {
+    match keys.get_bound(first.as_any(), K::Text) {
         Some(t) => match t.downcast::<PyString>() {
             Ok(t) => is_synthetic_text(t),
             Err(_) => Ok(false),
@@ -427,7 +169,9 @@ fn args_path<'py>(
     let Some(args) = args.and_then(|a| a.downcast::<PyDict>().ok()) else {
         return Ok(None);
     };
-    Ok(get(args, keys.path)?.and_then(|p| p.downcast_into::<PyString>().ok()))
+    Ok(keys
+        .get_bound(args.as_any(), K::Path)
+        .and_then(|p| p.downcast_into::<PyString>().ok()))
 }
 
 fn assistant_content(
@@ -444,25 +188,25 @@ fn assistant_content(
     while let Some(item) = list_item(list, i) {
         let block_index = i;
         i += 1;
-        if item.is_none() || is_absent(&item) {
+        if item.is_none() || absent(&item) {
             has_nullish = true;
             continue;
         }
         let Ok(block) = item.downcast::<PyDict>() else {
             continue;
         };
-        if !str_eq(peek(block, keys.kind)?.as_deref(), C_TOOLCALL) {
+        if !str_is_bound(keys.get_bound(block.as_any(), K::Kind).as_ref(), "toolCall") {
             continue;
         }
-        let id = peek(block, keys.id)?;
-        let name = peek(block, keys.name)?;
-        let id = js_id(id.as_deref())?;
-        let listed = id_truthy(&id) && truthy(name.as_deref())?;
+        let id = keys.get_bound(block.as_any(), K::Id);
+        let name = keys.get_bound(block.as_any(), K::Name);
+        let id = js_id(id.as_ref())?;
+        let listed = id_truthy(&id) && truthy(name.as_ref())?;
         let protected = listed && !protection.is_off() && {
             // `block.input ?? block.arguments` (owned: a predicate may run Python code).
-            let args = match get_some(block, keys.input)? {
+            let args = match get_some(keys, block.as_any(), K::Input) {
                 Some(a) => Some(a),
-                None => get(block, keys.arguments)?,
+                None => keys.get_bound(block.as_any(), K::Arguments),
             };
             let name = name.map(|n| n.to_owned());
             protection.is_protected(keys, name.as_ref(), args.as_ref())?
@@ -485,36 +229,36 @@ fn read_message(
 ) -> PyResult<(ChainMsg, MsgView)> {
     let Ok(dict) = msg.downcast::<PyDict>() else {
         let mut view = ChainMsg::new(Role::Other, Ts::Absent);
-        if msg.is_none() || is_absent(msg) {
+        if msg.is_none() || absent(msg) {
             view.body = MsgBody::Nullish;
         }
         return Ok((view, MsgView::new(Role::Other, Ts::Absent)));
     };
-    let role = role_of(peek(dict, keys.role)?.as_deref());
-    let ts_value = peek(dict, keys.timestamp)?;
-    let timestamp = timestamp_of(ts_value.as_deref())?;
+    let role = role_of(keys.get_bound(dict.as_any(), K::Role).as_ref());
+    let ts_value = keys.get_bound(dict.as_any(), K::Timestamp);
+    let timestamp = timestamp_bound(ts_value.as_ref())?;
     let timestamp_null = ts_value.is_some_and(|v| v.is_none());
     let mut view = ChainMsg::new(role, timestamp);
     view.timestamp_null = timestamp_null;
     let mut range = MsgView::new(role, timestamp);
     match role {
         Role::User => {
-            let synthetic = is_synthetic(keys, peek(dict, keys.content)?.as_deref())?;
+            let synthetic = is_synthetic(keys, keys.get_bound(dict.as_any(), K::Content).as_ref())?;
             view.body = MsgBody::User { synthetic };
         }
         Role::Assistant => {
             // Owned: a protection predicate (Python code) runs while the list is walked.
-            let content = get(dict, keys.content)?;
+            let content = keys.get_bound(dict.as_any(), K::Content);
             view.body = MsgBody::Assistant(assistant_content(keys, protection, content.as_ref())?);
         }
         Role::ToolResult => {
-            let id_value = get(dict, keys.tool_call_id)?;
-            let name = get(dict, keys.tool_name)?;
+            let id_value = keys.get_bound(dict.as_any(), K::ToolCallId);
+            let name = keys.get_bound(dict.as_any(), K::ToolName);
             let id = js_id(id_value.as_ref())?;
             let protected = id_truthy(&id)
                 && !protection.is_off()
                 && protection.is_protected(keys, name.as_ref(), None)?;
-            range.is_recovery = str_eq(name.as_ref(), C_CONTEXT_TREE_QUERY);
+            range.is_recovery = str_is_bound(name.as_ref(), "context_tree_query");
             if range.is_recovery {
                 // Only the grace window reads the id of a toolResult view.
                 range.tool_call_id = id.clone();
@@ -535,12 +279,15 @@ fn tool_result_text<'py>(
     msg: &Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = msg.py();
-    let Some(list) = get(msg, keys.content)?.and_then(|c| c.downcast_into::<PyList>().ok()) else {
+    let Some(list) = keys
+        .get_bound(msg.as_any(), K::Content)
+        .and_then(|c| c.downcast_into::<PyList>().ok())
+    else {
         return Ok(PyString::new(py, "").into_any());
     };
     let parts = PyList::empty(py);
     for item in list.iter() {
-        if item.is_none() || is_absent(&item) {
+        if item.is_none() || absent(&item) {
             return Err(PyTypeError::new_err(
                 "toolResult content holds a null block (the reference throws reading it)",
             ));
@@ -548,14 +295,14 @@ fn tool_result_text<'py>(
         let Ok(block) = item.downcast::<PyDict>() else {
             continue;
         };
-        if !str_eq(get(block, keys.kind)?.as_ref(), C_TEXT) {
+        if !str_is_bound(keys.get_bound(block.as_any(), K::Kind).as_ref(), "text") {
             continue;
         }
-        match get(block, keys.text)? {
+        match keys.get_bound(block.as_any(), K::Text) {
             None => parts.append("")?,
             Some(t) if t.is_none() => parts.append("")?,
             Some(t) if t.is_instance_of::<PyString>() => parts.append(t)?,
-            Some(t) => parts.append(js_string(Some(&t))?)?,
+            Some(t) => parts.append(js_string_py(py, Some(&t))?)?,
         }
     }
     PyString::new(py, "\n").call_method1(intern!(py, "join"), (parts,))
@@ -585,12 +332,13 @@ impl PyChainScan {
         let msg = self.message(py, s.msg)?;
         let value = match s.block {
             Some(b) => {
-                let content = get(&msg, keys.content)?
+                let content = keys
+                    .get_bound(msg.as_any(), K::Content)
                     .ok_or_else(|| PyValueError::new_err("message content changed"))?;
                 let block = content.downcast::<PyList>()?.get_item(b)?;
-                get(block.downcast::<PyDict>()?, keys.id)?
+                keys.get_bound(block.downcast::<PyDict>()?.as_any(), K::Id)
             }
-            None => get(&msg, keys.tool_call_id)?,
+            None => keys.get_bound(msg.as_any(), K::ToolCallId),
         };
         Ok(match value {
             Some(v) => v.unbind(),
@@ -614,14 +362,15 @@ impl PyChainScan {
         if id.is_instance_of::<PyString>() {
             return Ok(id.add(suffix)?.unbind());
         }
-        Ok(PyString::new(py, &(js_string(Some(id))? + &suffix))
-            .into_any()
-            .unbind())
+        let mut key = JsBuf::new();
+        key.push(&js_string(Some(id))?);
+        key.push_str(&suffix);
+        Ok(str_of_js(py, &key.finish())?.into_any().unbind())
     }
 
     fn timestamp_object(&self, py: Python<'_>, keys: &Keys<'_>, i: usize) -> PyResult<PyObject> {
         let msg = self.message(py, i)?;
-        Ok(match get(&msg, keys.timestamp)? {
+        Ok(match keys.get_bound(msg.as_any(), K::Timestamp) {
             Some(v) => v.unbind(),
             None => py.None(),
         })
@@ -629,7 +378,7 @@ impl PyChainScan {
 
     /// `(position, start_index, end_index, start_ts, final_ts, ids, keys, protected)`.
     fn chain_tuple<'py>(&self, py: Python<'py>, position: usize) -> PyResult<Bound<'py, PyTuple>> {
-        let keys = Keys::new(py);
+        let keys = Keys::new(py, false);
         let chain = self
             .chains
             .get(position)
@@ -676,7 +425,7 @@ impl PyChainScan {
         grace_turns = 0.0,
         protected_tools = None,
         protected_paths = None,
-        protected_tool_predicate = None,
+        options = None,
         protected_predicate = None,
     ))]
     fn py_new<'py>(
@@ -685,17 +434,20 @@ impl PyChainScan {
         grace_turns: f64,
         protected_tools: Option<Vec<Bound<'py, PyString>>>,
         protected_paths: Option<Vec<Bound<'py, PyString>>>,
-        protected_tool_predicate: Option<Bound<'py, PyAny>>,
+        options: Option<PyRef<'py, PyRenderOptions>>,
         protected_predicate: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let py = messages.py();
-        let keys = Keys::new(py);
+        let keys = Keys::new(py, false);
         let strings = |list: &Option<Vec<Bound<'py, PyString>>>| -> Vec<String> {
-            list.iter().flatten().map(lossy).collect()
+            list.iter().flatten().map(text).collect()
+        };
+        let matcher = match options {
+            Some(options) => options.matcher.clone(),
+            None => ProtectedMatcher::new(&strings(&protected_tools), &strings(&protected_paths)),
         };
         let protection = Protection {
-            matcher: ProtectedMatcher::new(&strings(&protected_tools), &strings(&protected_paths)),
-            tool_predicate: protected_tool_predicate,
+            matcher,
             predicate: protected_predicate,
         };
         let mut views = Vec::with_capacity(messages.len());
@@ -763,7 +515,7 @@ impl PyChainScan {
         Vec<PyObject>,
         Vec<Bound<'py, PyTuple>>,
     )> {
-        let keys = Keys::new(py);
+        let keys = Keys::new(py, false);
         let canonical = |x: f64| -> u64 {
             if x == 0.0 {
                 0f64.to_bits()
@@ -814,7 +566,7 @@ impl PyChainScan {
         final_ts: f64,
         protected_ids: &Bound<'py, PyAny>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let keys = Keys::new(py);
+        let keys = Keys::new(py, false);
         let mut protected = HashSet::new();
         for id in protected_ids.try_iter()? {
             protected.insert(js_id(Some(&id?))?);
@@ -833,36 +585,39 @@ impl PyChainScan {
         for e in found {
             let result = self.message(py, e.result)?;
             let call_msg = self.message(py, e.call_msg)?;
-            let content = get(&call_msg, keys.content)?
+            let content = keys
+                .get_bound(call_msg.as_any(), K::Content)
                 .ok_or_else(|| PyValueError::new_err("message content changed"))?;
             let block = content.downcast::<PyList>()?.get_item(e.call_block)?;
             let block = block.downcast::<PyDict>()?;
-            let args = match get_some(block, keys.input)? {
+            let args = match get_some(&keys, block.as_any(), K::Input) {
                 Some(a) => a,
-                None => match get_some(block, keys.args)? {
+                None => match get_some(&keys, block.as_any(), K::Args) {
                     Some(a) => a,
-                    None => match get_some(block, keys.arguments)? {
+                    None => match get_some(&keys, block.as_any(), K::Arguments) {
                         Some(a) => a,
                         None => PyDict::new(py).into_any(),
                     },
                 },
             };
-            let ts = get(&result, keys.timestamp)?
+            let ts = keys
+                .get_bound(result.as_any(), K::Timestamp)
                 .ok_or_else(|| PyValueError::new_err("message timestamp changed"))?;
-            let is_error = get(&result, keys.is_error)?
+            let is_error = keys
+                .get_bound(result.as_any(), K::IsError)
                 .is_some_and(|v| v.downcast::<PyBool>().is_ok_and(|b| b.is_true()));
             let record = PyDict::new(py);
-            if let Some(id) = get(&result, keys.tool_call_id)? {
-                record.set_item(keys.tool_call_id, id)?;
+            if let Some(id) = keys.get_bound(result.as_any(), K::ToolCallId) {
+                record.set_item(keys.key(K::ToolCallId), id)?;
             }
-            if let Some(name) = get(block, keys.name)? {
-                record.set_item(keys.tool_name, name)?;
+            if let Some(name) = keys.get_bound(block.as_any(), K::Name) {
+                record.set_item(keys.key(K::ToolName), name)?;
             }
             record.set_item(intern!(py, "args"), args)?;
             record.set_item(intern!(py, "resultText"), tool_result_text(&keys, &result)?)?;
-            record.set_item(keys.is_error, is_error)?;
+            record.set_item(keys.key(K::IsError), is_error)?;
             record.set_item(intern!(py, "turnIndex"), -1)?;
-            record.set_item(keys.timestamp, &ts)?;
+            record.set_item(keys.key(K::Timestamp), &ts)?;
             record.set_item(intern!(py, "resultTimestamp"), &ts)?;
             out.push(record);
         }
@@ -904,7 +659,7 @@ fn deterministic_body<'py>(
         ref_list.push(text(&r?)?);
     }
     match core::deterministic_body(&rows, &ref_list) {
-        Ok(units) => str_from_utf16(py, &units),
+        Ok(units) => str_of_js(py, &utf16_to_wtf8(&units)),
         Err(BodyError::InvalidTime) => Err(PyValueError::new_err("Invalid time value")),
         Err(BodyError::NoRecords) => Err(PyValueError::new_err(
             "deterministic body: no records to describe",
@@ -915,7 +670,7 @@ fn deterministic_body<'py>(
 /// `a.localeCompare(b)` under the default ICU collation: -1, 0 or 1.
 #[pyfunction]
 fn locale_compare(a: &Bound<'_, PyString>, b: &Bound<'_, PyString>) -> i32 {
-    match core::locale_compare(&lossy(a), &lossy(b)) {
+    match core::locale_compare(&text(a), &text(b)) {
         std::cmp::Ordering::Less => -1,
         std::cmp::Ordering::Equal => 0,
         std::cmp::Ordering::Greater => 1,

@@ -34,7 +34,7 @@ type Obj = *mut ffi::PyObject;
 pub(crate) use pyo3::ffi::PyUnicode_AsUTF8AndSize;
 
 /// The environment variable that turns the layout reads off (`off`), read at import.
-pub(crate) const LAYOUT_ENV: &str = "PI_CONDENSE_LAYOUT";
+pub const LAYOUT_ENV: &str = "PI_CONDENSE_LAYOUT";
 
 /// What this interpreter lets the module read in place.
 pub(crate) struct Layout {
@@ -66,8 +66,14 @@ const OFF: Layout = Layout {
 };
 
 /// Verifies the layout (at import, while no object is borrowed: the checks run Python).
-pub(crate) fn init(py: Python<'_>) {
-    LAYOUT.get_or_init(|| calibrate(py));
+///
+/// The calibration runs outside the cell: it imports modules, which may let another thread
+/// take the GIL, and a thread blocked on the cell while holding the GIL would deadlock with
+/// it. Concurrent first calls each calibrate; the first result is kept.
+pub fn init(py: Python<'_>) {
+    if LAYOUT.get().is_none() {
+        let _ = LAYOUT.set(calibrate(py));
+    }
 }
 
 impl Layout {
@@ -219,7 +225,7 @@ unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
 /// `list` must be a live object and the GIL held; the slice is valid while the list is
 /// neither changed nor freed (no Python code may run meanwhile).
 #[inline(always)]
-pub(crate) unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
+pub unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
     // SAFETY: `list` is live (the caller's contract): its header can be read.
     if !Layout::get().list_items || unsafe { ffi::Py_TYPE(list) } != addr_of_mut!(ffi::PyList_Type)
     {
@@ -256,7 +262,7 @@ pub(crate) unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
 /// `obj` must be a live `str` object and the GIL held; the text is valid while `obj` is
 /// alive (the caller picks `'a` accordingly).
 #[inline]
-pub(crate) unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
+pub unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
     // SAFETY: the caller's contract.
     if let Some(text) = unsafe { ascii_text(Layout::get(), obj) } {
         return Some(text);
@@ -335,7 +341,7 @@ pub(crate) unsafe fn prefetch_body(obj: Obj) {
 
 /// Which layout reads are on (diagnostics and tests): `ascii_text`, `list_items`,
 /// `prefetch`.
-pub(crate) fn features(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+pub fn features(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     let layout = Layout::get();
     let features = pyo3::types::PyDict::new(py);
     features.set_item("ascii_text", layout.ascii_data != 0)?;

@@ -17,13 +17,11 @@ use pi_condense_core::keys::hash_tool_result;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use crate::jsread::{is_absent, js_number, js_string, text as text_of};
 use crate::keys::{key_of, key_to_py, keys_to_py};
-use crate::pyvalue::{js_number, js_str_of, str_of_js};
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple};
+use crate::pyvalue::{js_str_of, str_of_js};
+use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
-
-/// Deepest nesting `String(array)` follows when summarizing an array field.
-const MAX_JS_STRING_DEPTH: usize = 64;
 
 /// The pruner index (records, short refs, dedup aliases, summary bodies, chain registry) plus
 /// the frontier / stats data picked during reconstruction.
@@ -280,29 +278,6 @@ impl PyIndex {
 
 // ----- value extraction -----
 
-/// A Python `str` as Rust text; each lone surrogate becomes one U+FFFD (as Node's UTF-8
-/// encoder does), so hashes of such texts match the reference.
-fn text_of(s: &Bound<'_, PyString>) -> String {
-    match s.to_cow() {
-        Ok(text) => text.into_owned(),
-        Err(_) => lossy_text(s).unwrap_or_default(),
-    }
-}
-
-fn lossy_text(s: &Bound<'_, PyString>) -> PyResult<String> {
-    let py = s.py();
-    let encoded = s.call_method1(
-        intern!(py, "encode"),
-        (intern!(py, "utf-16-le"), intern!(py, "surrogatepass")),
-    )?;
-    let bytes = encoded.downcast::<PyBytes>()?.as_bytes();
-    let units: Vec<u16> = bytes
-        .chunks_exact(2)
-        .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
-        .collect();
-    Ok(String::from_utf16_lossy(&units))
-}
-
 /// JS truthiness of a JSON-shaped value (an empty dict or list is truthy).
 fn js_truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     Ok(field_of(value)?.is_truthy())
@@ -323,33 +298,13 @@ fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
         return Ok(JsField::Str(js_str_of(s)?));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-        return Ok(JsField::Array(js_string_of(value, 0)?));
+        return Ok(JsField::Array(js_string(Some(value))?.into_string()));
     }
-    if crate::absent::is_absent(value) {
+    if is_absent(value.as_ptr()) {
         // `pi_condense.session.ABSENT`: an omitted optional value (JS `undefined`).
         return Ok(JsField::Absent);
     }
     Ok(JsField::Object)
-}
-
-/// `String(value)` for a JSON-shaped value (arrays join their elements with `,`).
-fn js_string_of(value: &Bound<'_, PyAny>, depth: usize) -> PyResult<String> {
-    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-        if depth >= MAX_JS_STRING_DEPTH {
-            return Ok(String::new());
-        }
-        let mut parts = Vec::new();
-        for item in value.try_iter()? {
-            let item = item?;
-            parts.push(if item.is_none() {
-                String::new()
-            } else {
-                js_string_of(&item, depth + 1)?
-            });
-        }
-        return Ok(parts.join(","));
-    }
-    Ok(field_of(value)?.js_string())
 }
 
 /// The `JsField` view of `dict[key]` (absent when the key is missing).

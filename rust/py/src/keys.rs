@@ -10,7 +10,8 @@ use pi_condense_core::{jsstr, keys};
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use crate::pyvalue::{js_number, str_of_wtf8};
+use crate::jsread::{encode_surrogatepass, js_number};
+use crate::pyvalue::str_of_wtf8;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySlice, PyString};
 
 /// A Python string as Rust sees it: UTF-8 when valid, else UTF-16 code units.
@@ -28,13 +29,10 @@ impl<'a> Text<'a> {
     }
 }
 
+/// The UTF-16 code units of a str (encoded in C: a subclass's `encode` is not run).
 fn utf16_of(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
-    let py = s.py();
-    let encoded = s.call_method1(
-        intern!(py, "encode"),
-        (intern!(py, "utf-16-le"), intern!(py, "surrogatepass")),
-    )?;
-    let bytes = encoded.downcast::<PyBytes>()?.as_bytes();
+    let encoded = encode_surrogatepass(s, pyo3::ffi::c_str!("utf-16-le"))?;
+    let bytes = encoded.as_bytes();
     Ok(bytes
         .chunks_exact(2)
         .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))

@@ -4,11 +4,13 @@
 
 use pyo3::prelude::*;
 
-mod absent;
 mod chains;
-mod cpython;
+#[doc(hidden)]
+pub mod cpython;
 mod index;
 mod json;
+#[doc(hidden)]
+pub mod jsread;
 mod keys;
 mod pyvalue;
 mod render;
@@ -20,6 +22,7 @@ mod size_memo;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cpython::init(m.py());
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    jsread::register(m)?;
     json::register(m)?;
     keys::register(m)?;
     index::register(m)?;

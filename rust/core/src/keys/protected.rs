@@ -327,6 +327,18 @@ fn step(token: Token, unit: u16) -> Step {
     }
 }
 
+/// How `protectedTools` protects a tool name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolRule {
+    /// `protectedTools.includes(name)` over a list: exact names.
+    #[default]
+    Names,
+    /// The reference mode's string `protectedTools`: `raw.includes(String(name))`, JS
+    /// `String.prototype.includes`, a substring test on UTF-16 code units (so `""` and every
+    /// substring of `raw` are protected).
+    Substring(Vec<u16>),
+}
+
 /// `isProtected` with the config's lists compiled once.
 #[derive(Debug, Clone, Default)]
 pub struct ProtectedMatcher {
@@ -335,6 +347,12 @@ pub struct ProtectedMatcher {
     /// The protected tool names that are valid Unicode (fast `&str` path).
     tools: Vec<String>,
     globs: Vec<Glob>,
+    rule: ToolRule,
+}
+
+/// Whether `needle` occurs in `haystack` (JS `includes` on code units).
+fn contains_units(haystack: &[u16], needle: &[u16]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn normalize_slash(unit: u16) -> u16 {
@@ -355,7 +373,24 @@ impl ProtectedMatcher {
                 .collect(),
             tools: tools.iter().map(|t| t.as_ref().to_owned()).collect(),
             globs: globs.iter().map(|g| Glob::new(g.as_ref())).collect(),
+            rule: ToolRule::Names,
         }
+    }
+
+    /// The reference mode's string `protectedTools` (`raw`, UTF-16 code units: it may hold
+    /// lone surrogates) with `protectedPaths` globs: see [`ToolRule::Substring`].
+    pub fn substring(raw: Vec<u16>, globs: &[Vec<u16>]) -> Self {
+        ProtectedMatcher {
+            tools_utf16: Vec::new(),
+            tools: Vec::new(),
+            globs: globs.iter().map(|g| Glob::from_utf16(g)).collect(),
+            rule: ToolRule::Substring(raw),
+        }
+    }
+
+    /// How tool names are protected.
+    pub fn rule(&self) -> &ToolRule {
+        &self.rule
     }
 
     /// As [`ProtectedMatcher::new`], from UTF-16 code units.
@@ -367,6 +402,7 @@ impl ProtectedMatcher {
                 .collect(),
             tools_utf16: tools,
             globs: globs.iter().map(|g| Glob::from_utf16(g)).collect(),
+            rule: ToolRule::Names,
         }
     }
 
@@ -375,19 +411,27 @@ impl ProtectedMatcher {
         &self.globs
     }
 
-    /// True when no tool name and no glob is configured.
+    /// True when nothing can be protected: no tool name, no glob, no substring rule.
     pub fn is_empty(&self) -> bool {
-        self.tools_utf16.is_empty() && self.globs.is_empty()
+        self.rule == ToolRule::Names && self.tools_utf16.is_empty() && self.globs.is_empty()
     }
 
-    /// `protectedTools.includes(name)`.
+    /// `protectedTools.includes(name)` (a list: an exact name; a string: a substring).
     pub fn is_protected_tool(&self, name: &str) -> bool {
-        self.tools.iter().any(|t| t == name)
+        match &self.rule {
+            ToolRule::Names => self.tools.iter().any(|t| t == name),
+            ToolRule::Substring(raw) => {
+                contains_units(raw, &name.encode_utf16().collect::<Vec<u16>>())
+            }
+        }
     }
 
     /// [`ProtectedMatcher::is_protected_tool`] over UTF-16 code units.
     pub fn is_protected_tool_utf16(&self, name: &[u16]) -> bool {
-        self.tools_utf16.iter().any(|t| t.as_slice() == name)
+        match &self.rule {
+            ToolRule::Names => self.tools_utf16.iter().any(|t| t.as_slice() == name),
+            ToolRule::Substring(raw) => contains_units(raw, name),
+        }
     }
 
     /// Whether `path`, with every `\` replaced by `/`, fully matches any glob.
@@ -415,6 +459,26 @@ impl ProtectedMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn substring_rule_is_js_includes_on_code_units() {
+        let raw: Vec<u16> = "read,bash".encode_utf16().collect();
+        let m = ProtectedMatcher::substring(raw, &[]);
+        assert!(!m.is_empty());
+        for name in ["read", "bash", "", "d,b", "read,bash"] {
+            assert!(m.is_protected_tool(name), "{name:?}");
+        }
+        for name in ["write", "read,bash,", "Read"] {
+            assert!(!m.is_protected_tool(name), "{name:?}");
+        }
+        // A lone surrogate in the raw string matches only itself, not U+FFFD.
+        let m = ProtectedMatcher::substring(vec![0x61, 0xD800, 0x62], &[]);
+        assert!(m.is_protected_tool_utf16(&[0xD800]));
+        assert!(m.is_protected_tool_utf16(&[0x61, 0xD800]));
+        assert!(!m.is_protected_tool("\u{FFFD}"));
+        assert!(m.is_protected(Some("a"), None));
+        assert!(!m.is_protected(None, None));
+    }
 
     fn m(glob: &str, text: &str) -> bool {
         Glob::new(glob).is_match(text)

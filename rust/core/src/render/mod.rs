@@ -40,7 +40,7 @@ pub use state::RenderState;
 use std::collections::HashSet;
 
 use crate::js::JsField;
-use crate::keys::ProtectedMatcher;
+use crate::keys::{ProtectedMatcher, ToolRule};
 
 pub use crate::collections::{FastMap, FastSet};
 
@@ -71,7 +71,17 @@ pub trait Protection {
 
 impl Protection for ProtectedMatcher {
     fn is_protected(&self, tool_name: &JsField, path: Option<&str>) -> bool {
-        ProtectedMatcher::is_protected(self, tool_name.as_str(), path)
+        match self.rule() {
+            ToolRule::Names => ProtectedMatcher::is_protected(self, tool_name.as_str(), path),
+            // `raw.includes(toolName)` converts the name with `String()`.
+            ToolRule::Substring(_) => {
+                let name: Vec<u16> = match tool_name {
+                    JsField::Str(s) => s.to_utf16(),
+                    other => other.js_string().encode_utf16().collect(),
+                };
+                self.is_protected_tool_utf16(&name) || path.is_some_and(|p| self.matches_path(p))
+            }
+        }
     }
 }
 

@@ -1,0 +1,767 @@
+//! Reading Python values as JavaScript would: the one reader toolkit of the bindings
+//! (render, chains and index use it).
+//!
+//! - [`Keys`]: the member names the bindings read and write, interned once, and the walk that
+//!   finds members by their text (never by a hash lookup, which could call a key's `__eq__`);
+//! - [`is_absent`]: JS `undefined` inside a dict, the sentinel `_core.ABSENT` (created here,
+//!   re-exported by `pi_condense.session`), told by pointer identity;
+//! - [`js_id`], [`js_number`], [`timestamp`], [`role`], [`truthy`]: the values decisions
+//!   read;
+//! - [`str_text`] / [`text`]: the UTF-8 text of a `str` (lone surrogates read as one U+FFFD
+//!   each, as Node's UTF-8 encoder does);
+//! - [`js_string`]: `String(value)`, with a depth limit and a cycle guard.
+//!
+//! Nothing here runs Python code: values of any type (subclasses included) are read by C calls
+//! that never call back (no `__float__`, `__eq__`, `__iter__`, `__name__`), so the borrowed
+//! references the raw readers return stay valid while the caller runs no Python code either.
+//! The raw readers take and return borrowed `*mut PyObject`s: see each `# Safety`.
+
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::ptr::addr_of_mut;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use pi_condense_core::jsnum::format_number;
+use pi_condense_core::jsstr::{JsBuf, JsStr};
+use pi_condense_core::render::{CowId, JsIdOf, Role, Ts};
+use pyo3::exceptions::PyOverflowError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBytes, PyString};
+
+use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8};
+
+/// A borrowed reference to a Python object (owned by the container it was read from).
+pub type Obj = *mut ffi::PyObject;
+
+/// Deepest nesting `String(array)` follows (deeper arrays print as `""`).
+pub const MAX_JS_STRING_DEPTH: usize = 64;
+
+// ----- ABSENT -----
+
+/// The type of `_core.ABSENT` (JS `undefined` inside a dict: the key is omitted, never
+/// written as `null`). One instance exists; Python cannot make another.
+#[pyclass(frozen, module = "pi_condense._core", name = "AbsentType")]
+pub(crate) struct AbsentType;
+
+#[pymethods]
+impl AbsentType {
+    fn __repr__(&self) -> &'static str {
+        "ABSENT"
+    }
+
+    fn __bool__(&self) -> bool {
+        false
+    }
+
+    /// Pickles (and copies) as the module attribute `pi_condense._core.ABSENT`.
+    fn __reduce__(&self) -> &'static str {
+        "ABSENT"
+    }
+}
+
+/// The sentinel object (alive for the interpreter's life: the cell holds a reference).
+static ABSENT: GILOnceCell<Py<AbsentType>> = GILOnceCell::new();
+/// Its address, for the identity test on hot paths (null before the module is imported).
+static ABSENT_PTR: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Creates `ABSENT` and adds it to the module (at import).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let absent = ABSENT.get_or_try_init(py, || Py::new(py, AbsentType))?;
+    ABSENT_PTR.store(absent.as_ptr(), Ordering::Relaxed);
+    m.add("ABSENT", absent.clone_ref(py))?;
+    Ok(())
+}
+
+/// Whether `obj` is `ABSENT` (pointer identity: nothing is read or called).
+#[inline(always)]
+pub fn is_absent(obj: Obj) -> bool {
+    obj == ABSENT_PTR.load(Ordering::Relaxed)
+}
+
+/// A raw dict value with `ABSENT` read as missing.
+#[inline(always)]
+pub fn present(value: Option<Obj>) -> Option<Obj> {
+    value.filter(|v| !is_absent(*v))
+}
+
+// ----- types -----
+//
+// # Safety (every `unsafe fn` below)
+// Object arguments must be live objects and the GIL held; returned borrowed references are
+// valid while the container they were read from holds them, and returned text while the
+// object it was read from is alive.
+
+#[inline(always)]
+pub(crate) unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { ffi::Py_TYPE(obj) == ty }
+}
+
+/// A `str` or str subclass.
+#[inline]
+pub(crate) unsafe fn is_str(obj: Obj) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0 }
+}
+
+/// A `dict` or dict subclass.
+#[inline]
+pub(crate) unsafe fn is_dict(obj: Obj) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0 }
+}
+
+/// A `list` or list subclass.
+#[inline]
+pub(crate) unsafe fn is_list(obj: Obj) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
+}
+
+/// A `tuple` or tuple subclass.
+#[inline]
+unsafe fn is_tuple(obj: Obj) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { ffi::PyTuple_Check(obj) != 0 }
+}
+
+// ----- lists -----
+
+/// `list[i]` (borrowed; `None` past the end).
+pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let index = ffi::Py_ssize_t::try_from(i).ok()?;
+        if index >= ffi::PyList_Size(list) {
+            return None;
+        }
+        let item = ffi::PyList_GetItem(list, index);
+        if item.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        Some(item)
+    }
+}
+
+/// The items of a list (borrowed), by index: a subclass's `__iter__` is not called.
+///
+/// # Safety
+/// `list` must be a live list, the GIL held, and the list not changed while iterating.
+pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
+    // SAFETY: the caller upholds this function's `# Safety` contract (no Python code runs
+    // while iterating, so the in-place item array stays valid).
+    unsafe {
+        let slice = list_slice(list);
+        let len = match slice {
+            Some(items) => items.len() as ffi::Py_ssize_t,
+            None => ffi::PyList_Size(list).max(0),
+        };
+        (0..len).map_while(move |i| {
+            if let Some(items) = slice {
+                return items.get(i as usize).copied();
+            }
+            let item = ffi::PyList_GetItem(list, i);
+            if item.is_null() {
+                ffi::PyErr_Clear();
+                None
+            } else {
+                Some(item)
+            }
+        })
+    }
+}
+
+// ----- strings -----
+
+/// Whether `text` is `literal` (short literals: compared without a `memcmp` call).
+#[inline(always)]
+pub(crate) fn text_is(text: &str, literal: &str) -> bool {
+    let (a, b) = (text.as_bytes(), literal.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// `s.encode(encoding, "surrogatepass")` as a C call (`PyUnicode_AsEncodedString`): a str
+/// subclass's own `encode` (Python code) is never run.
+pub(crate) fn encode_surrogatepass<'py>(
+    s: &Bound<'py, PyString>,
+    encoding: &std::ffi::CStr,
+) -> PyResult<Bound<'py, PyBytes>> {
+    // SAFETY: `s` is a live str and the GIL is held; the arguments are NUL-terminated C
+    // strings, and the result is a new reference (or NULL with an error set).
+    let encoded = unsafe {
+        Bound::from_owned_ptr_or_err(
+            s.py(),
+            ffi::PyUnicode_AsEncodedString(
+                s.as_ptr(),
+                encoding.as_ptr(),
+                ffi::c_str!("surrogatepass").as_ptr(),
+            ),
+        )?
+    };
+    Ok(encoded.downcast_into::<PyBytes>()?)
+}
+
+/// The exact text of a `str` holding lone surrogates.
+fn surrogate_text(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
+    let encoded = encode_surrogatepass(s, ffi::c_str!("utf-8"))?;
+    Ok(JsStr::from_wtf8(encoded.as_bytes()))
+}
+
+/// The UTF-8 text of a str, borrowed when CPython holds it; a str holding lone surrogates
+/// reads lossily, one U+FFFD per surrogate (Node's UTF-8 encoder).
+///
+/// `owned` copies the text (the caller cannot keep the object alive for `'a`).
+pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        match borrowed_utf8(obj) {
+            Some(text) if owned => Cow::Owned(text.to_owned()),
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(
+                surrogate_text(Borrowed::from_ptr(py, obj).downcast_unchecked::<PyString>())
+                    .map(JsStr::into_string)
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+/// [`str_text`] of an owned str, copied.
+pub fn text(s: &Bound<'_, PyString>) -> String {
+    // SAFETY: `s` is a live str and the GIL is held; the text is copied before `s` is let go.
+    unsafe { str_text(s.py(), s.as_ptr(), true) }.into_owned()
+}
+
+/// `value === expected` for a str value (no match for a str holding lone surrogates).
+#[inline]
+pub(crate) unsafe fn str_is(value: Option<Obj>, expected: &str) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
+    }
+}
+
+/// [`str_is`] of an owned value.
+pub fn str_is_bound(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
+    // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
+    unsafe { str_is(value.map(Bound::as_ptr), expected) }
+}
+
+// ----- numbers -----
+
+/// `typeof v === "number"` as a double: floats as they are, ints rounded to the nearest
+/// double (ints beyond a double's range read as +-Infinity, as `JSON.parse` reads them);
+/// bools and every other type: `None`. Subclasses of `int` and `float` are read by value, as
+/// `json.dumps` writes them, through C calls that never run Python code (no `__float__`,
+/// `__index__` or `__lt__`).
+#[inline]
+pub(crate) unsafe fn number(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
+    // SAFETY: `obj` is live and the GIL held (the caller's contract); for an object of (a
+    // subclass of) the checked type every call below reads its value in C.
+    unsafe {
+        if type_is(obj, addr_of_mut!(ffi::PyLong_Type)) {
+            let mut overflow: std::os::raw::c_int = 0;
+            let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+            if overflow == 0 {
+                if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                // Correctly rounded, as `float(i)`.
+                return Ok(Some(value as f64));
+            }
+        } else if type_is(obj, addr_of_mut!(ffi::PyFloat_Type)) {
+            return Ok(Some(ffi::PyFloat_AsDouble(obj)));
+        }
+        number_slow(py, obj)
+    }
+}
+
+#[cold]
+unsafe fn number_slow(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
+    // SAFETY: as [`number`].
+    unsafe {
+        if ffi::PyBool_Check(obj) != 0 {
+            return Ok(None);
+        }
+        if ffi::PyFloat_Check(obj) != 0 {
+            let x = ffi::PyFloat_AsDouble(obj);
+            if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            return Ok(Some(x));
+        }
+        if ffi::PyLong_Check(obj) == 0 {
+            return Ok(None);
+        }
+        let mut overflow: std::os::raw::c_int = 0;
+        let small = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
+        if overflow == 0 {
+            if small == -1 && !ffi::PyErr_Occurred().is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            return Ok(Some(small as f64));
+        }
+        let x = ffi::PyLong_AsDouble(obj);
+        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
+            let err = PyErr::fetch(py);
+            if err.is_instance_of::<PyOverflowError>(py) {
+                // Beyond the double range: JS reads such a literal as +-Infinity.
+                return Ok(Some(f64::INFINITY * f64::from(overflow.signum())));
+            }
+            return Err(err);
+        }
+        Ok(Some(x))
+    }
+}
+
+/// [`number`] of an owned value.
+pub fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    // SAFETY: `value` is a live object and the GIL is held.
+    unsafe { number(value.py(), value.as_ptr()) }
+}
+
+/// A message timestamp: absent, a number, or something else.
+pub(crate) unsafe fn timestamp(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        Ok(match present(value) {
+            None => Ts::Absent,
+            Some(v) => number(py, v)?.map_or(Ts::Other, Ts::Num),
+        })
+    }
+}
+
+/// [`timestamp`] of an owned value.
+pub fn timestamp_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
+    match value {
+        None => Ok(Ts::Absent),
+        // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
+        Some(v) => unsafe { timestamp(v.py(), Some(v.as_ptr())) },
+    }
+}
+
+// ----- ids, roles, truthiness -----
+
+/// A JS value used as an id (Map/Set key semantics). A string id is its text, in key form
+/// when it holds lone surrogates or U+FDD0 (`crate::keys::key_of`); `owned` copies it.
+pub(crate) unsafe fn js_id<'a>(
+    py: Python<'_>,
+    value: Option<Obj>,
+    owned: bool,
+) -> PyResult<CowId<'a>> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let Some(value) = present(value) else {
+            return Ok(JsIdOf::Undefined);
+        };
+        if is_str(value) {
+            let text = str_text(py, value, owned);
+            if !text.contains(['\u{FFFD}', '\u{FDD0}']) {
+                return Ok(JsIdOf::Str(text));
+            }
+            let obj = Borrowed::from_ptr(py, value);
+            let key = crate::keys::key_of(obj.downcast_unchecked::<PyString>())?;
+            return Ok(JsIdOf::Str(Cow::Owned(key)));
+        }
+        if value == ffi::Py_None() {
+            return Ok(JsIdOf::Null);
+        }
+        if value == ffi::Py_True() || value == ffi::Py_False() {
+            return Ok(JsIdOf::Bool(value == ffi::Py_True()));
+        }
+        if let Some(x) = number(py, value)? {
+            return Ok(JsIdOf::num(x));
+        }
+        // Objects compare by identity.
+        Ok(JsIdOf::Object(value as usize))
+    }
+}
+
+/// [`js_id`] of an owned value, holding its string.
+pub fn js_id_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<pi_condense_core::render::JsId> {
+    let Some(value) = value else {
+        return Ok(JsIdOf::Undefined);
+    };
+    // SAFETY: `value` is alive (borrowed for the call) and the GIL is held; the id owns its
+    // string.
+    let id = unsafe { js_id(value.py(), Some(value.as_ptr()), true)? };
+    Ok(id.to_owned_id())
+}
+
+/// The role a message's `role` value names (`Other` for anything else).
+pub(crate) unsafe fn role(value: Option<Obj>) -> Role {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let Some(value) = present(value).filter(|v| is_str(*v)) else {
+            return Role::Other;
+        };
+        let Some(text) = borrowed_utf8(value) else {
+            return Role::Other;
+        };
+        if text_is(text, "toolResult") {
+            Role::ToolResult
+        } else if text_is(text, "assistant") {
+            Role::Assistant
+        } else if text_is(text, "user") {
+            Role::User
+        } else if text_is(text, "custom") {
+            Role::Custom
+        } else {
+            Role::Other
+        }
+    }
+}
+
+/// JS truthiness (`undefined`, `null`, `false`, `""`, `0`, `NaN` are falsy; objects and
+/// arrays are truthy, even empty).
+pub fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    let Some(value) = value.filter(|v| !is_absent(v.as_ptr())) else {
+        return Ok(false);
+    };
+    let obj = value.as_ptr();
+    // SAFETY: `obj` is alive (borrowed from `value`) and the GIL is held.
+    unsafe {
+        if obj == ffi::Py_None() || obj == ffi::Py_False() {
+            return Ok(false);
+        }
+        if obj == ffi::Py_True() {
+            return Ok(true);
+        }
+        if is_str(obj) {
+            return Ok(ffi::PyUnicode_GetLength(obj) > 0);
+        }
+        if let Some(x) = number(value.py(), obj)? {
+            return Ok(x != 0.0 && !x.is_nan());
+        }
+    }
+    Ok(true)
+}
+
+// ----- String() -----
+
+/// `String(value)` (a template literal, `+` concatenation): `undefined` for a missing value
+/// (or `ABSENT`), `null`, `true` / `false`, the string itself (exact code units), numbers as
+/// JS prints them, arrays as their elements joined with `,` (nullish elements as `""`),
+/// anything else `[object Object]`. Arrays (lists and tuples, subclasses too) are read by
+/// index, never through `__iter__`; an array nested deeper than [`MAX_JS_STRING_DEPTH`], or
+/// one that contains itself (JS `join`'s cycle check), prints as `""`.
+pub fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
+    let Some(value) = value else {
+        return Ok(JsStr::from("undefined"));
+    };
+    let mut out = JsBuf::new();
+    let mut path = Vec::new();
+    // SAFETY: `value` is alive (borrowed for the call) and the GIL is held.
+    unsafe { push_js_string(value.py(), value.as_ptr(), &mut path, &mut out)? };
+    Ok(out.finish())
+}
+
+/// Appends `String(obj)` to `out`; `path` holds the arrays being joined.
+unsafe fn push_js_string(
+    py: Python<'_>,
+    obj: Obj,
+    path: &mut Vec<Obj>,
+    out: &mut JsBuf,
+) -> PyResult<()> {
+    // SAFETY: the caller upholds this function's `# Safety` contract; every item read is
+    // taken as a new reference before anything else is read.
+    unsafe {
+        if is_absent(obj) {
+            out.push_str("undefined");
+        } else if obj == ffi::Py_None() {
+            out.push_str("null");
+        } else if obj == ffi::Py_True() {
+            out.push_str("true");
+        } else if obj == ffi::Py_False() {
+            out.push_str("false");
+        } else if is_str(obj) {
+            match borrowed_utf8(obj) {
+                Some(text) => out.push_str(text),
+                None => {
+                    let exact = surrogate_text(
+                        Borrowed::from_ptr(py, obj).downcast_unchecked::<PyString>(),
+                    )?;
+                    out.push(&exact);
+                }
+            }
+        } else if let Some(x) = number(py, obj)? {
+            out.push_str(&format_number(x));
+        } else if is_list(obj) || is_tuple(obj) {
+            if path.len() >= MAX_JS_STRING_DEPTH || path.contains(&obj) {
+                return Ok(());
+            }
+            path.push(obj);
+            let list = is_list(obj);
+            let len = if list {
+                ffi::PyList_Size(obj)
+            } else {
+                ffi::PyTuple_Size(obj)
+            };
+            for i in 0..len.max(0) {
+                let item = if list {
+                    ffi::PyList_GetItem(obj, i)
+                } else {
+                    ffi::PyTuple_GetItem(obj, i)
+                };
+                if item.is_null() {
+                    ffi::PyErr_Clear();
+                    break;
+                }
+                // Held while it is printed (nothing here runs Python code, but the item
+                // must outlive any list it is read from anyway).
+                let item = Bound::from_borrowed_ptr(py, item);
+                if i > 0 {
+                    out.push_str(",");
+                }
+                let item = item.as_ptr();
+                if item != ffi::Py_None() && !is_absent(item) {
+                    push_js_string(py, item, path, out)?;
+                }
+            }
+            path.pop();
+        } else {
+            out.push_str("[object Object]");
+        }
+        Ok(())
+    }
+}
+
+// ----- member names -----
+
+/// The member names the bindings read and write.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum K {
+    Role,
+    Timestamp,
+    ToolCallId,
+    ToolName,
+    IsError,
+    Content,
+    Kind,
+    Id,
+    Arguments,
+    Text,
+    CustomType,
+    Details,
+    ToolCallRefs,
+    ResultTimestamp,
+    Name,
+    Input,
+    Args,
+    Path,
+    CompressedAt,
+}
+
+const KEY_COUNT: usize = 19;
+
+const KEY_NAMES: [&str; KEY_COUNT] = [
+    "role",
+    "timestamp",
+    "toolCallId",
+    "toolName",
+    "isError",
+    "content",
+    "type",
+    "id",
+    "arguments",
+    "text",
+    "customType",
+    "details",
+    "toolCallRefs",
+    "resultTimestamp",
+    "name",
+    "input",
+    "args",
+    "path",
+    "compressedAt",
+];
+
+/// The interned key strings, made once per process (alive for the interpreter's life).
+static INTERNED: GILOnceCell<[Py<PyString>; KEY_COUNT]> = GILOnceCell::new();
+
+/// The field a key's text names (`NO_FIELD`: none).
+#[inline]
+fn field_of(text: &str) -> u8 {
+    KEY_NAMES
+        .iter()
+        .position(|name| text_is(text, name))
+        .map_or(NO_FIELD, |i| i as u8)
+}
+
+const NO_FIELD: u8 = u8::MAX;
+
+/// The text of a dict key, when it is a str (or str subclass) that is valid UTF-8.
+#[inline(always)]
+unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        if is_str(key) {
+            borrowed_utf8(key)
+        } else {
+            None
+        }
+    }
+}
+
+/// Slots of the key-field cache (a power of two).
+const FIELD_CACHE_SLOTS: usize = 256;
+
+/// Key object address -> the field it names, direct-mapped.
+type FieldCache = [Cell<(usize, u8)>; FIELD_CACHE_SLOTS];
+
+/// The member names, and what the key objects seen name.
+pub struct Keys<'py> {
+    py: Python<'py>,
+    interned: [Obj; KEY_COUNT],
+    /// Key object address -> the field its text names (`NO_FIELD`: none), for the keys of
+    /// the caller's messages: only while they are all alive and no Python code runs (else a
+    /// freed key's address could be reused by another key).
+    cache: Option<Box<FieldCache>>,
+}
+
+impl<'py> Keys<'py> {
+    /// The keys; `cache`: remember what each key object names (see [`Keys::cache`]).
+    pub fn new(py: Python<'py>, cache: bool) -> Self {
+        let strings = INTERNED.get_or_init(py, || {
+            KEY_NAMES.map(|name| PyString::intern(py, name).unbind())
+        });
+        Keys {
+            py,
+            interned: std::array::from_fn(|i| strings[i].as_ptr()),
+            cache: cache
+                .then(|| Box::new([(); FIELD_CACHE_SLOTS].map(|()| Cell::new((0, NO_FIELD))))),
+        }
+    }
+
+    /// The interned key string (for building dicts).
+    #[inline]
+    pub(crate) fn interned(&self, key: K) -> Obj {
+        self.interned[key as usize]
+    }
+
+    /// The interned key string, as an object.
+    pub fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
+        // SAFETY: the interned keys live as long as the interpreter (`INTERNED` holds them).
+        unsafe { Borrowed::from_ptr(self.py, self.interned(key)) }
+    }
+
+    /// The field `key` names (`NO_FIELD`: none, or not a str).
+    #[inline(always)]
+    unsafe fn field_of_key(&self, key: Obj) -> u8 {
+        let address = key as usize;
+        let slot = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.get((address >> 4 ^ address >> 12) & (FIELD_CACHE_SLOTS - 1)));
+        if let Some(slot) = slot {
+            let (cached, field) = slot.get();
+            if cached == address {
+                return field;
+            }
+        }
+        // SAFETY: `key` is live (the caller's contract); its text lives as long as it.
+        let field = unsafe { key_text(key) }.map_or(NO_FIELD, field_of);
+        if let Some(slot) = slot {
+            slot.set((address, field));
+        }
+        field
+    }
+
+    /// The members of `dict` named by `fields`: for each, the value of the first key (in
+    /// the dict's order) whose text is the field's name (`ABSENT` not filtered).
+    ///
+    /// Fields are found by walking the members (`PyDict_Next`), never by a hash lookup: a
+    /// lookup compares the keys of equal hash with `==`, which runs Python code for a key
+    /// of another type (its `__eq__`). A key that is not a str is skipped (it is no JSON
+    /// member name); a str subclass key is read by its text, as `json.dumps` writes it.
+    ///
+    /// # Safety
+    /// `dict` must be a live dict (or dict subclass) and the GIL held; the values are
+    /// borrowed from the dict.
+    #[inline]
+    pub(crate) unsafe fn fields_of<const N: usize>(
+        &self,
+        dict: Obj,
+        fields: [K; N],
+    ) -> [Option<Obj>; N] {
+        let mut found = [None; N];
+        let mut pos = 0;
+        // SAFETY: the caller's contract.
+        unsafe { self.scan(dict, &mut pos, &fields, &mut found, u32::MAX) };
+        found
+    }
+
+    /// Walks `dict` on from `*pos`, putting the value of the first key naming `fields[j]`
+    /// into `found[j]` (when still empty), until every slot of `wanted` (a bit mask of
+    /// `j`s) is filled or the dict ends; `*pos` is where to go on from.
+    ///
+    /// # Safety
+    /// As [`Keys::fields_of`], and `*pos` must be 0 or where a previous walk of the same,
+    /// unchanged dict stopped.
+    #[inline]
+    pub(crate) unsafe fn scan<const N: usize>(
+        &self,
+        dict: Obj,
+        pos: &mut ffi::Py_ssize_t,
+        fields: &[K; N],
+        found: &mut [Option<Obj>; N],
+        wanted: u32,
+    ) {
+        let filled =
+            |found: &[Option<Obj>; N]| (0..N).all(|j| wanted & 1 << j == 0 || found[j].is_some());
+        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
+        // it hands out are alive while it is.
+        while !filled(found) && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
+            // SAFETY: as above.
+            let named = unsafe { self.field_of_key(key) };
+            if named == NO_FIELD {
+                continue;
+            }
+            if let Some(j) = fields.iter().position(|&f| f as u8 == named) {
+                found[j].get_or_insert(value);
+            }
+        }
+    }
+
+    /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key ([`Keys::fields_of`]).
+    ///
+    /// # Safety
+    /// `dict` must be a live dict and the GIL held.
+    #[inline]
+    pub(crate) unsafe fn get(&self, dict: Obj, key: K) -> Option<Obj> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        let [found] = unsafe { self.fields_of(dict, [key]) };
+        present(found)
+    }
+
+    /// `obj[key]` of an object that may not be a dict (`None` then).
+    ///
+    /// # Safety
+    /// `obj` must be a live object and the GIL held.
+    pub(crate) unsafe fn get_of(&self, obj: Obj, key: K) -> Option<Obj> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if is_dict(obj) {
+                self.get(obj, key)
+            } else {
+                None
+            }
+        }
+    }
+
+    /// `obj[key]` (a new reference) of an object that may not be a dict, `ABSENT` read as
+    /// missing.
+    pub fn get_bound(&self, obj: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: `obj` is alive and the GIL is held; the value is taken as a new reference
+        // before anything else runs.
+        unsafe {
+            self.get_of(obj.as_ptr(), key)
+                .map(|v| Bound::from_borrowed_ptr(self.py, v))
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Apply: the output list from the plan's items (kept messages are the caller's own objects;
+//! stubs, copied assistants and synthetic chain messages are fresh dicts in the reference's
+//! key order).
+
+use std::borrow::Cow;
+
+use pi_condense_core::index::{ChainEntry, JsField};
+use pi_condense_core::render::{self as core_render, Item, Piece, Text};
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::{intern, IntoPyObjectExt};
+
+use crate::cpython::{prefetch, str_utf8 as borrowed_utf8};
+use crate::index::PyIndex;
+use crate::jsread::{js_string, list_item, str_is, Keys, Obj, K};
+use crate::pyvalue::{str_of_js, str_of_wtf8};
+
+use super::sizes::assistant_copy_len;
+
+/// How many output slots ahead a kept message's header is prefetched.
+const KEEP_AHEAD: usize = 8;
+
+/// Largest integer a double holds exactly.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
+
+fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
+    if x.is_finite() && x.fract() == 0.0 && x.abs() <= MAX_SAFE_INTEGER {
+        // Integral and within +-2^53: the cast is exact.
+        return (x as i64).into_py_any(py);
+    }
+    x.into_py_any(py)
+}
+
+/// A persisted field as a Python value; `None` when absent (the key is omitted).
+fn field_to_py(py: Python<'_>, field: &JsField) -> PyResult<Option<PyObject>> {
+    Ok(match field {
+        JsField::Absent => None,
+        JsField::Bool(b) => Some(b.into_py_any(py)?),
+        JsField::Number(x) => Some(number_to_py(py, *x)?),
+        JsField::Str(s) => Some(str_of_js(py, s)?.into_any().unbind()),
+        JsField::Null | JsField::Array(_) | JsField::Object => Some(py.None()),
+    })
+}
+
+/// Builds the output: new messages from the plan's pieces.
+pub(super) struct Writer<'a, 'py> {
+    pub(super) py: Python<'py>,
+    pub(super) keys: &'a Keys<'py>,
+    pub(super) messages: &'a Bound<'py, PyList>,
+}
+
+/// One piece of a new text: Rust text, or a Python string to take as is.
+enum Part<'py> {
+    Text(Cow<'py, str>),
+    Py(Bound<'py, PyAny>),
+}
+
+impl<'py> Writer<'_, 'py> {
+    /// Borrowed input message `i`.
+    fn message(&self, i: usize) -> Option<Obj> {
+        // SAFETY: the list is alive and the GIL is held.
+        unsafe { list_item(self.messages.as_ptr(), i) }
+    }
+
+    /// `messages[i][key]` (`ABSENT` and non-dicts read as missing).
+    fn field(&self, i: usize, key: K) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(msg) = self.message(i) else {
+            return Ok(None);
+        };
+        // SAFETY: `msg` is held by the list; the value is taken as a new reference
+        // before anything else runs.
+        unsafe {
+            Ok(self
+                .keys
+                .get_of(msg, key)
+                .map(|v| Borrowed::from_ptr(self.py, v).to_owned()))
+        }
+    }
+
+    /// `String(value)` (`undefined` for a missing value), as a part.
+    fn js_string_part(&self, value: Option<Bound<'py, PyAny>>) -> PyResult<Part<'py>> {
+        Ok(match value {
+            None => Part::Text(Cow::Borrowed("undefined")),
+            Some(v) if v.is_instance_of::<PyString>() => match utf8_of(&v) {
+                Some(text) => Part::Text(Cow::Owned(text.to_owned())),
+                None => Part::Py(v),
+            },
+            Some(v) => {
+                let text = js_string(Some(&v))?;
+                match text.exact() {
+                    None => Part::Text(Cow::Owned(text.into_string())),
+                    Some(bytes) => Part::Py(str_of_wtf8(self.py, bytes)?.into_any()),
+                }
+            }
+        })
+    }
+
+    /// The text of a toolResult's `type: "text"` blocks joined with `"\n"`.
+    fn tool_result_text(&self, i: usize, parts: &mut Vec<Part<'py>>) -> PyResult<()> {
+        let py = self.py;
+        let Some(content) = self.field(i, K::Content)? else {
+            return Ok(());
+        };
+        if !content.is_instance_of::<PyList>() {
+            return Ok(());
+        }
+        let mut first = true;
+        for item in content.try_iter()? {
+            let item = item?;
+            if !item.is_instance_of::<PyDict>() {
+                continue;
+            }
+            // SAFETY: `item` is a live dict (held by `content`) and the GIL is held.
+            let (kind, text) = unsafe {
+                let kind = self.keys.get(item.as_ptr(), K::Kind);
+                if !str_is(kind, "text") {
+                    continue;
+                }
+                let text = self.keys.get(item.as_ptr(), K::Text);
+                (kind, text.map(|t| Borrowed::from_ptr(py, t).to_owned()))
+            };
+            let _ = kind;
+            if !first {
+                parts.push(Part::Text(Cow::Borrowed("\n")));
+            }
+            first = false;
+            match text {
+                None => {}
+                Some(t) if t.is_none() => {}
+                Some(t) => parts.push(self.js_string_part(Some(t))?),
+            }
+        }
+        Ok(())
+    }
+
+    /// A plan text as a Python str.
+    fn text(&self, text: &Text) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        if let Some(literal) = text.as_literal() {
+            return Ok(PyString::new(py, literal).into_any());
+        }
+        let mut parts: Vec<Part<'py>> = Vec::with_capacity(text.0.len());
+        for piece in &text.0 {
+            match piece {
+                Piece::Lit(s) => parts.push(Part::Text(Cow::Owned(s.clone()))),
+                Piece::ToolCallId(i) => {
+                    parts.push(self.js_string_part(self.field(*i, K::ToolCallId)?)?)
+                }
+                Piece::ToolName(i) => {
+                    parts.push(self.js_string_part(self.field(*i, K::ToolName)?)?)
+                }
+                Piece::ToolResultText(i) => self.tool_result_text(*i, &mut parts)?,
+                Piece::Wtf8(bytes) => parts.push(Part::Py(str_of_wtf8(py, bytes)?.into_any())),
+            }
+        }
+        if parts.iter().all(|p| matches!(p, Part::Text(_))) {
+            let mut joined = String::new();
+            for part in &parts {
+                if let Part::Text(s) = part {
+                    joined.push_str(s);
+                }
+            }
+            return Ok(PyString::new(py, &joined).into_any());
+        }
+        // A piece holds lone surrogates: join in Python, which keeps them.
+        let list = PyList::empty(py);
+        for part in parts {
+            match part {
+                Part::Text(s) => list.append(s.as_ref())?,
+                Part::Py(v) => list.append(v)?,
+            }
+        }
+        PyString::new(py, "").call_method1(intern!(py, "join"), (list,))
+    }
+
+    fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
+        self.keys.key(key)
+    }
+
+    fn text_block(&self, text: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let block = PyDict::new(py);
+        block.set_item(self.key(K::Kind), intern!(py, "text"))?;
+        block.set_item(self.key(K::Text), text)?;
+        Ok(block)
+    }
+
+    /// `{role: "toolResult", toolCallId, toolName, content: [{type: "text", text}], isError: false, timestamp}`.
+    fn stub_message(&self, src: usize, text: &Text) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let text = self.text(text)?;
+        let out = PyDict::new(py);
+        out.set_item(self.key(K::Role), intern!(py, "toolResult"))?;
+        if let Some(id) = self.field(src, K::ToolCallId)? {
+            out.set_item(self.key(K::ToolCallId), id)?;
+        }
+        if let Some(name) = self.field(src, K::ToolName)? {
+            out.set_item(self.key(K::ToolName), name)?;
+        }
+        out.set_item(
+            self.key(K::Content),
+            PyList::new(py, [self.text_block(text)?])?,
+        )?;
+        out.set_item(self.key(K::IsError), false)?;
+        if let Some(ts) = self.field(src, K::Timestamp)? {
+            out.set_item(self.key(K::Timestamp), ts)?;
+        }
+        Ok(out)
+    }
+
+    /// `{...msg, content}` with purged `arguments` and/or thinking blocks removed; also
+    /// the removed blocks and the length of the original content list.
+    fn assistant_copy(
+        &self,
+        src: usize,
+        purged: &[core_render::Purge],
+        strip_thinking: bool,
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<Bound<'py, PyAny>>, usize)> {
+        let py = self.py;
+        let original = self
+            .messages
+            .get_item(src)?
+            .downcast_into::<PyDict>()
+            .map_err(PyErr::from)?;
+        let content = original
+            .get_item(self.key(K::Content))?
+            .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("content"))?;
+        let blocks = content.downcast::<PyList>()?;
+        let new_content = PyList::empty(py);
+        let mut removed = Vec::new();
+        for (b, block) in blocks.iter().enumerate() {
+            if let Some(purge) = purged.iter().find(|p| p.block == b) {
+                let copy = block.downcast::<PyDict>()?.copy()?;
+                let marker = PyDict::new(py);
+                marker.set_item(intern!(py, "_purged"), purge.marker())?;
+                copy.set_item(self.key(K::Arguments), marker)?;
+                new_content.append(copy)?;
+                continue;
+            }
+            if strip_thinking && block.is_instance_of::<PyDict>() {
+                // SAFETY: `block` is a live dict and the GIL is held.
+                let thinking =
+                    unsafe { str_is(self.keys.get(block.as_ptr(), K::Kind), "thinking") };
+                if thinking {
+                    removed.push(block);
+                    continue;
+                }
+            }
+            new_content.append(block)?;
+        }
+        let copy = original.copy()?;
+        copy.set_item(self.key(K::Content), new_content)?;
+        Ok((copy, removed, blocks.len()))
+    }
+
+    /// `{role: "user", content: [{type: "text", text}], timestamp: entry.compressedAt}`.
+    fn synthetic_message(
+        &self,
+        index: &PyIndex,
+        text: &Text,
+        timestamp: &JsField,
+        chain_slot: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let text = self.text(text)?;
+        let out = PyDict::new(py);
+        out.set_item(self.key(K::Role), intern!(py, "user"))?;
+        out.set_item(
+            self.key(K::Content),
+            PyList::new(py, [self.text_block(text)?])?,
+        )?;
+        // The entry's own `compressedAt` value when the entry object is at hand.
+        let entry: Option<&ChainEntry> = index.core().chain_at(chain_slot);
+        let original = match entry.map(|e| index.chain_object(py, e)) {
+            Some(obj) => match obj.downcast::<PyDict>() {
+                // SAFETY: `dict` is a live dict and the GIL is held; the value is taken
+                // as a new reference at once.
+                Ok(dict) => Some(unsafe {
+                    self.keys
+                        .get(dict.as_ptr(), K::CompressedAt)
+                        .map(|v| Borrowed::from_ptr(py, v).to_owned())
+                }),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        match original {
+            Some(Some(value)) => out.set_item(self.key(K::Timestamp), value)?,
+            Some(None) => {}
+            None => {
+                if let Some(value) = field_to_py(py, timestamp)? {
+                    out.set_item(self.key(K::Timestamp), value)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The UTF-8 text of a str object (`None` when it holds lone surrogates).
+fn utf8_of<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
+    // SAFETY: `value` is a live str and the GIL is held; the text lives as long as the
+    // object, which `value` keeps alive for `'a`.
+    unsafe { borrowed_utf8(value.as_ptr()) }
+}
+
+/// The output list for `items`, and per slot the length when known (a kept message, or an
+/// assistant copy that only lost blocks: `lens` are the input messages' lengths).
+pub(super) fn apply<'py>(
+    writer: &Writer<'_, 'py>,
+    index: &PyIndex,
+    items: &[Item],
+    lens: &[usize],
+) -> PyResult<(Bound<'py, PyList>, Vec<Option<usize>>)> {
+    let py = writer.py;
+    let messages = writer.messages;
+    let count = ffi::Py_ssize_t::try_from(items.len())
+        .map_err(|_| PyValueError::new_err("too many messages"))?;
+    // SAFETY: the GIL is held; `PyList_New(count)` makes a list of `count` empty slots,
+    // each filled once below with a new reference (which `PyList_SetItem` steals). A slot
+    // left empty by an error is fine for the list's deallocation.
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
+    let out = out.downcast_into::<PyList>()?;
+    let mut out_lens: Vec<Option<usize>> = Vec::with_capacity(items.len());
+    // Kept messages get a reference: their headers were last read long ago (before the
+    // decision), so they are requested a few slots ahead.
+    let ahead_header = |pos: usize| {
+        if let Some(Item::Keep(i)) = items.get(pos + KEEP_AHEAD) {
+            // SAFETY: the input list is alive and the GIL is held.
+            if let Some(message) = unsafe { list_item(messages.as_ptr(), *i) } {
+                prefetch(message);
+            }
+        }
+    };
+    for (pos, item) in items.iter().enumerate() {
+        ahead_header(pos);
+        let message: Obj = match item {
+            Item::Keep(i) => {
+                // SAFETY: the input list is alive and the GIL is held; the borrowed item
+                // gets its own reference for the output list.
+                let Some(message) = (unsafe { list_item(messages.as_ptr(), *i) }) else {
+                    return Err(PyValueError::new_err(
+                        "the message list changed during render",
+                    ));
+                };
+                // SAFETY: `message` is a live item of the input list (just read, GIL held).
+                unsafe { ffi::Py_IncRef(message) };
+                out_lens.push(Some(lens.get(*i).copied().unwrap_or(0)));
+                message
+            }
+            Item::Stub { src, text } => {
+                out_lens.push(None);
+                writer.stub_message(*src, text)?.into_ptr()
+            }
+            Item::Assistant {
+                src,
+                purged,
+                strip_thinking,
+            } => {
+                let (copy, removed, blocks) =
+                    writer.assistant_copy(*src, purged, *strip_thinking)?;
+                out_lens.push(assistant_copy_len(
+                    py,
+                    lens.get(*src).copied(),
+                    !purged.is_empty(),
+                    &removed,
+                    blocks,
+                )?);
+                copy.into_ptr()
+            }
+            Item::Synthetic {
+                text,
+                timestamp,
+                chain_slot,
+            } => {
+                out_lens.push(None);
+                writer
+                    .synthetic_message(index, text, timestamp, *chain_slot)?
+                    .into_ptr()
+            }
+        };
+        let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
+        // SAFETY: `out` is a fresh list of `count` slots, `at < count`; the reference is
+        // stolen.
+        unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
+    }
+    Ok((out, out_lens))
+}

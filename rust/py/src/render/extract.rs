@@ -1,0 +1,538 @@
+//! Extract: the message views the decision reads, through a prefetching pipeline (see
+//! `super` for what is read and why no Python code runs meanwhile).
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::ptr::addr_of_mut;
+
+use pi_condense_core::render::view::synthetic_block_id;
+use pi_condense_core::render::{
+    Block, Blocks, Content, CowId, JsIdOf, MsgView, Needs, Role, SummaryRef, SummaryRefs, Ts,
+};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::cpython::{prefetch, prefetch_body, str_utf8 as borrowed_utf8};
+use crate::jsread::{
+    self, is_absent, is_dict, is_list, is_str, js_string, list_item, list_items, present, str_is,
+    str_text, type_is, Keys, Obj, K,
+};
+use crate::size_memo::{self, SizeMemo};
+
+/// How many messages ahead each level of the read pipeline works (see
+/// [`Reader::read_all`]): the message object, its hash table, its role, the values the
+/// role needs, a content list's item array, its blocks, their tables.
+const AHEAD_OBJECT: usize = 16;
+const AHEAD_TABLE: usize = 13;
+const AHEAD_ROLE: usize = 10;
+const AHEAD_FIELDS: usize = 8;
+const AHEAD_ITEMS: usize = 6;
+const AHEAD_BLOCKS: usize = 4;
+const AHEAD_BLOCK_TABLES: usize = 2;
+
+/// Content blocks per message the pipeline requests ahead.
+const PREFETCH_BLOCKS: usize = 4;
+
+/// The members of a message the reader may read: role, toolCallId, isError, timestamp,
+/// content, customType, details.
+const MEMBERS: usize = 7;
+const MEMBER_FIELDS: [K; MEMBERS] = [
+    K::Role,
+    K::ToolCallId,
+    K::IsError,
+    K::Timestamp,
+    K::Content,
+    K::CustomType,
+    K::Details,
+];
+const M_ROLE: u32 = 1;
+const M_TOOL_CALL_ID: u32 = 1 << 1;
+const M_IS_ERROR: u32 = 1 << 2;
+const M_TIMESTAMP: u32 = 1 << 3;
+const M_CONTENT: u32 = 1 << 4;
+const M_CUSTOM_TYPE: u32 = 1 << 5;
+const M_DETAILS: u32 = 1 << 6;
+
+/// Reads message views.
+pub(super) struct Reader<'k, 'py> {
+    pub(super) py: Python<'py>,
+    pub(super) keys: &'k Keys<'py>,
+    pub(super) needs: Needs,
+    /// Every str object a view read so far borrows its text from, in reading order (a
+    /// size memo keeps a view only while it holds each of them: `size_memo::keep_view`).
+    pub(super) borrowed: RefCell<Vec<Obj>>,
+}
+
+impl Reader<'_, '_> {
+    /// [`js_id`], the str it borrows from (if any) logged in `borrowed`.
+    #[inline]
+    unsafe fn js_id<'a>(&self, value: Option<Obj>) -> PyResult<CowId<'a>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let id = jsread::js_id(self.py, value, false)?;
+            if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
+                self.borrowed.borrow_mut().push(obj);
+            }
+            Ok(id)
+        }
+    }
+
+    unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if item == ffi::Py_None() || is_absent(item) {
+                return Ok(Block::Nullish);
+            }
+            if !is_dict(item) {
+                return Ok(Block::Other);
+            }
+            let [kind, id] = self.keys.fields_of(item, [K::Kind, K::Id]);
+            let Some(kind) = present(kind).filter(|k| is_str(*k)) else {
+                return Ok(Block::Other);
+            };
+            let kind = borrowed_utf8(kind).unwrap_or_default();
+            Ok(if jsread::text_is(kind, "toolCall") {
+                Block::ToolCall {
+                    id: self.js_id(present(id))?,
+                }
+            } else if jsread::text_is(kind, "thinking") {
+                Block::Thinking
+            } else {
+                Block::Other
+            })
+        }
+    }
+
+    unsafe fn content_of<'a>(&self, value: Option<Obj>) -> PyResult<Content<Cow<'a, str>>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let Some(value) = value else {
+                return Ok(Content::Nullish);
+            };
+            if value == ffi::Py_None() {
+                return Ok(Content::Nullish);
+            }
+            if is_list(value) {
+                let mut blocks = Blocks::default();
+                for item in list_items(value) {
+                    blocks.push(self.block_of(item)?);
+                }
+                return Ok(Content::Array(blocks));
+            }
+            if is_str(value) {
+                return Ok(Content::Str);
+            }
+            Ok(Content::Other)
+        }
+    }
+
+    /// `msg.content?.[0]?.text` matched against the synthetic chain marker.
+    unsafe fn synthetic_id_of(&self, content: Option<Obj>) -> PyResult<Option<Box<str>>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let Some(list) = content.filter(|c| is_list(*c)) else {
+                return Ok(None);
+            };
+            let Some(first) = list_item(list, 0).filter(|f| is_dict(*f)) else {
+                return Ok(None);
+            };
+            let Some(text) = self.keys.get(first, K::Text).filter(|t| is_str(*t)) else {
+                return Ok(None);
+            };
+            // Only the prefix is looked at: no copy unless it is the marker.
+            let text = str_text(py, text, false);
+            Ok(synthetic_block_id(&text).map(Box::from))
+        }
+    }
+
+    /// `msg.details?.toolCallRefs ?? []` of a summary message.
+    unsafe fn summary_refs_of<'a>(
+        &self,
+        details: Option<Obj>,
+    ) -> PyResult<SummaryRefs<Cow<'a, str>>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let Some(details) = details.filter(|d| is_dict(*d)) else {
+                // Missing, null, or a primitive / array without a `toolCallRefs` property.
+                return Ok(SummaryRefs::List(Vec::new()));
+            };
+            let refs = match self.keys.get(details, K::ToolCallRefs) {
+                None => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) => r,
+            };
+            if !is_list(refs) {
+                return Ok(SummaryRefs::NotArray);
+            }
+            let mut out = Vec::new();
+            for item in list_items(refs) {
+                if item == ffi::Py_None() || is_absent(item) {
+                    out.push(SummaryRef::Nullish);
+                    continue;
+                }
+                if !is_dict(item) {
+                    // A primitive's `toolCallId` / `resultTimestamp` are undefined.
+                    out.push(SummaryRef::Ref {
+                        tool_call_id: JsIdOf::Undefined,
+                        result_timestamp: None,
+                    });
+                    continue;
+                }
+                let result_timestamp = match self.keys.get(item, K::ResultTimestamp) {
+                    None => None,
+                    Some(ts) => Some(js_string(Some(&Borrowed::from_ptr(py, ts)))?.into_string()),
+                };
+                out.push(SummaryRef::Ref {
+                    tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId))?,
+                    result_timestamp,
+                });
+            }
+            Ok(SummaryRefs::List(out))
+        }
+    }
+
+    /// Reads message `msg` into `view` (a fresh [`MsgView::new`] of role `Other`).
+    unsafe fn read_into<'a>(&self, msg: Obj, view: &mut MsgView<Cow<'a, str>>) -> PyResult<()> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let mut fetched = Fetched::default();
+            self.fetch_role(msg, &mut fetched)?;
+            self.fetch_fields(msg, &mut fetched)?;
+            self.decode(&fetched, view)
+        }
+    }
+
+    /// Stage 1: the members render may read (one walk of the dict), the `role` value
+    /// prefetched.
+    #[inline]
+    unsafe fn fetch_role(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            fetched.dict = is_dict(msg);
+            if fetched.dict {
+                // Up to the role (usually the first key); the rest once the role is known.
+                self.keys.scan(
+                    msg,
+                    &mut fetched.pos,
+                    &MEMBER_FIELDS,
+                    &mut fetched.members,
+                    M_ROLE,
+                );
+                fetched.role = fetched.members[0];
+                if let Some(role) = fetched.role {
+                    prefetch(role);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// Stage 2: the role, and the values it needs (prefetched).
+    #[inline]
+    unsafe fn fetch_fields(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if !fetched.dict {
+                return Ok(());
+            }
+            let needs = &self.needs;
+            fetched.kind = jsread::role(fetched.role);
+            let wanted = match fetched.kind {
+                Role::ToolResult => {
+                    M_TOOL_CALL_ID
+                        | if needs.is_error { M_IS_ERROR } else { 0 }
+                        | if needs.result_timestamps || needs.chain {
+                            M_TIMESTAMP
+                        } else {
+                            0
+                        }
+                }
+                Role::Assistant => M_CONTENT | if needs.chain { M_TIMESTAMP } else { 0 },
+                Role::User if needs.chain => M_CONTENT | M_TIMESTAMP,
+                Role::Custom if needs.chain => M_CUSTOM_TYPE | M_DETAILS,
+                _ => 0,
+            };
+            if wanted != 0 {
+                self.keys.scan(
+                    msg,
+                    &mut fetched.pos,
+                    &MEMBER_FIELDS,
+                    &mut fetched.members,
+                    wanted,
+                );
+            }
+            let [_, tool_call_id, is_error, timestamp, content, custom_type, details] =
+                fetched.members;
+            let fetch = |value: Option<Obj>| -> Option<Obj> {
+                if let Some(value) = value {
+                    prefetch(value);
+                }
+                value
+            };
+            match fetched.kind {
+                Role::ToolResult => {
+                    fetched.a = fetch(tool_call_id);
+                    if needs.is_error {
+                        fetched.b = fetch(is_error);
+                    }
+                    if needs.result_timestamps || needs.chain {
+                        fetched.ts = fetch(timestamp);
+                    }
+                }
+                Role::Assistant => {
+                    fetched.a = fetch(content);
+                    if needs.chain {
+                        fetched.ts = fetch(timestamp);
+                    }
+                }
+                Role::User => {
+                    if needs.chain {
+                        fetched.a = fetch(content);
+                        fetched.ts = fetch(timestamp);
+                    }
+                }
+                Role::Custom => {
+                    if needs.chain {
+                        fetched.a = fetch(custom_type);
+                        fetched.b = fetch(details);
+                    }
+                }
+                Role::Other => {}
+            }
+            Ok(())
+        }
+    }
+
+    /// Stage 3 (assistants): the item array of the content list.
+    #[inline]
+    unsafe fn fetch_items(&self, fetched: &Fetched) {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if fetched.kind == Role::Assistant {
+                if let Some(content) = fetched.a {
+                    prefetch_body(content);
+                }
+            }
+        }
+    }
+
+    /// Stage 4 (assistants): the first content blocks (`body`: their hash tables too).
+    #[inline]
+    unsafe fn fetch_blocks(&self, fetched: &Fetched, body: bool) {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            if fetched.kind != Role::Assistant {
+                return;
+            }
+            let Some(content) = fetched
+                .a
+                .filter(|c| type_is(*c, addr_of_mut!(ffi::PyList_Type)))
+            else {
+                return;
+            };
+            for block in list_items(content).take(PREFETCH_BLOCKS) {
+                if body {
+                    prefetch_body(block);
+                } else {
+                    prefetch(block);
+                }
+            }
+        }
+    }
+
+    /// Last stage: the view.
+    unsafe fn decode<'a>(
+        &self,
+        fetched: &Fetched,
+        view: &mut MsgView<Cow<'a, str>>,
+    ) -> PyResult<()> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let py = self.py;
+            let needs = &self.needs;
+            if !fetched.dict {
+                return Ok(());
+            }
+            view.role = fetched.kind;
+            let a = present(fetched.a);
+            let b = present(fetched.b);
+            let ts = present(fetched.ts);
+            match fetched.kind {
+                Role::ToolResult => {
+                    view.tool_call_id = self.js_id(a)?;
+                    if needs.is_error {
+                        view.is_error = b == Some(ffi::Py_True());
+                    }
+                    if needs.result_timestamps || needs.chain {
+                        view.timestamp = jsread::timestamp(py, ts)?;
+                    }
+                }
+                Role::Assistant => {
+                    view.content = self.content_of(a)?;
+                    if needs.chain {
+                        view.timestamp = jsread::timestamp(py, ts)?;
+                    }
+                }
+                Role::User => {
+                    if needs.chain {
+                        view.timestamp = jsread::timestamp(py, ts)?;
+                        view.synthetic_block_id = self.synthetic_id_of(a)?;
+                    }
+                }
+                Role::Custom => {
+                    if needs.chain && str_is(a, "context-prune-summary") {
+                        view.summary = Some(Box::new(self.summary_refs_of(b)?));
+                    }
+                }
+                Role::Other => {}
+            }
+            Ok(())
+        }
+    }
+
+    /// Reads the views of `items`, in a software pipeline: while message i is decoded,
+    /// the memory of the next ones is requested, a few messages ahead per level of
+    /// indirection (object, hash table, values, content list, blocks), so that the loads
+    /// overlap instead of stalling one after another.
+    unsafe fn read_all<'a>(&self, items: &[Obj]) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let n = items.len();
+            let mut fetched = vec![Fetched::default(); n];
+            let mut views = Vec::with_capacity(n);
+            for i in 0..n {
+                if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
+                    prefetch(msg);
+                }
+                if let Some(&msg) = items.get(i + AHEAD_TABLE) {
+                    prefetch_body(msg);
+                }
+                if let (Some(&msg), Some(f)) =
+                    (items.get(i + AHEAD_ROLE), fetched.get_mut(i + AHEAD_ROLE))
+                {
+                    self.fetch_role(msg, f)?;
+                }
+                if i == 0 {
+                    // The first messages missed the stages above.
+                    for j in 0..AHEAD_ROLE.min(n) {
+                        if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                            self.fetch_role(msg, f)?;
+                        }
+                    }
+                    for j in 0..AHEAD_FIELDS.min(n) {
+                        if let (Some(&msg), Some(f)) = (items.get(j), fetched.get_mut(j)) {
+                            self.fetch_fields(msg, f)?;
+                        }
+                    }
+                }
+                if let (Some(&msg), Some(f)) = (
+                    items.get(i + AHEAD_FIELDS),
+                    fetched.get_mut(i + AHEAD_FIELDS),
+                ) {
+                    self.fetch_fields(msg, f)?;
+                }
+                if let Some(f) = fetched.get(i + AHEAD_ITEMS) {
+                    self.fetch_items(f);
+                }
+                if let Some(f) = fetched.get(i + AHEAD_BLOCKS) {
+                    self.fetch_blocks(f, false);
+                }
+                if let Some(f) = fetched.get(i + AHEAD_BLOCK_TABLES) {
+                    self.fetch_blocks(f, true);
+                }
+                views.push(MsgView::new(Role::Other, Ts::Absent));
+                if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
+                    self.decode(f, view)?;
+                }
+            }
+            Ok(views)
+        }
+    }
+}
+
+/// What the pipeline read of one message (borrowed values, `ABSENT` not filtered yet).
+#[derive(Clone, Copy)]
+struct Fetched {
+    dict: bool,
+    role: Option<Obj>,
+    /// role, toolCallId, isError, timestamp, content, customType, details (raw, as far
+    /// as the dict was walked: up to `pos`).
+    members: [Option<Obj>; MEMBERS],
+    pos: ffi::Py_ssize_t,
+    kind: Role,
+    /// toolCallId / content / customType
+    a: Option<Obj>,
+    /// isError / details
+    b: Option<Obj>,
+    ts: Option<Obj>,
+}
+
+impl Default for Fetched {
+    fn default() -> Self {
+        Fetched {
+            dict: false,
+            role: None,
+            members: [None; MEMBERS],
+            pos: 0,
+            kind: Role::Other,
+            a: None,
+            b: None,
+            ts: None,
+        }
+    }
+}
+
+/// The message views of a render (strings borrowed from the messages).
+pub(super) type Views<'a> = Vec<MsgView<Cow<'a, str>>>;
+
+/// The views of `list`'s messages, and their lengths when they were measured on the way.
+///
+/// When the state can stub or compress, a change is likely and every message will be
+/// measured: each is then read right after it is measured, while its objects are in the CPU
+/// caches. Otherwise (or when measuring fails: the error is raised only if the render changes
+/// something) the views are read on their own, and a render that changes nothing never
+/// measures.
+///
+/// # Safety
+/// `list` must be a live list and the GIL held; the views borrow strings from its messages:
+/// the caller keeps the list alive and runs no Python code while it holds them.
+pub(super) unsafe fn extract<'a>(
+    py: Python<'_>,
+    list: Obj,
+    reader: &Reader<'_, '_>,
+    memo: Option<&mut SizeMemo>,
+) -> PyResult<(Views<'a>, Option<Vec<usize>>)> {
+    let speculate = reader.needs.result_timestamps || reader.needs.chain;
+    if speculate {
+        let mut read_error = false;
+        // SAFETY: the caller's contract; reading views runs no Python code.
+        let measured = unsafe {
+            size_memo::measure_and_read(
+                py,
+                list,
+                memo,
+                Some(reader.needs),
+                &reader.borrowed,
+                |_, msg| {
+                    let mut view = MsgView::new(Role::Other, Ts::Absent);
+                    let read = reader.read_into(msg, &mut view);
+                    read_error = read.is_err();
+                    read.map(|()| view)
+                },
+            )
+        };
+        match measured {
+            Ok((lens, views)) => return Ok((views, Some(lens))),
+            Err(err) if read_error => return Err(err),
+            Err(_) => {}
+        }
+    }
+    // SAFETY: the caller's contract.
+    let views = unsafe {
+        let items: Vec<Obj> = list_items(list).collect();
+        reader.read_all(&items)?
+    };
+    Ok((views, None))
+}

@@ -1,0 +1,142 @@
+//! `pi_condense._core.render`: render phases 1-4 over a Python message list.
+//!
+//! Extract -> decide -> apply. Each message dict is read into a light `MsgView`
+//! holding only what the enabled phases look at (`Needs`): the role of every message,
+//! the ids of tool calls and results, and - only when the state or the config can use
+//! them - timestamps, error flags, chain markers and summary refs (recovery tool names
+//! and text-extraction failures are read on demand, through `Lazy`). The strings of the
+//! views are borrowed from the message objects (nothing is copied), and the reads go
+//! through the C API with borrowed references; the members of a dict are found by walking
+//! it (`Keys::fields_of`). `pi_condense_core::render` then decides; when it changes nothing the
+//! input list itself comes back with sizes 0.
+//!
+//! Sizes: each input message is measured once (its length is reused for the output)
+//! and each new message once; a copied assistant that only lost blocks is the original's
+//! length minus theirs. With a `SizeMemo` (`size_memo`), a message the previous render
+//! measured and that is still made of the very same objects is neither measured nor read
+//! again: its length and view are reused. When the state cannot stub or compress anything,
+//! the views are read on their own in a prefetching pipeline and a render that changes
+//! nothing never measures. When it can (a change is then likely), every message is measured
+//! and read in one pass, right after its objects were walked; if the render then changes
+//! nothing after all, the sizes are dropped (still 0), and a value that cannot be measured
+//! raises only when the render changes something.
+//!
+//! Untouched messages are the caller's own objects; stubs, copied assistants and
+//! synthetic chain messages are fresh dicts in the reference's key order. Values copied
+//! from input messages into new text (a raw `toolCallId` as a ref, a `toolName`, a
+//! relocated protected output) keep their exact code units: they are joined in Rust
+//! when every piece is valid UTF-8, and by Python otherwise (lone surrogates).
+//!
+//! While the views borrow from the messages no Python code runs, by construction: values of
+//! any type (subclasses included) are read through C calls that never call back into Python
+//! (no `__float__`, `__eq__`, `__iter__`, `__name__`; `crate::jsread`), and `ABSENT` is told
+//! by identity. The protection rule is Rust too (`RenderOptions`, compiled once per
+//! `Config`): nothing calls back into Python during the decision.
+//!
+//! The jobs: [`extract`] (the views, the read pipeline), [`sizes`] (lengths: lazily measured
+//! arguments, input and output messages, assistant copies), [`apply`] (the output messages).
+
+mod apply;
+mod extract;
+mod options;
+mod sizes;
+
+use std::cell::RefCell;
+
+use pi_condense_core::render::size::list_len;
+use pi_condense_core::render::{self as core_render, Needs};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::index::PyIndex;
+use crate::jsread::Keys;
+use crate::size_memo::PySizeMemo;
+
+use apply::{apply, Writer};
+use extract::{extract, Reader};
+use sizes::{input_lens, output_lens, ArgLens};
+
+pub(crate) use options::{PyRenderOptions, PyRenderOutcome};
+
+/// Renders `messages` against `index` (spec 04 phases 1-4) with the compiled `options`,
+/// reusing and updating the size memo `sizes` when given.
+#[pyfunction]
+#[pyo3(signature = (messages, index, options, sizes = None))]
+fn render<'py>(
+    messages: &Bound<'py, PyList>,
+    index: PyRef<'py, PyIndex>,
+    options: PyRef<'py, PyRenderOptions>,
+    sizes: Option<PyRef<'py, PySizeMemo>>,
+) -> PyResult<PyRenderOutcome> {
+    let py = messages.py();
+    // `None` only when a render up this thread's stack holds the memo (Python code run by a
+    // hash lookup of the apply step: a key's `__eq__`): this one then does without it.
+    let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
+    let keys = Keys::new(py, true);
+    let cfg = options.config();
+    let state = index.core();
+    let reader = Reader {
+        py,
+        keys: &keys,
+        needs: Needs::of(state, &cfg),
+        borrowed: RefCell::new(Vec::new()),
+    };
+
+    // Extract and decide. The views borrow strings from the message objects: the list
+    // (held by the caller for the whole call) keeps them alive, and no Python code runs
+    // until the views are dropped.
+    let (plan, measured) = {
+        // SAFETY: the list is alive (the caller holds it) and the GIL is held; see above for
+        // the lifetime of the borrowed strings.
+        let (views, measured) = unsafe {
+            extract(
+                py,
+                messages.as_ptr(),
+                &reader,
+                memo_guard.as_deref_mut().map(|g| &mut g.0),
+            )?
+        };
+        let mut lazy = ArgLens {
+            messages,
+            keys: &keys,
+            error: RefCell::new(None),
+            measurer: None,
+        };
+        let plan = core_render::render(&views, state, &cfg, &mut lazy);
+        if let Some(err) = lazy.error.into_inner() {
+            return Err(err);
+        }
+        (plan, measured)
+    };
+    let diagnostics: Vec<(&'static str, String, String)> = plan
+        .diagnostics
+        .into_iter()
+        .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
+        .collect();
+    let Some(items) = plan.items else {
+        return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, plan.threw);
+    };
+
+    // Apply, measuring each input message once and each new message.
+    let lens = input_lens(
+        messages,
+        measured,
+        memo_guard.as_deref_mut().map(|g| &mut g.0),
+    )?;
+    let before = list_len(lens.iter().copied());
+    let writer = Writer {
+        py,
+        keys: &keys,
+        messages,
+    };
+    let (out, known) = apply(&writer, &index, &items, &lens)?;
+    let after = list_len(output_lens(&out, &known)?);
+    PyRenderOutcome::new(py, out, true, before, after, diagnostics, false)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRenderOptions>()?;
+    m.add_class::<PyRenderOutcome>()?;
+    m.add_function(wrap_pyfunction!(render, m)?)?;
+    Ok(())
+}
