@@ -17,7 +17,7 @@ from ..fsio import fsync_dir
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import ABSENT, map_key, to_number, trim, truthy
-from .context import BranchPath, SessionContext, build_context, walk
+from .context import BranchPath, SessionContext, build_context, context_of_path, walk
 from .entries import (
     CURRENT_SESSION_VERSION,
     Clock,
@@ -492,7 +492,12 @@ class SessionFile:
             if leaf is not None:
                 self._require(leaf)
                 return build_context(self._entries, leaf, self._by_id)
-            return build_context(self._entries, self._leaf, self._by_id)
+            start = self._leaf
+            if truthy(start) and map_key(start) in self._by_id:
+                # The current leaf's branch is kept: no second walk (build_context falls
+                # back to the last entry for a leaf that does not resolve).
+                return context_of_path(self._current_path().path)
+            return build_context(self._entries, start, self._by_id)
 
     # ---------------------------------------------------------------- appending
 
