@@ -114,11 +114,12 @@ def _emit(entry: dict[str, Any], out: list[Any]) -> None:
 def _emit_all(entries: Iterable[dict[str, Any]], out: list[Any]) -> None:
     append = out.append
     for entry in entries:
-        if entry.get("type") == "message":  # most entries: inline _emit's first case
+        kind = entry.get("type")
+        if kind == "message":  # most entries: inline _emit's first case
             message = entry.get("message")
             if isinstance(message, dict):
                 append(message)
-        else:
+        elif kind == "custom_message" or kind == "branch_summary":
             _emit(entry, out)
 
 
@@ -141,12 +142,19 @@ def context_of_path(path: Sequence[dict[str, Any]]) -> SessionContext:
     # The last entry that sets the model; its model dict is built once, at the end.
     model_from: Optional[dict[str, Any]] = None
     compaction: Optional[dict[str, Any]] = None
+    # One pass gathers the messages as if the branch had no compaction (the usual case).
+    messages: list[Any] = []
+    append = messages.append
     for entry in path:
         kind = entry.get("type")
         if kind == "message":
             message = entry.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                model_from = entry
+            if isinstance(message, dict):
+                append(message)
+                if message.get("role") == "assistant":
+                    model_from = entry
+        elif kind == "custom_message" or kind == "branch_summary":
+            _emit(entry, messages)
         elif kind == "thinking_level_change":
             thinking_level = entry.get("thinkingLevel")
         elif kind == "model_change":
@@ -160,12 +168,10 @@ def context_of_path(path: Sequence[dict[str, Any]]) -> SessionContext:
         else:
             message = model_from["message"]
             model = _model_of(message.get("provider", ABSENT), message.get("model", ABSENT))
-
-    messages: list[Any] = []
     if compaction is None:
-        _emit_all(path, messages)
         return SessionContext(messages, thinking_level, model)
 
+    messages = []
     head: dict[str, Any] = {"role": "compactionSummary"}
     put(head, "summary", compaction.get("summary", ABSENT))
     put(head, "tokensBefore", compaction.get("tokensBefore", ABSENT))
