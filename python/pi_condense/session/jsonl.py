@@ -118,7 +118,8 @@ def parse_lines(data: bytes) -> Parsed:
     the value is the one the decode-and-parse path gives. Only a line it refuses (blank,
     invalid UTF-8, lone surrogate escapes, ``NaN``, too deep, torn, ...) takes that path."""
     parsed = Parsed([], [])
-    objects = parsed.objects
+    keep = parsed.objects.append
+    started = False  # parsed.first_value is set
     pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
     first = True
     number = 0
@@ -141,11 +142,13 @@ def parse_lines(data: bytes) -> Parsed:
             if pending is not None:
                 _parse_pending(pending, False, parsed)
                 pending = None
-            if type(value) is dict and parsed.first_value is not ABSENT:
-                objects.append((number, value))
+                started = parsed.first_value is not ABSENT
+            if started and type(value) is dict:
+                keep((number, value))
             else:
                 first = False
                 _keep(value, number, parsed)
+                started = True
             if cut < 0:
                 break
             continue
