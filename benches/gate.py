@@ -16,7 +16,7 @@ rounds (the median ratio is printed too):
 pair     subject / baseline                              target  bound
 =======  ==============================================  ======  =========
 state    PrunerState.from_branch / orjson.loads lines    1.0     1.25
-open     Condenser.open + state + context / loads lines  1.5     4.0
+open     Condenser.open + state + context / loads lines  1.5     3.0
 render   full render, repeated / orjson.dumps(messages)  0.5     1.25
 cold     full render, first / orjson.dumps(messages)     -       4.0
 noop     no-op render / orjson.dumps(messages)           0.15    0.5
@@ -30,10 +30,16 @@ startup  ``pi-condense --version`` / ``python -c pass``  5.0     10.0
 =======  ==============================================  ======  =========
 
 The open pair (issue 17 item 5, ``bench_state.py``) measured 2.3-2.8 in two bench runs on
-2026-12-01 (loaded VM; 1.8-2.0 by a direct timing, 1.22-1.52 for the load alone). Its costs
-are in ``session.py``: the per-line parse with a depth count, indexing, and the branch walked
-once for the state and again by ``build_context``; its bound is a regression bound until
-those change.
+2026-12-01 (loaded VM; 1.8-2.0 by a direct timing, 1.22-1.52 for the load alone). Later that
+day, in one run each of the older and the newer code, interleaved, it went 2.50-3.27 ->
+1.37-2.00 (medians 2.17-3.71 -> 1.47-1.77; a direct timing, fastest of 12: 2.40 -> 1.72, the
+load 1.50 -> 1.29, ``build_context`` 0.40 -> 0.14): each line's bytes go to ``orjson.loads``
+first (the decode and depth-counting path only for a line it refuses), the branch walk checks
+for a cycle by its step count instead of a set, ``build_context`` reuses the branch the session
+keeps for its leaf instead of walking it again, and the loaded entries are indexed in one loop.
+What is left over ``orjson.loads``: the Python line loop and indexing (about 0.3), the native
+state rebuild (about 0.2-0.25, the state pair) and the context (about 0.15). Its bound is a
+regression bound: the worst ratio of those runs plus 50%.
 
 The start-up pair (``bench_cli.py``) runs both as subprocesses, timed by the children's CPU
 time. On 2026-12-01 (loaded VM, same run) it measured 41.4 (1.27 s of CPU) with every command
@@ -129,7 +135,7 @@ class Pair:
 
 PAIRS = (
     Pair("state", "PrunerState.from_branch", "orjson.loads(lines)", 1.0, 1.25),
-    Pair("open", "Condenser.open+state+context", "orjson.loads(lines)", 1.5, 4.0, "state"),
+    Pair("open", "Condenser.open+state+context", "orjson.loads(lines)", 1.5, 3.0, "state"),
     Pair("render", "full render, repeated", "orjson.dumps(messages)", 0.5, 1.25),
     Pair("cold", "full render, first", "orjson.dumps(messages)", None, 4.0, "render"),
     Pair("noop", "no-op render", "orjson.dumps(messages)", 0.15, 0.5),

@@ -411,6 +411,22 @@ def test_parent_cycle_terminates() -> None:
     assert len(session.build_context().messages) == 2
 
 
+def test_parent_cycle_below_the_leaf_ends_at_the_first_repeat() -> None:
+    # a4 -> a3 -> a2 -> a3 (a cycle the leaf leads into) and a self-parented entry.
+    lines = [
+        HEADER_V3,
+        msg_line("a2", "a3", "two", ts=2),
+        msg_line("a3", "a2", "three", ts=3),
+        msg_line("a4", "a3", "four", ts=4),
+        msg_line("s1", "s1", "self", ts=5),
+    ]
+    session = SessionFile.parse("\n".join(lines) + "\n")
+    assert [e["id"] for e in session.branch("a4")] == ["a2", "a3", "a4"]
+    assert [e["id"] for e in session.branch()] == ["s1"]
+    session.set_leaf("a4")
+    assert [m["content"] for m in session.build_context().messages] == ["two", "three", "four"]
+
+
 def test_unknown_leaf_raises() -> None:
     session = SessionFile.parse(HEADER_V3 + "\n" + msg_line("a1", None, "x") + "\n")
     for call in (session.branch, session.build_context, session.set_leaf):

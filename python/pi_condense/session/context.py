@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -13,7 +13,14 @@ from ..js import time as jstime
 from ..js.values import ABSENT, map_key, truthy
 from .entries import put
 
-__all__ = ["BranchPath", "SessionContext", "build_context", "build_session_context", "walk"]
+__all__ = [
+    "BranchPath",
+    "SessionContext",
+    "build_context",
+    "build_session_context",
+    "context_of_path",
+    "walk",
+]
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,31 @@ def walk(
     leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Root-first path from ``leaf`` following ``parentId`` (stops at a cycle, unlike Pi)."""
+    path: list[dict[str, Any]] = []
+    if leaf is None:
+        return path
+    current = leaf
+    append = path.append
+    lookup = by_id.get
+    # A path without a repeat holds at most every indexed entry and the leaf: a walk that
+    # takes more steps has met a cycle, and is walked again with a check at every step.
+    for _ in range(len(by_id) + 1):
+        append(current)
+        parent = current.get("parentId")
+        if type(parent) is str:  # what JSON gives: no JS conversion needed
+            found = lookup(parent) if parent else None
+        else:
+            found = lookup(map_key(parent)) if truthy(parent) else None
+        if found is None:
+            path.reverse()
+            return path
+        current = found
+    return _walk_checked(leaf, by_id)
+
+
+def _walk_checked(
+    leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]
+) -> list[dict[str, Any]]:
     path: list[dict[str, Any]] = []
     seen: set[int] = set()
     current = leaf
@@ -79,6 +111,18 @@ def _emit(entry: dict[str, Any], out: list[Any]) -> None:
         out.append(summary)
 
 
+def _emit_all(entries: Iterable[dict[str, Any]], out: list[Any]) -> None:
+    append = out.append
+    for entry in entries:
+        kind = entry.get("type")
+        if kind == "message":  # most entries: inline _emit's first case
+            message = entry.get("message")
+            if isinstance(message, dict):
+                append(message)
+        elif kind == "custom_message" or kind == "branch_summary":
+            _emit(entry, out)
+
+
 def build_context(
     entries: Sequence[dict[str, Any]], leaf_id: Any, by_id: Mapping[Any, dict[str, Any]]
 ) -> SessionContext:
@@ -89,30 +133,45 @@ def build_context(
         if not entries:
             return SessionContext([], "off", None)
         leaf = entries[-1]
-    path = walk(leaf, by_id)
+    return context_of_path(walk(leaf, by_id))
 
+
+def context_of_path(path: Sequence[dict[str, Any]]) -> SessionContext:
+    """The context of a root-first branch (what :func:`walk` gives)."""
     thinking_level: Any = "off"
-    model: Optional[dict[str, Any]] = None
+    # The last entry that sets the model; its model dict is built once, at the end.
+    model_from: Optional[dict[str, Any]] = None
     compaction: Optional[dict[str, Any]] = None
+    # One pass gathers the messages as if the branch had no compaction (the usual case).
+    messages: list[Any] = []
+    append = messages.append
     for entry in path:
         kind = entry.get("type")
-        if kind == "thinking_level_change":
+        if kind == "message":
+            message = entry.get("message")
+            if isinstance(message, dict):
+                append(message)
+                if message.get("role") == "assistant":
+                    model_from = entry
+        elif kind == "custom_message" or kind == "branch_summary":
+            _emit(entry, messages)
+        elif kind == "thinking_level_change":
             thinking_level = entry.get("thinkingLevel")
         elif kind == "model_change":
-            model = _model_of(entry.get("provider", ABSENT), entry.get("modelId", ABSENT))
-        elif kind == "message":
-            message = entry.get("message")
-            if isinstance(message, dict) and message.get("role") == "assistant":
-                model = _model_of(message.get("provider", ABSENT), message.get("model", ABSENT))
+            model_from = entry
         elif kind == "compaction":
             compaction = entry
-
-    messages: list[Any] = []
+    model: Optional[dict[str, Any]] = None
+    if model_from is not None:
+        if model_from.get("type") == "model_change":
+            model = _model_of(model_from.get("provider", ABSENT), model_from.get("modelId", ABSENT))
+        else:
+            message = model_from["message"]
+            model = _model_of(message.get("provider", ABSENT), message.get("model", ABSENT))
     if compaction is None:
-        for entry in path:
-            _emit(entry, messages)
         return SessionContext(messages, thinking_level, model)
 
+    messages = []
     head: dict[str, Any] = {"role": "compactionSummary"}
     put(head, "summary", compaction.get("summary", ABSENT))
     put(head, "tokensBefore", compaction.get("tokensBefore", ABSENT))
@@ -132,8 +191,7 @@ def build_context(
             found = True
         if found:
             _emit(entry, messages)
-    for entry in path[index + 1 :]:
-        _emit(entry, messages)
+    _emit_all(path[index + 1 :], messages)
     return SessionContext(messages, thinking_level, model)
 
 
@@ -169,7 +227,7 @@ class BranchPath:
         self.epoch = next(_EPOCHS)
         self.leaf = leaf
         self.path = walk(leaf, by_id)
-        self.members = {id(entry) for entry in self.path}
+        self.members = set(map(id, self.path))
         # An id the root names as its parent: an entry with that id would change the path.
         parent = self.path[0].get("parentId", ABSENT) if self.path else ABSENT
         self.dangling: Any = map_key(parent) if truthy(parent) else None

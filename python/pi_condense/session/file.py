@@ -17,7 +17,7 @@ from ..fsio import fsync_dir
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import ABSENT, map_key, to_number, trim, truthy
-from .context import BranchPath, SessionContext, build_context, walk
+from .context import BranchPath, SessionContext, build_context, context_of_path, walk
 from .entries import (
     CURRENT_SESSION_VERSION,
     Clock,
@@ -282,22 +282,21 @@ class SessionFile:
 
     def _absorb(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> int:
         """Migrate (as Pi would on load) and index parsed objects; returns the entry count."""
-        items = list(objects)
-        self._file_objects.extend(obj for _, obj in items)
+        items = objects if isinstance(objects, list) else list(objects)
+        self._file_objects.extend([obj for _, obj in items])
+        if not (self._migrate_v1 or self._migrate_v3):
+            return self._index_all(items)
         count = 0
         for line, obj in items:
-            if obj.get("type") == "session":
-                reason = "extra session header ignored (only the first line is the header)"
-                self._warnings.append(LoadWarning(line, "extra-header", reason))
-                continue
-            if self._migrate_v1:
-                self._migrate_entry_v1(obj, line)
-            if self._migrate_v3 and obj.get("type") == "message":
-                message = obj.get("message")
-                if isinstance(message, dict) and message.get("role") == "hookMessage":
-                    message["role"] = "custom"
-            self._index(obj, line)
-            count += 1
+            if obj.get("type") != "session":
+                if self._migrate_v1:
+                    self._migrate_entry_v1(obj, line)
+                if self._migrate_v3 and obj.get("type") == "message":
+                    message = obj.get("message")
+                    if isinstance(message, dict) and message.get("role") == "hookMessage":
+                        message["role"] = "custom"
+            # A v1 id is checked against the index as it grows: index one at a time.
+            count += self._index_all(((line, obj),))
         return count
 
     def _migrate_entry_v1(self, entry: dict[str, Any], line: int) -> None:
@@ -332,31 +331,54 @@ class SessionFile:
                 return candidate
         return random_entry_id()
 
-    def _index(self, entry: dict[str, Any], line: int) -> None:
-        entry_id = entry.get("id", ABSENT)
-        key = map_key(entry_id)
-        if not isinstance(entry_id, str):
-            reason = "entry has no string id (it cannot be a parent or a leaf)"
-            self._warnings.append(LoadWarning(line, "bad-entry", reason))
-        elif key in self._by_id:
-            reason = f"duplicate entry id {entry_id!r}: the later entry wins in the id index"
-            self._warnings.append(LoadWarning(line, "duplicate-id", reason))
-        if entry.get("type") == "message" and not isinstance(entry.get("message"), dict):
-            reason = "message entry without a message object (left out of the context)"
-            self._warnings.append(LoadWarning(line, "bad-entry", reason))
+    def _index_all(self, items: Iterable[tuple[int, dict[str, Any]]]) -> int:
+        """Index entries in file order (the id index, labels, the tip; a warning for an
+        extra header, which is skipped, an entry without a string id, a repeated id, a
+        message entry without a message); returns how many were indexed."""
+        by_id = self._by_id
+        entries = self._entries
+        warnings = self._warnings
         cached = self._branch_path
-        if cached is not None and (key in self._by_id or key == cached.dangling):
-            self._branch_path = None  # the id index changes under a path walked before
-        self._by_id[key] = entry
-        self._entries.append(entry)
-        self._tip = entry_id
-        if entry.get("type") == "label":
-            target = map_key(entry.get("targetId", ABSENT))
-            label = entry.get("label", ABSENT)
-            if truthy(label):
-                self._labels[target] = label
-            else:
-                self._labels.pop(target, None)
+        entry_id: Any = ABSENT
+        count = 0
+        for line, entry in items:
+            kind = entry.get("type")
+            if kind == "session":
+                reason = "extra session header ignored (only the first line is the header)"
+                warnings.append(LoadWarning(line, "extra-header", reason))
+                continue
+            count += 1
+            entry_id = entry.get("id", ABSENT)
+            key = entry_id if type(entry_id) is str else map_key(entry_id)
+            seen = key in by_id
+            if not isinstance(entry_id, str):
+                reason = "entry has no string id (it cannot be a parent or a leaf)"
+                warnings.append(LoadWarning(line, "bad-entry", reason))
+            elif seen:
+                reason = f"duplicate entry id {entry_id!r}: the later entry wins in the id index"
+                warnings.append(LoadWarning(line, "duplicate-id", reason))
+            if kind == "message":
+                if not isinstance(entry.get("message"), dict):
+                    reason = "message entry without a message object (left out of the context)"
+                    warnings.append(LoadWarning(line, "bad-entry", reason))
+            elif kind == "label":
+                target = map_key(entry.get("targetId", ABSENT))
+                label = entry.get("label", ABSENT)
+                if truthy(label):
+                    self._labels[target] = label
+                else:
+                    self._labels.pop(target, None)
+            if cached is not None and (seen or key == cached.dangling):
+                cached = None  # the id index changes under a path walked before
+            by_id[key] = entry
+            entries.append(entry)
+        self._branch_path = cached
+        if count:
+            self._tip = entry_id
+        return count
+
+    def _index(self, entry: dict[str, Any], line: int) -> None:
+        self._index_all(((line, entry),))
 
     # ---------------------------------------------------------------- properties
 
@@ -492,7 +514,12 @@ class SessionFile:
             if leaf is not None:
                 self._require(leaf)
                 return build_context(self._entries, leaf, self._by_id)
-            return build_context(self._entries, self._leaf, self._by_id)
+            start = self._leaf
+            if truthy(start) and map_key(start) in self._by_id:
+                # The current leaf's branch is kept: no second walk (build_context falls
+                # back to the last entry for a leaf that does not resolve).
+                return context_of_path(self._current_path().path)
+            return build_context(self._entries, start, self._by_id)
 
     # ---------------------------------------------------------------- appending
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import orjson
+
 from ..js import json as jsjson
 from ..js.values import ABSENT, JS_WHITESPACE
 
@@ -82,6 +84,10 @@ def parse_line(line: str, number: int, torn: bool, parsed: Parsed) -> None:
             f"write of it fails (JSON.stringify here stops at {jsjson.MAX_DEPTH} levels)"
         )
         parsed.warnings.append(LoadWarning(number, "deep", reason))
+    _keep(value, number, parsed)
+
+
+def _keep(value: Any, number: int, parsed: Parsed) -> None:
     if parsed.first_value is ABSENT:
         parsed.first_value = value
         parsed.first_line = number
@@ -105,19 +111,48 @@ def parse_lines(data: bytes) -> Parsed:
     the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
     text only ever changes the first and the last non-blank line, so those two are trimmed
     at their outer end (``"\\n"`` is never part of a UTF-8 sequence, so decoding line by line
-    gives the same text)."""
+    gives the same text).
+
+    Each line's bytes go to ``orjson.loads`` first: when it accepts them they are valid UTF-8
+    and JSON with at most JSON whitespace around it (which the trim would only remove), so
+    the value is the one the decode-and-parse path gives. Only a line it refuses (blank,
+    invalid UTF-8, lone surrogate escapes, ``NaN``, too deep, torn, ...) takes that path."""
     parsed = Parsed([], [])
+    keep = parsed.objects.append
+    started = False  # parsed.first_value is set
     pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
     first = True
     number = 0
     position = 0
     size = len(data)
+    find = data.find
+    fast_loads = orjson.loads
+    refused = orjson.JSONDecodeError
     while position <= size:
-        cut = data.find(b"\n", position)
+        cut = find(b"\n", position)
         end = size if cut < 0 else cut
         number += 1
-        text, valid = decode_line(data[position:end])
+        raw = data[position:end]
         position = end + 1
+        try:
+            value = fast_loads(raw)
+        except refused:
+            pass
+        else:
+            if pending is not None:
+                _parse_pending(pending, False, parsed)
+                pending = None
+                started = parsed.first_value is not ABSENT
+            if started and type(value) is dict:
+                keep((number, value))
+            else:
+                first = False
+                _keep(value, number, parsed)
+                started = True
+            if cut < 0:
+                break
+            continue
+        text, valid = decode_line(raw)
         if is_blank(text):
             if cut < 0:
                 break

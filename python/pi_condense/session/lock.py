@@ -71,12 +71,16 @@ def _kind(mode: int) -> str:
 def read_from(fd: int, offset: int) -> bytes:
     """All bytes from ``offset`` to the end of the file."""
     os.lseek(fd, offset, os.SEEK_SET)
+    # One read of the size the file has now (plus a little for a line being appended), so
+    # the usual whole-file read is not copied again by a join.
+    want = max(os.fstat(fd).st_size - offset, 0) + (1 << 16)
     chunks: list[bytes] = []
     while True:
-        chunk = os.read(fd, 1 << 20)
+        chunk = os.read(fd, want)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+        want = 1 << 20
 
 
 # A line another writer is appending right now can be read half-written: the kernel grows the
