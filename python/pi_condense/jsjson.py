@@ -2,26 +2,5 @@
 
 from __future__ import annotations
 
-from .js.json import (
-    MAX_DEPTH,
-    dumps,
-    dumps_bytes,
-    length,
-    loads,
-    loads_with_depth,
-    reformat,
-    utf8_len,
-    utf16_len,
-)
-
-__all__ = [
-    "MAX_DEPTH",
-    "dumps",
-    "dumps_bytes",
-    "length",
-    "loads",
-    "loads_with_depth",
-    "reformat",
-    "utf8_len",
-    "utf16_len",
-]
+from .js.json import *  # noqa: F403  (the alias exports exactly what js.json does)
+from .js.json import __all__ as __all__

@@ -2,22 +2,5 @@
 
 from __future__ import annotations
 
-from .js.time import (
-    MAX_TIME_MS,
-    date_parse,
-    date_value,
-    now_ms,
-    time_clip,
-    to_iso_string,
-    to_js_string,
-)
-
-__all__ = [
-    "MAX_TIME_MS",
-    "date_parse",
-    "date_value",
-    "now_ms",
-    "time_clip",
-    "to_iso_string",
-    "to_js_string",
-]
+from .js.time import *  # noqa: F403  (the alias exports exactly what js.time does)
+from .js.time import __all__ as __all__

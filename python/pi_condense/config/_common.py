@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..errors import ConfigError
-from ..js.values import MISSING, is_number, to_number
+from ..js.values import MISSING, is_number, to_number, typeof
 from .defaults import ALL_DEFAULTS, SETTINGS_KEY, SUMMARIZER_PRICE_KEYS
 
 MAX_SAFE_INTEGER = 2**53
@@ -24,15 +24,10 @@ def type_name(value: Any) -> str:
     # The type named in messages: unlike ``typeof``, arrays are "array", null is "null".
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if is_number(value):
-        return "number"
-    if isinstance(value, str):
-        return "string"
     if isinstance(value, list):
         return "array"
-    return "object"
+    kind = typeof(value)
+    return "object" if kind == "undefined" else kind
 
 
 def reference_count(value: Any) -> Optional[int]:
