@@ -37,6 +37,7 @@ from typing import Optional
 from .errors import CondenseError
 from .flock import try_lock, wait_for_lock
 from .fsio import fsync_dir
+from .session.lock import read_from
 
 __all__ = [
     "Fingerprint",
@@ -226,16 +227,6 @@ def _backup(path: Path, backup: Path, old_fd: int) -> bool:
     return linked
 
 
-def _read_range(fd: int, start: int) -> bytes:
-    os.lseek(fd, start, os.SEEK_SET)
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, _CHUNK)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-
-
 def replace_in_place(
     path: Path,
     data: bytes,
@@ -296,13 +287,13 @@ def _restore(
     if linked:
         os.replace(backup, path)
     else:
-        original = _Temp(path, _read_range(old_fd, 0), stat.S_IMODE(os.fstat(old_fd).st_mode))
+        original = _Temp(path, read_from(old_fd, 0), stat.S_IMODE(os.fstat(old_fd).st_mode))
         os.replace(original.path, path)
         original.close()
         with contextlib.suppress(OSError):
             backup.unlink()
     fsync_dir(path.parent)
-    late = _read_range(new_fd, new_size)
+    late = read_from(new_fd, new_size)
     if late:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0))
         try:
