@@ -894,6 +894,10 @@ impl Measurer {
 
     /// Runs the steps, adding to `total`; at `End(i)`, `lens[i]` gets the length of
     /// element `i` (the total since the previous `End`) and `ended(i)` is called.
+    ///
+    /// # Safety
+    /// Every object the steps name must be live and the GIL held (the pushed roots are held
+    /// by the caller, their members by the containers being walked).
     unsafe fn walk(
         &mut self,
         py: Python<'_>,

@@ -595,6 +595,9 @@ fn field_of(text: &str) -> u8 {
 const NO_FIELD: u8 = u8::MAX;
 
 /// The text of a dict key, when it is a str (or str subclass) that is valid UTF-8.
+///
+/// # Safety
+/// `key` must be a live object and the GIL held; the text is valid while the key is alive.
 #[inline(always)]
 unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
     // SAFETY: the caller upholds this function's `# Safety` contract.

@@ -63,6 +63,10 @@ pub(super) struct Reader<'k, 'py> {
     pub(super) borrowed: RefCell<Vec<Obj>>,
 }
 
+// # Safety (every `unsafe fn` of the reader below)
+// Object arguments must be live objects and the GIL held. A returned view or id borrows text
+// from the str objects it was read from (logged in `borrowed`): the caller keeps those objects
+// alive, and runs no Python code, while it holds the view (the `extract` contract).
 impl Reader<'_, '_> {
     /// [`js_id`], the str it borrows from (if any) logged in `borrowed`.
     #[inline]
