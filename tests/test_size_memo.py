@@ -32,15 +32,59 @@ def render_checked(messages: Messages, state: PrunerState) -> RenderResult:
     return res
 
 
+def remember(messages: Messages, state: PrunerState) -> None:
+    """Two renders: the first sees the objects, the second remembers them."""
+    render_checked(messages, state)
+    render_checked(messages, state)
+
+
 def test_repeated_renders_reuse_every_length() -> None:
     messages, state = example()
     first = render_checked(messages, state)
+    # Objects never seen before are measured, not remembered: a host that hands over
+    # fresh objects on every call pays nothing for the memo.
     assert state.sizes.stats == (0, 4)
+    assert len(state.sizes) == 0
+    render_checked(messages, state)  # the same objects again: now remembered
+    assert state.sizes.stats == (0, 8)
     assert len(state.sizes) == 4
     for _ in range(3):
         again = render_checked(messages, state)
         assert (again.before_chars, again.after_chars) == (first.before_chars, first.after_chars)
-    assert state.sizes.stats == (12, 4)
+    assert state.sizes.stats == (12, 8)
+
+
+def test_fresh_objects_on_every_call_are_never_remembered() -> None:
+    messages, state = example()
+    for _ in range(4):
+        fresh = copy.deepcopy(messages)
+        render_checked(fresh, state)
+        assert len(state.sizes) == 0
+    assert state.sizes.stats == (0, 16)
+
+
+def test_a_host_that_keeps_some_of_its_objects_is_remembered() -> None:
+    # A new first message on every call (a fresh system prompt), the rest kept: one of the
+    # kept messages is found again, so the second call remembers.
+    messages, state = example()
+    for _ in range(2):
+        messages[0] = copy.deepcopy(messages[0])
+        render_checked(messages, state)
+    assert len(state.sizes) == 4
+    messages[0] = copy.deepcopy(messages[0])
+    render_checked(messages, state)
+    assert state.sizes.stats[0] == 3
+
+
+def test_the_anchors_of_a_fresh_objects_host_are_released() -> None:
+    messages, state = example()
+    probe = messages[0]
+    alone = sys.getrefcount(probe)
+    render_checked(messages, state)
+    assert sys.getrefcount(probe) == alone + 1  # an anchor
+    others, _ = example()
+    render_checked(others, state)
+    assert sys.getrefcount(probe) == alone
 
 
 def _set_nested_text(m: Messages) -> None:
@@ -116,7 +160,7 @@ MUTATIONS = [*SIZE_MUTATIONS, _rename_call, _retime_result, _change_role]
 @pytest.mark.parametrize("mutate", SIZE_MUTATIONS, ids=lambda f: f.__name__.strip("_"))
 def test_an_in_place_change_is_measured_again(mutate: Callable[[Messages], None]) -> None:
     messages, state = example()
-    render_checked(messages, state)
+    remember(messages, state)
     hits, misses = state.sizes.stats
     mutate(messages)
     render_checked(messages, state)
@@ -135,7 +179,7 @@ def test_a_render_after_any_sequence_of_changes_is_the_fresh_render(
     mutations: list[Callable[[Messages], None]],
 ) -> None:
     messages, state = example()
-    render_checked(messages, state)
+    remember(messages, state)
     for mutate in mutations:
         mutate(messages)
         res = render(messages, state, NO_CHAIN)
@@ -147,7 +191,7 @@ def test_a_render_after_any_sequence_of_changes_is_the_fresh_render(
 
 def test_remembered_views_are_read_again_for_a_config_that_reads_more() -> None:
     messages, state = example()
-    render_checked(messages, state)  # chain compression off: no timestamps of users read
+    remember(messages, state)  # chain compression off: no timestamps of users read
     with_chain = cfg()
     res = render(messages, state, with_chain)
     _, fresh = example()
@@ -171,9 +215,9 @@ def test_a_string_replaced_many_times_is_never_confused_with_its_predecessor() -
 def test_messages_of_other_types_are_measured_every_time() -> None:
     messages, state = example()
     messages[1]["usage"] = {"cost": (1, 2.5)}  # a tuple: not remembered
+    remember(messages, state)
     render_checked(messages, state)
-    render_checked(messages, state)
-    assert state.sizes.stats == (3, 5)
+    assert state.sizes.stats == (3, 9)
     messages[1]["usage"]["cost"] = (1, 2.5, "three")
     render_checked(messages, state)
 
@@ -184,9 +228,13 @@ def test_the_memo_only_holds_the_messages_of_the_latest_list() -> None:
     alone = sys.getrefcount(probe)
     render_checked(messages, state)
     assert sys.getrefcount(probe) == alone + 1
+    render_checked(messages, state)  # remembered: the trail holds it, the anchor is gone
+    assert sys.getrefcount(probe) == alone + 1
     others, _ = example()
     render(others, state, NO_CHAIN)
     assert sys.getrefcount(probe) == alone
+    assert len(state.sizes) == 0
+    render(others, state, NO_CHAIN)
     assert len(state.sizes) == 4
     render(messages, state, NO_CHAIN)
     state.sizes.clear()
@@ -238,7 +286,7 @@ def test_a_change_undone_is_still_reused() -> None:
     # The dict's keys and values are compared one by one: the very same objects again, so
     # the length is reused.
     messages, state = example()
-    render_checked(messages, state)
+    remember(messages, state)
     hits, misses = state.sizes.stats
     api = messages[1]["api"]
     messages[1]["api"] = "other"

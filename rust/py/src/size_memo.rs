@@ -20,6 +20,15 @@
 //!
 //! Entries a render does not look at are released at its end ([`SizeMemo::sweep`]), so the
 //! memo holds (references to) the messages of the latest measured list only.
+//!
+//! Recording a trail costs a reference per object, and is wasted on a host that hands over
+//! fresh objects on every call (a clone of its history, an adapter's conversion): nothing
+//! recorded is ever found again. So a message is remembered only from its second render on.
+//! A render that finds nothing remembered keeps a few of its messages as *anchors*
+//! ([`ANCHORS`], by strong reference, so identity is exact); the next render records trails
+//! only if one of those very objects is in its list (the host keeps its messages), and
+//! otherwise measures without recording, as without a memo. The memo then never makes the
+//! fresh-objects path slower than no memo, and holds at most the anchors of such a host.
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -47,6 +56,9 @@ const TAG_DICT: usize = 0b01;
 const TAG_LIST: usize = 0b10;
 const TAG_COUNT: usize = 0b11;
 
+/// Messages of a render kept as anchors (module docs): evenly spread, the last one too.
+const ANCHORS: usize = 8;
+
 struct Entry {
     len: usize,
     trail: Box<[usize]>,
@@ -65,6 +77,12 @@ pub(crate) struct SizeMemo {
     generation: u64,
     hits: u64,
     misses: u64,
+    /// Owned references to a few messages of the latest render that found nothing
+    /// remembered (module docs).
+    anchors: Vec<usize>,
+    /// Anchors replaced during a render: released at its end or at the start of the next
+    /// one, when no view borrows (releasing a message may run its values' `__del__`).
+    retired: Vec<usize>,
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -394,8 +412,95 @@ impl SizeMemo {
         }
     }
 
+    /// Releases the anchors retired by the previous render.
+    ///
+    /// # Safety
+    /// The GIL must be held, and nothing may borrow from Python objects: releasing a
+    /// message can run Python code (a `__del__` of one of its values).
+    pub(crate) unsafe fn release_retired(&mut self) {
+        for address in std::mem::take(&mut self.retired) {
+            // SAFETY: the GIL is held, the memo owns this reference, and no view borrows
+            // (the caller's contract), so Python code run by a deallocation is harmless.
+            unsafe { ffi::Py_DecRef(address as Obj) };
+        }
+    }
+
+    /// Whether one of the anchors is in `items` (the host kept its objects).
+    fn anchored(&self, items: &[Obj]) -> bool {
+        !self.anchors.is_empty()
+            && items
+                .iter()
+                .any(|&item| self.anchors.contains(&(item as usize)))
+    }
+
+    /// Makes a few of `items` the anchors; the previous ones are retired (still held until
+    /// no view borrows, so no deallocation runs now).
+    ///
+    /// # Safety
+    /// The GIL must be held and `items` live.
+    unsafe fn anchor(&mut self, items: &[Obj]) {
+        let mut anchors = Vec::with_capacity(ANCHORS + 1);
+        let n = items.len();
+        if n > 0 {
+            for k in 0..ANCHORS {
+                anchors.push(k * n / ANCHORS);
+            }
+            anchors.push(n - 1);
+            anchors.dedup();
+        }
+        let anchors: Vec<usize> = anchors
+            .into_iter()
+            .filter_map(|i| items.get(i))
+            .map(|&item| {
+                // SAFETY: `item` is live and the GIL held; the memo now owns this reference.
+                unsafe { ffi::Py_IncRef(item) };
+                item as usize
+            })
+            .collect();
+        let old = std::mem::replace(&mut self.anchors, anchors);
+        self.retired.extend(old);
+    }
+
+    /// Releases every entry.
+    ///
+    /// # Safety
+    /// The GIL must be held (as [`SizeMemo::sweep`]).
+    unsafe fn sweep_all(&mut self) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let stale: Vec<Recorded> = std::mem::take(&mut self.entries)
+            .into_values()
+            .map(|entry| entry.trail)
+            .collect();
+        for trail in stale {
+            // SAFETY: the GIL is held; the trail owns its references, to objects of plain
+            // JSON types only (no Python code runs when they are freed).
+            unsafe { release(&trail) };
+        }
+    }
+
+    /// Retires the anchors (released once no view borrows: [`SizeMemo::release_retired`]).
+    fn retire_anchors(&mut self) {
+        let old = std::mem::take(&mut self.anchors);
+        self.retired.extend(old);
+    }
+
     fn clear(&mut self) {
         let entries = std::mem::take(&mut self.entries);
+        let held: Vec<usize> = std::mem::take(&mut self.anchors)
+            .into_iter()
+            .chain(std::mem::take(&mut self.retired))
+            .collect();
+        if !held.is_empty() {
+            Python::with_gil(|_| {
+                for address in held {
+                    // SAFETY: the GIL is held and the memo owned this reference; no view
+                    // borrows outside a render, and `clear` never runs inside one.
+                    unsafe { ffi::Py_DecRef(address as Obj) };
+                }
+            });
+        }
         if entries.is_empty() {
             return;
         }
@@ -603,9 +708,27 @@ pub(crate) unsafe fn measure_and_read<'a>(
             })?;
             return Ok((lens, views));
         };
+        // Nothing borrows yet (the views are read below): the previous anchors can go.
+        memo.release_retired();
         memo.begin();
         let items = items_of(py, list)?;
-        if memo.entries.is_empty() {
+        let remembered_any = !memo.entries.is_empty()
+            && items
+                .iter()
+                .any(|&item| memo.entries.contains_key(&(item as usize)));
+        if !remembered_any {
+            // Nothing of this list is remembered: the entries (if any) are stale.
+            memo.sweep_all();
+            if !memo.anchored(&items) {
+                memo.anchor(&items);
+                // Objects never seen before: measured without recording (module docs).
+                let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
+                    views.push(read(i, item)?);
+                    Ok(())
+                })?;
+                memo.misses += lens.len() as u64;
+                return Ok((lens, views));
+            }
             let (lens, trails) =
                 Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
                     let start = borrowed.borrow().len();
@@ -613,6 +736,8 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     spans.push((start, borrowed.borrow().len()));
                     Ok(())
                 })?;
+            // Remembered now (a render that failed keeps the anchors for the next one).
+            memo.retire_anchors();
             memo.misses += lens.len() as u64;
             let log = borrowed.borrow();
             for (i, ((&item, len), trail)) in items.iter().zip(&lens).zip(trails).enumerate() {
@@ -630,6 +755,8 @@ pub(crate) unsafe fn measure_and_read<'a>(
             }
             return Ok((lens, views));
         }
+        // The entries know this host's objects now: the anchors are not needed.
+        memo.retire_anchors();
         let count = items.len();
         let generation = memo.generation;
         let before = memo.entries.len();

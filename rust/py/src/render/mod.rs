@@ -114,6 +114,7 @@ fn render<'py>(
         .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
         .collect();
     let Some(items) = plan.items else {
+        release_retired(&mut memo_guard);
         return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, plan.threw);
     };
 
@@ -131,7 +132,17 @@ fn render<'py>(
     };
     let (out, known) = apply(&writer, &index, &items, &lens)?;
     let after = list_len(output_lens(&out, &known)?);
+    release_retired(&mut memo_guard);
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false)
+}
+
+/// Lets the memo release what it retired during this render (no view borrows any more).
+fn release_retired(guard: &mut Option<std::sync::MutexGuard<'_, crate::size_memo::SendMemo>>) {
+    if let Some(guard) = guard.as_mut() {
+        // SAFETY: the GIL is held and the views of this render are gone: Python code that
+        // a deallocation runs cannot invalidate anything still in use.
+        unsafe { guard.0.release_retired() };
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
