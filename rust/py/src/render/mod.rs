@@ -45,6 +45,7 @@ use std::cell::RefCell;
 
 use pi_condense_core::render::size::list_len;
 use pi_condense_core::render::{self as core_render, Needs};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -130,10 +131,35 @@ fn render<'py>(
         keys: &keys,
         messages,
     };
-    let (out, known) = apply(&writer, &index, &items, &lens)?;
+    let (out, known) = {
+        let _paused = GcPause::new();
+        apply(&writer, &index, &items, &lens)?
+    };
     let after = list_len(output_lens(&out, &known)?);
     release_retired(&mut memo_guard);
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false)
+}
+
+/// The cyclic garbage collector paused while the output is built: the new messages are
+/// thousands of young containers, each batch of which would otherwise start a collection
+/// that walks them again (the collector runs once, at the next allocation, instead). The
+/// collector is resumed only if it was running.
+struct GcPause(bool);
+
+impl GcPause {
+    fn new() -> Self {
+        // SAFETY: the GIL is held (a render runs with it); part of the stable ABI since 3.10.
+        GcPause(unsafe { ffi::PyGC_Disable() } == 1)
+    }
+}
+
+impl Drop for GcPause {
+    fn drop(&mut self) {
+        if self.0 {
+            // SAFETY: the GIL is still held (dropped inside the render).
+            unsafe { ffi::PyGC_Enable() };
+        }
+    }
 }
 
 /// Lets the memo release what it retired during this render (no view borrows any more).
