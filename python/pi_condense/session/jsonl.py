@@ -116,52 +116,7 @@ def parse_lines(data: bytes) -> Parsed:
     Each line's bytes go to ``orjson.loads`` first: when it accepts them they are valid UTF-8
     and JSON with at most JSON whitespace around it (which the trim would only remove), so
     the value is the one the decode-and-parse path gives. Only a line it refuses (blank,
-    invalid UTF-8, lone surrogate escapes, ``NaN``, too deep, torn, ...) takes that path.
-
-    A file whose every line orjson accepts (the usual case) is parsed a window of lines at a
-    time (``_parse_all_accepted``); the first refused line sends the whole file through the
-    line loop (``parse_each_line``), which gives the same result for such a file."""
-    fast = _parse_all_accepted(data)
-    return fast if fast is not None else parse_each_line(data)
-
-
-# Bytes of lines split at once by the fast path (bounds the copies it holds).
-_WINDOW = 1 << 22
-
-
-def _parse_all_accepted(data: bytes) -> Optional[Parsed]:
-    parsed = Parsed([], [])
-    loads = orjson.loads
-    size = len(data)
-    start = 0
-    number = 0
-    while start < size:
-        cut = data.find(b"\n", min(start + _WINDOW, size))
-        end = size if cut < 0 else cut
-        pieces = data[start:end].split(b"\n")
-        start = end + 1
-        if end == size and not pieces[-1]:
-            pieces.pop()  # the file's final newline: an empty last line, skipped
-        try:
-            values = list(map(loads, pieces))
-        except orjson.JSONDecodeError:
-            return None  # a line the line loop must see (blank, invalid, torn, ...)
-        first = 0
-        if parsed.first_value is ABSENT and values:
-            _keep(values[0], number + 1, parsed)
-            first = 1
-        rest = values[first:] if first else values
-        if set(map(type, rest)) <= {dict}:
-            parsed.objects.extend(zip(range(number + 1 + first, number + 1 + len(values)), rest))
-        else:
-            for offset, value in enumerate(rest, number + 1 + first):
-                _keep(value, offset, parsed)
-        number += len(values)
-    return parsed
-
-
-def parse_each_line(data: bytes) -> Parsed:
-    """:func:`parse_lines` one line at a time (the path for any file)."""
+    invalid UTF-8, lone surrogate escapes, ``NaN``, too deep, torn, ...) takes that path."""
     parsed = Parsed([], [])
     keep = parsed.objects.append
     started = False  # parsed.first_value is set
