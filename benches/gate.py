@@ -74,10 +74,11 @@ bound is 4.0 until the render extracts each message once at ingestion.
 Its bound is now a regression bound (1.25; a render without the memo's reuse measures about 2),
 and the first render's 3.0. Since the memo remembers a message only from its second render on
 (anchors tell a host that keeps its objects from one that clones them), the first render no
-longer records a reference to every object: on 2026-12-01 (same machine, gate settings) it went
-from 2.06 to 1.58 (median 1.73), and its bound from 4.0 to 3.0 (that + ~90%: the machine
-swings). The target is issue 17's 1.0, not met: measuring alone (a walk of every object, as
-``orjson.dumps`` makes) is about 0.55 of it, PyDict_Next and the string scans a third of that.
+longer records a reference to every object: on 2026-12-01 it went from 2.21-2.52 to 1.50-2.01
+(the old and the new module alternated, four runs each; one gate run 1.58, one CI run 1.96), and
+its bound from 4.0 to 3.0 (the worst + 50%). The target is issue 17's 1.0, not met: measuring
+alone (a walk of every object, as ``orjson.dumps`` makes) is about 0.55 of it, PyDict_Next and
+the string scans a third of that.
 "Repeated" is a render against a
 state whose size memo knows the messages from the previous round (a host's steady state:
 the same history before every model call); "first" empties the memo before each round.
