@@ -457,8 +457,8 @@ impl SizeMemo {
                 item as usize
             })
             .collect();
-        let old = std::mem::replace(&mut self.anchors, anchors);
-        self.retired.extend(old);
+        self.retire_anchors();
+        self.anchors = anchors;
     }
 
     /// Releases every entry.
@@ -487,29 +487,16 @@ impl SizeMemo {
     }
 
     fn clear(&mut self) {
-        let entries = std::mem::take(&mut self.entries);
-        let held: Vec<usize> = std::mem::take(&mut self.anchors)
-            .into_iter()
-            .chain(std::mem::take(&mut self.retired))
-            .collect();
-        if !held.is_empty() {
-            Python::with_gil(|_| {
-                for address in held {
-                    // SAFETY: the GIL is held and the memo owned this reference; no view
-                    // borrows outside a render, and `clear` never runs inside one.
-                    unsafe { ffi::Py_DecRef(address as Obj) };
-                }
-            });
-        }
-        if entries.is_empty() {
+        if self.entries.is_empty() && self.anchors.is_empty() && self.retired.is_empty() {
             return;
         }
-        // The views borrow from the trails' objects: dropped before those are released.
-        let trails: Vec<Recorded> = entries.into_values().map(|entry| entry.trail).collect();
+        self.retire_anchors();
         Python::with_gil(|_| {
-            for trail in &trails {
-                // SAFETY: the GIL is held and the trail owns its references.
-                unsafe { release(trail) };
+            // SAFETY: the GIL is held and the memo owns these references; no view borrows
+            // outside a render, and `clear` never runs inside one.
+            unsafe {
+                self.release_retired();
+                self.sweep_all();
             }
         });
     }
