@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -33,6 +34,11 @@ def main() -> None:
     if os.path.exists(ack):  # a restarted appender continues its numbering
         with open(ack) as handle:
             n = int(handle.read()) + 1
+        # A kill between the write and the acknowledgement leaves one line unacknowledged:
+        # continue after it, or its id would be written twice.
+        with open(session, "rb") as handle:
+            written = [int(m) for m in re.findall(rb'"id":"pi(\d{6})"', handle.read())]
+        n = max([n, *(w + 1 for w in written)])
         parent = f"pi{n - 1:06d}"
     end = n + count
     while count == 0 or n < end:
