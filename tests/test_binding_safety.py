@@ -15,10 +15,7 @@ overwritten there, so a read of it cannot go unnoticed).
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -26,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _debug_alloc import run_under_debug_allocator
 from pi_condense import _core
 from pi_condense.config import Config
 from pi_condense.render import RenderDiagnostic, RenderResult, render, render_options
@@ -402,31 +400,7 @@ def test_non_str_keys_are_not_fields(run: Renderer) -> None:
 
 def test_probes_under_debug_allocator(tmp_path: Path) -> None:
     """The probes again, in a subprocess whose allocator poisons freed memory."""
-    here = Path(__file__).resolve().parent
-    env = dict(os.environ, PYTHONMALLOC="debug")
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(here), *filter(None, [os.environ.get("PYTHONPATH", "")])]
-    )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-k",
-            "not debug_allocator",
-            str(Path(__file__)),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout
+    assert " passed" in run_under_debug_allocator(__file__, tmp_path)
 
 
 class StrSub(str):

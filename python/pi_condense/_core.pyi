@@ -171,6 +171,7 @@ def render(
     index: Index,
     options: RenderOptions,
     sizes: SizeMemo | None = None,
+    frozen: bool = False,
 ) -> RenderOutcome: ...
 
 # --- size memo (rust/py/src/size_memo.rs) ---
@@ -200,6 +201,7 @@ class ChainScan:
         protected_paths: list[str] | None = None,
         options: RenderOptions | None = None,
         protected_predicate: _Callable[[_Any, _Any], bool] | None = None,
+        previous: ChainScan | None = None,
     ) -> ChainScan: ...
     @property
     def chain_count(self) -> int: ...

@@ -66,6 +66,7 @@ __all__ = [
     "ChainRunResult",
     "FuseFn",
     "ProtectionSpec",
+    "ScanMemo",
     "compact_all",
     "compress_chains",
     "compress_chains_in_flush",
@@ -166,18 +167,34 @@ def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> 
     return {"protected_predicate": protection}
 
 
+class ScanMemo:
+    """The latest chain scan of a host whose messages never change in place once handed
+    over (``Condenser(frozen_messages=True)``): the next scan reads only the messages that
+    are not the very objects this one read at the same positions."""
+
+    __slots__ = ("scan",)
+
+    def __init__(self) -> None:
+        self.scan: Optional[_core.ChainScan] = None
+
+
 def _scan(
     messages: list[Any],
     config: Config,
     protection: Optional[ProtectionSpec],
     grace_len: Optional[int] = None,
+    memo: Optional[ScanMemo] = None,
 ) -> _core.ChainScan:
-    return _core.ChainScan(
+    scan = _core.ChainScan(
         messages,
         grace_len=grace_len,
         grace_turns=float(config.recovery_grace_turns),
+        previous=memo.scan if memo is not None else None,
         **_protection_kwargs(config, protection),
     )
+    if memo is not None:
+        memo.scan = scan
+    return scan
 
 
 def detect_chains(
@@ -233,7 +250,8 @@ class ChainDeps:
     ``diagnostics(kind, dedup_key, detail)`` goes to the session's diagnostic sink (which
     deduplicates). ``session_dir`` / ``session_id`` locate spill sidecars and
     ``write_blob(path, text)`` writes one (default :func:`pi_condense.spill.write_blob`).
-    ``protection`` overrides the config's protection rules.
+    ``protection`` overrides the config's protection rules. ``scan_memo`` keeps the latest
+    scan for the next one (only for messages that never change in place).
     """
 
     state: PrunerState
@@ -246,6 +264,7 @@ class ChainDeps:
     session_id: str
     protection: Optional[ProtectionSpec] = None
     write_blob: Optional[Callable[[str, str], None]] = None
+    scan_memo: Optional[ScanMemo] = None
 
 
 @dataclass
@@ -470,7 +489,7 @@ async def compress_chains(
     A failure after something was appended raises :class:`ChainCompressionError` carrying
     the partial result; detection failures raise ``TypeError`` before anything happens.
     """
-    scan = _scan(messages, deps.config, deps.protection, grace_len)
+    scan = _scan(messages, deps.config, deps.protection, grace_len, deps.scan_memo)
     eligible, compressed, deferred = scan.select(
         deps.state.index, math.nan if window is None else float(window)
     )

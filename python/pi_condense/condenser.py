@@ -30,6 +30,7 @@ from .chains import (
     ChainCompressionError,
     ChainDeps,
     ChainRunResult,
+    ScanMemo,
     compact_all,
     compress_chains_in_flush,
 )
@@ -83,7 +84,11 @@ class Condenser:
     budget triggers; ``notify(message, level)``, ``status(text)`` and ``emit(channel,
     payload)`` receive the user-visible output. ``write_blob(path, text)`` writes a spill
     sidecar (default :func:`pi_condense.spill.write_blob`; a replay into a directory other
-    than the one the session names re-roots the path there).
+    than the one the session names re-roots the path there). ``frozen_messages`` promises
+    that a message object handed to :meth:`context` is never changed in place afterwards
+    (the replay hands the same copies on every call): each render then reuses what the
+    previous ones learnt of those objects without walking them again (``render``'s
+    ``frozen``).
     """
 
     def __init__(
@@ -99,8 +104,10 @@ class Condenser:
         status: Optional[Callable[[Optional[str]], None]] = None,
         emit: Optional[Callable[[str, Any], None]] = None,
         write_blob: Optional[Callable[[str, str], None]] = None,
+        frozen_messages: bool = False,
     ) -> None:
         self._session = session
+        self._frozen_messages = frozen_messages
         self._write_blob = write_blob
         self._fixed_config = config
         self._summarizer = summarizer
@@ -151,6 +158,8 @@ class Condenser:
             rt.stats.reset(state.stats)
             rt.chains = _chains_in_flush
             rt.write_blob = self._write_blob
+            if self._frozen_messages:
+                rt.scan_memo = ScanMemo()
             self._rt = rt
             self._built_at = (len(self._session), self._session.leaf_id)
         return self._rt
@@ -414,7 +423,7 @@ class Condenser:
         source = messages
         if rt.live_summaries:
             source = rt.placer.place(messages, rt.live_summaries)
-        result = render(source, rt.state, rt.config)
+        result = render(source, rt.state, rt.config, frozen=self._frozen_messages)
         for diagnostic in result.diagnostics:
             rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
         if result.threw:
@@ -520,6 +529,7 @@ def _chain_deps(rt: Runtime) -> ChainDeps:
         session_dir=rt.session.session_dir,
         session_id=rt.session.session_id,
         write_blob=rt.write_blob,
+        scan_memo=rt.scan_memo,
     )
 
 

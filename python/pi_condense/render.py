@@ -130,7 +130,9 @@ def _compiled_options(
     )
 
 
-def render(messages: list[Any], state: PrunerState, config: Config) -> RenderResult:
+def render(
+    messages: list[Any], state: PrunerState, config: Config, *, frozen: bool = False
+) -> RenderResult:
     """Rewrite ``messages`` (Pi ``AgentMessage`` dicts, in context order) for the model.
 
     ``state`` is the pruner state of the session's branch; ``config`` the effective
@@ -138,9 +140,14 @@ def render(messages: list[Any], state: PrunerState, config: Config) -> RenderRes
     off is the caller's decision, as in the reference's ``context`` handler. No input object is
     mutated. A message nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH` levels (or
     circular), which ``JSON.stringify`` refuses, makes ``threw`` true.
+
+    ``frozen=True`` is a promise that no message object passed to an earlier render against
+    this ``state`` has been changed in place since (nor anything inside it): the size memo
+    then reuses what it remembers of such an object without walking it again. A broken
+    promise renders stale lengths or stubs, never unsafe memory.
     """
     try:
-        rendered = _render(messages, state, config)
+        rendered = _render(messages, state, config, frozen)
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
@@ -160,5 +167,7 @@ def render(messages: list[Any], state: PrunerState, config: Config) -> RenderRes
     )
 
 
-def _render(messages: list[Any], state: PrunerState, config: Config) -> _core.RenderOutcome:
-    return _core.render(messages, state.index, render_options(config), state.sizes)
+def _render(
+    messages: list[Any], state: PrunerState, config: Config, frozen: bool = False
+) -> _core.RenderOutcome:
+    return _core.render(messages, state.index, render_options(config), state.sizes, frozen)

@@ -254,6 +254,9 @@ class _Replayer:
         extra: dict[str, Any] = {}
         if self.options.recorded_session_dir:
             extra["write_blob"] = self._write_blob
+        if self._reuse_copies:
+            # The copies are ours and never changed (see `_sync_sent`).
+            extra["frozen_messages"] = True
         return factory(
             self.session,
             self.config,

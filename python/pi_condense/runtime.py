@@ -14,7 +14,7 @@ import logging
 import operator
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .branch_facts import BranchFacts, branch_facts
 from .capture import (
@@ -32,6 +32,9 @@ from .metrics import ContextMetrics, DiagnosticSink, MetricsSnapshot, StatsAccum
 from .session import SessionFile
 from .state import PrunerState
 from .summarize.base import Completion, CompletionRequest
+
+if TYPE_CHECKING:
+    from .chains import ScanMemo
 
 __all__ = [
     "SUMMARY",
@@ -117,6 +120,8 @@ class Runtime:
     compressed block ids (the caller does the stats bookkeeping)."""
     write_blob: Optional[Callable[[str, str], None]] = None
     """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
+    scan_memo: Optional[ScanMemo] = None
+    """The latest chain scan, for a host of frozen messages (None: every scan reads all)."""
     _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
         default=None, init=False, repr=False
     )

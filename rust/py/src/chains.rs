@@ -312,6 +312,12 @@ fn tool_result_text<'py>(
 #[pyclass(name = "ChainScan", module = "pi_condense._core", frozen)]
 pub struct PyChainScan {
     messages: Py<PyList>,
+    /// The message objects read, in order (strong references: no other object can take
+    /// their addresses while a later scan compares its list with them).
+    items: Vec<PyObject>,
+    /// The compiled options the protection flags were read with (`None`: explicit lists or
+    /// a predicate, never reused).
+    options: Option<Py<PyRenderOptions>>,
     views: Vec<ChainMsg>,
     ranges: Vec<MsgView>,
     chains: Vec<ChainRange>,
@@ -417,6 +423,10 @@ impl PyChainScan {
     /// Reads `messages` (the detection list: branch messages, plus the closing message when
     /// it was threaded in) and detects its chains. The grace set is computed over the first
     /// `grace_len` messages (default: all).
+    ///
+    /// `previous`, a scan read with the very same `options`, lends its views of the messages
+    /// that are the very objects it read at the same positions: the caller promises that none
+    /// of them changed in place since (a host of frozen messages).
     #[new]
     #[pyo3(signature = (
         messages,
@@ -427,35 +437,63 @@ impl PyChainScan {
         protected_paths = None,
         options = None,
         protected_predicate = None,
+        previous = None,
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn py_new<'py>(
         messages: &Bound<'py, PyList>,
         grace_len: Option<usize>,
         grace_turns: f64,
         protected_tools: Option<Vec<Bound<'py, PyString>>>,
         protected_paths: Option<Vec<Bound<'py, PyString>>>,
-        options: Option<PyRef<'py, PyRenderOptions>>,
+        options: Option<Bound<'py, PyRenderOptions>>,
         protected_predicate: Option<Bound<'py, PyAny>>,
+        previous: Option<PyRef<'py, PyChainScan>>,
     ) -> PyResult<Self> {
         let py = messages.py();
         let keys = Keys::new(py, false);
         let strings = |list: &Option<Vec<Bound<'py, PyString>>>| -> Vec<String> {
             list.iter().flatten().map(text).collect()
         };
-        let matcher = match options {
-            Some(options) => options.matcher.clone(),
+        let matcher = match &options {
+            Some(options) => options.borrow().matcher.clone(),
             None => ProtectedMatcher::new(&strings(&protected_tools), &strings(&protected_paths)),
         };
+        // Reused only when the flags were read by the same compiled rule, not a predicate.
+        let options = options.filter(|_| protected_predicate.is_none());
+        let lender = previous.filter(|prev| match (&prev.options, &options) {
+            (Some(theirs), Some(ours)) => theirs.as_ptr() == ours.as_ptr(),
+            _ => false,
+        });
         let protection = Protection {
             matcher,
             predicate: protected_predicate,
         };
-        let mut views = Vec::with_capacity(messages.len());
-        let mut ranges = Vec::with_capacity(messages.len());
+        let count = messages.len();
+        let mut items: Vec<PyObject> = Vec::with_capacity(count);
+        let mut views = Vec::with_capacity(count);
+        let mut ranges = Vec::with_capacity(count);
         for msg in messages.iter() {
-            let (view, range) = read_message(&keys, &protection, &msg)?;
-            views.push(view);
-            ranges.push(range);
+            let i = items.len();
+            // A message's views depend on that message alone: any position holding the
+            // very object the previous scan read there lends them.
+            let lent = lender.as_ref().filter(|prev| {
+                prev.items
+                    .get(i)
+                    .is_some_and(|o| o.as_ptr() == msg.as_ptr())
+            });
+            match lent.and_then(|prev| prev.views.get(i).zip(prev.ranges.get(i))) {
+                Some((view, range)) => {
+                    views.push(view.clone());
+                    ranges.push(range.clone());
+                }
+                None => {
+                    let (view, range) = read_message(&keys, &protection, &msg)?;
+                    views.push(view);
+                    ranges.push(range);
+                }
+            }
+            items.push(msg.unbind());
         }
         let chains = core::detect_chains(&views).map_err(|_| {
             PyTypeError::new_err(
@@ -466,6 +504,8 @@ impl PyChainScan {
         let in_grace = in_grace_keys(&ranges[..grace_len], grace_turns);
         Ok(PyChainScan {
             messages: messages.clone().unbind(),
+            items,
+            options: options.map(Bound::unbind),
             views,
             ranges,
             chains,

@@ -83,6 +83,11 @@ pub(crate) struct SizeMemo {
     /// Anchors replaced during a render: released at its end or at the start of the next
     /// one, when no view borrows (releasing a message may run its values' `__del__`).
     retired: Vec<usize>,
+    /// The caller promises that no message it handed over before has changed in place
+    /// (set per render): a remembered object is then reused without walking its trail
+    /// again. A broken promise gives a stale length or view, never a dangling one: the
+    /// trail still holds every object a kept view borrows from.
+    pub(crate) frozen: bool,
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -745,6 +750,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
         // The entries know this host's objects now: the anchors are not needed.
         memo.retire_anchors();
         let count = items.len();
+        let frozen = memo.frozen;
         let generation = memo.generation;
         let before = memo.entries.len();
         let mut lens = Vec::with_capacity(count);
@@ -767,15 +773,17 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     let entry: *const Entry = *ahead;
                     prefetch(entry.cast::<u8>());
                 }
-                if let Some(Some(ahead)) = found.get(i + AHEAD) {
-                    prefetch_headers(&ahead.trail);
-                }
-                if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
-                    prefetch_tables(&ahead.trail);
+                if !frozen {
+                    if let Some(Some(ahead)) = found.get(i + AHEAD) {
+                        prefetch_headers(&ahead.trail);
+                    }
+                    if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
+                        prefetch_tables(&ahead.trail);
+                    }
                 }
                 let remembered = found.get(i).copied().flatten().filter(|entry| {
                     let mut pos = 0;
-                    same_tree(item, &entry.trail, &mut pos) && pos == entry.trail.len()
+                    frozen || (same_tree(item, &entry.trail, &mut pos) && pos == entry.trail.len())
                 });
                 match remembered {
                     Some(entry) => {

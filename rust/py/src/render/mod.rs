@@ -60,19 +60,24 @@ use sizes::{input_lens, output_lens, ArgLens};
 pub(crate) use options::{PyRenderOptions, PyRenderOutcome};
 
 /// Renders `messages` against `index` (spec 04 phases 1-4) with the compiled `options`,
-/// reusing and updating the size memo `sizes` when given.
+/// reusing and updating the size memo `sizes` when given (`frozen`: the caller has changed
+/// none of the messages it handed over before, so the memo trusts their identity).
 #[pyfunction]
-#[pyo3(signature = (messages, index, options, sizes = None))]
+#[pyo3(signature = (messages, index, options, sizes = None, frozen = false))]
 fn render<'py>(
     messages: &Bound<'py, PyList>,
     index: PyRef<'py, PyIndex>,
     options: PyRef<'py, PyRenderOptions>,
     sizes: Option<PyRef<'py, PySizeMemo>>,
+    frozen: bool,
 ) -> PyResult<PyRenderOutcome> {
     let py = messages.py();
     // `None` only when a render up this thread's stack holds the memo (Python code run by a
     // hash lookup of the apply step: a key's `__eq__`): this one then does without it.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
+    if let Some(guard) = memo_guard.as_mut() {
+        guard.0.frozen = frozen;
+    }
     let keys = Keys::new(py, true);
     let cfg = options.config();
     let state = index.core();
