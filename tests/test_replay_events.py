@@ -7,6 +7,7 @@ for a small hand-made session covering every entry kind the driver handles.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from pathlib import Path
@@ -137,6 +138,8 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
         self.instances = 0
+        # Whether the cyclic collector ran during each event: (event, enabled).
+        self.collector: list[tuple[str, bool]] = []
 
     def factory(
         self,
@@ -177,12 +180,14 @@ class _Stub:
 
     async def message_end(self, message: Any) -> None:
         self._log("message_end", label(message))
+        self.rec.collector.append(("message_end", gc.isenabled()))
 
     def agent_end(self) -> None:
         self._log("agent_end")
 
     def context(self, messages: list[Any]) -> RenderResult:
         self._log("context", [label(m) for m in messages])
+        self.rec.collector.append(("context", gc.isenabled()))
         if len(messages) < 3:
             return RenderResult(messages, False, 0, 0)
         return RenderResult(messages[1:], True, 1, 1)
@@ -429,3 +434,24 @@ def test_write_outputs(tmp_path: Path) -> None:
         "compaction": 1,
         "branch_summary": 1,
     }
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_the_collector_is_paused_only_around_each_context_call(
+    tmp_path: Path, running: bool
+) -> None:
+    # The render's new messages are dropped with the call's result: paused until then, the
+    # collector never promotes them (they are freed by reference counting).
+    was = gc.isenabled()
+    (gc.enable if running else gc.disable)()
+    try:
+        rec, _ = run(tmp_path)
+        assert gc.isenabled() is running
+    finally:
+        (gc.enable if was else gc.disable)()
+    contexts = [enabled for event, enabled in rec.collector if event == "context"]
+    others = [enabled for event, enabled in rec.collector if event != "context"]
+    assert contexts
+    assert others
+    assert not any(contexts)
+    assert all(enabled is running for enabled in others)

@@ -34,10 +34,12 @@ before every prompt, as a new ``pi --continue`` process would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import gc
 import os
 from collections import Counter
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
@@ -172,6 +174,18 @@ class ReplayResult:
         files["meta.json"] = jsjson.dumps(self.meta(), 2) + "\n"
         for name, text in files.items():
             (root / name).write_bytes(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (resumed only if it was running)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
 
 
 def _has_tool_calls(message: Mapping[str, Any]) -> bool:
@@ -385,6 +399,14 @@ class _Replayer:
             self._copies.extend(fresh)
 
     async def _context_event(self, assistant: Mapping[str, Any]) -> None:
+        # The render's new messages die with this call's result, which is dropped when
+        # `_context_call` returns: with the cyclic collector paused until then they are
+        # freed by reference counting instead of surviving a collection into the old
+        # generation, whose growth starts full collections of the whole (large) heap.
+        with _collector_paused():
+            await self._context_call(assistant)
+
+    async def _context_call(self, assistant: Mapping[str, Any]) -> None:
         self.counts["llmCalls"] += 1
         self._sync_sent()
         texts, lengths = self._texts, self._lengths

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..condense_report import cold_chars, condense_report, problems
@@ -99,6 +98,15 @@ def _run(
             summarizer,
             lambda: replay_async(source, config, summarizer, options, session_model=session_model),
         )
+    # Imported here: a quiet or piped run does not pay for the progress machinery.
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
