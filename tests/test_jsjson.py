@@ -473,6 +473,7 @@ def test_shallow_texts_report_no_depth() -> None:
         ("1 2]", r"Expecting ',' delimiter"),
         ('"\t"]', r"Invalid control character"),
         ("1]]", r"Extra data"),
+        ("-Infinity]", r"No number after minus sign: unexpected token 'I': line 1 column 3002 "),
     ],
 )
 def test_deep_invalid_texts_are_refused_with_their_position(tail: str, message: str) -> None:

@@ -115,6 +115,9 @@ def _scalar(text: str, pos: int, parse_int: Callable[[str], Union[int, float]]) 
             return value, pos + len(literal)
     number = _NUMBER.match(text, pos)
     if number is None:
+        if text.startswith("-Infinity", pos):
+            # Where `loads` (and JSON.parse) put it: at the literal after the minus sign.
+            raise _error(text, pos + 1, "No number after minus sign: unexpected token 'I'")
         raise _error(text, pos, "Expecting value")
     integer, fraction, exponent = number.groups()
     if fraction or exponent:
