@@ -56,7 +56,11 @@ which the render 1.45 / 4.44 / 16.4 ms and the chain scan (at flushes) 0.31 / 0.
 the rest of the pipeline 1.95 / 2.56 / 5.33 ms, most of its growth being the freeing of the
 render's new messages from the previous call (0.09 ms at x1, 0.34 at x3) and the live
 summary placer's C-speed pass over the list (0.09 / 0.18 / 0.57 ms). x10 is one round
-(about 110 s of CPU on the loaded development VM), the slowest part of the gate.
+(about 110 s of CPU on the loaded development VM), the slowest part of the gate. On
+2026-12-02, with the replay's frozen-messages promise (the size memo trusts identity, the
+chain scans lend their views), one run of this pair set: 1.46 / 3.17 / 11.71 ms per call
+(ratios 2.18 and 8.04; the gate runs with the collector off, so the replay's collector pause
+does not show here).
 
 The hook pairs (issue 12) hand each hook a history rebuilt as new objects before every round
 (the cold path most frameworks take) and divide by serializing that history: ``orjson.dumps``
