@@ -324,6 +324,10 @@ pub(super) fn apply<'py>(
     let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
     let out = out.downcast_into::<PyList>()?;
     let mut out_lens: Vec<Option<usize>> = Vec::with_capacity(items.len());
+    // One measurer for the copies' removed blocks, which stay held (in `removed_held`) until
+    // the end, so that no key address it caches is freed and reused during the apply.
+    let mut measurer = None;
+    let mut removed_held: Vec<Bound<'py, PyAny>> = Vec::new();
     // Kept messages get a reference: their headers were last read long ago (before the
     // decision), so they are requested a few slots ahead.
     let ahead_header = |pos: usize| {
@@ -363,11 +367,13 @@ pub(super) fn apply<'py>(
                     writer.assistant_copy(*src, purged, *strip_thinking)?;
                 out_lens.push(assistant_copy_len(
                     py,
+                    &mut measurer,
                     lens.get(*src).copied(),
                     !purged.is_empty(),
                     &removed,
                     blocks,
                 )?);
+                removed_held.extend(removed);
                 copy.into_ptr()
             }
             Item::Synthetic {

@@ -491,6 +491,15 @@ impl Default for Fetched {
 /// The message views of a render (strings borrowed from the messages).
 pub(super) type Views<'a> = Vec<MsgView<Cow<'a, str>>>;
 
+/// What [`extract`] read: the views, the lengths when they were measured on the way, and
+/// how many leading views the size memo's prefix lent (given back with
+/// `SizeMemo::settle`).
+pub(super) struct Extracted<'a> {
+    pub(super) views: Views<'a>,
+    pub(super) lens: Option<Vec<usize>>,
+    pub(super) lent: usize,
+}
+
 /// The views of `list`'s messages, and their lengths when they were measured on the way.
 ///
 /// When the state can stub or compress, a change is likely and every message will be
@@ -507,7 +516,7 @@ pub(super) unsafe fn extract<'a>(
     list: Obj,
     reader: &Reader<'_, '_>,
     memo: Option<&mut SizeMemo>,
-) -> PyResult<(Views<'a>, Option<Vec<usize>>)> {
+) -> PyResult<Extracted<'a>> {
     let speculate = reader.needs.result_timestamps || reader.needs.chain;
     if speculate {
         let mut read_error = false;
@@ -528,7 +537,13 @@ pub(super) unsafe fn extract<'a>(
             )
         };
         match measured {
-            Ok((lens, views)) => return Ok((views, Some(lens))),
+            Ok(measured) => {
+                return Ok(Extracted {
+                    views: measured.views,
+                    lens: Some(measured.lens),
+                    lent: measured.lent,
+                })
+            }
             Err(err) if read_error => return Err(err),
             Err(_) => {}
         }
@@ -538,5 +553,9 @@ pub(super) unsafe fn extract<'a>(
         let items: Vec<Obj> = list_items(list).collect();
         reader.read_all(&items)?
     };
-    Ok((views, None))
+    Ok(Extracted {
+        views,
+        lens: None,
+        lent: 0,
+    })
 }

@@ -50,7 +50,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::index::PyIndex;
-use crate::jsread::Keys;
+use crate::jsread::{list_items, Keys, Obj};
 use crate::size_memo::PySizeMemo;
 
 use apply::{apply, Writer};
@@ -94,7 +94,7 @@ fn render<'py>(
     let (plan, measured) = {
         // SAFETY: the list is alive (the caller holds it) and the GIL is held; see above for
         // the lifetime of the borrowed strings.
-        let (views, measured) = unsafe {
+        let extracted = unsafe {
             extract(
                 py,
                 messages.as_ptr(),
@@ -108,11 +108,24 @@ fn render<'py>(
             error: RefCell::new(None),
             measurer: None,
         };
-        let plan = core_render::render(&views, state, &cfg, &mut lazy);
+        let plan = core_render::render(&extracted.views, state, &cfg, &mut lazy);
+        if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens) {
+            if guard.0.frozen {
+                // SAFETY: the list is alive and the GIL held; these are the views `extract`
+                // read of this list, the first `lent` of them lent by the memo and only read
+                // by the decision.
+                unsafe {
+                    let items: Vec<Obj> = list_items(messages.as_ptr()).collect();
+                    guard
+                        .0
+                        .settle(&items, extracted.views, extracted.lent, Some(reader.needs));
+                }
+            }
+        }
         if let Some(err) = lazy.error.into_inner() {
             return Err(err);
         }
-        (plan, measured)
+        (plan, extracted.lens)
     };
     let diagnostics: Vec<(&'static str, String, String)> = plan
         .diagnostics

@@ -118,7 +118,7 @@ pub(super) fn input_lens(
     }
     // SAFETY: the messages are alive (the list holds them) and the GIL is held; nothing runs
     // during the measurement.
-    let (lens, _) = unsafe {
+    let measured = unsafe {
         size_memo::measure_and_read(
             messages.py(),
             messages.as_ptr(),
@@ -128,14 +128,17 @@ pub(super) fn input_lens(
             |_, _| Ok(MsgView::new(Role::Other, Ts::Absent)),
         )?
     };
-    Ok(lens)
+    Ok(measured.lens)
 }
 
 /// The length of an assistant copy that only lost blocks: the original's length minus the
 /// removed blocks and their commas (all other members are the very same objects). `None`
-/// when arguments were purged (then the copy is measured).
+/// when arguments were purged (then the copy is measured). `measurer` is shared by the
+/// copies of one render: the caller keeps every measured block alive until it is done with
+/// it, so the addresses of the keys it caches are not reused meanwhile.
 pub(super) fn assistant_copy_len(
     py: Python<'_>,
+    measurer: &mut Option<Measurer>,
     original: Option<usize>,
     purged: bool,
     removed: &[Bound<'_, PyAny>],
@@ -144,7 +147,7 @@ pub(super) fn assistant_copy_len(
     let Some(len) = original.filter(|_| !purged) else {
         return Ok(None);
     };
-    let mut measurer = Measurer::new(py);
+    let measurer = measurer.get_or_insert_with(|| Measurer::new(py));
     let mut gone = 0usize;
     for block in removed {
         // SAFETY: the block is alive (held by `removed`) and the GIL is held.

@@ -30,6 +30,8 @@
 //! otherwise measures without recording, as without a memo. The memo then never makes the
 //! fresh-objects path slower than no memo, and holds at most the anchors of such a host.
 
+mod prefix;
+
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::ptr::{addr_of_mut, null_mut};
@@ -88,6 +90,8 @@ pub(crate) struct SizeMemo {
     /// again. A broken promise gives a stale length or view, never a dangling one: the
     /// trail still holds every object a kept view borrows from.
     pub(crate) frozen: bool,
+    /// The leading messages of the latest frozen render, out of `entries` (`prefix`).
+    prefix: prefix::Prefix,
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -471,6 +475,8 @@ impl SizeMemo {
     /// # Safety
     /// The GIL must be held (as [`SizeMemo::sweep`]).
     unsafe fn sweep_all(&mut self) {
+        // SAFETY: the GIL is held (the caller's contract).
+        unsafe { self.release_prefix() };
         if self.entries.is_empty() {
             return;
         }
@@ -492,7 +498,11 @@ impl SizeMemo {
     }
 
     fn clear(&mut self) {
-        if self.entries.is_empty() && self.anchors.is_empty() && self.retired.is_empty() {
+        if self.entries.is_empty()
+            && self.prefix.is_empty()
+            && self.anchors.is_empty()
+            && self.retired.is_empty()
+        {
             return;
         }
         self.retire_anchors();
@@ -561,7 +571,14 @@ impl PySizeMemo {
 
     /// Number of messages remembered.
     fn __len__(&self) -> PyResult<usize> {
-        self.with(|memo| memo.entries.len())
+        self.with(|memo| memo.entries.len() + memo.prefix.len())
+    }
+
+    /// How many of them the frozen prefix holds (the leading messages of the latest
+    /// frozen render, reused without a lookup).
+    #[getter]
+    fn prefix(&self) -> PyResult<usize> {
+        self.with(|memo| memo.prefix.len())
     }
 
     /// `(hits, misses)` of the lookups so far (a miss: a message new to the memo, or changed).
@@ -677,6 +694,10 @@ fn keep_view(view: &View<'_>, needs: Needs, borrowed: &[Obj], trail: &[usize]) -
 /// places ahead are prefetched, so that the cache misses of the check overlap. A first
 /// render (nothing remembered) measures the whole list in the measurer's own pipeline.
 ///
+/// For a frozen render the leading messages that are the memo's prefix (`prefix`) are not
+/// looked up: their lengths are copied and their views lent (`Measured::lent` of them; the
+/// caller gives them back with [`SizeMemo::settle`]).
+///
 /// # Safety
 /// `list` must be a live list and the GIL held; `read` must not run Python code and must
 /// only borrow strings from the message it is given.
@@ -687,7 +708,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
     needs: Option<Needs>,
     borrowed: &RefCell<Vec<Obj>>,
     mut read: impl FnMut(usize, Obj) -> PyResult<View<'a>>,
-) -> PyResult<(Vec<usize>, Vec<View<'a>>)> {
+) -> PyResult<Measured<'a>> {
     // SAFETY: the caller upholds this function's `# Safety` contract.
     unsafe {
         let mut views = Vec::new();
@@ -698,16 +719,18 @@ pub(crate) unsafe fn measure_and_read<'a>(
                 views.push(read(i, item)?);
                 Ok(())
             })?;
-            return Ok((lens, views));
+            return Ok(Measured::new(lens, views, 0));
         };
         // Nothing borrows yet (the views are read below): the previous anchors can go.
         memo.release_retired();
         memo.begin();
         let items = items_of(py, list)?;
-        let remembered_any = !memo.entries.is_empty()
-            && items
-                .iter()
-                .any(|&item| memo.entries.contains_key(&(item as usize)));
+        let matched = memo.match_prefix(&items, needs);
+        let remembered_any = matched > 0
+            || (!memo.entries.is_empty()
+                && items
+                    .iter()
+                    .any(|&item| memo.entries.contains_key(&(item as usize))));
         if !remembered_any {
             // Nothing of this list is remembered: the entries (if any) are stale.
             memo.sweep_all();
@@ -719,7 +742,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     Ok(())
                 })?;
                 memo.misses += lens.len() as u64;
-                return Ok((lens, views));
+                return Ok(Measured::new(lens, views, 0));
             }
             let (lens, trails) =
                 Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
@@ -745,7 +768,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     (None, _) => {}
                 }
             }
-            return Ok((lens, views));
+            return Ok(Measured::new(lens, views, 0));
         }
         // The entries know this host's objects now: the anchors are not needed.
         memo.retire_anchors();
@@ -753,8 +776,10 @@ pub(crate) unsafe fn measure_and_read<'a>(
         let frozen = memo.frozen;
         let generation = memo.generation;
         let before = memo.entries.len();
-        let mut lens = Vec::with_capacity(count);
-        views.reserve(count);
+        let (mut lens, lent) = memo.lend_prefix(matched);
+        views = lent;
+        lens.reserve(count.saturating_sub(matched));
+        views.reserve(count.saturating_sub(matched));
         // Messages measured now (`trail: None` - a remembered one whose view is refreshed),
         // with where the objects their views borrow from are in `borrowed`.
         let mut fresh: Vec<Fresh> = Vec::new();
@@ -762,26 +787,28 @@ pub(crate) unsafe fn measure_and_read<'a>(
         // Remembered entries seen by this render (a message may be listed twice).
         let mut distinct = 0;
         {
-            let found: Vec<Option<&Entry>> = items
+            let tail = items.get(matched..).unwrap_or_default();
+            let found: Vec<Option<&Entry>> = tail
                 .iter()
                 .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
                 .collect();
             let mut measurer = Measurer::new(py);
             let mut failed = None;
-            for (i, &item) in items.iter().enumerate() {
-                if let Some(Some(ahead)) = found.get(i + 2 * AHEAD) {
+            for (j, &item) in tail.iter().enumerate() {
+                let i = matched + j;
+                if let Some(Some(ahead)) = found.get(j + 2 * AHEAD) {
                     let entry: *const Entry = *ahead;
                     prefetch(entry.cast::<u8>());
                 }
                 if !frozen {
-                    if let Some(Some(ahead)) = found.get(i + AHEAD) {
+                    if let Some(Some(ahead)) = found.get(j + AHEAD) {
                         prefetch_headers(&ahead.trail);
                     }
-                    if let Some(Some(ahead)) = found.get(i + AHEAD / 2) {
+                    if let Some(Some(ahead)) = found.get(j + AHEAD / 2) {
                         prefetch_tables(&ahead.trail);
                     }
                 }
-                let remembered = found.get(i).copied().flatten().filter(|entry| {
+                let remembered = found.get(j).copied().flatten().filter(|entry| {
                     let mut pos = 0;
                     frozen || (same_tree(item, &entry.trail, &mut pos) && pos == entry.trail.len())
                 });
@@ -873,7 +900,21 @@ pub(crate) unsafe fn measure_and_read<'a>(
         if distinct < before {
             memo.sweep();
         }
-        Ok((lens, views))
+        Ok(Measured::new(lens, views, matched))
+    }
+}
+
+/// What [`measure_and_read`] gives: the length and view of every message, the first
+/// `lent` views lent by the memo's prefix (to be given back: [`SizeMemo::settle`]).
+pub(crate) struct Measured<'a> {
+    pub(crate) lens: Vec<usize>,
+    pub(crate) views: Vec<View<'a>>,
+    pub(crate) lent: usize,
+}
+
+impl<'a> Measured<'a> {
+    fn new(lens: Vec<usize>, views: Vec<View<'a>>, lent: usize) -> Self {
+        Measured { lens, views, lent }
     }
 }
 
