@@ -222,6 +222,33 @@ def example() -> tuple[list[dict[str, Any]], PrunerState]:
     return messages, state
 
 
+def protected_chain(body: str = "SKILL BODY\nline 2") -> tuple[list[dict[str, Any]], PrunerState]:
+    """A chain ``b2`` (100-400) whose message relocates the protected ``read`` output of
+    message 2 (``body``); the other result ``x`` is summarized (``S``)."""
+    messages = [
+        user(100),
+        assistant(200, call("p1", "read"), call("x")),
+        result("p1", 210, body, name="read"),
+        result("x", 220),
+        assistant(400, text("done")),
+    ]
+    state = PrunerState()
+    state.register_summary_body(["x@220"], "S")
+    state.register_chain(
+        chain_entry(
+            "b2",
+            100,
+            400,
+            5,
+            droppedToolCallIds=["p1", "x"],
+            toolRefs=["t7"],
+            protectedToolCallIds=["p1"],
+            droppedOccurrenceKeys=["x@220"],
+        )
+    )
+    return messages, state
+
+
 # ---------------------------------------------------------------------------- lone surrogates
 
 _SWAP = {c: 0xE000 + (c - 0xD800) for c in range(0xD800, 0xE000)}

@@ -24,6 +24,7 @@ from _builders import (
     chain_entry,
     dumps,
     example,
+    protected_chain,
     record,
     result,
     state_with,
@@ -488,27 +489,7 @@ def test_chain_compression_disabled_skips_phase_three() -> None:
 
 
 def test_protected_outputs_are_relocated() -> None:
-    messages = [
-        user(100),
-        assistant(200, call("p1", "read"), call("x")),
-        result("p1", 210, "SKILL BODY\nline 2", name="read"),
-        result("x", 220),
-        assistant(400, text("done")),
-    ]
-    state = PrunerState()
-    state.register_summary_body(["x@220"], "S")
-    state.register_chain(
-        chain_entry(
-            "b2",
-            100,
-            400,
-            5,
-            droppedToolCallIds=["p1", "x"],
-            toolRefs=["t7"],
-            protectedToolCallIds=["p1"],
-            droppedOccurrenceKeys=["x@220"],
-        )
-    )
+    messages, state = protected_chain()
     res = render(messages, state, cfg())
     assert synthetic_text(res) == (
         '<compressed-chain id="b2" tools="t7">\nS\n\n<protected-output tool="read">\n'

@@ -85,9 +85,10 @@ class Condenser:
     payload)`` receive the user-visible output. ``write_blob(path, text)`` writes a spill
     sidecar (default :func:`pi_condense.spill.write_blob`; a replay into a directory other
     than the one the session names re-roots the path there). ``frozen_messages`` promises
-    that a message object handed to :meth:`context` is never changed in place afterwards
-    (the replay hands the same copies on every call): each render then reuses what the
-    previous ones learnt of those objects without walking them again (``render``'s
+    that a message object handed to :meth:`context` is never changed in place afterwards,
+    nor one that :meth:`context` returned (the replay hands the same copies on every call):
+    each render then reuses what the previous ones learnt of those objects without walking
+    them again, and hands out its own unchanged new messages again (``render``'s
     ``frozen``).
     """
 

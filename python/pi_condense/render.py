@@ -142,9 +142,12 @@ def render(
     circular), which ``JSON.stringify`` refuses, makes ``threw`` true.
 
     ``frozen=True`` is a promise that no message object passed to an earlier render against
-    this ``state`` has been changed in place since (nor anything inside it): the size memo
-    then reuses what it remembers of such an object without walking it again. A broken
-    promise renders stale lengths or stubs, never unsafe memory.
+    this ``state`` has been changed in place since (nor anything inside it), and none that an
+    earlier render returned: the size memo then reuses what it remembers of such an object
+    without walking it again, and a new message (stub, assistant copy, chain message) made
+    for the same plan item from the very same objects as in the previous frozen render is
+    that render's object again. A broken promise renders stale lengths, stubs or messages,
+    never unsafe memory.
     """
     try:
         rendered = _render(messages, state, config, frozen)

@@ -17,6 +17,9 @@ use crate::index::PyIndex;
 use crate::jsread::{js_string, list_item, str_is, Keys, Obj, K};
 use crate::pyvalue::{str_of_js, str_of_wtf8};
 
+use crate::json::Measurer;
+
+use super::reuse::Outputs;
 use super::sizes::assistant_copy_len;
 
 /// How many output slots ahead a kept message's header is prefetched.
@@ -308,11 +311,16 @@ fn utf8_of<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
 
 /// The output list for `items`, and per slot the length when known (a kept message, or an
 /// assistant copy that only lost blocks: `lens` are the input messages' lengths).
+///
+/// With `reuse` (a frozen render: the outputs of the previous one and where references to
+/// release go), a new message the previous frozen render made for the same item from the
+/// same objects is that very object again (`reuse`).
 pub(super) fn apply<'py>(
     writer: &Writer<'_, 'py>,
     index: &PyIndex,
     items: &[Item],
     lens: &[usize],
+    mut reuse: Option<(&mut Outputs, &mut Vec<usize>)>,
 ) -> PyResult<(Bound<'py, PyList>, Vec<Option<usize>>)> {
     let py = writer.py;
     let messages = writer.messages;
@@ -340,6 +348,66 @@ pub(super) fn apply<'py>(
     };
     for (pos, item) in items.iter().enumerate() {
         ahead_header(pos);
+        let mut keep_as = None;
+        if let (Some((outputs, released)), false) = (reuse.as_mut(), matches!(item, Item::Keep(_)))
+        {
+            // SAFETY: the input list is alive and the GIL is held.
+            match unsafe { outputs.find(py, messages.as_ptr(), index, item, released) } {
+                Ok((message, len)) => {
+                    out_lens.push(len);
+                    let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
+                    // SAFETY: as below: a fresh slot, the new reference stolen.
+                    unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
+                    continue;
+                }
+                Err(keep) => keep_as = keep,
+            }
+        }
+        let built = build(
+            writer,
+            index,
+            item,
+            lens,
+            &mut measurer,
+            &mut removed_held,
+            &mut out_lens,
+        );
+        let message = match built {
+            Ok(message) => message,
+            Err(err) => {
+                if let (Some((_, released)), Some((_, sources))) = (reuse.as_mut(), keep_as) {
+                    released.extend(sources.into_iter().map(|s| s as usize));
+                }
+                return Err(err);
+            }
+        };
+        if let (Some((outputs, released)), Some((key, sources))) = (reuse.as_mut(), keep_as) {
+            // SAFETY: `message` is the live new message (its reference goes to `out` below);
+            // the sources are owned references; the GIL is held.
+            unsafe { outputs.keep(pos, key, sources, item, message, released) };
+        }
+        let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
+        // SAFETY: `out` is a fresh list of `count` slots, `at < count`; the reference is
+        // stolen.
+        unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
+    }
+    Ok((out, out_lens))
+}
+
+/// The output message of `item` (a new reference), its length (when known) pushed to
+/// `out_lens`.
+fn build<'py>(
+    writer: &Writer<'_, 'py>,
+    index: &PyIndex,
+    item: &Item,
+    lens: &[usize],
+    measurer: &mut Option<Measurer>,
+    removed_held: &mut Vec<Bound<'py, PyAny>>,
+    out_lens: &mut Vec<Option<usize>>,
+) -> PyResult<Obj> {
+    let py = writer.py;
+    let messages = writer.messages;
+    {
         let message: Obj = match item {
             Item::Keep(i) => {
                 // SAFETY: the input list is alive and the GIL is held; the borrowed item
@@ -367,7 +435,7 @@ pub(super) fn apply<'py>(
                     writer.assistant_copy(*src, purged, *strip_thinking)?;
                 out_lens.push(assistant_copy_len(
                     py,
-                    &mut measurer,
+                    measurer,
                     lens.get(*src).copied(),
                     !purged.is_empty(),
                     &removed,
@@ -387,10 +455,6 @@ pub(super) fn apply<'py>(
                     .into_ptr()
             }
         };
-        let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
-        // SAFETY: `out` is a fresh list of `count` slots, `at < count`; the reference is
-        // stolen.
-        unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
+        Ok(message)
     }
-    Ok((out, out_lens))
 }

@@ -39,6 +39,7 @@
 mod apply;
 mod extract;
 mod options;
+pub(crate) mod reuse;
 mod sizes;
 
 use std::cell::RefCell;
@@ -133,6 +134,9 @@ fn render<'py>(
         .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
         .collect();
     let Some(items) = plan.items else {
+        if let Some(guard) = memo_guard.as_mut() {
+            guard.0.drop_outputs(); // none of them handed out
+        }
         release_retired(&mut memo_guard);
         return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, plan.threw);
     };
@@ -151,9 +155,14 @@ fn render<'py>(
     };
     let (out, known) = {
         let _paused = GcPause::new();
-        apply(&writer, &index, &items, &lens)?
+        let reuse = memo_guard.as_deref_mut().map(|g| g.0.outputs_for_apply());
+        apply(&writer, &index, &items, &lens, reuse.flatten())?
     };
-    let after = list_len(output_lens(&out, &known)?);
+    let out_lens = output_lens(&out, &known)?;
+    if let Some(guard) = memo_guard.as_mut() {
+        guard.0.outputs_measured(&out_lens);
+    }
+    let after = list_len(out_lens);
     release_retired(&mut memo_guard);
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false)
 }

@@ -44,6 +44,7 @@ use pyo3::prelude::*;
 
 use crate::cpython::{list_items as list_slice, prefetch, prefetch_body};
 use crate::json::Measurer;
+use crate::render::reuse::Outputs;
 
 type Obj = *mut ffi::PyObject;
 
@@ -92,6 +93,8 @@ pub(crate) struct SizeMemo {
     pub(crate) frozen: bool,
     /// The leading messages of the latest frozen render, out of `entries` (`prefix`).
     prefix: prefix::Prefix,
+    /// The new messages of the latest frozen render (`crate::render::reuse`).
+    outputs: Outputs,
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -421,6 +424,34 @@ impl SizeMemo {
         }
     }
 
+    /// For the apply of a render: the outputs of the previous frozen render and where
+    /// references to release go (`None` without the promise: the outputs are released).
+    pub(crate) fn outputs_for_apply(&mut self) -> Option<(&mut Outputs, &mut Vec<usize>)> {
+        if self.frozen {
+            self.outputs.begin();
+            Some((&mut self.outputs, &mut self.retired))
+        } else {
+            self.drop_outputs();
+            None
+        }
+    }
+
+    /// Releases the outputs (at the end of the render: [`SizeMemo::release_retired`]).
+    pub(crate) fn drop_outputs(&mut self) {
+        if !self.outputs.is_empty() {
+            self.outputs.clear(&mut self.retired);
+        }
+    }
+
+    /// After the apply: the lengths of the output messages (`lens`, by slot) for the
+    /// outputs this render kept; the ones it did not hand out are released.
+    pub(crate) fn outputs_measured(&mut self, lens: &[usize]) {
+        if self.frozen {
+            self.outputs.measured(lens);
+            self.outputs.sweep(&mut self.retired);
+        }
+    }
+
     /// Releases the anchors retired by the previous render.
     ///
     /// # Safety
@@ -498,6 +529,7 @@ impl SizeMemo {
     }
 
     fn clear(&mut self) {
+        self.outputs.clear(&mut self.retired);
         if self.entries.is_empty()
             && self.prefix.is_empty()
             && self.anchors.is_empty()
