@@ -110,6 +110,13 @@ On the 2-core development VM, consecutive gate runs moved each min-based ratio b
 from its mean with the CPU-time timer when the machine was otherwise idle, and by up to 20%
 with other builds running (wall-clock timing moved them by up to 60%).
 
+A miss is confirmed before the gate fails: the bench files that measured the missed pairs run
+once more (a second child pytest), and each pair keeps the better of its two runs. On the
+development VM on 2026-12-02 the very same module measured the repeated render at 1.00-1.31
+and the first render at 2.0-3.0 in consecutive runs (orjson's baseline 14.0-21.1 ms): the
+machine's speed drifts between the baseline's rounds and the subject's by more than the
+bounds allow for. A real regression misses in both runs; drift rarely does twice.
+
 Exit status: 0 all ratios within bounds (or ``--report-only``), 1 a ratio misses its bound,
 2 the benchmarks themselves failed (a correctness check or an error).
 """
@@ -234,6 +241,10 @@ def ratios(results: Iterable[Mapping[str, Any]]) -> list[Ratio]:
     return rows
 
 
+def _names(rows: Iterable[Ratio]) -> str:
+    return ", ".join(f"{r.pair.name} {r.ratio:.3f} > {r.pair.bound:g}" for r in rows)
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
@@ -272,7 +283,7 @@ def format_table(rows: Iterable[Ratio], bounds: Optional[bool] = True) -> list[s
 
 
 def results_from_json(path: Path) -> list[dict[str, Any]]:
-    """The tagged results of a pytest-benchmark JSON report."""
+    """The tagged results of a pytest-benchmark JSON report (``file``: the bench file)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     results = []
     for bench in data.get("benchmarks", []):
@@ -280,17 +291,52 @@ def results_from_json(path: Path) -> list[dict[str, Any]]:
         if {"pair", "role", "copies"} <= info.keys():
             per = float(info.get("per", 1))  # a round of `per` operations (model calls)
             stats = bench["stats"]
-            results.append({**info, "min": stats["min"] / per, "median": stats["median"] / per})
+            file = Path(str(bench.get("fullname", "")).split("::")[0]).name
+            results.append(
+                {
+                    **info,
+                    "file": file,
+                    "min": stats["min"] / per,
+                    "median": stats["median"] / per,
+                }
+            )
     return results
 
 
-def run_benchmarks(copies: int, rounds: int, max_time: float, report: Path) -> int:
-    """Run the bench files in a child pytest writing ``report``; its exit status."""
+def files_of(results: Iterable[Mapping[str, Any]], rows: Iterable[Ratio]) -> list[str]:
+    """The bench files that measured the subjects and baselines of ``rows``."""
+    names = set()
+    for row in rows:
+        names.add(row.pair.name)
+        if row.pair.baseline_of is not None:
+            names.add(row.pair.baseline_of)
+    return sorted({str(r["file"]) for r in results if r["pair"] in names and r.get("file")})
+
+
+def best_of(first: Iterable[Ratio], again: Iterable[Ratio]) -> list[Ratio]:
+    """Per pair and scale, the run with the lower ratio (``first``'s order)."""
+    retried = {(r.pair.name, r.copies): r for r in again}
+    out = []
+    for row in first:
+        other = retried.get((row.pair.name, row.copies))
+        out.append(other if other is not None and other.ratio < row.ratio else row)
+    return out
+
+
+def run_benchmarks(
+    copies: int,
+    rounds: int,
+    max_time: float,
+    report: Path,
+    files: Optional[Iterable[str]] = None,
+) -> int:
+    """Run the bench ``files`` (all of :data:`BENCH_FILES` by default) in a child pytest
+    writing ``report``; its exit status."""
     command = [
         sys.executable,
         "-m",
         "pytest",
-        *(str(HERE / name) for name in BENCH_FILES),
+        *(str(HERE / name) for name in (BENCH_FILES if files is None else files)),
         "-p",
         "no:cacheprovider",
         "-q",
@@ -334,7 +380,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         if status != 0:
             print(f"gate: the benchmarks failed (pytest exit {status})", file=sys.stderr)
             return 2
-        rows = ratios(results_from_json(report))
+        results = results_from_json(report)
+        rows = ratios(results)
+        first_misses = [r for r in rows if r.ratio > r.pair.bound]
+        if first_misses and not args.report_only:
+            # Confirm a miss before failing: the files that measured the missed pairs run
+            # once more, and each pair keeps its better run (module docs).
+            files = files_of(results, first_misses)
+            print(f"gate: {_names(first_misses)}: measuring {', '.join(files)} again")
+            again = Path(tmp) / "again.json"
+            status = run_benchmarks(args.copies, args.rounds, args.max_time, again, files)
+            if status != 0:
+                print(f"gate: the benchmarks failed (pytest exit {status})", file=sys.stderr)
+                return 2
+            rows = best_of(rows, ratios(results_from_json(again)))
     print()
     print(f"pi-condense benchmark gate (x{args.copies}, min of >= {args.rounds} rounds)")
     for line in format_table(rows):
@@ -346,8 +405,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"gate: no result for {', '.join(missing)}", file=sys.stderr)
         return 2
     if misses and not args.report_only:
-        names = ", ".join(f"{r.pair.name} {r.ratio:.3f} > {r.pair.bound:g}" for r in misses)
-        print(f"gate: FAILED: {names}", file=sys.stderr)
+        print(f"gate: FAILED: {_names(misses)}", file=sys.stderr)
         return 1
     print("gate: passed" if not misses else "gate: ratios missed (report only)")
     return 0
