@@ -1,8 +1,7 @@
 //! `detectChains(messages, isProtected)` (05 section 11.1): one pass over the messages.
 
-use std::collections::HashSet;
-
 use super::view::{id_truthy, occ_key_id, AssistantContent, ChainMsg, MsgBody};
+use crate::collections::FastSet;
 use crate::js::Throw;
 use crate::view::{JsId, Role};
 
@@ -59,22 +58,36 @@ impl ChainRange {
     }
 }
 
+/// Up to this many values an [`OrderedSet`] is searched in order (a chain's few ids),
+/// without hashing them.
+const SMALL_SET: usize = 16;
+
 /// An insertion-ordered set of sourced values.
 #[derive(Default)]
 struct OrderedSet {
-    seen: HashSet<JsId>,
+    /// The values, once there are more than [`SMALL_SET`] of them (empty before).
+    seen: FastSet<JsId>,
     items: Vec<Sourced>,
 }
 
 impl OrderedSet {
     fn add(&mut self, value: &JsId, msg: usize, block: Option<usize>) {
-        if self.seen.insert(value.clone()) {
-            self.items.push(Sourced {
-                value: value.clone(),
-                msg,
-                block,
-            });
+        if self.seen.is_empty() {
+            if self.items.iter().any(|item| item.value == *value) {
+                return;
+            }
+            if self.items.len() == SMALL_SET {
+                self.seen = self.items.iter().map(|item| item.value.clone()).collect();
+                self.seen.insert(value.clone());
+            }
+        } else if !self.seen.insert(value.clone()) {
+            return;
         }
+        self.items.push(Sourced {
+            value: value.clone(),
+            msg,
+            block,
+        });
     }
 }
 
@@ -177,6 +190,26 @@ mod tests {
 
     fn closed(msgs: &[ChainMsg]) -> Vec<ChainRange> {
         detect_chains(msgs).unwrap_or_default()
+    }
+
+    #[test]
+    fn ordered_set_keeps_first_insertions_across_the_small_size() {
+        let mut set = OrderedSet::default();
+        let mut expected = Vec::new();
+        for round in 0..3 {
+            for i in 0..(SMALL_SET + 9) {
+                let value = JsId::Str(format!("id-{}", (i * 5) % (SMALL_SET + 5)));
+                set.add(&value, round * 100 + i, None);
+                if !expected.contains(&value) {
+                    expected.push(value);
+                }
+            }
+        }
+        let got: Vec<JsId> = set.items.iter().map(|item| item.value.clone()).collect();
+        assert_eq!(got, expected);
+        assert_eq!(set.items.len(), SMALL_SET + 5);
+        // Each value keeps the position of its first insertion (the first round).
+        assert!(set.items.iter().all(|item| item.msg < 100));
     }
 
     #[test]
