@@ -60,7 +60,10 @@ summary placer's C-speed pass over the list (0.09 / 0.18 / 0.57 ms). x10 is one 
 2026-12-02, with the replay's frozen-messages promise (the size memo trusts identity, the
 chain scans lend their views), one run of this pair set: 1.46 / 3.17 / 11.71 ms per call
 (ratios 2.18 and 8.04; the gate runs with the collector off, so the replay's collector pause
-does not show here).
+does not show here). Later that day, with the frozen prefix (the leading messages' views
+lent without lookups) and a frozen host's unchanged new messages handed out again, two gate
+runs on a slower, noisier VM measured condense-x3 1.55 / 1.63 and condense-x10 3.92 / 4.76
+(1.54-1.60 / 2.39-2.60 / 6.04-7.60 ms per call).
 
 The hook pairs (issue 12) hand each hook a history rebuilt as new objects before every round
 (the cold path most frameworks take) and divide by serializing that history: ``orjson.dumps``
