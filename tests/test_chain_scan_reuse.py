@@ -10,6 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from _builders import call, final, plain_result, tool_use, user
 from pi_condense import _core
 from pi_condense.chains import ScanMemo, _scan
@@ -118,3 +121,63 @@ def test_the_memo_keeps_the_latest_scan() -> None:
     second = _scan(grown, CONFIG, None, memo=memo)
     assert memo.scan is second
     assert outcome(second) == outcome(scan(copy.deepcopy(grown), options=render_options(CONFIG)))
+
+
+# --- the resumed detection (the chains before the resume point are the previous scan's) ---
+
+_ATOMS = ("user", "synthetic", "call", "keep-call", "result", "keep-result", "final", "custom")
+
+
+def _message(atom: str, ts: int, n: int) -> dict[str, Any]:
+    tool_id = f"c{n % 4}"
+    if atom == "user":
+        return user(ts)
+    if atom == "synthetic":
+        return {
+            "role": "user",
+            "content": [{"type": "text", "text": f'<compressed-chain id="b{n}" tools="t1">'}],
+            "timestamp": ts,
+        }
+    if atom in ("call", "keep-call"):
+        return tool_use(ts, call(tool_id, "keep" if atom == "keep-call" else "read"))
+    if atom in ("result", "keep-result"):
+        return plain_result(tool_id, ts, name="keep" if atom == "keep-result" else "read")
+    if atom == "final":
+        return final(ts)
+    return {"role": "custom", "customType": "note", "content": "x", "timestamp": ts}
+
+
+def _messages(atoms: list[str], start: int) -> list[dict[str, Any]]:
+    return [_message(a, start + i, start + i) for i, a in enumerate(atoms)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.lists(st.sampled_from(_ATOMS), max_size=30),
+    cut=st.integers(min_value=0, max_value=30),
+    tail=st.lists(st.sampled_from(_ATOMS), max_size=12),
+    more=st.lists(st.sampled_from(_ATOMS), max_size=12),
+)
+def test_resumed_detection_equals_a_full_read(
+    first: list[str], cut: int, tail: list[str], more: list[str]
+) -> None:
+    messages = _messages(first, 1000)
+    before = scan(messages)
+    # the same objects up to the cut, then new ones (a grown list, or one whose tail changed)
+    grown = [*messages[:cut], *_messages(tail, 5000)]
+    second = scan(grown, previous=before)
+    assert outcome(second) == outcome(scan(copy.deepcopy(grown)))
+    # and once more on top of the resumed scan
+    again = [*grown, *_messages(more, 9000)]
+    assert outcome(scan(again, previous=second)) == outcome(scan(copy.deepcopy(again)))
+
+
+def test_a_chain_open_at_the_cut_is_detected_again() -> None:
+    messages = [*closed_chain(100, "a"), user(200), tool_use(201, call("b", "read"))]
+    first = scan(messages)
+    assert first.chain_count == 1  # the chain opened at 200 is still open
+    grown = [*messages, plain_result("b", 202, name="read"), final(203)]
+    second = scan(grown, previous=first)
+    assert second.chain_count == 2
+    assert [c[1:3] for c in second.chains()] == [(0, 3), (4, 7)]
+    assert outcome(second) == outcome(scan(copy.deepcopy(grown)))

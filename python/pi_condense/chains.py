@@ -170,7 +170,9 @@ def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> 
 class ScanMemo:
     """The latest chain scan of a host whose messages never change in place once handed
     over (``Condenser(frozen_messages=True)``): the next scan reads only the messages that
-    are not the very objects this one read at the same positions."""
+    are not the very objects this one read at the same positions, and detects chains again
+    only from the last plain user message before the first of those (the chains that start
+    before it are this scan's)."""
 
     __slots__ = ("scan",)
 

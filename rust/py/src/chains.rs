@@ -7,6 +7,7 @@
 //! objects (ids are compared in their U+FFFD form, returned as they were).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use pi_condense_core::chains::view::id_truthy;
 use pi_condense_core::chains::{
@@ -318,9 +319,11 @@ pub struct PyChainScan {
     /// The compiled options the protection flags were read with (`None`: explicit lists or
     /// a predicate, never reused).
     options: Option<Py<PyRenderOptions>>,
-    views: Vec<ChainMsg>,
+    /// Shared with the later scans that lend them (a clone is a reference count).
+    views: Vec<Arc<ChainMsg>>,
     ranges: Vec<MsgView>,
-    chains: Vec<ChainRange>,
+    /// Shared the same way: a later scan keeps the chains that start before its resume point.
+    chains: Vec<Arc<ChainRange>>,
     in_grace: HashSet<String>,
 }
 
@@ -473,6 +476,8 @@ impl PyChainScan {
         let mut items: Vec<PyObject> = Vec::with_capacity(count);
         let mut views = Vec::with_capacity(count);
         let mut ranges = Vec::with_capacity(count);
+        // How many leading messages are the very objects the previous scan read there.
+        let mut unchanged = 0;
         for msg in messages.iter() {
             let i = items.len();
             // A message's views depend on that message alone: any position holding the
@@ -484,22 +489,46 @@ impl PyChainScan {
             });
             match lent.and_then(|prev| prev.views.get(i).zip(prev.ranges.get(i))) {
                 Some((view, range)) => {
-                    views.push(view.clone());
+                    views.push(Arc::clone(view));
                     ranges.push(range.clone());
+                    if unchanged == i {
+                        unchanged += 1;
+                    }
                 }
                 None => {
                     let (view, range) = read_message(&keys, &protection, &msg)?;
-                    views.push(view);
+                    views.push(Arc::new(view));
                     ranges.push(range);
                 }
             }
             items.push(msg.unbind());
         }
-        let chains = core::detect_chains(&views).map_err(|_| {
+        let null_error = |_| {
             PyTypeError::new_err(
                 "chain detection: a message (or a content block inside a chain) is null",
             )
-        })?;
+        };
+        // The previous scan's chains that start before the resume point are this list's
+        // (detection there read the very same messages); the rest are detected again.
+        let chains = match lender.as_ref().filter(|_| unchanged > 0) {
+            Some(prev) => {
+                let from = core::resume_point(&views, unchanged);
+                let mut chains: Vec<Arc<ChainRange>> = prev
+                    .chains
+                    .iter()
+                    .take_while(|c| c.start < from)
+                    .cloned()
+                    .collect();
+                let rest = core::detect_chains_from(&views, from).map_err(null_error)?;
+                chains.extend(rest.into_iter().map(Arc::new));
+                chains
+            }
+            None => core::detect_chains(&views)
+                .map_err(null_error)?
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+        };
         let grace_len = grace_len.unwrap_or(ranges.len()).min(ranges.len());
         let in_grace = in_grace_keys(&ranges[..grace_len], grace_turns);
         Ok(PyChainScan {

@@ -1,5 +1,7 @@
 //! `detectChains(messages, isProtected)` (05 section 11.1): one pass over the messages.
 
+use std::borrow::Borrow;
+
 use super::view::{id_truthy, occ_key_id, AssistantContent, ChainMsg, MsgBody};
 use crate::collections::FastSet;
 use crate::js::Throw;
@@ -115,10 +117,38 @@ impl Open {
 /// Detects the closed and interrupted chains of `msgs` (an open chain at the end is not
 /// emitted). `Err` where the reference throws: a `null` message, or a `null` content element
 /// of an assistant inside a chain.
-pub fn detect_chains(msgs: &[ChainMsg]) -> Result<Vec<ChainRange>, Throw> {
+pub fn detect_chains<M: Borrow<ChainMsg>>(msgs: &[M]) -> Result<Vec<ChainRange>, Throw> {
+    detect_chains_from(msgs, 0)
+}
+
+/// Where detection over `msgs` may resume when its first `unchanged` messages are the ones
+/// an earlier detection read: the last non-synthetic user message before `unchanged` (0 when
+/// there is none). Such a message ends whatever chain is open and opens a new one whatever
+/// came before it, so the chains starting before it are exactly the earlier detection's
+/// chains starting before it, and [`detect_chains_from`] that point finds the rest.
+pub fn resume_point<M: Borrow<ChainMsg>>(msgs: &[M], unchanged: usize) -> usize {
+    let end = unchanged.min(msgs.len());
+    msgs.get(..end)
+        .unwrap_or_default()
+        .iter()
+        .rposition(|m| {
+            let m = m.borrow();
+            m.role == Role::User && !matches!(m.body, MsgBody::User { synthetic: true })
+        })
+        .unwrap_or(0)
+}
+
+/// [`detect_chains`] from message `from` on (indices stay those of `msgs`): the chains that
+/// start at or after `from`, when `from` is 0 or a [`resume_point`]. The messages before
+/// `from` are not read (their null checks are the earlier detection's).
+pub fn detect_chains_from<M: Borrow<ChainMsg>>(
+    msgs: &[M],
+    from: usize,
+) -> Result<Vec<ChainRange>, Throw> {
     let mut ranges = Vec::new();
     let mut open: Option<Open> = None;
-    for (i, msg) in msgs.iter().enumerate() {
+    for (i, msg) in msgs.iter().enumerate().skip(from) {
+        let msg: &ChainMsg = msg.borrow();
         if msg.body == MsgBody::Nullish {
             return Err(Throw);
         }
@@ -190,6 +220,36 @@ mod tests {
 
     fn closed(msgs: &[ChainMsg]) -> Vec<ChainRange> {
         detect_chains(msgs).unwrap_or_default()
+    }
+
+    #[test]
+    fn resumed_detection_keeps_the_chains_before_the_last_plain_user() {
+        let msgs = vec![
+            text(0.5),
+            user(1.0),
+            assistant(2.0, vec![call("a")]),
+            result("a", 3.0),
+            text(4.0),
+            user(5.0),
+            assistant(6.0, vec![call("b")]),
+            synthetic(7.0),
+            result("b", 8.0),
+            text(9.0),
+        ];
+        // No user before position 1: nothing to keep, detection starts over.
+        assert_eq!(resume_point(&msgs, 1), 0);
+        assert_eq!(resume_point(&msgs, 5), 1);
+        // The synthetic user at 7 is a pass-through: the resume point stays at 5.
+        assert_eq!(resume_point(&msgs, 9), 5);
+        assert_eq!(resume_point(&msgs, 99), 5);
+        let full = closed(&msgs);
+        for unchanged in 0..=msgs.len() {
+            let from = resume_point(&msgs, unchanged);
+            let mut resumed: Vec<ChainRange> =
+                full.iter().filter(|c| c.start < from).cloned().collect();
+            resumed.extend(detect_chains_from(&msgs, from).unwrap_or_default());
+            assert_eq!(resumed, full, "unchanged = {unchanged}");
+        }
     }
 
     #[test]

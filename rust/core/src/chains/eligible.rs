@@ -1,5 +1,6 @@
 //! `selectEligible(chains, K, alreadyCompressed, inGrace)` (05 section 11.2).
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
 
 use super::detect::ChainRange;
@@ -73,9 +74,9 @@ fn matches_grace(chain: &ChainRange, in_grace: &HashSet<String>) -> Result<bool,
 /// start timestamp; only numbers can be registered), non-empty middle; the oldest
 /// `max(0, candidates - window)` of those; minus the chains holding a recovery output still in
 /// grace (the window boundary is computed first, so a deferred chain lets no other in).
-pub fn select_eligible(
-    chains: &[ChainRange],
-    msgs: &[ChainMsg],
+pub fn select_eligible<C: Borrow<ChainRange>, M: Borrow<ChainMsg>>(
+    chains: &[C],
+    msgs: &[M],
     window: f64,
     is_compressed: impl Fn(f64) -> bool,
     in_grace: &HashSet<String>,
@@ -83,16 +84,17 @@ pub fn select_eligible(
     let mut out = Eligibility::default();
     let mut candidates = Vec::new();
     for (i, chain) in chains.iter().enumerate() {
+        let chain: &ChainRange = chain.borrow();
         let Some(end) = chain.end else {
             continue;
         };
-        if msgs.get(end).is_some_and(|m| m.timestamp_null) {
+        if msgs.get(end).is_some_and(|m| m.borrow().timestamp_null) {
             // `finalAssistantTimestamp === null`: reads as not closed.
             continue;
         }
         let compressed = msgs
             .get(chain.start)
-            .and_then(|m| m.timestamp.num())
+            .and_then(|m| m.borrow().timestamp.num())
             .is_some_and(&is_compressed);
         if compressed {
             out.already_compressed.push(i);
@@ -108,7 +110,7 @@ pub fn select_eligible(
         let Some(chain) = chains.get(i) else {
             continue;
         };
-        if matches_grace(chain, in_grace)? {
+        if matches_grace(chain.borrow(), in_grace)? {
             out.deferred.push(i);
         } else {
             out.eligible.push(i);

@@ -6,6 +6,7 @@
 //! timestamp, a unique assistant at the final timestamp, start before end; otherwise nothing
 //! is extracted.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
 use super::view::{occ_key_id, AssistantContent, ChainMsg, MsgBody};
@@ -39,8 +40,8 @@ pub(crate) fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
 /// has a numeric timestamp, and whose occurrence key `is_indexed` rejects. `views` are
 /// the role + timestamp views of `msgs`. An unresolvable span yields nothing. `Err` where the reference
 /// throws (a `null` content element of an assistant inside the span).
-pub fn extract_chain_records(
-    msgs: &[ChainMsg],
+pub fn extract_chain_records<M: Borrow<ChainMsg>>(
+    msgs: &[M],
     views: &[MsgView],
     start_ts: f64,
     final_ts: f64,
@@ -58,7 +59,7 @@ pub fn extract_chain_records(
     let mut open: HashMap<&JsId, (usize, usize)> = HashMap::new();
     let mut out = Vec::new();
     for i in range.start + 1..range.end {
-        let Some(msg) = msgs.get(i) else {
+        let Some(msg) = msgs.get(i).map(Borrow::borrow) else {
             break;
         };
         match (&msg.role, &msg.body) {
