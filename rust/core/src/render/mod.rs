@@ -309,10 +309,8 @@ mod tests {
         let items = plan.items.unwrap_or_default();
         assert_eq!(items.len(), 3);
         assert_eq!(items[0], Item::Keep(0));
-        assert!(
-            matches!(&items[1], Item::Synthetic { text, timestamp: crate::js::JsField::Number(t), .. }
-            if *t == 9000.0 && text.as_literal() == Some("<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>"))
-        );
+        assert!(matches!(&items[1], Item::Synthetic { text, .. }
+            if text.as_literal() == Some("<compressed-chain id=\"b1\" tools=\"t1\">\nS\n</compressed-chain>")));
         assert_eq!(
             items[2],
             Item::Assistant {

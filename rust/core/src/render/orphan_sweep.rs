@@ -265,7 +265,6 @@ mod tests {
             Item::Keep(0),
             Item::Synthetic {
                 text: Text::default(),
-                timestamp: crate::js::JsField::Absent,
                 chain_slot: 0,
             },
             Item::Keep(1),

@@ -126,16 +126,19 @@ pub enum Item {
         /// every `type === "thinking"` block removed (phase 3)
         strip_thinking: bool,
     },
-    /// the synthetic `<compressed-chain>` user message (04 section 5.4)
+    /// the synthetic `<compressed-chain>` user message (04 section 5.4), stamped with the
+    /// entry's `compressedAt` (absent: the key is omitted)
     Synthetic {
         /// `content[0].text`
         text: Text,
-        /// `entry.compressedAt` (absent: the key is omitted)
-        timestamp: JsField,
-        /// `ChainEntry::slot` of the entry (its original object holds the exact value)
+        /// `ChainEntry::slot` of the entry: the binding reads `compressedAt` from it (its
+        /// original object holds the exact value)
         chain_slot: usize,
     },
 }
+
+// Every render moves a slot per message through its phases: keep them small.
+const _: () = assert!(std::mem::size_of::<Item>() <= 40);
 
 impl Item {
     /// The input message this slot stands for, if any.

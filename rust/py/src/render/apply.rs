@@ -263,7 +263,6 @@ impl<'py> Writer<'_, 'py> {
         &self,
         index: &PyIndex,
         text: &Text,
-        timestamp: &JsField,
         chain_slot: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let py = self.py;
@@ -289,11 +288,11 @@ impl<'py> Writer<'_, 'py> {
             },
             None => None,
         };
-        match original {
-            Some(Some(value)) => out.set_item(self.key(K::Timestamp), value)?,
-            Some(None) => {}
-            None => {
-                if let Some(value) = field_to_py(py, timestamp)? {
+        match (original, entry) {
+            (Some(Some(value)), _) => out.set_item(self.key(K::Timestamp), value)?,
+            (Some(None), _) | (None, None) => {}
+            (None, Some(entry)) => {
+                if let Some(value) = field_to_py(py, &entry.compressed_at)? {
                     out.set_item(self.key(K::Timestamp), value)?;
                 }
             }
@@ -444,14 +443,10 @@ fn build<'py>(
                 removed_held.extend(removed);
                 copy.into_ptr()
             }
-            Item::Synthetic {
-                text,
-                timestamp,
-                chain_slot,
-            } => {
+            Item::Synthetic { text, chain_slot } => {
                 out_lens.push(None);
                 writer
-                    .synthetic_message(index, text, timestamp, *chain_slot)?
+                    .synthetic_message(index, text, *chain_slot)?
                     .into_ptr()
             }
         };

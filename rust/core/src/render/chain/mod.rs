@@ -364,7 +364,6 @@ fn emit<S: IdStr>(
             {
                 out.push(Item::Synthetic {
                     text,
-                    timestamp: entry.compressed_at.clone(),
                     chain_slot: entry.slot,
                 });
             }
