@@ -13,7 +13,7 @@ use pi_condense_core::index::{
     ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, ShortRef,
 };
 use pi_condense_core::jsstr::{JsBuf, JsStr};
-use pi_condense_core::keys::hash_tool_result;
+use pi_condense_core::keys::{hash_tool_result, VerdictMemo};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -140,6 +140,7 @@ impl PyIndex {
             result_preview: field(dict, intern!(py, "resultPreview"))?,
             key: String::new(),
             slot: 0,
+            protection: VerdictMemo::default(),
         };
         let seed = match dict.get_item(intern!(py, "contentHash"))? {
             Some(h) if !h.is_none() => h

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use super::{Index, JsField, KeyFacts};
 use crate::jsstr::JsStr;
-use crate::keys::{format_occ_key, parse_occ_key};
+use crate::keys::{format_occ_key, parse_occ_key, VerdictMemo};
 
 /// The fields of one persisted `ToolCallRecord` that decisions read (spec 02 section 1).
 ///
@@ -37,6 +37,9 @@ pub struct Record {
     pub key: String,
     /// Position of this record in the index's record store; set by the index.
     pub slot: usize,
+    /// The protection verdict of its tool name and path under the latest compiled rule
+    /// that judged it (a record is never edited once indexed; a clone starts empty).
+    pub protection: VerdictMemo,
 }
 
 impl Record {

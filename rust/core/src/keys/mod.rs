@@ -18,4 +18,4 @@ pub use occurrence::{
     bare_tool_call_id, format_occ_key, occ_key, parse_occ_key, split_occ_key_units, ParsedOccKey,
     OCC_KEY_SEPARATOR,
 };
-pub use protected::{Glob, ProtectedMatcher, ToolRule};
+pub use protected::{Glob, ProtectedMatcher, ToolRule, VerdictMemo};

@@ -17,6 +17,8 @@
 //! `?` never matches an astral character (two units), and `.` excludes
 //! `\n`, `\r`, U+2028 and U+2029 while `[^/]` does not.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// One element of a translated glob.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Token {
@@ -348,6 +350,53 @@ pub struct ProtectedMatcher {
     tools: Vec<String>,
     globs: Vec<Glob>,
     rule: ToolRule,
+    /// Names this matcher's rules in a [`VerdictMemo`] (0: never remembered). A clone has
+    /// the same rules, hence the same key; the rules never change after construction.
+    memo_key: u64,
+}
+
+/// A fresh [`ProtectedMatcher::memo_key`]: never 0, and below 2^63 (it is stored shifted).
+fn fresh_memo_key() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let key = NEXT.fetch_add(1, Ordering::Relaxed);
+    // 2^63 matchers are never built; wrapping to 0 would only turn the memo off.
+    key & (u64::MAX >> 1)
+}
+
+/// One protection verdict remembered for one compiled rule (a [`ProtectedMatcher`]'s
+/// `memo_key`): a record's tool name and path never change once it is indexed, so a render
+/// against the same rule asks the matcher once per record instead of once per render.
+///
+/// Not part of the value it is attached to: equality ignores it and a clone starts empty.
+#[derive(Debug, Default)]
+pub struct VerdictMemo(AtomicU64);
+
+impl VerdictMemo {
+    /// The verdict remembered for rule `key`, if any.
+    pub fn get(&self, key: u64) -> Option<bool> {
+        let stored = self.0.load(Ordering::Relaxed);
+        (key != 0 && stored >> 1 == key).then_some(stored & 1 == 1)
+    }
+
+    /// Remembers `verdict` for rule `key` (replacing another rule's).
+    pub fn set(&self, key: u64, verdict: bool) {
+        if key != 0 && key <= u64::MAX >> 1 {
+            self.0
+                .store(key << 1 | u64::from(verdict), Ordering::Relaxed);
+        }
+    }
+}
+
+impl Clone for VerdictMemo {
+    fn clone(&self) -> Self {
+        VerdictMemo::default()
+    }
+}
+
+impl PartialEq for VerdictMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Whether `needle` occurs in `haystack` (JS `includes` on code units).
@@ -374,6 +423,7 @@ impl ProtectedMatcher {
             tools: tools.iter().map(|t| t.as_ref().to_owned()).collect(),
             globs: globs.iter().map(|g| Glob::new(g.as_ref())).collect(),
             rule: ToolRule::Names,
+            memo_key: fresh_memo_key(),
         }
     }
 
@@ -385,7 +435,13 @@ impl ProtectedMatcher {
             tools: Vec::new(),
             globs: globs.iter().map(|g| Glob::from_utf16(g)).collect(),
             rule: ToolRule::Substring(raw),
+            memo_key: fresh_memo_key(),
         }
+    }
+
+    /// The key of this matcher's verdicts in a [`VerdictMemo`] (0: not remembered).
+    pub fn memo_key(&self) -> u64 {
+        self.memo_key
     }
 
     /// How tool names are protected.
@@ -403,6 +459,7 @@ impl ProtectedMatcher {
             tools_utf16: tools,
             globs: globs.iter().map(|g| Glob::from_utf16(g)).collect(),
             rule: ToolRule::Names,
+            memo_key: fresh_memo_key(),
         }
     }
 

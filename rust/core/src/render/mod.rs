@@ -39,6 +39,7 @@ pub use state::RenderState;
 
 use std::collections::HashSet;
 
+use crate::index::Record;
 use crate::js::JsField;
 use crate::keys::{ProtectedMatcher, ToolRule};
 
@@ -67,9 +68,31 @@ pub struct ChainConfig {
 pub trait Protection {
     /// `isProtected(record.toolName, record.args, cfg)`, given `args.path` when it is a string.
     fn is_protected(&self, tool_name: &JsField, path: Option<&str>) -> bool;
+
+    /// The key its verdicts are remembered under in a record's
+    /// [`crate::keys::VerdictMemo`]: nonzero only when the verdict is a pure function of the
+    /// name and path that never changes.
+    fn memo_key(&self) -> u64 {
+        0
+    }
+}
+
+/// [`Protection::is_protected`] of a record, remembered in the record for that rule.
+pub(crate) fn record_is_protected(rule: &dyn Protection, rec: &Record) -> bool {
+    let key = rule.memo_key();
+    if let Some(verdict) = rec.protection.get(key) {
+        return verdict;
+    }
+    let verdict = rule.is_protected(&rec.tool_name, rec.args_path.as_deref());
+    rec.protection.set(key, verdict);
+    verdict
 }
 
 impl Protection for ProtectedMatcher {
+    fn memo_key(&self) -> u64 {
+        ProtectedMatcher::memo_key(self)
+    }
+
     fn is_protected(&self, tool_name: &JsField, path: Option<&str>) -> bool {
         match self.rule() {
             ToolRule::Names => ProtectedMatcher::is_protected(self, tool_name.as_str(), path),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use super::ids::ResultKeys;
 use super::plan::{Item, Piece, Text};
 use super::state::{template_or, RenderState, Summarized};
-use super::Protection;
+use super::{record_is_protected, Protection};
 use crate::index::Record;
 use crate::js::format_number;
 use crate::view::{IdStr, JsIdOf, MsgView, Role};
@@ -74,7 +74,7 @@ fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
         _ => return None,
     };
     if let (Some(matcher), Some(rec)) = (protection, found.record) {
-        if matcher.is_protected(&rec.tool_name, rec.args_path.as_deref()) {
+        if record_is_protected(matcher, rec) {
             return None;
         }
     }
@@ -360,6 +360,42 @@ mod tests {
             &HashSet::new()
         )
         .is_none());
+    }
+
+    #[test]
+    fn remembered_verdicts_belong_to_the_rule_that_gave_them() {
+        // One state (one record) rendered against rules that disagree, alternately: each
+        // render gives its own rule's verdict, however many times it was remembered.
+        let state = TestState::default().record("r@1", rec_at("read", "a/skills/x.md"));
+        let msgs = [tool_result("r", 1.0)];
+        let by_path = ProtectedMatcher::new::<&str, &str>(&[], &["**/skills/**/*.md"]);
+        let other_path = ProtectedMatcher::new::<&str, &str>(&[], &["**/*.rs"]);
+        let by_path_again = by_path.clone();
+        for _ in 0..3 {
+            for (rule, protected) in [
+                (&by_path, true),
+                (&other_path, false),
+                (&by_path_again, true),
+                (&ProtectedMatcher::default(), false),
+            ] {
+                let out = stub_replace(
+                    &msgs,
+                    &state,
+                    Some(rule as &dyn Protection),
+                    &HashSet::new(),
+                );
+                assert_eq!(out.is_none(), protected, "{rule:?}");
+            }
+        }
+        // The memo is no part of the record's value, and a clone starts without it.
+        let record = rec_at("read", "a/skills/x.md");
+        record.protection.set(by_path.memo_key(), true);
+        assert_eq!(record.protection.get(by_path.memo_key()), Some(true));
+        assert_eq!(record.protection.get(other_path.memo_key()), None);
+        assert_eq!(record.clone().protection.get(by_path.memo_key()), None);
+        assert_eq!(record, rec_at("read", "a/skills/x.md"));
+        assert_ne!(by_path.memo_key(), other_path.memo_key());
+        assert_eq!(ProtectedMatcher::default().memo_key(), 0);
     }
 
     #[test]
