@@ -6,6 +6,7 @@ import collections
 import enum
 import json
 import math
+import random
 import re
 import threading
 from pathlib import Path
@@ -198,6 +199,22 @@ def test_python_numbers() -> None:
     assert jsjson.dumps([True, False, None]) == "[true,false,null]"
     assert jsjson.length([True, False, None, 10**400, 2**64]) == len(
         "[true,false,null,null,18446744073709552000]"
+    )
+
+
+def test_lengths_of_many_distinct_doubles() -> None:
+    # Past a few dozen doubles the measurer caches their printed lengths by bits: thousands
+    # of distinct values (sharing cache slots) and repeats must each count as printed.
+    rng = random.Random(18)
+    values = [rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30) for _ in range(6000)] + [
+        rng.randint(1, 999) / 1000 for _ in range(2000)
+    ]
+    again = values * 2
+    rng.shuffle(again)
+    for value in (values, again, [{"cost": v, "n": [v, -v]} for v in again[:3000]]):
+        assert jsjson.length(value) == len(jsjson.dumps(value))
+    assert jsjson.length([0.5] * 100 + [1e21, 1e-7, 2.5e-5]) == len(
+        "[" + ",".join(["0.5"] * 100 + ["1e+21", "1e-7", "0.000025"]) + "]"
     )
 
 

@@ -606,8 +606,12 @@ enum Step {
 /// Slots of the key-length cache (a power of two).
 const KEY_CACHE_SLOTS: usize = 256;
 
-/// Slots of the number-length cache (a power of two).
-const NUMBER_CACHE_SLOTS: usize = 256;
+/// Slots of the number-length cache (a power of two). A long session holds thousands of
+/// distinct costs and usage figures; 256 slots missed on most of them.
+const NUMBER_CACHE_SLOTS: usize = 2048;
+
+/// Doubles measured before the number cache is allocated (a small value never pays for it).
+const NUMBER_CACHE_AFTER: usize = 64;
 
 /// How many steps ahead of the walk an object's header is prefetched.
 const AHEAD_HEADER: usize = 12;
@@ -626,7 +630,11 @@ const AHEAD_BODY: usize = 6;
 pub(crate) struct Measurer {
     steps: Vec<Step>,
     keys: Box<[(usize, usize); KEY_CACHE_SLOTS]>,
-    numbers: Box<[(u64, usize); NUMBER_CACHE_SLOTS]>,
+    /// Empty until [`NUMBER_CACHE_AFTER`] doubles were measured, then
+    /// [`NUMBER_CACHE_SLOTS`] slots.
+    numbers: Vec<(u64, usize)>,
+    /// Doubles measured while `numbers` is empty.
+    uncached: usize,
     /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
     trail: Option<Trail>,
     /// The trails of the elements measured so far by [`Measurer::len_each_recorded_then`].
@@ -640,8 +648,8 @@ impl Measurer {
         Measurer {
             steps: Vec::new(),
             keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
-            // Slot 0 holds the bits of 0.0, never asked for (an exact integer).
-            numbers: Box::new([(0, 1); NUMBER_CACHE_SLOTS]),
+            numbers: Vec::new(),
+            uncached: 0,
             trail: None,
             trails: Vec::new(),
             spare: None,
@@ -677,6 +685,14 @@ impl Measurer {
         match *number {
             Number::Exact(i) => write::int_len(i),
             Number::Double(x) => {
+                if self.numbers.is_empty() {
+                    self.uncached += 1;
+                    if self.uncached < NUMBER_CACHE_AFTER {
+                        return write::number_len(x);
+                    }
+                    // Slot 0 holds the bits of 0.0, never asked for (an exact integer).
+                    self.numbers = vec![(0, 1); NUMBER_CACHE_SLOTS];
+                }
                 let bits = x.to_bits();
                 let slot = (bits ^ bits >> 29 ^ bits >> 47) as usize & (NUMBER_CACHE_SLOTS - 1);
                 match self.numbers.get(slot) {
