@@ -503,32 +503,16 @@ impl PyChainScan {
             }
             items.push(msg.unbind());
         }
-        let null_error = |_| {
+        // Detection resumes past the leading messages the previous scan read (none without
+        // one), keeping its chains before that point.
+        let previous = lender
+            .as_ref()
+            .map_or(&[][..], |prev| prev.chains.as_slice());
+        let chains = core::detect_chains_resumed(&views, previous, unchanged).map_err(|_| {
             PyTypeError::new_err(
                 "chain detection: a message (or a content block inside a chain) is null",
             )
-        };
-        // The previous scan's chains that start before the resume point are this list's
-        // (detection there read the very same messages); the rest are detected again.
-        let chains = match lender.as_ref().filter(|_| unchanged > 0) {
-            Some(prev) => {
-                let from = core::resume_point(&views, unchanged);
-                let mut chains: Vec<Arc<ChainRange>> = prev
-                    .chains
-                    .iter()
-                    .take_while(|c| c.start < from)
-                    .cloned()
-                    .collect();
-                let rest = core::detect_chains_from(&views, from).map_err(null_error)?;
-                chains.extend(rest.into_iter().map(Arc::new));
-                chains
-            }
-            None => core::detect_chains(&views)
-                .map_err(null_error)?
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
-        };
+        })?;
         let grace_len = grace_len.unwrap_or(ranges.len()).min(ranges.len());
         let in_grace = in_grace_keys(&ranges[..grace_len], grace_turns);
         Ok(PyChainScan {

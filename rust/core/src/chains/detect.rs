@@ -121,12 +121,35 @@ pub fn detect_chains<M: Borrow<ChainMsg>>(msgs: &[M]) -> Result<Vec<ChainRange>,
     detect_chains_from(msgs, 0)
 }
 
+/// [`detect_chains`] of `msgs` whose first `unchanged` messages are the ones an earlier
+/// detection read, which found `previous`: its chains that start before the resume point
+/// (shared as they are), then the chains detected from there. With `unchanged` 0 it is a
+/// full detection. `C` is how the caller holds chains (`ChainRange` itself, or an `Arc`).
+pub fn detect_chains_resumed<M, C>(
+    msgs: &[M],
+    previous: &[C],
+    unchanged: usize,
+) -> Result<Vec<C>, Throw>
+where
+    M: Borrow<ChainMsg>,
+    C: Borrow<ChainRange> + Clone + From<ChainRange>,
+{
+    let from = resume_point(msgs, unchanged);
+    let mut chains: Vec<C> = previous
+        .iter()
+        .take_while(|c| (*c).borrow().start < from)
+        .cloned()
+        .collect();
+    chains.extend(detect_chains_from(msgs, from)?.into_iter().map(C::from));
+    Ok(chains)
+}
+
 /// Where detection over `msgs` may resume when its first `unchanged` messages are the ones
 /// an earlier detection read: the last non-synthetic user message before `unchanged` (0 when
 /// there is none). Such a message ends whatever chain is open and opens a new one whatever
 /// came before it, so the chains starting before it are exactly the earlier detection's
 /// chains starting before it, and [`detect_chains_from`] that point finds the rest.
-pub fn resume_point<M: Borrow<ChainMsg>>(msgs: &[M], unchanged: usize) -> usize {
+fn resume_point<M: Borrow<ChainMsg>>(msgs: &[M], unchanged: usize) -> usize {
     let end = unchanged.min(msgs.len());
     msgs.get(..end)
         .unwrap_or_default()
@@ -141,7 +164,7 @@ pub fn resume_point<M: Borrow<ChainMsg>>(msgs: &[M], unchanged: usize) -> usize 
 /// [`detect_chains`] from message `from` on (indices stay those of `msgs`): the chains that
 /// start at or after `from`, when `from` is 0 or a [`resume_point`]. The messages before
 /// `from` are not read (their null checks are the earlier detection's).
-pub fn detect_chains_from<M: Borrow<ChainMsg>>(
+fn detect_chains_from<M: Borrow<ChainMsg>>(
     msgs: &[M],
     from: usize,
 ) -> Result<Vec<ChainRange>, Throw> {
@@ -244,10 +267,7 @@ mod tests {
         assert_eq!(resume_point(&msgs, 99), 5);
         let full = closed(&msgs);
         for unchanged in 0..=msgs.len() {
-            let from = resume_point(&msgs, unchanged);
-            let mut resumed: Vec<ChainRange> =
-                full.iter().filter(|c| c.start < from).cloned().collect();
-            resumed.extend(detect_chains_from(&msgs, from).unwrap_or_default());
+            let resumed = detect_chains_resumed(&msgs, &full, unchanged).unwrap_or_default();
             assert_eq!(resumed, full, "unchanged = {unchanged}");
         }
     }

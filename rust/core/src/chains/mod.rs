@@ -27,7 +27,7 @@ pub mod view;
 
 pub use body::{deterministic_body, BodyError, BodyRecord};
 pub use collate::locale_compare;
-pub use detect::{detect_chains, detect_chains_from, resume_point, ChainRange, Sourced};
+pub use detect::{detect_chains, detect_chains_resumed, ChainRange, Sourced};
 pub use eligible::{select_eligible, Eligibility};
 pub use extract::{extract_chain_records, Extracted};
 pub use view::{AssistantContent, CallView, ChainMsg, MsgBody};
