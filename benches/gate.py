@@ -39,7 +39,11 @@ for a cycle by its step count instead of a set, ``build_context`` reuses the bra
 keeps for its leaf instead of walking it again, and the loaded entries are indexed in one loop.
 What is left over ``orjson.loads``: the Python line loop and indexing (about 0.3), the native
 state rebuild (about 0.2-0.25, the state pair) and the context (about 0.15). Its bound is a
-regression bound: the worst ratio of those runs plus 50%.
+regression bound: the worst ratio of those runs plus 50%. On 2026-12-03 (old and new code
+alternated, three runs each) it went 1.71-1.91 -> 1.40-1.66: the load's indexing loop also
+tells a linear file (no branch walk) and gathers the tip's context, and the state rebuild
+reads ``customType`` only of ``custom`` entries, with look-ahead hints (state 0.25-0.31 ->
+0.20-0.23). One gate run then measured 1.69 (median 3.34: this pair is the noisiest).
 
 The start-up pair (``bench_cli.py``) runs both as subprocesses, timed by the children's CPU
 time. On 2026-12-01 (loaded VM, same run) it measured 41.4 (1.27 s of CPU) with every command

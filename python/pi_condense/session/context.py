@@ -15,6 +15,7 @@ from .entries import put
 
 __all__ = [
     "BranchPath",
+    "ContextBuilder",
     "SessionContext",
     "build_context",
     "build_session_context",
@@ -138,40 +139,96 @@ def build_context(
 
 def context_of_path(path: Sequence[dict[str, Any]]) -> SessionContext:
     """The context of a root-first branch (what :func:`walk` gives)."""
-    thinking_level: Any = "off"
-    # The last entry that sets the model; its model dict is built once, at the end.
-    model_from: Optional[dict[str, Any]] = None
-    compaction: Optional[dict[str, Any]] = None
-    # One pass gathers the messages as if the branch had no compaction (the usual case).
-    messages: list[Any] = []
-    append = messages.append
-    for entry in path:
-        kind = entry.get("type")
-        if kind == "message":
-            message = entry.get("message")
-            if isinstance(message, dict):
-                append(message)
-                if message.get("role") == "assistant":
-                    model_from = entry
-        elif kind == "custom_message" or kind == "branch_summary":
-            _emit(entry, messages)
-        elif kind == "thinking_level_change":
-            thinking_level = entry.get("thinkingLevel")
-        elif kind == "model_change":
-            model_from = entry
-        elif kind == "compaction":
-            compaction = entry
-    model: Optional[dict[str, Any]] = None
-    if model_from is not None:
-        if model_from.get("type") == "model_change":
-            model = _model_of(model_from.get("provider", ABSENT), model_from.get("modelId", ABSENT))
-        else:
-            message = model_from["message"]
-            model = _model_of(message.get("provider", ABSENT), message.get("model", ABSENT))
-    if compaction is None:
-        return SessionContext(messages, thinking_level, model)
+    builder = ContextBuilder()
+    builder.feed(path)
+    return builder.context(path, copy=False)
 
-    messages = []
+
+class ContextBuilder:
+    """The context of a root-first branch, built as the branch grows at its end: each
+    entry is read once, however often the context is asked for."""
+
+    __slots__ = (
+        "_assistant_at",
+        "_scanned",
+        "compaction",
+        "length",
+        "messages",
+        "model_change",
+        "model_change_at",
+        "thinking_level",
+    )
+
+    def __init__(self) -> None:
+        # The messages as if the branch had no compaction (the usual case).
+        self.messages: list[Any] = []
+        self.thinking_level: Any = "off"
+        self.model_change: Optional[dict[str, Any]] = None
+        self.model_change_at = 0  # how many messages came before it
+        self.compaction: Optional[dict[str, Any]] = None
+        self.length = 0  # entries fed
+        # The last assistant message (the other entry that sets the model) is looked for
+        # from the end only when the model is asked for: the role is a read of each
+        # message, which loading a session would otherwise pay for every one.
+        self._scanned = 0
+        self._assistant_at = -1
+
+    def feed(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Read the entries that follow the ones fed so far."""
+        append = self.messages.append
+        for entry in entries:
+            kind = entry.get("type")
+            if kind == "message":
+                message = entry.get("message")
+                if isinstance(message, dict):
+                    append(message)
+            else:
+                self.feed_other(entry, kind)
+        self.length += len(entries)
+
+    def feed_other(self, entry: dict[str, Any], kind: Any) -> None:
+        """:meth:`feed` of one entry whose ``type`` is ``kind``, not ``"message"`` (the
+        caller counts it in :attr:`length`)."""
+        if kind == "custom_message" or kind == "branch_summary":
+            _emit(entry, self.messages)
+        elif kind == "thinking_level_change":
+            self.thinking_level = entry.get("thinkingLevel")
+        elif kind == "model_change":
+            self.model_change = entry
+            self.model_change_at = len(self.messages)
+        elif kind == "compaction":
+            self.compaction = entry
+
+    def _model(self) -> Optional[dict[str, Any]]:
+        messages = self.messages
+        # Only message entries give messages with role "assistant" (emitted ones are
+        # "custom" or "branchSummary").
+        for i in range(len(messages) - 1, self._scanned - 1, -1):
+            if messages[i].get("role") == "assistant":
+                self._assistant_at = i
+                break
+        self._scanned = len(messages)
+        at = self._assistant_at
+        change = self.model_change
+        if at >= 0 and (change is None or at >= self.model_change_at):
+            message = messages[at]
+            return _model_of(message.get("provider", ABSENT), message.get("model", ABSENT))
+        if change is not None:
+            return _model_of(change.get("provider", ABSENT), change.get("modelId", ABSENT))
+        return None
+
+    def context(self, path: Sequence[dict[str, Any]], *, copy: bool = True) -> SessionContext:
+        """The context of ``path``, the entries fed (``copy``: a list of its own)."""
+        model = self._model()
+        if self.compaction is None:
+            messages = list(self.messages) if copy else self.messages
+            return SessionContext(messages, self.thinking_level, model)
+        return SessionContext(_compacted(path, self.compaction), self.thinking_level, model)
+
+
+def _compacted(path: Sequence[dict[str, Any]], compaction: dict[str, Any]) -> list[Any]:
+    """The messages of a branch whose last compaction entry is ``compaction``."""
+    messages: list[Any] = []
     head: dict[str, Any] = {"role": "compactionSummary"}
     put(head, "summary", compaction.get("summary", ABSENT))
     put(head, "tokensBefore", compaction.get("tokensBefore", ABSENT))
@@ -192,7 +249,7 @@ def context_of_path(path: Sequence[dict[str, Any]]) -> SessionContext:
         if found:
             _emit(entry, messages)
     _emit_all(path[index + 1 :], messages)
-    return SessionContext(messages, thinking_level, model)
+    return messages
 
 
 def build_session_context(
@@ -221,16 +278,49 @@ class BranchPath:
     """The root-first path of one leaf entry, grown in place while the leaf moves to a child
     of its last entry (a message appended at the leaf: the common case, O(1))."""
 
-    __slots__ = ("dangling", "epoch", "leaf", "members", "path")
+    __slots__ = ("_members", "builder", "dangling", "epoch", "leaf", "path")
 
     def __init__(self, leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]):
+        self._start(walk(leaf, by_id))
+
+    @classmethod
+    def of_path(
+        cls, path: list[dict[str, Any]], builder: Optional[ContextBuilder] = None
+    ) -> BranchPath:
+        """The branch of ``path[-1]``, given its root-first path (what :func:`walk` gives)
+        and, if already read, the builder of its context."""
+        self = object.__new__(cls)
+        self._start(path)
+        if builder is not None and builder.length == len(path):
+            self.builder = builder
+        return self
+
+    def _start(self, path: list[dict[str, Any]]) -> None:
         self.epoch = next(_EPOCHS)
-        self.leaf = leaf
-        self.path = walk(leaf, by_id)
-        self.members = set(map(id, self.path))
+        self.leaf = path[-1] if path else None
+        self.path = path
+        self._members: Optional[set[int]] = None
+        self.builder: Optional[ContextBuilder] = None
         # An id the root names as its parent: an entry with that id would change the path.
-        parent = self.path[0].get("parentId", ABSENT) if self.path else ABSENT
+        parent = path[0].get("parentId", ABSENT) if path else ABSENT
         self.dangling: Any = map_key(parent) if truthy(parent) else None
+
+    def context(self) -> SessionContext:
+        """The context of the path (its entries read once: a grown path reads the new ones)."""
+        builder = self.builder
+        if builder is None:
+            builder = self.builder = ContextBuilder()
+        path = self.path
+        if builder.length < len(path):
+            builder.feed(path[builder.length :] if builder.length else path)
+        return builder.context(path)
+
+    @property
+    def members(self) -> set[int]:
+        """The ``id()`` of every entry on the path (made on first use)."""
+        if self._members is None:
+            self._members = set(map(id, self.path))
+        return self._members
 
     def extend(self, leaf: dict[str, Any], by_id: Mapping[Any, dict[str, Any]]) -> bool:
         """Move to ``leaf`` if it descends from the current leaf within a few entries (the

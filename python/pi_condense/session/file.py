@@ -17,7 +17,7 @@ from ..fsio import fsync_dir
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import ABSENT, map_key, to_number, trim, truthy
-from .context import BranchPath, SessionContext, build_context, context_of_path, walk
+from .context import BranchPath, ContextBuilder, SessionContext, build_context, walk
 from .entries import (
     CURRENT_SESSION_VERSION,
     Clock,
@@ -76,6 +76,8 @@ class SessionFile:
     _tail: bytes
     _foreign_prune: int
     _branch_path: Optional[BranchPath]
+    _linear_count: int
+    _linear_context: Optional[ContextBuilder]
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -117,6 +119,8 @@ class SessionFile:
         session.lock_timeout = LOCK_TIMEOUT_S
         session._foreign_prune = 0
         session._branch_path = None
+        session._linear_count = 0
+        session._linear_context = None
         return session
 
     @classmethod
@@ -271,12 +275,15 @@ class SessionFile:
         self._absorb(parsed.objects[1:])
         self._warnings.sort(key=lambda w: w.line)
         self._leaf = self._tip
-        self._consumed(data)
+        self._consumed(data, parsed.newlines)
 
-    def _consumed(self, data: bytes) -> None:
+    def _consumed(self, data: bytes, newlines: Optional[int] = None) -> None:
         self._size += len(data)
-        self._lines += data.count(b"\n")
-        self._tail = (self._tail + data)[-_TAIL_BYTES:]
+        self._lines += data.count(b"\n") if newlines is None else newlines
+        if len(data) >= _TAIL_BYTES:
+            self._tail = data[-_TAIL_BYTES:]
+        else:
+            self._tail = (self._tail + data)[-_TAIL_BYTES:]
 
     # ---------------------------------------------------------------- indexing
 
@@ -341,6 +348,13 @@ class SessionFile:
         cached = self._branch_path
         entry_id: Any = ABSENT
         count = 0
+        # Whether every entry so far is the child of the one before, the first a root (then
+        # the tip's branch is every entry, in file order: see _current_path). Checked here,
+        # while each entry is in the cache, because a walk of a long branch is slow.
+        linear = not entries
+        previous: Any = None
+        # The context of that branch, read in the same pass.
+        builder = ContextBuilder() if linear else None
         for line, entry in items:
             kind = entry.get("type")
             if kind == "session":
@@ -357,8 +371,9 @@ class SessionFile:
             elif seen:
                 reason = f"duplicate entry id {entry_id!r}: the later entry wins in the id index"
                 warnings.append(LoadWarning(line, "duplicate-id", reason))
+            message = entry.get("message") if kind == "message" else None
             if kind == "message":
-                if not isinstance(entry.get("message"), dict):
+                if not isinstance(message, dict):
                     reason = "message entry without a message object (left out of the context)"
                     warnings.append(LoadWarning(line, "bad-entry", reason))
             elif kind == "label":
@@ -370,9 +385,28 @@ class SessionFile:
                     self._labels.pop(target, None)
             if cached is not None and (seen or key == cached.dangling):
                 cached = None  # the id index changes under a path walked before
+            if linear:
+                parent = entry.get("parentId")
+                linear = (
+                    type(entry_id) is str
+                    and not seen
+                    and (parent is None if count == 1 else parent == previous)
+                )
+                previous = entry_id
+                if builder is not None:
+                    if kind != "message":
+                        builder.feed_other(entry, kind)
+                    elif isinstance(message, dict):
+                        builder.messages.append(message)
             by_id[key] = entry
             entries.append(entry)
         self._branch_path = cached
+        self._linear_count = len(entries) if linear and count else 0
+        if builder is not None and self._linear_count:
+            builder.length = len(entries)
+            self._linear_context = builder
+        else:
+            self._linear_context = None
         if count:
             self._tip = entry_id
         return count
@@ -501,7 +535,12 @@ class SessionFile:
             cached.leaf is entry or (entry is not None and cached.extend(entry, self._by_id))
         ):
             return cached
-        cached = BranchPath(entry, self._by_id)
+        entries = self._entries
+        if entry is not None and self._linear_count == len(entries) and entry is entries[-1]:
+            cached = BranchPath.of_path(list(entries), self._linear_context)
+            self._linear_context = None
+        else:
+            cached = BranchPath(entry, self._by_id)
         self._branch_path = cached
         return cached
 
@@ -518,7 +557,7 @@ class SessionFile:
             if truthy(start) and map_key(start) in self._by_id:
                 # The current leaf's branch is kept: no second walk (build_context falls
                 # back to the last entry for a leaf that does not resolve).
-                return context_of_path(self._current_path().path)
+                return self._current_path().context()
             return build_context(self._entries, start, self._by_id)
 
     # ---------------------------------------------------------------- appending

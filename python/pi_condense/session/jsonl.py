@@ -64,6 +64,8 @@ class Parsed:
     warnings: list[LoadWarning]
     first_value: Any = ABSENT
     first_line: int = 0
+    newlines: int = 0
+    """How many ``"\\n"`` the chunk holds (set by :func:`parse_lines`)."""
 
 
 def parse_line(line: str, number: int, torn: bool, parsed: Parsed) -> None:
@@ -169,6 +171,8 @@ def parse_lines(data: bytes) -> Parsed:
         line, text, valid = pending
         torn = not data.endswith(b"\n") and line == number
         _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed)
+    # Every segment but the last ends with a newline.
+    parsed.newlines = number - 1
     return parsed
 
 

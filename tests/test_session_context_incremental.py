@@ -1,0 +1,219 @@
+"""The session's context and branch, kept as entries arrive, against a plain reading.
+
+A :class:`SessionFile` reads the entries of a linear file (each entry the child of the one
+before) once: the load indexes them, takes the tip's branch to be every entry and reads the
+context in the same pass, and later appends read only the new entries. These properties
+compare what it gives with a direct transcription of spec 01 sections 5 and 7 (walk from
+the leaf, then ``buildSessionContext``) over random entry trees: linear files, forks, a
+repeated or missing id, labels, custom and compaction entries, model and thinking changes,
+and entries that arrive after the load (another writer's appends picked up by ``refresh``,
+and our own appends).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pi_condense import jstime
+from pi_condense.session import SessionFile
+
+HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": "2025-01-01T00:00:00.000Z"}
+
+
+def _walk(entries: list[dict[str, Any]], leaf: dict[str, Any]) -> list[dict[str, Any]]:
+    """Spec 01 section 5: the later entry wins in the id map; stop at a null or unknown
+    parent (or where the walk would repeat an entry)."""
+    by_id = {}
+    for entry in entries:
+        if isinstance(entry.get("id"), str):
+            by_id[entry["id"]] = entry
+    path: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    current: Optional[dict[str, Any]] = leaf
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        path.append(current)
+        parent = current.get("parentId")
+        current = by_id.get(parent) if isinstance(parent, str) and parent else None
+    path.reverse()
+    return path
+
+
+def _message_of(entry: dict[str, Any]) -> Optional[dict[str, Any]]:
+    kind = entry.get("type")
+    if kind == "message":
+        return entry["message"] if isinstance(entry.get("message"), dict) else None
+    if kind == "custom_message":
+        custom = {"role": "custom"}
+        for key in ("customType", "content", "display", "details"):
+            if key in entry:
+                custom[key] = entry[key]
+        custom["timestamp"] = jstime.date_value(entry["timestamp"])
+        return custom
+    if kind == "branch_summary" and entry.get("summary"):
+        summary = {"role": "branchSummary", "summary": entry["summary"]}
+        if "fromId" in entry:
+            summary["fromId"] = entry["fromId"]
+        summary["timestamp"] = jstime.date_value(entry["timestamp"])
+        return summary
+    return None
+
+
+def _expected(entries: list[dict[str, Any]], leaf: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """Spec 01 section 7 over the branch of ``leaf``: (messages, thinking level, model)."""
+    path = _walk(entries, leaf)
+    thinking: Any = "off"
+    model: Any = None
+    compaction: Optional[dict[str, Any]] = None
+    for entry in path:
+        kind = entry.get("type")
+        if kind == "thinking_level_change":
+            thinking = entry.get("thinkingLevel")
+        elif kind == "model_change":
+            model = {k: entry[f] for k, f in (("provider", "provider"), ("modelId", "modelId"))}
+        elif kind == "message" and entry["message"].get("role") == "assistant":
+            message = entry["message"]
+            model = {"provider": message["provider"], "modelId": message["model"]}
+        elif kind == "compaction":
+            compaction = entry
+    if compaction is None:
+        kept = path
+        messages: list[Any] = []
+    else:
+        at = path.index(compaction)
+        kept_id = compaction["firstKeptEntryId"]
+        first = next((i for i, e in enumerate(path[:at]) if e["id"] == kept_id), at)
+        kept = path[first:at] + path[at + 1 :]
+        head = {"role": "compactionSummary", "summary": compaction["summary"]}
+        head["tokensBefore"] = compaction["tokensBefore"]
+        head["timestamp"] = jstime.date_value(compaction["timestamp"])
+        messages = [head]
+    messages += [m for m in map(_message_of, kept) if m is not None]
+    return messages, thinking, model
+
+
+def _entry(kind: str, n: int, entry_id: str, parent: Optional[str]) -> dict[str, Any]:
+    stamp = jstime.to_iso_string(1735689600000 + n * 1000)
+    entry: dict[str, Any] = {"type": kind, "id": entry_id, "parentId": parent, "timestamp": stamp}
+    if kind in ("user", "assistant"):
+        entry["type"] = "message"
+        message: dict[str, Any] = {"role": kind, "content": f"m{n}", "timestamp": n}
+        if kind == "assistant":
+            message.update(provider=f"p{n % 3}", model=f"model-{n}")
+        entry["message"] = message
+    elif kind == "custom_message":
+        entry.update(customType="note", content=f"c{n}", display=True)
+    elif kind == "branch_summary":
+        entry.update(fromId="root", summary="" if n % 4 == 0 else f"b{n}")
+    elif kind == "thinking_level_change":
+        entry["thinkingLevel"] = ("low", "high")[n % 2]
+    elif kind == "model_change":
+        entry.update(provider="q", modelId=f"mc-{n}")
+    elif kind == "compaction":
+        entry.update(summary=f"s{n}", firstKeptEntryId=f"e{max(n - 3, 0)}", tokensBefore=n)
+    elif kind == "label":
+        entry.update(targetId=f"e{max(n - 1, 0)}", label=f"l{n}")
+    elif kind == "custom":
+        entry.update(customType="ext", data={"n": n})
+    return entry
+
+
+KINDS = st.sampled_from(
+    ["user"] * 6
+    + ["assistant"] * 6
+    + ["custom_message", "branch_summary", "thinking_level_change", "model_change"]
+    + ["compaction", "label", "custom"]
+)
+# How an entry's parent is chosen: the entry before it (a linear file), none (a second
+# root), one further back (a fork), an id nobody has (dangling).
+LINKS = st.sampled_from(["prev"] * 12 + ["none", "back", "unknown"])
+
+
+@st.composite
+def sessions(draw: Any) -> list[dict[str, Any]]:
+    kinds = draw(st.lists(KINDS, min_size=1, max_size=40))
+    # Half the files are linear (what Pi writes while nobody navigates the tree).
+    if draw(st.booleans()):
+        links, repeat = ["prev"] * len(kinds), None
+    else:
+        links = draw(st.lists(LINKS, min_size=len(kinds), max_size=len(kinds)))
+        repeat = draw(st.one_of(st.none(), st.integers(1, 40)))
+    entries: list[dict[str, Any]] = []
+    for n, (kind, link) in enumerate(zip(kinds, links, strict=True)):
+        if not entries or link == "none":
+            parent = None
+        elif link == "prev":
+            parent = entries[-1]["id"]
+        elif link == "back":
+            parent = entries[draw(st.integers(0, len(entries) - 1))]["id"]
+        else:
+            parent = "nobody"
+        # An id used again (the later entry wins) when `repeat` names this position.
+        entry_id = "e0" if repeat == n and n > 0 else f"e{n}"
+        entries.append(_entry(kind, n, entry_id, parent))
+    return entries
+
+
+def _lines(entries: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(e) + "\n" for e in entries)
+
+
+def _context(session: SessionFile) -> tuple[Any, Any, Any]:
+    context = session.build_context()
+    return context.messages, context.thinking_level, context.model
+
+
+PROPERTY = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@PROPERTY
+@given(entries=sessions())
+def test_loaded_context_and_branch_match_the_spec(entries: list[dict[str, Any]]) -> None:
+    session = SessionFile.parse(json.dumps(HEADER) + "\n" + _lines(entries))
+    expected = _expected(entries, entries[-1])
+    assert _context(session) == expected
+    assert session.branch() == _walk(entries, entries[-1])
+    # Asked again (the kept context), and a fresh list each time.
+    first, again = session.build_context(), session.build_context()
+    assert (again.messages, again.thinking_level, again.model) == expected
+    assert first.messages is not again.messages
+
+
+@PROPERTY
+@given(entries=sessions(), cut=st.integers(0, 40), ask_between=st.booleans())
+def test_entries_another_writer_appends_extend_the_context(
+    tmp_path: Path, entries: list[dict[str, Any]], cut: int, ask_between: bool
+) -> None:
+    cut = min(cut, len(entries) - 1)
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(HEADER) + "\n" + _lines(entries[: cut + 1]))
+    session = SessionFile.load(path)
+    if ask_between:
+        assert _context(session) == _expected(entries[: cut + 1], entries[cut])
+    with path.open("a") as f:
+        f.write(_lines(entries[cut + 1 :]))
+    session.refresh()
+    assert _context(session) == _expected(entries, entries[-1])
+    assert session.branch() == _walk(entries, entries[-1])
+
+
+@PROPERTY
+@given(entries=sessions(), texts=st.lists(st.text(max_size=5), min_size=1, max_size=6))
+def test_our_appends_extend_the_context(entries: list[dict[str, Any]], texts: list[str]) -> None:
+    session = SessionFile.parse(json.dumps(HEADER) + "\n" + _lines(entries))
+    assert _context(session) == _expected(entries, entries[-1])
+    for i, text in enumerate(texts):
+        role = "assistant" if i % 2 else "user"
+        message: dict[str, Any] = {"role": role, "content": text, "timestamp": i}
+        if role == "assistant":
+            message.update(provider="live", model=f"live-{i}")
+        session.append_message(message)
+        all_entries = session.entries
+        assert _context(session) == _expected(all_entries, all_entries[-1])
