@@ -512,3 +512,51 @@ def test_chain_scan_tells_absent_by_identity_not_by_a_type_name() -> None:
     assert [(c.closed, c.lookup_keys) for c in odd] == [(c.closed, c.lookup_keys) for c in plain]
     with pytest.raises(TypeError):
         detect_chains([*head, ABSENT, *tail])
+
+
+class BranchCutter(str):
+    """A key whose hash is ``customType``'s, in an entry that has no ``customType``: the
+    state rebuild's lookup of it must compare with this key, and the comparison empties the
+    branch being read (its entries are freed unless someone else holds them)."""
+
+    branch: list[Any]
+
+    def __hash__(self) -> int:
+        return hash("customType")
+
+    def __eq__(self, other: object) -> bool:
+        if self.branch:
+            del self.branch[:]
+            _ = [("J" * 37) + str(i) for i in range(50000)]
+        return str.__eq__(self, other)  # type: ignore[no-any-return]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+
+def test_state_rebuild_of_a_branch_emptied_while_it_is_read() -> None:
+    """The rebuild reads a list by index with look-ahead hints: a branch that a lookup's
+    ``__eq__`` empties midway is read up to there, as iterating it would read it."""
+    import gzip
+
+    from pi_condense.session import SessionFile
+
+    vector = Path(__file__).parent / "data/conformance/replay/large-default/session.jsonl.gz"
+    entries = SessionFile.parse(gzip.decompress(vector.read_bytes())).branch()
+    first = next(i for i, e in enumerate(entries) if e.get("customType") == "context-prune-index")
+    cut = next(
+        i
+        for i, e in enumerate(entries)
+        if i > first + 5 and e.get("customType") == "context-prune-chain"
+    )
+    seen = [json.loads(json.dumps(e)) for e in entries[:cut]]
+    branch = [json.loads(json.dumps(e)) for e in entries]
+    del branch[cut]["customType"]  # a custom entry of no type: the rebuild skips it
+    key = BranchCutter("hostile")
+    key.branch = []
+    branch[cut][key] = 1  # armed once it is in the entry (the insertion compares too)
+    key.branch = branch
+    state = PrunerState.from_branch(branch)
+    assert branch == []
+    assert repr(state) == repr(PrunerState.from_branch(seen))
+    assert 0 < state.index.record_count < PrunerState.from_branch(entries).index.record_count

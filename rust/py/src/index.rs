@@ -15,9 +15,11 @@ use pi_condense_core::index::{
 use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::keys::{hash_tool_result, VerdictMemo};
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::jsread::{is_absent, js_number, js_string, text as text_of};
+use crate::cpython::{prefetch, prefetch_body};
+use crate::jsread::{is_absent, js_number, js_string, str_is_bound, text as text_of};
 use crate::keys::{key_of, key_to_py, keys_to_py};
 use crate::pyvalue::{js_str_of, str_of_js};
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
@@ -185,17 +187,21 @@ impl PyIndex {
         };
         let py = entry.py();
         let kind = {
+            // Only `custom` and `custom_message` entries can be the pruner's: the others (most
+            // of a branch) are told apart by their `type` alone.
             let entry_type = entry.get_item(intern!(py, "type"))?;
+            let entry_type = [CUSTOM, CUSTOM_MESSAGE]
+                .into_iter()
+                .find(|t| str_is_bound(entry_type.as_ref(), t));
+            if entry_type.is_none() {
+                return Ok(());
+            }
             let custom_type = entry.get_item(intern!(py, "customType"))?;
-            let entry_type = entry_type
-                .as_ref()
-                .and_then(|t| t.downcast::<PyString>().ok());
             let custom_type = custom_type
                 .as_ref()
-                .and_then(|t| t.downcast::<PyString>().ok());
-            let entry_type = entry_type.map(text_of);
-            let custom_type = custom_type.map(text_of);
-            pi_condense_core::index::classify(entry_type.as_deref(), custom_type.as_deref())
+                .and_then(|t| t.downcast::<PyString>().ok())
+                .map(text_of);
+            pi_condense_core::index::classify(entry_type, custom_type.as_deref())
         };
         if kind == EntryKind::Other {
             return Ok(());
@@ -543,8 +549,21 @@ impl PyIndex {
     fn from_entries(entries: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut this = PyIndex::empty();
         let mut replay = Replay::new();
-        for (position, entry) in entries.try_iter()?.enumerate() {
-            this.replay_entry(&mut replay, position, &entry?)?;
+        if let Ok(list) = entries.downcast_exact::<PyList>() {
+            // A branch is thousands of dicts scattered over the heap, most of them read for
+            // their `type` alone: the ones a few steps ahead are fetched while this one is
+            // read. Each step asks the list again (a lookup below may run Python code that
+            // changes it) and holds its entry.
+            let mut position = 0;
+            while let Ok(entry) = list.get_item(position) {
+                prefetch_entry(list, position + PREFETCH_AHEAD);
+                this.replay_entry(&mut replay, position, &entry)?;
+                position += 1;
+            }
+        } else {
+            for (position, entry) in entries.try_iter()?.enumerate() {
+                this.replay_entry(&mut replay, position, &entry?)?;
+            }
         }
         this.core = replay.finish().index;
         Ok(this)
@@ -1006,4 +1025,33 @@ impl PyIndex {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndex>()?;
     Ok(())
+}
+
+const CUSTOM: &str = "custom";
+const CUSTOM_MESSAGE: &str = "custom_message";
+
+/// How many entries ahead of the one being read [`PyIndex::from_entries`] fetches.
+const PREFETCH_AHEAD: usize = 4;
+
+/// Hints the CPU to load entry `i` of `list` (its header, and the hash table of the entry
+/// two steps closer, whose header the previous hint loaded).
+fn prefetch_entry(list: &Bound<'_, PyList>, i: usize) {
+    let Ok(far) = ffi::Py_ssize_t::try_from(i) else {
+        return;
+    };
+    // SAFETY: the GIL is held and `list` is a live list. `PyList_GetItem` checks the index
+    // (the size is checked first, so no IndexError is raised) and returns a borrowed item
+    // that the list holds at least until Python code runs, which none does before it is
+    // used here: the prefetch of an address never faults, and `prefetch_body` reads the
+    // header of a live object.
+    unsafe {
+        let size = ffi::PyList_Size(list.as_ptr());
+        if far < size {
+            prefetch(ffi::PyList_GetItem(list.as_ptr(), far));
+        }
+        let near = far - 2;
+        if near >= 0 && near < size {
+            prefetch_body(ffi::PyList_GetItem(list.as_ptr(), near));
+        }
+    }
 }
