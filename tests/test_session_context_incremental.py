@@ -168,6 +168,12 @@ def _context(session: SessionFile) -> tuple[Any, Any, Any]:
     return context.messages, context.thinking_level, context.model
 
 
+def _customs(entries: list[dict[str, Any]], leaf: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the pruner's state is rebuilt from: the branch's custom and custom_message
+    entries."""
+    return [e for e in _walk(entries, leaf) if e["type"] in ("custom", "custom_message")]
+
+
 PROPERTY = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -180,6 +186,9 @@ def test_loaded_context_and_branch_match_the_spec(entries: list[dict[str, Any]])
     expected = _expected(entries, entries[-1])
     assert _context(session) == expected
     assert session.branch() == _walk(entries, entries[-1])
+    assert session.custom_entries() == _customs(entries, entries[-1])
+    named = [e for e in entries if e["id"] == entries[0]["id"]][-1]  # the later entry wins
+    assert session.custom_entries(named["id"]) == _customs(entries, named)
     # Asked again (the kept context), and a fresh list each time.
     first, again = session.build_context(), session.build_context()
     assert (again.messages, again.thinking_level, again.model) == expected
@@ -202,6 +211,7 @@ def test_entries_another_writer_appends_extend_the_context(
     session.refresh()
     assert _context(session) == _expected(entries, entries[-1])
     assert session.branch() == _walk(entries, entries[-1])
+    assert session.custom_entries() == _customs(entries, entries[-1])
 
 
 @PROPERTY
@@ -217,3 +227,6 @@ def test_our_appends_extend_the_context(entries: list[dict[str, Any]], texts: li
         session.append_message(message)
         all_entries = session.entries
         assert _context(session) == _expected(all_entries, all_entries[-1])
+    session.append_custom("ext", {"i": 1})
+    all_entries = session.entries
+    assert session.custom_entries() == _customs(all_entries, all_entries[-1])

@@ -1006,3 +1006,25 @@ def test_query_vector_is_reproduced_from_the_rebuilt_state(
         got = tool.execute({"toolCallIds": query["toolCallIds"]})
         assert not got.is_error
         assert got.text == query["text"], query["toolCallIds"]
+
+
+@pytest.mark.parametrize("vector", VECTORS)
+def test_state_of_a_session_is_the_state_of_its_whole_branch(
+    conformance_dir: Path, vector: str
+) -> None:
+    """``from_session`` reads only the branch's custom entries: it rebuilds the very state
+    the whole branch gives."""
+    raw = gzip.decompress((conformance_dir / "replay" / vector / "session.jsonl.gz").read_bytes())
+    session = SessionFile.parse(raw)
+    branch = session.branch()
+    assert len(session.custom_entries()) < len(branch)
+    whole, customs = PrunerState.from_branch(branch), PrunerState.from_session(session)
+    assert repr(customs) == repr(whole)
+    assert (customs.frontier, customs.stats) == (whole.frontier, whole.stats)
+    keys = [
+        r["toolCallId"]
+        for e in branch
+        if e.get("customType") == "context-prune-index"
+        for r in e["data"]["toolCalls"]
+    ]
+    assert [customs.resolve(k) for k in keys] == [whole.resolve(k) for k in keys]

@@ -166,7 +166,9 @@ class PrunerState:
 
         ``leaf`` defaults to the session's current leaf.
         """
-        return cls.from_branch(session.branch(leaf))
+        # Only custom and custom_message entries hold pruner state: the others (most of a
+        # branch) are not handed over at all.
+        return cls.from_branch(session.custom_entries(leaf))
 
     def __repr__(self) -> str:
         return (

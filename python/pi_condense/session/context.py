@@ -152,6 +152,7 @@ class ContextBuilder:
         "_assistant_at",
         "_scanned",
         "compaction",
+        "customs",
         "length",
         "messages",
         "model_change",
@@ -166,6 +167,8 @@ class ContextBuilder:
         self.model_change: Optional[dict[str, Any]] = None
         self.model_change_at = 0  # how many messages came before it
         self.compaction: Optional[dict[str, Any]] = None
+        # The custom and custom_message entries: what the pruner's state is rebuilt from.
+        self.customs: list[dict[str, Any]] = []
         self.length = 0  # entries fed
         # The last assistant message (the other entry that sets the model) is looked for
         # from the end only when the model is asked for: the role is a read of each
@@ -189,7 +192,12 @@ class ContextBuilder:
     def feed_other(self, entry: dict[str, Any], kind: Any) -> None:
         """:meth:`feed` of one entry whose ``type`` is ``kind``, not ``"message"`` (the
         caller counts it in :attr:`length`)."""
-        if kind == "custom_message" or kind == "branch_summary":
+        if kind == "custom":
+            self.customs.append(entry)
+        elif kind == "custom_message":
+            self.customs.append(entry)
+            _emit(entry, self.messages)
+        elif kind == "branch_summary":
             _emit(entry, self.messages)
         elif kind == "thinking_level_change":
             self.thinking_level = entry.get("thinkingLevel")
@@ -305,15 +313,22 @@ class BranchPath:
         parent = path[0].get("parentId", ABSENT) if path else ABSENT
         self.dangling: Any = map_key(parent) if truthy(parent) else None
 
-    def context(self) -> SessionContext:
-        """The context of the path (its entries read once: a grown path reads the new ones)."""
+    def _read(self) -> ContextBuilder:
         builder = self.builder
         if builder is None:
             builder = self.builder = ContextBuilder()
         path = self.path
         if builder.length < len(path):
             builder.feed(path[builder.length :] if builder.length else path)
-        return builder.context(path)
+        return builder
+
+    def context(self) -> SessionContext:
+        """The context of the path (its entries read once: a grown path reads the new ones)."""
+        return self._read().context(self.path)
+
+    def custom_entries(self) -> list[dict[str, Any]]:
+        """The ``custom`` and ``custom_message`` entries of the path, root first."""
+        return list(self._read().customs)
 
     @property
     def members(self) -> set[int]:

@@ -544,6 +544,18 @@ class SessionFile:
         self._branch_path = cached
         return cached
 
+    def custom_entries(self, leaf: Optional[str] = None) -> list[dict[str, Any]]:
+        """The ``custom`` and ``custom_message`` entries of the branch ending at ``leaf``
+        (default: the current leaf), root first: what the pruner's state is rebuilt from.
+
+        Raises :class:`SessionError` for an unknown id.
+        """
+        with self._mutex:
+            if leaf is not None:
+                path = walk(self._require(leaf), self._by_id)
+                return [e for e in path if e.get("type") in ("custom", "custom_message")]
+            return self._current_path().custom_entries()
+
     def build_context(self, leaf: Optional[str] = None) -> SessionContext:
         """Pi's ``buildSessionContext`` from ``leaf`` (default: the current leaf).
 
