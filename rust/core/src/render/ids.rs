@@ -6,6 +6,10 @@
 //! heap, and every pass over the views evicts them again), so phase 1 keeps its keys here,
 //! back to back in list order, and phase 3 reads them (or the messages, when phase 3 runs
 //! on its own).
+//!
+//! A caller that renders the same leading messages again (a host's history, with new
+//! messages appended) hands the previous render's keys back ([`ResultKeys::reusable`]):
+//! phase 1 then writes only the keys of the messages after that prefix.
 
 use super::stub_replace::push_js_number;
 use crate::view::{IdStr, JsIdOf, MsgView, Ts};
@@ -13,16 +17,47 @@ use crate::view::{IdStr, JsIdOf, MsgView, Ts};
 /// The keys phase 1 looked the tool results up by (the occurrence key `id@ts`, or the bare
 /// string id without a numeric timestamp), back to back in one buffer. A string id is the
 /// start of its key, so the key also holds the id.
-#[derive(Debug, Default)]
-pub(crate) struct ResultKeys {
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ResultKeys {
     text: String,
     /// `(message index, start, end)` of each key in `text`, by ascending message index.
     spans: Vec<(usize, usize, usize)>,
     /// Every tool result of the list was keyed (phase 1 ran over all of them).
     complete: bool,
+    /// The tool results among the first `prefix` messages are keyed already (given back
+    /// by [`ResultKeys::reusable`]).
+    prefix: usize,
 }
 
 impl ResultKeys {
+    /// The keys of a render's first `n` messages, for a render whose list starts with the
+    /// very same `n` messages (the same views: ids and timestamps). Empty unless phase 1
+    /// keyed every tool result of that render.
+    pub fn reusable(mut self, n: usize) -> ResultKeys {
+        if !self.complete {
+            return ResultKeys::default();
+        }
+        let kept = self.spans.partition_point(|&(at, _, _)| at < n);
+        self.spans.truncate(kept);
+        let end = self.spans.last().map_or(0, |&(_, _, end)| end);
+        self.text.truncate(end);
+        self.complete = false;
+        self.prefix = n;
+        self
+    }
+
+    /// How many leading messages are keyed already (see [`ResultKeys::reusable`]).
+    pub(crate) fn prefix(&self) -> usize {
+        self.prefix
+    }
+
+    /// The key of tool result `i` among the reused prefix's (asked in ascending order, as
+    /// [`ResultKeys::span_of`]).
+    pub(crate) fn reused(&self, i: usize, cursor: &mut usize) -> Option<&str> {
+        let (start, end) = self.span_of(i, cursor)?;
+        self.text.get(start..end)
+    }
+
     /// Appends the key of tool result `i` and returns it (`None`: no key, the id is not a
     /// string and the timestamp not a number).
     pub(crate) fn push<S: IdStr>(&mut self, i: usize, msg: &MsgView<S>) -> Option<&str> {
@@ -43,6 +78,7 @@ impl ResultKeys {
     /// Marks every tool result of the list keyed.
     pub(crate) fn set_complete(&mut self) {
         self.complete = true;
+        self.prefix = 0;
     }
 
     /// The keys, when every tool result was keyed.

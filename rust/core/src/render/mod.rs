@@ -34,6 +34,7 @@ pub use crate::view;
 pub use crate::view::{
     Block, Blocks, Content, CowId, IdStr, JsId, JsIdOf, MsgView, Role, SummaryRef, SummaryRefs, Ts,
 };
+pub use ids::ResultKeys;
 pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
 pub use state::RenderState;
 
@@ -192,8 +193,26 @@ where
     St: RenderState + ?Sized,
     L: Lazy + ?Sized,
 {
+    render_with_keys(msgs, state, cfg, lazy, &mut ResultKeys::default())
+}
+
+/// [`render`], starting from `keys` (the tool results' lookup keys of a previous render
+/// whose list began with the same messages: [`ResultKeys::reusable`]) and leaving this
+/// render's keys there (empty when it threw before phase 1 was done).
+pub fn render_with_keys<S, St, L>(
+    msgs: &[MsgView<S>],
+    state: &St,
+    cfg: &RenderConfig<'_>,
+    lazy: &mut L,
+    keys: &mut ResultKeys,
+) -> RenderPlan
+where
+    S: IdStr,
+    St: RenderState + ?Sized,
+    L: Lazy + ?Sized,
+{
     let mut diagnostics = Vec::new();
-    match run(msgs, state, cfg, lazy, &mut diagnostics) {
+    match run(msgs, state, cfg, lazy, &mut diagnostics, keys) {
         Ok(items) => RenderPlan {
             items,
             diagnostics: plan::dedup(diagnostics),
@@ -213,6 +232,7 @@ fn run<S, St, L>(
     cfg: &RenderConfig<'_>,
     lazy: &mut L,
     diagnostics: &mut Vec<Diagnostic>,
+    keys: &mut ResultKeys,
 ) -> Result<Option<Vec<Item>>, Throw>
 where
     S: IdStr,
@@ -228,7 +248,7 @@ where
         HashSet::new()
     };
     // Phases 1 and 2 map the list one to one: `slots[i]` is what stands at i.
-    let mut phase1 = stub_replace::Phase1::default();
+    let mut phase1 = stub_replace::Phase1::with_keys(std::mem::take(keys));
     let mut current: Option<Vec<Item>> =
         stub_replace::stub_replace_deferred(msgs, state, cfg.protection, &in_grace, &mut phase1);
     if let Some(purge) = &cfg.purge {
@@ -253,6 +273,7 @@ where
     if let Some(items) = &mut current {
         phase1.finish(items);
     }
+    *keys = phase1.keys;
     Ok(current)
 }
 
@@ -298,6 +319,47 @@ mod tests {
                     .refs(&["t1"]),
             );
         (msgs, state)
+    }
+
+    #[test]
+    fn a_render_from_reused_keys_is_the_fresh_render() {
+        // A history of calls, every other result summarized; then the same history with
+        // more calls appended, rendered from the first render's keys.
+        let mut msgs = vec![user(100.0)];
+        let mut state = TestState::default();
+        for k in 0..8_u32 {
+            let id = format!("c{k}");
+            let ts = 205.0 + f64::from(k) * 10.0;
+            msgs.push(assistant(ts - 5.0, vec![tc(&id)]));
+            msgs.push(tool_result(&id, ts));
+            if k % 2 == 0 {
+                let key = format!("{id}@{ts}");
+                state = state
+                    .record(&key, rec("bash"))
+                    .short_ref_of(&key, &format!("t{k}"));
+            }
+        }
+        let cfg = cfg(Some(CHAIN_ON), None);
+        let fresh = |msgs: &[MsgView]| {
+            let mut keys = ResultKeys::default();
+            let plan = render_with_keys(msgs, &state, &cfg, &mut Lens::default(), &mut keys);
+            (plan, keys)
+        };
+        let (first, first_keys) = fresh(&msgs[..9]);
+        assert_eq!(
+            first,
+            render(&msgs[..9], &state, &cfg, &mut Lens::default())
+        );
+        assert!(first.items.is_some());
+        for prefix in [0, 1, 4, 9] {
+            let mut keys = first_keys.clone().reusable(prefix);
+            let again = render_with_keys(&msgs, &state, &cfg, &mut Lens::default(), &mut keys);
+            let (expected, expected_keys) = fresh(&msgs);
+            assert_eq!(again, expected, "prefix {prefix}");
+            assert_eq!(keys, expected_keys, "prefix {prefix}");
+        }
+        // Keys of a render that did not key every result are not reused.
+        assert_eq!(ResultKeys::default().reusable(3), ResultKeys::default());
     }
 
     #[test]

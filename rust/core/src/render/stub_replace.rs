@@ -174,6 +174,14 @@ pub(crate) struct Phase1<'s> {
 }
 
 impl Phase1<'_> {
+    /// Phase 1 starting from `keys` (see [`ResultKeys::reusable`]).
+    pub(crate) fn with_keys(keys: ResultKeys) -> Self {
+        Phase1 {
+            keys,
+            deferred: Vec::new(),
+        }
+    }
+
     /// The text of the stub of message `i` when it is deferred.
     pub(crate) fn stub_text(&self, i: usize) -> Option<Text> {
         let at = self.deferred.binary_search_by_key(&i, |&(at, _)| at).ok()?;
@@ -212,11 +220,17 @@ pub(crate) fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
     }
     let mut items: Option<Vec<Item>> = None;
     let mut hint = 0;
+    let reused = phase1.keys.prefix().min(msgs.len());
+    let mut cursor = 0;
     for (i, msg) in msgs.iter().enumerate() {
         if msg.role != Role::ToolResult {
             continue;
         }
-        let key = phase1.keys.push(i, msg);
+        let key = if i < reused {
+            phase1.keys.reused(i, &mut cursor)
+        } else {
+            phase1.keys.push(i, msg)
+        };
         if let Some(found) = stub_with(msg, key, state, protection, in_grace, &mut hint) {
             phase1.deferred.push((i, found));
             let slots = items.get_or_insert_with(|| (0..msgs.len()).map(Item::Keep).collect());

@@ -45,7 +45,7 @@ mod sizes;
 use std::cell::RefCell;
 
 use pi_condense_core::render::size::list_len;
-use pi_condense_core::render::{self as core_render, Needs};
+use pi_condense_core::render::{self as core_render, Needs, ResultKeys};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -76,8 +76,15 @@ fn render<'py>(
     // `None` only when a render up this thread's stack holds the memo (Python code run by a
     // hash lookup of the apply step: a key's `__eq__`): this one then does without it.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
+    // The keys of the latest frozen render, taken out: only a frozen render whose decision
+    // is made puts its own back (the prefix it lends is that render's leading messages).
+    let mut result_keys = ResultKeys::default();
     if let Some(guard) = memo_guard.as_mut() {
         guard.0.frozen = frozen;
+        let kept = std::mem::take(&mut guard.0.keys);
+        if frozen {
+            result_keys = kept;
+        }
     }
     let keys = Keys::new(py, true);
     let cfg = options.config();
@@ -109,7 +116,19 @@ fn render<'py>(
             error: RefCell::new(None),
             measurer: None,
         };
-        let plan = core_render::render(&extracted.views, state, &cfg, &mut lazy);
+        let mut result_keys = result_keys.reusable(extracted.lent);
+        let plan = core_render::render_with_keys(
+            &extracted.views,
+            state,
+            &cfg,
+            &mut lazy,
+            &mut result_keys,
+        );
+        if let Some(guard) = memo_guard.as_mut() {
+            if frozen {
+                guard.0.keys = result_keys;
+            }
+        }
         if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens) {
             if guard.0.frozen {
                 // SAFETY: the list is alive and the GIL held; these are the views `extract`

@@ -37,7 +37,7 @@ use std::cell::{Cell, RefCell};
 use std::ptr::{addr_of_mut, null_mut};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use pi_condense_core::render::{FastMap, MsgView, Needs};
+use pi_condense_core::render::{FastMap, MsgView, Needs, ResultKeys};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -95,6 +95,9 @@ pub(crate) struct SizeMemo {
     prefix: prefix::Prefix,
     /// The new messages of the latest frozen render (`crate::render::reuse`).
     outputs: Outputs,
+    /// The tool results' lookup keys of the latest frozen render: the next one reuses those
+    /// of the messages the prefix lends it (`ResultKeys::reusable`).
+    pub(crate) keys: ResultKeys,
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -530,6 +533,7 @@ impl SizeMemo {
 
     fn clear(&mut self) {
         self.outputs.clear(&mut self.retired);
+        self.keys = ResultKeys::default();
         if self.entries.is_empty()
             && self.prefix.is_empty()
             && self.anchors.is_empty()
