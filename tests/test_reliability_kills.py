@@ -129,9 +129,14 @@ def test_kill_campaign(tmp_path: Path) -> None:
     for kill_at in (1, 2, 3, 5):
         c.run(["compact", str(c.session), "--in-place", "--summarizer", "none"], kill_at=kill_at)
         c.check(by_id=True)
+    # The random moments fall within a complete run's time (a fixed delay outlives a fast one).
+    started = time.monotonic()
+    assert c.run(["compact", str(c.session), "--in-place", "--summarizer", "none"]) == 0
+    took = time.monotonic() - started
+    c.check(by_id=True)
     for _ in range(2):
         c.run(["compact", str(c.session), "--in-place", "--summarizer", "none"],
-              kill_after=0.5 + c.rng.random())  # fmt: skip
+              kill_after=took * (0.3 + 0.6 * c.rng.random()))  # fmt: skip
         c.check(by_id=True)
     c.stop_appender()
 
