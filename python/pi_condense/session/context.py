@@ -14,6 +14,7 @@ from ..js.values import ABSENT, map_key, truthy
 from .entries import put
 
 __all__ = [
+    "STATE_ENTRY_TYPES",
     "BranchPath",
     "ContextBuilder",
     "SessionContext",
@@ -137,6 +138,10 @@ def build_context(
     return context_of_path(walk(leaf, by_id))
 
 
+STATE_ENTRY_TYPES = ("custom", "custom_message")
+"""The entry types that can hold pruner state (``custom_entries``)."""
+
+
 def context_of_path(path: Sequence[dict[str, Any]]) -> SessionContext:
     """The context of a root-first branch (what :func:`walk` gives)."""
     builder = ContextBuilder()
@@ -192,12 +197,9 @@ class ContextBuilder:
     def feed_other(self, entry: dict[str, Any], kind: Any) -> None:
         """:meth:`feed` of one entry whose ``type`` is ``kind``, not ``"message"`` (the
         caller counts it in :attr:`length`)."""
-        if kind == "custom":
+        if kind in STATE_ENTRY_TYPES:
             self.customs.append(entry)
-        elif kind == "custom_message":
-            self.customs.append(entry)
-            _emit(entry, self.messages)
-        elif kind == "branch_summary":
+        if kind == "custom_message" or kind == "branch_summary":
             _emit(entry, self.messages)
         elif kind == "thinking_level_change":
             self.thinking_level = entry.get("thinkingLevel")

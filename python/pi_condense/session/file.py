@@ -17,7 +17,14 @@ from ..fsio import fsync_dir
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import ABSENT, map_key, to_number, trim, truthy
-from .context import BranchPath, ContextBuilder, SessionContext, build_context, walk
+from .context import (
+    STATE_ENTRY_TYPES,
+    BranchPath,
+    ContextBuilder,
+    SessionContext,
+    build_context,
+    walk,
+)
 from .entries import (
     CURRENT_SESSION_VERSION,
     Clock,
@@ -553,7 +560,7 @@ class SessionFile:
         with self._mutex:
             if leaf is not None:
                 path = walk(self._require(leaf), self._by_id)
-                return [e for e in path if e.get("type") in ("custom", "custom_message")]
+                return [e for e in path if e.get("type") in STATE_ENTRY_TYPES]
             return self._current_path().custom_entries()
 
     def build_context(self, leaf: Optional[str] = None) -> SessionContext:

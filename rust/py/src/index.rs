@@ -11,6 +11,7 @@
 use pi_condense_core::index::reconstruct::{AliasData, ReplayRecord};
 use pi_condense_core::index::{
     ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, ShortRef,
+    STATE_ENTRY_TYPES,
 };
 use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::keys::{hash_tool_result, VerdictMemo};
@@ -190,7 +191,7 @@ impl PyIndex {
             // Only `custom` and `custom_message` entries can be the pruner's: the others (most
             // of a branch) are told apart by their `type` alone.
             let entry_type = entry.get_item(intern!(py, "type"))?;
-            let entry_type = [CUSTOM, CUSTOM_MESSAGE]
+            let entry_type = STATE_ENTRY_TYPES
                 .into_iter()
                 .find(|t| str_is_bound(entry_type.as_ref(), t));
             if entry_type.is_none() {
@@ -1026,9 +1027,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyIndex>()?;
     Ok(())
 }
-
-const CUSTOM: &str = "custom";
-const CUSTOM_MESSAGE: &str = "custom_message";
 
 /// How many entries ahead of the one being read [`PyIndex::from_entries`] fetches.
 const PREFETCH_AHEAD: usize = 4;

@@ -57,7 +57,7 @@ use chain_facts::ChainFactsTable;
 pub use crate::js::JsField;
 pub use chain_facts::{ChainFacts, StrList};
 pub use chains::ChainEntry;
-pub use reconstruct::{classify, EntryKind, Rebuilt, Replay};
+pub use reconstruct::{classify, EntryKind, Rebuilt, Replay, STATE_ENTRY_TYPES};
 pub use records::{HashSeed, Occurrence, Record, Summarized};
 pub use refs::ShortRef;
 pub use summaries::{BodyIndex, SummaryBody};

@@ -9,6 +9,12 @@ use super::records::key_with_field;
 use super::{ChainEntry, HashSeed, Index, JsField, Record, ShortRef};
 use crate::jsstr::JsStr;
 
+/// The entry `type`s that can hold pruner state ([`classify`] reads no other): `custom`
+/// entries (index, chains, aliases, frontier, stats) and `custom_message` (summaries).
+pub const STATE_ENTRY_TYPES: [&str; 2] = [ENTRY_CUSTOM, ENTRY_CUSTOM_MESSAGE];
+const ENTRY_CUSTOM: &str = "custom";
+const ENTRY_CUSTOM_MESSAGE: &str = "custom_message";
+
 /// `customType` of every entry kind the reconstruction reads.
 pub(crate) const CUSTOM_TYPE_INDEX: &str = "context-prune-index";
 /// Summary messages (`custom_message`).
@@ -45,12 +51,12 @@ pub enum EntryKind {
 /// the field is missing or not a string).
 pub fn classify(entry_type: Option<&str>, custom_type: Option<&str>) -> EntryKind {
     match (entry_type, custom_type) {
-        (Some("custom"), Some(CUSTOM_TYPE_INDEX)) => EntryKind::Index,
-        (Some("custom"), Some(CUSTOM_TYPE_CHAIN)) => EntryKind::Chain,
-        (Some("custom"), Some(CUSTOM_TYPE_DEDUP_ALIAS)) => EntryKind::DedupAlias,
-        (Some("custom"), Some(CUSTOM_TYPE_FRONTIER)) => EntryKind::Frontier,
-        (Some("custom"), Some(CUSTOM_TYPE_STATS)) => EntryKind::Stats,
-        (Some("custom_message"), Some(CUSTOM_TYPE_SUMMARY)) => EntryKind::Summary,
+        (Some(ENTRY_CUSTOM), Some(CUSTOM_TYPE_INDEX)) => EntryKind::Index,
+        (Some(ENTRY_CUSTOM), Some(CUSTOM_TYPE_CHAIN)) => EntryKind::Chain,
+        (Some(ENTRY_CUSTOM), Some(CUSTOM_TYPE_DEDUP_ALIAS)) => EntryKind::DedupAlias,
+        (Some(ENTRY_CUSTOM), Some(CUSTOM_TYPE_FRONTIER)) => EntryKind::Frontier,
+        (Some(ENTRY_CUSTOM), Some(CUSTOM_TYPE_STATS)) => EntryKind::Stats,
+        (Some(ENTRY_CUSTOM_MESSAGE), Some(CUSTOM_TYPE_SUMMARY)) => EntryKind::Summary,
         _ => EntryKind::Other,
     }
 }
