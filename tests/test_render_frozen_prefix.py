@@ -5,6 +5,10 @@ views to the decision and gives them back, then grows the prefix by the messages
 Every render below is checked against a fresh render of a deep copy against a fresh state
 (nothing remembered) and against ``jsjson.length`` of the list, so a prefix that lent a view
 or a length of the wrong message fails. The module also runs under ``PYTHONMALLOC=debug``.
+
+The prefix serves the frozen renders that read the whole list; a frozen render that can
+resume from the previous one reads only the new messages (``test_render_resume``), so the
+states here are made with ``SizeMemo(resume=False)``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 from _builders import assert_same_render, assistant, call, cfg, example, result, user
 from _debug_alloc import run_under_debug_allocator
 from pi_condense import jsjson
+from pi_condense._core import SizeMemo
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 
@@ -39,6 +44,7 @@ def turn(i: int) -> list[dict[str, Any]]:
 
 def history(turns: int) -> tuple[list[dict[str, Any]], PrunerState]:
     messages, state = example()
+    state.sizes = SizeMemo(resume=False)
     for i in range(turns):
         messages += turn(i)
     return messages, state

@@ -23,6 +23,7 @@ use crate::cpython::{prefetch, prefetch_body};
 use crate::jsread::{is_absent, js_number, js_string, str_is_bound, text as text_of};
 use crate::keys::{key_of, key_to_py, keys_to_py};
 use crate::pyvalue::{js_str_of, str_of_js};
+use crate::stamp::Stamped;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
@@ -30,7 +31,8 @@ use pyo3::{intern, IntoPyObjectExt};
 /// the frontier / stats data picked during reconstruction.
 #[pyclass(name = "Index", module = "pi_condense._core")]
 pub struct PyIndex {
-    core: Index,
+    /// Stamped anew by every change (`crate::stamp`): a resumed render checks it.
+    core: Stamped<Index>,
     /// Record objects by `Record::slot`.
     records: Vec<PyObject>,
     /// Chain entry objects by `ChainEntry::slot`.
@@ -46,7 +48,7 @@ pub struct PyIndex {
 impl PyIndex {
     fn empty() -> Self {
         PyIndex {
-            core: Index::new(),
+            core: Stamped::new(Index::new()),
             records: Vec::new(),
             chains: Vec::new(),
             bodies: Vec::new(),
@@ -59,6 +61,11 @@ impl PyIndex {
     /// The core index: every lookup of `pi_condense_core::index::Index` (`&self`).
     pub(crate) fn core(&self) -> &Index {
         &self.core
+    }
+
+    /// The stamp of the index's current state (a fresh one after any change).
+    pub(crate) fn stamp(&self) -> u64 {
+        self.core.stamp()
     }
 
     /// The original record object (a dict) of a core record.
@@ -100,7 +107,7 @@ impl PyIndex {
             return;
         }
         let deferred = std::mem::take(&mut self.deferred);
-        self.core.resolve_hash_seeds(|handle| {
+        self.core.edit().resolve_hash_seeds(|handle| {
             let (tool_name, text) = deferred.get(handle)?;
             let text = text_of(text.bind(py));
             Some(hash_tool_result(tool_name, &text))
@@ -566,7 +573,7 @@ impl PyIndex {
                 this.replay_entry(&mut replay, position, &entry?)?;
             }
         }
-        this.core = replay.finish().index;
+        this.core = Stamped::new(replay.finish().index);
         Ok(this)
     }
 
@@ -879,9 +886,9 @@ impl PyIndex {
         let mut keys = Vec::new();
         for item in records.try_iter()? {
             let (record, seed) = self.read_required(&item?)?;
-            let key = self.core.index_record(record).key.clone();
+            let key = self.core.edit().index_record(record).key.clone();
             if let Some(seed) = seed {
-                self.core.queue_hash_seed(&key, seed);
+                self.core.edit().queue_hash_seed(&key, seed);
             }
             keys.push(key);
         }
@@ -906,7 +913,9 @@ impl PyIndex {
             Ok::<_, PyErr>((views, raw_refs(refs)?))
         })();
         match read {
-            Ok((views, refs)) => keys_to_py(records.py(), self.core.add_backfilled(views, &refs)),
+            Ok((views, refs)) => {
+                keys_to_py(records.py(), self.core.edit().add_backfilled(views, &refs))
+            }
             Err(err) => {
                 self.records.truncate(before);
                 Err(err)
@@ -935,7 +944,7 @@ impl PyIndex {
             pairs.push((key_of(&id)?, n));
             stamps.push(n.map(|_| ts));
         }
-        let refs = self.core.allocate_refs(&pairs);
+        let refs = self.core.edit().allocate_refs(&pairs);
         let mut out = Vec::with_capacity(refs.len());
         for (r, ts) in refs.iter().zip(stamps) {
             let d = PyDict::new(py);
@@ -952,7 +961,7 @@ impl PyIndex {
     /// `registerSummaryRefs(refs)` for ref dicts.
     fn register_refs(&mut self, refs: &Bound<'_, PyAny>) -> PyResult<()> {
         let refs = raw_refs(refs)?;
-        self.core.register_refs(&refs);
+        self.core.edit().register_refs(&refs);
         Ok(())
     }
 
@@ -964,6 +973,7 @@ impl PyIndex {
     ) -> PyResult<bool> {
         Ok(self
             .core
+            .edit()
             .register_duplicate(&key_of(new_key)?, &key_of(original_key)?))
     }
 
@@ -975,6 +985,7 @@ impl PyIndex {
     ) -> PyResult<bool> {
         let pushed = self
             .core
+            .edit()
             .register_summary_body(keys_of(keys)?, js_str_of(text)?);
         if pushed {
             self.bodies.push(text.clone().into_any().unbind());
@@ -990,14 +1001,14 @@ impl PyIndex {
                 "register_chain: entry needs a truthy blockId and a numeric startUserTimestamp",
             ));
         };
-        self.core.register_chain(view);
+        self.core.edit().register_chain(view);
         self.chains.push(entry.clone().into_any().unbind());
         Ok(())
     }
 
     /// Block-ref issuer `issue()`: the next `bN`.
     fn issue_block_id(&mut self) -> String {
-        self.core.issue_block_id()
+        self.core.edit().issue_block_id()
     }
 
     fn __repr__(&self) -> String {

@@ -15,6 +15,7 @@ mod keys;
 mod pyvalue;
 mod render;
 mod size_memo;
+mod stamp;
 
 // The module relies on the GIL (borrowed views, the size memo): it declares so, and a
 // free-threaded interpreter keeps the GIL on while it is imported.

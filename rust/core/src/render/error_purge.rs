@@ -2,7 +2,53 @@
 
 use super::plan::{Item, Purge};
 use super::{FastMap, Lazy, PurgeConfig, Throw};
-use crate::view::{Block, Content, IdStr, JsIdOf, MsgView, Role};
+use crate::view::{Block, Content, IdStr, JsId, JsIdOf, MsgView, Role};
+
+/// What phase 2 saw of a list, for a render resumed over it plus new messages
+/// ([`super::resume`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PurgeTrail {
+    /// The assistants of the list (`current`).
+    pub(crate) turns: usize,
+    /// `erroredAtTurn` (the usual few ids).
+    pub(crate) errored: Vec<(JsId, usize)>,
+    /// Every toolCall block whose id is errored: its verdict depends on `current`.
+    pub(crate) candidates: Vec<Candidate>,
+}
+
+/// A toolCall block of an errored id, and its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub(crate) msg: usize,
+    pub(crate) block: usize,
+    pub(crate) error_turn: usize,
+    /// `JSON.stringify(arguments).length`, once asked for.
+    pub(crate) size: Option<usize>,
+    pub(crate) purged: bool,
+}
+
+impl Candidate {
+    /// The verdict with `current` assistants: whether the block is purged, its size asked
+    /// of `size` (and remembered) only when the cooldown is over.
+    pub(crate) fn judge(
+        &mut self,
+        cfg: &PurgeConfig,
+        current: usize,
+        size: impl FnOnce() -> Option<usize>,
+    ) -> Result<bool, Throw> {
+        let age = current.saturating_sub(self.error_turn) as f64;
+        if cfg.cooldown_turns.is_some_and(|c| age < c) {
+            return Ok(false);
+        }
+        // `JSON.stringify(undefined).length` throws.
+        let size = match self.size {
+            Some(size) => size,
+            None => size().ok_or(Throw)?,
+        };
+        self.size = Some(size);
+        Ok(!cfg.min_arg_chars.is_some_and(|m| (size as f64) < m))
+    }
+}
 
 /// A one-byte digest of an id, for [`Bloom`].
 #[inline]
@@ -66,11 +112,23 @@ pub(crate) fn purge_errored_args<S: IdStr, L: Lazy + ?Sized>(
 
 /// [`purge_errored_args`] updating the slots in place (`None` becomes `Some` when a block
 /// is purged). Returns whether a block was purged.
+#[cfg(test)]
 pub(crate) fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
     msgs: &[MsgView<S>],
     slots: &mut Option<Vec<Item>>,
     cfg: &PurgeConfig,
     lazy: &mut L,
+) -> Result<bool, Throw> {
+    purge_traced(msgs, slots, cfg, lazy, None)
+}
+
+/// [`purge_in_place`], leaving in `trail` what a resumed render needs.
+pub(crate) fn purge_traced<S: IdStr, L: Lazy + ?Sized>(
+    msgs: &[MsgView<S>],
+    slots: &mut Option<Vec<Item>>,
+    cfg: &PurgeConfig,
+    lazy: &mut L,
+    mut trail: Option<&mut PurgeTrail>,
 ) -> Result<bool, Throw> {
     // Bare-id keyed; a later errored result with the same id overwrites.
     let mut errored_at: FastMap<JsIdOf<&str>, usize> = FastMap::default();
@@ -87,6 +145,13 @@ pub(crate) fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
             }
             _ => {}
         }
+    }
+    if let Some(trail) = trail.as_deref_mut() {
+        trail.turns = turn_count;
+        trail.errored = errored_at
+            .iter()
+            .map(|(id, &turn)| (id.to_owned_id(), turn))
+            .collect();
     }
     if errored_at.is_empty() {
         return Ok(false);
@@ -114,16 +179,20 @@ pub(crate) fn purge_in_place<S: IdStr, L: Lazy + ?Sized>(
             let Some(&error_turn) = errored_at.get(&id) else {
                 continue;
             };
-            let age = current.saturating_sub(error_turn) as f64;
-            if cfg.cooldown_turns.is_some_and(|c| age < c) {
-                continue;
+            let mut candidate = Candidate {
+                msg: i,
+                block: b,
+                error_turn,
+                size: None,
+                purged: false,
+            };
+            candidate.purged = candidate.judge(cfg, current, || lazy.args_len(i, b))?;
+            if let Some(trail) = trail.as_deref_mut() {
+                trail.candidates.push(candidate);
             }
-            // `JSON.stringify(undefined).length` throws.
-            let size = lazy.args_len(i, b).ok_or(Throw)?;
-            if cfg.min_arg_chars.is_some_and(|m| (size as f64) < m) {
-                continue;
+            if let (true, Some(size)) = (candidate.purged, candidate.size) {
+                purged.push(Purge { block: b, size });
             }
-            purged.push(Purge { block: b, size });
         }
         if !purged.is_empty() {
             changed = true;

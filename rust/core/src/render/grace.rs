@@ -23,7 +23,19 @@ pub fn in_grace_keys<S: IdStr>(msgs: &[MsgView<S>], grace_turns: f64) -> HashSet
 pub(crate) fn in_grace_keys_with<S: IdStr>(
     msgs: &[MsgView<S>],
     grace_turns: f64,
+    is_recovery: impl FnMut(usize, &MsgView<S>) -> bool,
+) -> HashSet<String> {
+    in_grace_keys_traced(msgs, grace_turns, is_recovery, None)
+}
+
+/// [`in_grace_keys_with`], also noting in `window` the age (user messages after it) and key
+/// of every recovery output inside the window: a render resumed over more messages
+/// ([`super::resume`]) must know which of them could leave it.
+pub(crate) fn in_grace_keys_traced<S: IdStr>(
+    msgs: &[MsgView<S>],
+    grace_turns: f64,
     mut is_recovery: impl FnMut(usize, &MsgView<S>) -> bool,
+    mut window: Option<&mut Vec<(usize, String)>>,
 ) -> HashSet<String> {
     let mut keys = HashSet::new();
     // `!(turns > 0)`: zero, negative and NaN all disable the window.
@@ -54,7 +66,11 @@ pub(crate) fn in_grace_keys_with<S: IdStr>(
                 }
                 if let JsIdOf::Str(id) = &msg.tool_call_id {
                     if is_recovery(i, msg) {
-                        keys.insert(occ_key(id.as_ref(), msg.timestamp.num()).into_owned());
+                        let key = occ_key(id.as_ref(), msg.timestamp.num()).into_owned();
+                        if let Some(window) = window.as_deref_mut() {
+                            window.push((age, key.clone()));
+                        }
+                        keys.insert(key);
                     }
                 }
             }

@@ -62,14 +62,8 @@ impl ResultKeys {
     /// string and the timestamp not a number).
     pub(crate) fn push<S: IdStr>(&mut self, i: usize, msg: &MsgView<S>) -> Option<&str> {
         let start = self.text.len();
-        match (msg.timestamp, &msg.tool_call_id) {
-            (Ts::Num(ts), id) => {
-                self.text.push_str(&id.js_str());
-                self.text.push('@');
-                push_js_number(&mut self.text, ts);
-            }
-            (_, JsIdOf::Str(id)) => self.text.push_str(id.as_ref()),
-            _ => return None,
+        if !push_result_key(&mut self.text, msg) {
+            return None;
         }
         self.spans.push((i, start, self.text.len()));
         self.text.get(start..)
@@ -114,6 +108,22 @@ impl ResultKeys {
             _ => None,
         }
     }
+}
+
+/// Appends the lookup key of tool result `msg` to `out`: the occurrence key `id@ts` with a
+/// numeric timestamp, else the bare string id; `false` (nothing appended) when the id is
+/// not a string and the timestamp not a number.
+pub(crate) fn push_result_key<S: IdStr>(out: &mut String, msg: &MsgView<S>) -> bool {
+    match (msg.timestamp, &msg.tool_call_id) {
+        (Ts::Num(ts), id) => {
+            out.push_str(&id.js_str());
+            out.push('@');
+            push_js_number(out, ts);
+        }
+        (_, JsIdOf::Str(id)) => out.push_str(id.as_ref()),
+        _ => return false,
+    }
+    true
 }
 
 #[cfg(test)]

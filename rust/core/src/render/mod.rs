@@ -23,6 +23,7 @@ pub mod grace;
 pub(crate) mod ids;
 pub(crate) mod orphan_sweep;
 pub(crate) mod plan;
+pub mod resume;
 pub mod size;
 pub(crate) mod state;
 pub(crate) mod stub_replace;
@@ -36,6 +37,7 @@ pub use crate::view::{
 };
 pub use ids::ResultKeys;
 pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
+pub use resume::{resume_render, Fallback, Resume, TailPlan};
 pub use state::RenderState;
 
 use std::collections::HashSet;
@@ -211,8 +213,47 @@ where
     St: RenderState + ?Sized,
     L: Lazy + ?Sized,
 {
+    render_traced(msgs, state, cfg, lazy, keys, None)
+}
+
+/// [`render_with_keys`], also leaving what the next render of the same messages plus new
+/// ones needs to decide the new ones alone ([`resume_render`]); `None` when it threw.
+pub fn render_resumable<S, St, L>(
+    msgs: &[MsgView<S>],
+    state: &St,
+    cfg: &RenderConfig<'_>,
+    lazy: &mut L,
+    keys: &mut ResultKeys,
+) -> (RenderPlan, Option<Resume>)
+where
+    S: IdStr,
+    St: RenderState + ?Sized,
+    L: Lazy + ?Sized,
+{
+    let mut traces = resume::Traces::default();
+    let plan = render_traced(msgs, state, cfg, lazy, keys, Some(&mut traces));
+    if plan.threw {
+        return (plan, None);
+    }
+    let resume = Resume::of(msgs, state, plan.items.is_some(), traces);
+    (plan, Some(resume))
+}
+
+fn render_traced<S, St, L>(
+    msgs: &[MsgView<S>],
+    state: &St,
+    cfg: &RenderConfig<'_>,
+    lazy: &mut L,
+    keys: &mut ResultKeys,
+    traces: Option<&mut resume::Traces>,
+) -> RenderPlan
+where
+    S: IdStr,
+    St: RenderState + ?Sized,
+    L: Lazy + ?Sized,
+{
     let mut diagnostics = Vec::new();
-    match run(msgs, state, cfg, lazy, &mut diagnostics, keys) {
+    match run(msgs, state, cfg, lazy, &mut diagnostics, keys, traces) {
         Ok(items) => RenderPlan {
             items,
             diagnostics: plan::dedup(diagnostics),
@@ -233,6 +274,7 @@ fn run<S, St, L>(
     lazy: &mut L,
     diagnostics: &mut Vec<Diagnostic>,
     keys: &mut ResultKeys,
+    mut traces: Option<&mut resume::Traces>,
 ) -> Result<Option<Vec<Item>>, Throw>
 where
     S: IdStr,
@@ -241,9 +283,12 @@ where
 {
     // The grace window only holds back stubs.
     let in_grace = if state.may_stub() {
-        grace::in_grace_keys_with(msgs, cfg.recovery_grace_turns, |i, msg| {
-            lazy.is_recovery(i).unwrap_or(msg.is_recovery)
-        })
+        grace::in_grace_keys_traced(
+            msgs,
+            cfg.recovery_grace_turns,
+            |i, msg| lazy.is_recovery(i).unwrap_or(msg.is_recovery),
+            traces.as_deref_mut().map(|t| &mut t.grace),
+        )
     } else {
         HashSet::new()
     };
@@ -252,7 +297,10 @@ where
     let mut current: Option<Vec<Item>> =
         stub_replace::stub_replace_deferred(msgs, state, cfg.protection, &in_grace, &mut phase1);
     if let Some(purge) = &cfg.purge {
-        error_purge::purge_in_place(msgs, &mut current, purge, lazy)?;
+        let trail = traces
+            .as_deref_mut()
+            .map(|t| t.purge.insert(error_purge::PurgeTrail::default()));
+        error_purge::purge_traced(msgs, &mut current, purge, lazy, trail)?;
     }
     if let Some(chain) = &cfg.chain {
         if state.chain_count() > 0 {
@@ -265,10 +313,25 @@ where
                 lazy: &mut *lazy,
                 phase1: Some(&phase1),
             };
-            chain::apply(inputs, &mut current, diagnostics)?;
+            let reported = diagnostics.len();
+            let accepted = chain::apply(inputs, &mut current, diagnostics)?;
+            if let Some(traces) = traces.as_deref_mut() {
+                traces.chain_accepted = Some(accepted);
+                traces.chain_diagnostics =
+                    plan::dedup(diagnostics.get(reported..).unwrap_or_default().to_vec());
+            }
         }
     }
-    orphan_sweep::sweep_in_place(msgs, &mut current, diagnostics)?;
+    let swept = diagnostics.len();
+    orphan_sweep::sweep_traced(
+        msgs,
+        &mut current,
+        diagnostics,
+        traces.as_deref_mut().map(|t| &mut t.sweep),
+    )?;
+    if let Some(traces) = traces {
+        traces.orphan = diagnostics.get(swept).cloned();
+    }
     // The stubs still standing get their texts.
     if let Some(items) = &mut current {
         phase1.finish(items);

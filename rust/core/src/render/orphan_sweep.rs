@@ -10,7 +10,7 @@ use sha1::{Digest, Sha1};
 
 use super::plan::{Diagnostic, DiagnosticKind, Item};
 use super::{FastSet, Throw};
-use crate::view::{IdStr, JsIdOf, MsgView, Role};
+use crate::view::{IdStr, JsId, JsIdOf, MsgView, Role};
 
 /// Ids shown in the diagnostic detail.
 const SHOWN_IDS: usize = 5;
@@ -45,16 +45,42 @@ pub(crate) fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnosti
     }
 }
 
+/// What phase 4 leaves at the end of a list, for a render resumed over it plus new
+/// messages ([`super::resume`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SweepTrail {
+    /// The calls still open at the end of the list.
+    pub(crate) open: Vec<JsId>,
+    /// The ids of the swept results, in list order.
+    pub(crate) swept: Vec<JsId>,
+}
+
 /// The set of calls the nearest assistant opened and no result consumed yet: a short
 /// list (the usual one to three calls), a hash set for long ones.
 #[derive(Default)]
-struct Open<'a> {
+pub(crate) struct Open<'a> {
     small: Vec<JsIdOf<&'a str>>,
     large: FastSet<JsIdOf<&'a str>>,
 }
 
 impl<'a> Open<'a> {
-    fn clear(&mut self) {
+    /// The set holding `ids`.
+    pub(crate) fn of(ids: &'a [JsId]) -> Self {
+        let mut open = Open::default();
+        open.reset(ids.iter());
+        open
+    }
+
+    /// The open calls, owned.
+    pub(crate) fn to_owned_ids(&self) -> Vec<JsId> {
+        self.small
+            .iter()
+            .chain(self.large.iter())
+            .map(JsIdOf::to_owned_id)
+            .collect()
+    }
+
+    pub(crate) fn clear(&mut self) {
         self.small.clear();
         if !self.large.is_empty() {
             self.large.clear();
@@ -62,7 +88,7 @@ impl<'a> Open<'a> {
     }
 
     /// `open = new Set(ids)`.
-    fn reset<S: IdStr + 'a>(&mut self, ids: impl Iterator<Item = &'a JsIdOf<S>>) {
+    pub(crate) fn reset<S: IdStr + 'a>(&mut self, ids: impl Iterator<Item = &'a JsIdOf<S>>) {
         self.clear();
         for id in ids {
             let id = id.borrowed();
@@ -80,7 +106,7 @@ impl<'a> Open<'a> {
     }
 
     /// `open.delete(id)`: whether it was open.
-    fn take(&mut self, id: &JsIdOf<&'a str>) -> bool {
+    pub(crate) fn take(&mut self, id: &JsIdOf<&'a str>) -> bool {
         if !self.large.is_empty() {
             return self.large.remove(id);
         }
@@ -110,10 +136,21 @@ pub(crate) fn sweep<S: IdStr>(
 
 /// Phase 4 updating the items in place (`None` becomes `Some` when a message is
 /// swept). Returns whether one was.
+#[cfg(test)]
 pub(crate) fn sweep_in_place<S: IdStr>(
     msgs: &[MsgView<S>],
     items: &mut Option<Vec<Item>>,
     diagnostics: &mut Vec<Diagnostic>,
+) -> Result<bool, Throw> {
+    sweep_traced(msgs, items, diagnostics, None)
+}
+
+/// [`sweep_in_place`], leaving in `trail` what a resumed render needs.
+pub(crate) fn sweep_traced<S: IdStr>(
+    msgs: &[MsgView<S>],
+    items: &mut Option<Vec<Item>>,
+    diagnostics: &mut Vec<Diagnostic>,
+    trail: Option<&mut SweepTrail>,
 ) -> Result<bool, Throw> {
     let count = items.as_ref().map_or(msgs.len(), Vec::len);
     let mut open = Open::default();
@@ -140,6 +177,10 @@ pub(crate) fn sweep_in_place<S: IdStr>(
             }
             _ => open.clear(),
         }
+    }
+    if let Some(trail) = trail {
+        trail.open = open.to_owned_ids();
+        trail.swept = swept.iter().map(JsIdOf::to_owned_id).collect();
     }
     if orphans.is_empty() {
         return Ok(false);

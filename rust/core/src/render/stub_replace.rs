@@ -51,7 +51,7 @@ pub(crate) fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
 
 /// Whether toolResult `msg` is stubbed, given its lookup key and the state's lookup hint
 /// (see [`RenderState::summarized_near`]): what its stub shows, or `None` to keep it.
-fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
+pub(crate) fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
     msg: &MsgView<S>,
     key: Option<&str>,
     state: &'s St,
@@ -85,7 +85,7 @@ fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
 }
 
 /// The text of the stub of toolResult `index` showing `found`.
-fn stub_text(index: usize, found: Summarized<'_>) -> Text {
+pub(crate) fn stub_text(index: usize, found: Summarized<'_>) -> Text {
     if let Some(exact) = found.short_ref_exact {
         let reference = Piece::js(exact);
         return match found.record {

@@ -366,7 +366,7 @@ pub(super) fn apply<'py>(
             writer,
             index,
             item,
-            lens,
+            (lens, 0),
             &mut measurer,
             &mut removed_held,
             &mut out_lens,
@@ -394,18 +394,20 @@ pub(super) fn apply<'py>(
 }
 
 /// The output message of `item` (a new reference), its length (when known) pushed to
-/// `out_lens`.
-fn build<'py>(
+/// `out_lens`. `lens` are the lengths of the input messages from `lens.1` on.
+pub(super) fn build<'py>(
     writer: &Writer<'_, 'py>,
     index: &PyIndex,
     item: &Item,
-    lens: &[usize],
+    lens: (&[usize], usize),
     measurer: &mut Option<Measurer>,
     removed_held: &mut Vec<Bound<'py, PyAny>>,
     out_lens: &mut Vec<Option<usize>>,
 ) -> PyResult<Obj> {
     let py = writer.py;
     let messages = writer.messages;
+    let (lens, first) = lens;
+    let len_of = |i: usize| i.checked_sub(first).and_then(|at| lens.get(at)).copied();
     {
         let message: Obj = match item {
             Item::Keep(i) => {
@@ -418,7 +420,7 @@ fn build<'py>(
                 };
                 // SAFETY: `message` is a live item of the input list (just read, GIL held).
                 unsafe { ffi::Py_IncRef(message) };
-                out_lens.push(Some(lens.get(*i).copied().unwrap_or(0)));
+                out_lens.push(Some(len_of(*i).unwrap_or(0)));
                 message
             }
             Item::Stub { src, text } => {
@@ -435,7 +437,7 @@ fn build<'py>(
                 out_lens.push(assistant_copy_len(
                     py,
                     measurer,
-                    lens.get(*src).copied(),
+                    len_of(*src),
                     !purged.is_empty(),
                     &removed,
                     blocks,

@@ -400,7 +400,10 @@ impl Reader<'_, '_> {
     /// the memory of the next ones is requested, a few messages ahead per level of
     /// indirection (object, hash table, values, content list, blocks), so that the loads
     /// overlap instead of stalling one after another.
-    unsafe fn read_all<'a>(&self, items: &[Obj]) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
+    pub(super) unsafe fn read_all<'a>(
+        &self,
+        items: &[Obj],
+    ) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
             let n = items.len();

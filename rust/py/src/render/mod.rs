@@ -39,6 +39,7 @@
 mod apply;
 mod extract;
 mod options;
+pub(crate) mod resume;
 pub(crate) mod reuse;
 mod sizes;
 
@@ -87,6 +88,18 @@ fn render<'py>(
         }
     }
     let keys = Keys::new(py, true);
+    // A frozen render resumes from the previous one when it can (`resume`).
+    let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
+    if let Some(guard) = memo_guard.as_mut() {
+        if !resuming {
+            guard.0.forget_resume();
+        } else if let Some(outcome) =
+            resume::resume(messages, &index, &options, &keys, &mut guard.0)?
+        {
+            release_retired(&mut memo_guard);
+            return Ok(outcome);
+        }
+    }
     let cfg = options.config();
     let state = index.core();
     let reader = Reader {
@@ -99,6 +112,7 @@ fn render<'py>(
     // Extract and decide. The views borrow strings from the message objects: the list
     // (held by the caller for the whole call) keeps them alive, and no Python code runs
     // until the views are dropped.
+    let resume_from;
     let (plan, measured) = {
         // SAFETY: the list is alive (the caller holds it) and the GIL is held; see above for
         // the lifetime of the borrowed strings.
@@ -117,13 +131,25 @@ fn render<'py>(
             measurer: None,
         };
         let mut result_keys = result_keys.reusable(extracted.lent);
-        let plan = core_render::render_with_keys(
-            &extracted.views,
-            state,
-            &cfg,
-            &mut lazy,
-            &mut result_keys,
-        );
+        let (plan, resumable) = if resuming {
+            core_render::render_resumable(
+                &extracted.views,
+                state,
+                &cfg,
+                &mut lazy,
+                &mut result_keys,
+            )
+        } else {
+            let plan = core_render::render_with_keys(
+                &extracted.views,
+                state,
+                &cfg,
+                &mut lazy,
+                &mut result_keys,
+            );
+            (plan, None)
+        };
+        resume_from = resumable;
         if let Some(guard) = memo_guard.as_mut() {
             if frozen {
                 guard.0.keys = result_keys;
@@ -155,6 +181,15 @@ fn render<'py>(
     let Some(items) = plan.items else {
         if let Some(guard) = memo_guard.as_mut() {
             guard.0.drop_outputs(); // none of them handed out
+            if let Some(core) = resume_from {
+                // SAFETY: the list is alive and the GIL is held.
+                let cont = unsafe {
+                    let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
+                    resume::Continuation::new(core, &index, &options, &inputs, None, 0)
+                };
+                guard.0.resume = Some(cont);
+                guard.0.resume_stats.full += 1;
+            }
         }
         release_retired(&mut memo_guard);
         return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, plan.threw);
@@ -180,6 +215,23 @@ fn render<'py>(
     let out_lens = output_lens(&out, &known)?;
     if let Some(guard) = memo_guard.as_mut() {
         guard.0.outputs_measured(&out_lens);
+        if let Some(core) = resume_from {
+            let output_chars = out_lens.iter().sum();
+            // SAFETY: the list is alive and the GIL is held.
+            let cont = unsafe {
+                let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
+                resume::Continuation::new(
+                    core,
+                    &index,
+                    &options,
+                    &inputs,
+                    Some((&out, output_chars)),
+                    lens.iter().sum(),
+                )
+            };
+            guard.0.resume = Some(cont);
+            guard.0.resume_stats.full += 1;
+        }
     }
     let after = list_len(out_lens);
     release_retired(&mut memo_guard);

@@ -18,6 +18,8 @@ pub(crate) struct PyRenderOptions {
     purge: Option<PurgeConfig>,
     chain: Option<ChainConfig>,
     pub(crate) matcher: ProtectedMatcher,
+    /// Names these options (`crate::stamp`): a resumed render checks it.
+    pub(crate) stamp: u64,
 }
 
 impl PyRenderOptions {
@@ -89,6 +91,7 @@ impl PyRenderOptions {
                 strip_final_assistant_thinking,
             }),
             matcher,
+            stamp: crate::stamp::fresh(),
         })
     }
 

@@ -44,6 +44,7 @@ use pyo3::prelude::*;
 
 use crate::cpython::{list_items as list_slice, prefetch, prefetch_body};
 use crate::json::Measurer;
+use crate::render::resume::{Continuation, ResumeStats, FALLBACKS};
 use crate::render::reuse::Outputs;
 
 type Obj = *mut ffi::PyObject;
@@ -78,14 +79,14 @@ pub(crate) struct SizeMemo {
     /// is known, to prefetch it, before it is read.
     entries: FastMap<usize, Box<Entry>>,
     generation: u64,
-    hits: u64,
-    misses: u64,
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
     /// Owned references to a few messages of the latest render that found nothing
     /// remembered (module docs).
     anchors: Vec<usize>,
     /// Anchors replaced during a render: released at its end or at the start of the next
     /// one, when no view borrows (releasing a message may run its values' `__del__`).
-    retired: Vec<usize>,
+    pub(crate) retired: Vec<usize>,
     /// The caller promises that no message it handed over before has changed in place
     /// (set per render): a remembered object is then reused without walking its trail
     /// again. A broken promise gives a stale length or view, never a dangling one: the
@@ -98,6 +99,12 @@ pub(crate) struct SizeMemo {
     /// The tool results' lookup keys of the latest frozen render: the next one reuses those
     /// of the messages the prefix lends it (`ResultKeys::reusable`).
     pub(crate) keys: ResultKeys,
+    /// What the latest frozen render leaves to resume the next one from
+    /// (`crate::render::resume`).
+    pub(crate) resume: Option<Continuation>,
+    pub(crate) resume_stats: ResumeStats,
+    /// Frozen renders resume from the previous one (on unless the memo was made without).
+    pub(crate) resuming: bool,
 }
 
 /// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
@@ -531,8 +538,17 @@ impl SizeMemo {
         self.retired.extend(old);
     }
 
+    /// Retires the continuation of the latest frozen render (a render that does not make
+    /// the promise, or a clear).
+    pub(crate) fn forget_resume(&mut self) {
+        if let Some(cont) = self.resume.take() {
+            cont.retire(&mut self.retired);
+        }
+    }
+
     fn clear(&mut self) {
         self.outputs.clear(&mut self.retired);
+        self.forget_resume();
         self.keys = ResultKeys::default();
         if self.entries.is_empty()
             && self.prefix.is_empty()
@@ -598,11 +614,22 @@ impl PySizeMemo {
 
 #[pymethods]
 impl PySizeMemo {
+    /// `resume=False`: every frozen render reads the whole list (as before resumed renders;
+    /// for comparisons and tests of the full path).
     #[new]
-    fn new() -> Self {
+    #[pyo3(signature = (*, resume = true))]
+    fn new(resume: bool) -> Self {
+        let mut memo = SizeMemo::default();
+        memo.resuming = resume;
         PySizeMemo {
-            memo: Mutex::new(SendMemo(SizeMemo::default())),
+            memo: Mutex::new(SendMemo(memo)),
         }
+    }
+
+    /// Whether frozen renders resume from the previous one.
+    #[getter]
+    fn resuming(&self) -> PyResult<bool> {
+        self.with(|memo| memo.resuming)
     }
 
     /// Number of messages remembered.
@@ -621,6 +648,22 @@ impl PySizeMemo {
     #[getter]
     fn stats(&self) -> PyResult<(u64, u64)> {
         self.with(|memo| (memo.hits, memo.misses))
+    }
+
+    /// How frozen renders went: `resumed` (only the new messages decided), `full` (the
+    /// whole list), `stale` (the previous render's state, options or list did not apply)
+    /// and the count of each fallback reason.
+    #[getter]
+    fn resume_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let stats = self.with(|memo| memo.resume_stats)?;
+        let out = pyo3::types::PyDict::new(py);
+        out.set_item("resumed", stats.resumed)?;
+        out.set_item("full", stats.full)?;
+        out.set_item("stale", stats.stale)?;
+        for (why, count) in FALLBACKS.iter().zip(stats.fallbacks) {
+            out.set_item(why.as_str(), count)?;
+        }
+        Ok(out)
     }
 
     /// Forgets every message (releases the references).

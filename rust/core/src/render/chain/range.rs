@@ -82,7 +82,7 @@ impl Hits {
 
 /// The key of a number under strict equality (`-0 === 0`); `None` for NaN, which
 /// equals nothing.
-fn strict_key(x: f64) -> Option<u64> {
+pub(crate) fn strict_key(x: f64) -> Option<u64> {
     if x.is_nan() {
         None
     } else if x == 0.0 {
