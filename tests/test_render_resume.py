@@ -41,16 +41,28 @@ def turn(i: int, *, errored: bool = False) -> Messages:
     ]
 
 
-def fresh(messages: Messages, config: Config = CONFIG) -> RenderResult:
-    return render(copy.deepcopy(messages), example()[1], config)
+def fresh(
+    messages: Messages, config: Config = CONFIG, records: tuple[dict[str, Any], ...] = ()
+) -> RenderResult:
+    state = example()[1]
+    if records:
+        state.add_batch(list(records))
+    return render(copy.deepcopy(messages), state, config)
 
 
-def check(messages: Messages, state: PrunerState, config: Config = CONFIG) -> RenderResult:
+def check(
+    messages: Messages,
+    state: PrunerState,
+    config: Config = CONFIG,
+    records: tuple[dict[str, Any], ...] = (),
+) -> RenderResult:
+    """A frozen render, asserted equal to a fresh render of a copy against a fresh state (the
+    example's, plus ``records``)."""
     got = render(messages, state, config, frozen=True)
     if got.pruned:
         assert got.before_chars == jsjson.length(messages)
         assert got.after_chars == jsjson.length(got.messages)
-    assert_same_render(got, fresh(messages, config))
+    assert_same_render(got, fresh(messages, config, records))
     return got
 
 
@@ -82,30 +94,33 @@ def test_the_same_list_again_is_the_same_output() -> None:
     assert all(a is b for a, b in zip(first.messages, again.messages, strict=True))
 
 
-def test_a_state_change_renders_the_whole_list() -> None:
+def test_an_index_change_restarts_before_the_messages_it_touches() -> None:
     messages, state = example()
     check(messages, state)
-    messages += turn(1)
-    check(messages, state)
+    for i in range(1, 4):
+        messages += turn(i)
+        check(messages, state)
+    # The result of turn 2 is summarized: the render restarts at the end of the render that
+    # first held it, and keeps the output before.
     record = {
-        "toolCallId": "call-1",
+        "toolCallId": "call-2",
         "toolName": "read",
-        "args": {"path": "/f1"},
-        "resultText": "output 1",
+        "args": {"path": "/f2"},
+        "resultText": "output 2",
         "isError": False,
-        "turnIndex": 1,
-        "timestamp": 5011,
-        "resultTimestamp": 5012,
+        "turnIndex": 2,
+        "timestamp": 5021,
+        "resultTimestamp": 5022,
     }
     state.add_batch([record])
-    got = render(messages, state, CONFIG, frozen=True)
-    assert stats(state)["full"] == 2
-    stub = got.messages[-1]
-    assert stub["toolCallId"] == "call-1"
+    got = check(messages, state, records=(record,))
+    assert stats(state)["restarted"] == 1
+    assert stats(state)["full"] == 1
+    stub = next(m for m in got.messages if m.get("toolCallId") == "call-2")
     assert "Summarized in pruner summary" in str(stub["content"])
-    messages += turn(2)
-    render(messages, state, CONFIG, frozen=True)
-    assert stats(state)["resumed"] == 2
+    messages += turn(5)
+    check(messages, state, records=(record,))
+    assert stats(state)["resumed"] == 4
 
 
 def test_another_config_an_edited_list_or_a_plain_render_start_over() -> None:

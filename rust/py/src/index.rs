@@ -23,7 +23,6 @@ use crate::cpython::{prefetch, prefetch_body};
 use crate::jsread::{is_absent, js_number, js_string, str_is_bound, text as text_of};
 use crate::keys::{key_of, key_to_py, keys_to_py};
 use crate::pyvalue::{js_str_of, str_of_js};
-use crate::stamp::Stamped;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
@@ -31,8 +30,9 @@ use pyo3::{intern, IntoPyObjectExt};
 /// the frontier / stats data picked during reconstruction.
 #[pyclass(name = "Index", module = "pi_condense._core")]
 pub struct PyIndex {
-    /// Stamped anew by every change (`crate::stamp`): a resumed render checks it.
-    core: Stamped<Index>,
+    core: Index,
+    /// Names this index object (`crate::stamp`); with the core's revision, one state of it.
+    instance: u64,
     /// Record objects by `Record::slot`.
     records: Vec<PyObject>,
     /// Chain entry objects by `ChainEntry::slot`.
@@ -48,7 +48,8 @@ pub struct PyIndex {
 impl PyIndex {
     fn empty() -> Self {
         PyIndex {
-            core: Stamped::new(Index::new()),
+            core: Index::new(),
+            instance: crate::stamp::fresh(),
             records: Vec::new(),
             chains: Vec::new(),
             bodies: Vec::new(),
@@ -63,9 +64,10 @@ impl PyIndex {
         &self.core
     }
 
-    /// The stamp of the index's current state (a fresh one after any change).
-    pub(crate) fn stamp(&self) -> u64 {
-        self.core.stamp()
+    /// Names this index object (never reused in the process): with
+    /// `core().revision()`, the state a render was made against.
+    pub(crate) fn instance(&self) -> u64 {
+        self.instance
     }
 
     /// The original record object (a dict) of a core record.
@@ -107,7 +109,7 @@ impl PyIndex {
             return;
         }
         let deferred = std::mem::take(&mut self.deferred);
-        self.core.edit().resolve_hash_seeds(|handle| {
+        self.core.resolve_hash_seeds(|handle| {
             let (tool_name, text) = deferred.get(handle)?;
             let text = text_of(text.bind(py));
             Some(hash_tool_result(tool_name, &text))
@@ -573,7 +575,8 @@ impl PyIndex {
                 this.replay_entry(&mut replay, position, &entry?)?;
             }
         }
-        this.core = Stamped::new(replay.finish().index);
+        this.core = replay.finish().index;
+        this.instance = crate::stamp::fresh();
         Ok(this)
     }
 
@@ -886,9 +889,9 @@ impl PyIndex {
         let mut keys = Vec::new();
         for item in records.try_iter()? {
             let (record, seed) = self.read_required(&item?)?;
-            let key = self.core.edit().index_record(record).key.clone();
+            let key = self.core.index_record(record).key.clone();
             if let Some(seed) = seed {
-                self.core.edit().queue_hash_seed(&key, seed);
+                self.core.queue_hash_seed(&key, seed);
             }
             keys.push(key);
         }
@@ -913,9 +916,7 @@ impl PyIndex {
             Ok::<_, PyErr>((views, raw_refs(refs)?))
         })();
         match read {
-            Ok((views, refs)) => {
-                keys_to_py(records.py(), self.core.edit().add_backfilled(views, &refs))
-            }
+            Ok((views, refs)) => keys_to_py(records.py(), self.core.add_backfilled(views, &refs)),
             Err(err) => {
                 self.records.truncate(before);
                 Err(err)
@@ -944,7 +945,7 @@ impl PyIndex {
             pairs.push((key_of(&id)?, n));
             stamps.push(n.map(|_| ts));
         }
-        let refs = self.core.edit().allocate_refs(&pairs);
+        let refs = self.core.allocate_refs(&pairs);
         let mut out = Vec::with_capacity(refs.len());
         for (r, ts) in refs.iter().zip(stamps) {
             let d = PyDict::new(py);
@@ -961,7 +962,7 @@ impl PyIndex {
     /// `registerSummaryRefs(refs)` for ref dicts.
     fn register_refs(&mut self, refs: &Bound<'_, PyAny>) -> PyResult<()> {
         let refs = raw_refs(refs)?;
-        self.core.edit().register_refs(&refs);
+        self.core.register_refs(&refs);
         Ok(())
     }
 
@@ -973,7 +974,6 @@ impl PyIndex {
     ) -> PyResult<bool> {
         Ok(self
             .core
-            .edit()
             .register_duplicate(&key_of(new_key)?, &key_of(original_key)?))
     }
 
@@ -985,7 +985,6 @@ impl PyIndex {
     ) -> PyResult<bool> {
         let pushed = self
             .core
-            .edit()
             .register_summary_body(keys_of(keys)?, js_str_of(text)?);
         if pushed {
             self.bodies.push(text.clone().into_any().unbind());
@@ -1001,14 +1000,14 @@ impl PyIndex {
                 "register_chain: entry needs a truthy blockId and a numeric startUserTimestamp",
             ));
         };
-        self.core.edit().register_chain(view);
+        self.core.register_chain(view);
         self.chains.push(entry.clone().into_any().unbind());
         Ok(())
     }
 
     /// Block-ref issuer `issue()`: the next `bN`.
     fn issue_block_id(&mut self) -> String {
-        self.core.edit().issue_block_id()
+        self.core.issue_block_id()
     }
 
     fn __repr__(&self) -> String {

@@ -1,6 +1,7 @@
 //! Dedup aliases (spec 02 section 3, 03 section 7): a duplicate occurrence recorded as an
 //! alias of an already-indexed original, sharing its short ref.
 
+use super::changes::Change;
 use super::Index;
 
 impl Index {
@@ -23,6 +24,7 @@ impl Index {
                 facts.short = short;
             }
         }
+        self.log(Change::Key(new_key.to_owned()));
     }
 
     /// `registerDuplicate(newKey, originalKey)` (in-memory part): a no-op returning `false` when

@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 
 use super::chain_facts::ChainFacts;
+use super::changes::Change;
 use super::{js_max, Index, JsField};
 use crate::js::{field::parse_int10, format_number};
 use crate::jsstr::JsStr;
@@ -102,9 +103,11 @@ impl Index {
             Some(existing) => {
                 let replaced = std::mem::replace(&mut existing.1, slot);
                 self.chain_order.retain(|&s| s != replaced);
+                self.changes.push(Change::Chain(replaced));
             }
             None => self.chain_registry.push((key, slot)),
         }
+        self.changes.push(Change::Chain(slot));
         self.chain_facts.push(&entry);
         self.chains.push(entry);
         // No two registry entries compare equal (equal bits share a registry key), so the

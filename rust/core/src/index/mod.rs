@@ -44,6 +44,7 @@
 pub(crate) mod aliases;
 pub(crate) mod chain_facts;
 pub(crate) mod chains;
+pub(crate) mod changes;
 pub mod reconstruct;
 pub(crate) mod records;
 pub(crate) mod refs;
@@ -57,6 +58,7 @@ use chain_facts::ChainFactsTable;
 pub use crate::js::JsField;
 pub use chain_facts::{ChainFacts, StrList};
 pub use chains::ChainEntry;
+pub use changes::Change;
 pub use reconstruct::{classify, EntryKind, Rebuilt, Replay, STATE_ENTRY_TYPES};
 pub use records::{HashSeed, Occurrence, Record, Summarized};
 pub use refs::ShortRef;
@@ -132,6 +134,8 @@ pub struct Index {
     chain_order: Vec<usize>,
     /// Next `b<N>` number.
     next_block: f64,
+    /// What changed, in order (`changes`).
+    changes: Vec<Change>,
 }
 
 impl Default for Index {
@@ -165,12 +169,16 @@ impl Index {
             chain_registry: Vec::new(),
             chain_order: Vec::new(),
             next_block: 1.0,
+            changes: Vec::new(),
         }
     }
 
     /// Resets every field (reference `reconstructFromSession` step 1 + block counter reset).
     pub fn clear(&mut self) {
+        let changes = std::mem::take(&mut self.changes);
         *self = Index::new();
+        self.changes = changes;
+        self.log(Change::Everything);
     }
 
     /// The id of `key`, interning it (with empty facts) first if needed.

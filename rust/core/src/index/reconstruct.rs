@@ -208,6 +208,7 @@ impl Replay {
             self.index.apply_alias(&new_key, &original_key);
         }
         self.index.rebuild_block_counter();
+        self.index.forget_changes();
         Rebuilt {
             index: self.index,
             frontier: self.frontier,

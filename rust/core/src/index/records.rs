@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 
+use super::changes::Change;
 use super::{Index, JsField, KeyFacts};
 use crate::jsstr::JsStr;
 use crate::keys::{format_occ_key, parse_occ_key, VerdictMemo};
@@ -168,8 +169,22 @@ impl Index {
             .entry(record.tool_call_id.clone())
             .or_default();
         if !keys.contains(&key) {
-            keys.push(key);
+            keys.push(key.clone());
         }
+        // The dedup aliases of this key now find this record.
+        let aliases: Vec<String> = self
+            .aliased
+            .iter()
+            .filter(|&&alias| self.facts.get(alias).and_then(|f| f.original) == Some(id))
+            .map(|&alias| self.keys.get(alias).to_owned())
+            .collect();
+        for alias in aliases {
+            self.log(Change::Key(alias));
+        }
+        self.log(Change::Record {
+            key,
+            id: record.tool_call_id.clone(),
+        });
         self.records.push(record);
         &self.records[slot]
     }

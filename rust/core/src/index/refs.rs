@@ -1,5 +1,6 @@
 //! Short refs `tN` (spec 03 section 4): registration, allocation and the counter rules.
 
+use super::changes::Change;
 use super::records::key_with_field;
 use super::{js_max, Index, JsField};
 use crate::js::{field::is_ascii_digits, format_number};
@@ -71,6 +72,7 @@ impl Index {
                 if let Some(facts) = self.facts.get_mut(key) {
                     facts.short = Some(short);
                 }
+                self.log(Change::Key(self.keys.get(key).to_owned()));
             }
             if let Some(n) = short_ref_number(&r.short_id) {
                 self.next_short = js_max(self.next_short, n + 1.0);

@@ -5,6 +5,7 @@ use super::StrTable;
 use crate::collections::FastSet;
 use crate::jsstr::{JsBuf, JsStr};
 
+use super::changes::Change;
 use super::Index;
 
 /// One per-batch summary: the occurrence keys it covers and its text.
@@ -99,6 +100,7 @@ impl Index {
         if text.is_empty() {
             return false;
         }
+        self.log(Change::Body(keys.clone()));
         let body = SummaryBody { keys, text };
         self.body_index.add(self.summary_bodies.len(), &body);
         self.summary_bodies.push(body);

@@ -217,13 +217,15 @@ where
 }
 
 /// [`render_with_keys`], also leaving what the next render of the same messages plus new
-/// ones needs to decide the new ones alone ([`resume_render`]); `None` when it threw.
+/// ones needs to decide only what changed ([`resume_render`]); `None` when it threw.
+/// `revision`: the state's index revision ([`crate::index::Index::revision`]).
 pub fn render_resumable<S, St, L>(
     msgs: &[MsgView<S>],
     state: &St,
     cfg: &RenderConfig<'_>,
     lazy: &mut L,
     keys: &mut ResultKeys,
+    revision: usize,
 ) -> (RenderPlan, Option<Resume>)
 where
     S: IdStr,
@@ -235,7 +237,15 @@ where
     if plan.threw {
         return (plan, None);
     }
-    let resume = Resume::of(msgs, state, plan.items.is_some(), traces);
+    let resume = Resume::of(
+        msgs,
+        state,
+        cfg,
+        lazy,
+        revision,
+        plan.items.as_deref(),
+        traces,
+    );
     (plan, Some(resume))
 }
 
@@ -313,12 +323,15 @@ where
                 lazy: &mut *lazy,
                 phase1: Some(&phase1),
             };
-            let reported = diagnostics.len();
-            let accepted = chain::apply(inputs, &mut current, diagnostics)?;
+            let mut outcomes = Vec::new();
+            let applied =
+                chain::apply(inputs, &mut current, &mut outcomes, chain::Scope::default());
+            let reports = chain::reports(&entries, |k| outcomes.get(k));
+            diagnostics.extend(reports.iter().cloned());
+            applied?;
             if let Some(traces) = traces.as_deref_mut() {
-                traces.chain_accepted = Some(accepted);
-                traces.chain_diagnostics =
-                    plan::dedup(diagnostics.get(reported..).unwrap_or_default().to_vec());
+                traces.chain = Some(outcomes);
+                traces.chain_reports = plan::dedup(reports);
             }
         }
     }

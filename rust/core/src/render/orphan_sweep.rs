@@ -53,6 +53,8 @@ pub(crate) struct SweepTrail {
     pub(crate) open: Vec<JsId>,
     /// The ids of the swept results, in list order.
     pub(crate) swept: Vec<JsId>,
+    /// Their indices in the list.
+    pub(crate) swept_at: Vec<usize>,
 }
 
 /// The set of calls the nearest assistant opened and no result consumed yet: a short
@@ -156,6 +158,7 @@ pub(crate) fn sweep_traced<S: IdStr>(
     let mut open = Open::default();
     let mut orphans: Vec<usize> = Vec::new();
     let mut swept: Vec<JsIdOf<&str>> = Vec::new();
+    let mut swept_at: Vec<usize> = Vec::new();
     for pos in 0..count {
         let src = match items {
             Some(list) => list.get(pos).and_then(Item::src),
@@ -173,6 +176,7 @@ pub(crate) fn sweep_traced<S: IdStr>(
                 if !open.take(&id) {
                     orphans.push(pos);
                     swept.push(id);
+                    swept_at.extend(src);
                 }
             }
             _ => open.clear(),
@@ -181,6 +185,7 @@ pub(crate) fn sweep_traced<S: IdStr>(
     if let Some(trail) = trail {
         trail.open = open.to_owned_ids();
         trail.swept = swept.iter().map(JsIdOf::to_owned_id).collect();
+        trail.swept_at = swept_at;
     }
     if orphans.is_empty() {
         return Ok(false);

@@ -52,6 +52,8 @@ pub trait RenderState {
     }
     /// `findChainEntryByBlockId(b)`: first registry value in insertion order.
     fn chain_entry_by_block_id(&self, block_id: &str) -> Option<&ChainEntry>;
+    /// The chain entry stored at `slot` ([`ChainEntry::slot`]), in the registry or not.
+    fn chain_at(&self, slot: usize) -> Option<&ChainEntry>;
     /// Render's `chainSummaryText(entry)`: `rangeSummaryText` when present,
     /// else the per-batch text for `droppedOccurrenceKeys ?? droppedToolCallIds`;
     /// `None` where the reference throws (neither key list is an array).
@@ -120,6 +122,10 @@ impl RenderState for Index {
 
     fn chain_entry_by_block_id(&self, block_id: &str) -> Option<&ChainEntry> {
         self.find_chain_by_block_id(block_id)
+    }
+
+    fn chain_at(&self, slot: usize) -> Option<&ChainEntry> {
+        Index::chain_at(self, slot)
     }
 
     fn chain_summary_text(&self, entry: &ChainEntry) -> Option<JsStr> {

@@ -197,7 +197,9 @@ impl TestState {
     }
 
     pub fn chain(mut self, chain: Chain) -> Self {
-        self.chains.push(chain.0);
+        let mut entry = chain.0;
+        entry.slot = self.chains.len();
+        self.chains.push(entry);
         self
     }
 
@@ -242,6 +244,10 @@ impl RenderState for TestState {
         self.chains
             .iter()
             .find(|c| c.block_id.as_str() == Some(block_id))
+    }
+
+    fn chain_at(&self, slot: usize) -> Option<&ChainEntry> {
+        self.chains.get(slot)
     }
 
     fn summary_bodies(&self) -> Option<&[SummaryBody]> {

@@ -138,6 +138,7 @@ fn render<'py>(
                 &cfg,
                 &mut lazy,
                 &mut result_keys,
+                state.revision(),
             )
         } else {
             let plan = core_render::render_with_keys(
@@ -185,7 +186,7 @@ fn render<'py>(
                 // SAFETY: the list is alive and the GIL is held.
                 let cont = unsafe {
                     let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
-                    resume::Continuation::new(core, &index, &options, &inputs, None, 0)
+                    resume::Continuation::new(core, &index, &options, &inputs, None, None)
                 };
                 guard.0.resume = Some(cont);
                 guard.0.resume_stats.full += 1;
@@ -216,7 +217,6 @@ fn render<'py>(
     if let Some(guard) = memo_guard.as_mut() {
         guard.0.outputs_measured(&out_lens);
         if let Some(core) = resume_from {
-            let output_chars = out_lens.iter().sum();
             // SAFETY: the list is alive and the GIL is held.
             let cont = unsafe {
                 let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
@@ -225,8 +225,8 @@ fn render<'py>(
                     &index,
                     &options,
                     &inputs,
-                    Some((&out, output_chars)),
-                    lens.iter().sum(),
+                    Some(&lens),
+                    Some((&out, &out_lens)),
                 )
             };
             guard.0.resume = Some(cont);

@@ -1,19 +1,20 @@
-//! A frozen render resumed from the previous one: only the new messages are read, decided,
-//! measured and built (`pi_condense_core::render::resume` says what the core carries and
-//! when it falls back to a full render).
+//! A frozen render resumed from the previous one: only the messages from the restart point
+//! on are read, decided, measured and built (`pi_condense_core::render::resume` says what the
+//! core carries, where it restarts after an index change, and when it falls back).
 //!
 //! The previous frozen render leaves a [`Continuation`] in the size memo: the core's
-//! [`Resume`], the stamps of the index state and render options it was made against, and
-//! owned references to its input and output messages with their summed lengths. The next
-//! frozen render resumes when the stamps are the same and its list starts with the very same
-//! input objects (compared by address: the continuation holds them, so no other object can
-//! have taken one of their addresses). Its output is the previous output followed by the
-//! new messages' items; its sizes are the sums plus the new messages'.
+//! [`Resume`], the index object and render options it was made against, and owned references
+//! to its input and output messages with their lengths. The next frozen render resumes when
+//! the index and options are the same objects and its list starts with the very same input
+//! objects (compared by address: the continuation holds them, so no other object can have
+//! taken one of their addresses). Its output is the previous output of the messages before
+//! the restart point followed by the new items; its sizes are sums kept at each restart point
+//! (the core's marks: output count, input and output characters) plus the new messages'.
 //!
-//! Soundness: nothing borrows across calls. The core's state is owned data; the views of
-//! the new messages are read, decided on and dropped before any Python code can run (the
-//! apply). A host that breaks the frozen promise (edits an old message in place) gets the
-//! previous decision and objects for it again, stale but alive.
+//! Soundness: nothing borrows across calls. The core's state is owned data; the views of the
+//! messages read are decided on and dropped before any Python code can run (the apply). A
+//! host that breaks the frozen promise (edits an old message in place) gets the previous
+//! decision and objects for it again, stale but alive.
 
 use pi_condense_core::render::size::list_len;
 use pi_condense_core::render::{self as core_render, Fallback, Item, Needs, Resume};
@@ -32,6 +33,11 @@ use crate::json::Measurer;
 use crate::jsread::{Keys, Obj};
 use crate::size_memo::SizeMemo;
 
+/// Mark positions (`Resume::set_marks`): what the output held at a restart point.
+const OUTPUTS: usize = 0;
+const INPUT_CHARS: usize = 1;
+const OUTPUT_CHARS: usize = 2;
+
 /// What a frozen render leaves for the next one (module docs).
 pub(crate) struct Continuation {
     /// Taken out while a render resumes from it.
@@ -40,27 +46,66 @@ pub(crate) struct Continuation {
     options: u64,
     /// The input messages, in order (owned references).
     inputs: Vec<usize>,
-    /// The output messages, in order (owned references); empty when nothing changed.
+    /// Their lengths, while every render since the first change measured them.
+    input_lens: Option<Vec<usize>>,
+    /// The output messages, in order (owned references), and their lengths; empty while
+    /// nothing changed.
     outputs: Vec<usize>,
-    /// The inputs' lengths, summed (when the render changed something).
-    input_chars: usize,
-    /// The outputs' lengths, summed.
-    output_chars: usize,
+    output_lens: Vec<usize>,
+}
+
+/// Marks the restart points of a render that changed nothing (its output is its input;
+/// nothing was measured).
+fn mark_unchanged(core: &mut Resume) {
+    let marks: Vec<[usize; 3]> = core
+        .unmarked()
+        .into_iter()
+        .map(|(len, _)| [len, 0, 0])
+        .collect();
+    core.mark(&marks);
+}
+
+/// Sets the marks of the restart points `core` has not had marked: the number of output
+/// messages before each, and the summed lengths of the inputs and outputs before it, from
+/// `start` (a marked point: `[outputs, input chars, output chars]` before message `from`).
+fn mark_points(
+    core: &mut Resume,
+    from: usize,
+    start: [usize; 3],
+    input_lens: &[usize],
+    output_lens: &[usize],
+) {
+    let sum = |lens: &[usize], from: usize, to: usize| -> usize {
+        lens.get(from..to.max(from)).map_or(0, |l| l.iter().sum())
+    };
+    let marks: Vec<[usize; 3]> = core
+        .unmarked()
+        .into_iter()
+        .map(|(len, outputs)| {
+            [
+                outputs,
+                start[1] + sum(input_lens, from, len),
+                start[2] + sum(output_lens, start[0], outputs),
+            ]
+        })
+        .collect();
+    core.mark(&marks);
 }
 
 impl Continuation {
-    /// The continuation of a full frozen render of `inputs` into `outputs` (`None`: it
-    /// changed nothing), taking a reference to each.
+    /// The continuation of a full frozen render of `inputs` (lengths `lens`, when measured)
+    /// into `outputs` (`None`: it changed nothing; else the list and its lengths), taking a
+    /// reference to each.
     ///
     /// # Safety
     /// The GIL must be held and `inputs` live objects.
     pub(crate) unsafe fn new(
-        core: Resume,
+        mut core: Resume,
         index: &PyIndex,
         options: &PyRenderOptions,
         inputs: &[Obj],
-        outputs: Option<(&Bound<'_, PyList>, usize)>,
-        input_chars: usize,
+        lens: Option<&[usize]>,
+        outputs: Option<(&Bound<'_, PyList>, &[usize])>,
     ) -> Self {
         let take = |objects: &mut dyn Iterator<Item = Obj>| -> Vec<usize> {
             objects
@@ -72,20 +117,26 @@ impl Continuation {
                 })
                 .collect()
         };
-        let output_chars = outputs.map_or(0, |(_, chars)| chars);
-        let outputs = match outputs {
-            // SAFETY: the list is alive (the caller holds it) and the GIL is held.
-            Some((list, _)) => take(&mut unsafe { crate::jsread::list_items(list.as_ptr()) }),
-            None => Vec::new(),
+        let (outputs, output_lens) = match outputs {
+            Some((list, out_lens)) => {
+                mark_points(&mut core, 0, [0; 3], lens.unwrap_or_default(), out_lens);
+                // SAFETY: the list is alive (the caller holds it) and the GIL is held.
+                let held = take(&mut unsafe { crate::jsread::list_items(list.as_ptr()) });
+                (held, out_lens.to_vec())
+            }
+            None => {
+                mark_unchanged(&mut core);
+                (Vec::new(), Vec::new())
+            }
         };
         Continuation {
             core: Some(core),
-            index: index.stamp(),
+            index: index.instance(),
             options: options.stamp,
             inputs: take(&mut inputs.iter().copied()),
+            input_lens: lens.map(<[usize]>::to_vec),
             outputs,
-            input_chars,
-            output_chars,
+            output_lens,
         }
     }
 
@@ -99,18 +150,20 @@ impl Continuation {
 /// How resumed renders went (`SizeMemo.resume_stats`).
 #[derive(Default, Clone, Copy)]
 pub(crate) struct ResumeStats {
-    /// Renders resumed from the previous one.
+    /// Renders resumed at the end of the previous one (only new messages read).
     pub(crate) resumed: u64,
+    /// Renders resumed from an earlier restart point (after an index change).
+    pub(crate) restarted: u64,
     /// Frozen renders of the whole list (nothing to resume from, or a fallback).
     pub(crate) full: u64,
     /// Fallbacks, by [`FALLBACKS`] position.
     pub(crate) fallbacks: [u64; FALLBACKS.len()],
-    /// Continuations that did not apply (another index state or options, another list).
+    /// Continuations that did not apply (another index or options, another list).
     pub(crate) stale: u64,
 }
 
 /// The fallbacks counted, in [`ResumeStats::fallbacks`] order.
-pub(crate) const FALLBACKS: [Fallback; 7] = [
+pub(crate) const FALLBACKS: [Fallback; 8] = [
     Fallback::Grace,
     Fallback::Errored,
     Fallback::Cooldown,
@@ -118,6 +171,7 @@ pub(crate) const FALLBACKS: [Fallback; 7] = [
     Fallback::Summary,
     Fallback::Throws,
     Fallback::FirstChange,
+    Fallback::Changed,
 ];
 
 impl ResumeStats {
@@ -154,28 +208,37 @@ pub(super) fn resume(
     memo: &mut SizeMemo,
 ) -> PyResult<Option<PyRenderOutcome>> {
     let py = messages.py();
-    let Some(cont) = memo.resume.take() else {
+    let Some(mut cont) = memo.resume.take() else {
         return Ok(None);
     };
     // SAFETY: the list is alive (the caller holds it) and the GIL is held.
     let items = unsafe { items_of(messages.as_ptr()) };
-    let n = cont.inputs.len();
-    let same = cont.index == index.stamp()
+    let n_old = cont.inputs.len();
+    let same = cont.index == index.instance()
         && cont.options == options.stamp
-        && items.len() >= n
+        && items.len() >= n_old
         && cont
             .inputs
             .iter()
             .zip(&items)
             .all(|(&held, &item)| held == item as usize);
-    if !same {
+    let state = index.core();
+    let changes = cont
+        .core
+        .as_ref()
+        .and_then(|core| state.changes_since(core.revision()));
+    let (Some(core), Some(changes), true) = (cont.core.take(), changes, same) else {
         memo.resume_stats.stale += 1;
         cont.retire(&mut memo.retired);
         return Ok(None);
-    }
-    let tail = items.get(n..).unwrap_or_default();
+    };
     let cfg = options.config();
-    let state = index.core();
+    let Some(from) = core.restart_point(state, &cfg, changes) else {
+        memo.resume_stats.fell_back(Fallback::Changed);
+        cont.retire(&mut memo.retired);
+        return Ok(None);
+    };
+    let tail = items.get(from..).unwrap_or_default();
     let reader = Reader {
         py,
         keys,
@@ -188,19 +251,15 @@ pub(super) fn resume(
         error: RefCell::new(None),
         measurer: None,
     };
-    let mut cont = cont;
-    let Some(core) = cont.core.take() else {
-        cont.retire(&mut memo.retired);
-        return Ok(None);
-    };
     let decided = {
-        // SAFETY: the list is alive and the GIL held; the views borrow strings from the new
-        // messages (held by the list), and no Python code runs until they are dropped at the
-        // end of this block (reading, deciding and `lazy` run none).
+        // SAFETY: the list is alive and the GIL held; the views borrow strings from the
+        // messages they read (held by the list), and no Python code runs until they are
+        // dropped at the end of this block (reading, deciding and `lazy` run none).
         let views = unsafe { reader.read_all(tail) };
-        views
-            .ok()
-            .map(|views| core_render::resume_render(core, &views, state, &cfg, &mut lazy))
+        let revision = state.revision();
+        views.ok().map(|views| {
+            core_render::resume_render(core, from, &views, state, &cfg, &mut lazy, revision)
+        })
     };
     let (core, plan) = match (decided, lazy.error.into_inner()) {
         (Some(Ok(done)), None) => done,
@@ -222,31 +281,50 @@ pub(super) fn resume(
         .into_iter()
         .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
         .collect();
-    let take_tail = |cont: &mut Continuation| {
-        for &item in tail {
+    let take_new = |cont: &mut Continuation| {
+        for &item in items.get(n_old..).unwrap_or_default() {
             // SAFETY: an item of the live list (the GIL is held); the continuation owns
             // this reference.
             unsafe { ffi::Py_IncRef(item) };
             cont.inputs.push(item as usize);
         }
     };
-    memo.hits += n as u64;
-    memo.misses += tail.len() as u64;
+    let counted = |memo: &mut SizeMemo| {
+        memo.hits += from as u64;
+        memo.misses += tail.len() as u64;
+        if from < n_old {
+            memo.resume_stats.restarted += 1;
+        } else {
+            memo.resume_stats.resumed += 1;
+        }
+    };
     let Some(tail_items) = plan.items else {
-        take_tail(&mut cont);
+        // Nothing changed: the output is the input.
+        take_new(&mut cont);
+        if let Some(core) = cont.core.as_mut() {
+            mark_unchanged(core);
+        }
+        cont.input_lens = None;
+        counted(memo);
         memo.resume = Some(cont);
-        memo.resume_stats.resumed += 1;
         return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, false)
             .map(Some);
     };
-    // The new messages' lengths, then their outputs.
+    // The lengths of the messages from the restart point on: remembered, or measured now.
     let mut measurer = Measurer::new(py);
-    let mut tail_lens = Vec::with_capacity(tail.len());
-    for &item in tail {
+    let mut lens = match cont.input_lens.take() {
+        Some(lens) if lens.len() == n_old => lens,
+        _ => {
+            memo.resume_stats.fell_back(Fallback::FirstChange);
+            cont.retire(&mut memo.retired);
+            return Ok(None);
+        }
+    };
+    for &item in items.get(n_old..).unwrap_or_default() {
         // SAFETY: the item is held by the live list; the GIL is held; measuring runs no
         // Python code.
         match unsafe { measurer.len(py, item) } {
-            Ok(len) => tail_lens.push(len),
+            Ok(len) => lens.push(len),
             Err(_) => {
                 // The full render raises it, where it must.
                 memo.resume_stats.fell_back(Fallback::Throws);
@@ -256,7 +334,8 @@ pub(super) fn resume(
         }
     }
     let writer = Writer { py, keys, messages };
-    let built = build_tail(&writer, index, &tail_items, (&tail_lens, n));
+    let tail_lens = lens.get(from..).unwrap_or_default();
+    let built = build_tail(&writer, index, &tail_items, (tail_lens, from));
     let (new_outputs, new_lens) = match built {
         Ok(built) => built,
         Err(err) => {
@@ -264,52 +343,51 @@ pub(super) fn resume(
             return Err(err);
         }
     };
-    let out_count = cont.outputs.len() + new_outputs.len();
-    let Ok(count) = ffi::Py_ssize_t::try_from(out_count) else {
-        cont.retire(&mut memo.retired);
-        release_now(&new_outputs);
-        return Err(pyo3::exceptions::PyValueError::new_err("too many messages"));
-    };
-    // SAFETY: the GIL is held; a new list of `count` empty slots, each filled once below
-    // with a new reference that `PyList_SetItem` steals.
-    let out = match unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count)) } {
+    // The previous output of the messages before the restart point, then the new items.
+    let kept = plan.marks[OUTPUTS].min(cont.outputs.len());
+    memo.retired.extend(cont.outputs.drain(kept..));
+    cont.outputs.extend(new_outputs);
+    cont.output_lens.truncate(kept);
+    cont.output_lens.extend_from_slice(&new_lens);
+    let out_count = cont.outputs.len();
+    let out = match new_list(py, &cont.outputs) {
         Ok(out) => out,
         Err(err) => {
             cont.retire(&mut memo.retired);
-            release_now(&new_outputs);
             return Err(err);
         }
     };
-    for (at, &obj) in cont.outputs.iter().chain(&new_outputs).enumerate() {
+    let input_chars = plan.marks[INPUT_CHARS] + tail_lens.iter().sum::<usize>();
+    let output_chars = plan.marks[OUTPUT_CHARS] + new_lens.iter().sum::<usize>();
+    let before = list_len_of(input_chars, items.len());
+    let after = list_len_of(output_chars, out_count);
+    take_new(&mut cont);
+    if let Some(core) = cont.core.as_mut() {
+        mark_points(core, from, plan.marks, &lens, &cont.output_lens);
+    }
+    cont.input_lens = Some(lens);
+    counted(memo);
+    memo.resume = Some(cont);
+    PyRenderOutcome::new(py, out, true, before, after, diagnostics, false).map(Some)
+}
+
+/// A new list of `objects` (each gets a reference for its slot).
+fn new_list<'py>(py: Python<'py>, objects: &[usize]) -> PyResult<Bound<'py, PyList>> {
+    let count = ffi::Py_ssize_t::try_from(objects.len())
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("too many messages"))?;
+    // SAFETY: the GIL is held; a new list of `count` empty slots, each filled once below
+    // with a new reference that `PyList_SetItem` steals.
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
+    for (at, &obj) in objects.iter().enumerate() {
         let obj = obj as Obj;
-        // SAFETY: `obj` is alive (the continuation or `new_outputs` owns a reference); the
-        // list gets a new reference for the slot it steals; `at < count`.
+        // SAFETY: `obj` is alive (the caller owns a reference); the list gets a new
+        // reference for the slot it steals; `at < count`.
         unsafe {
             ffi::Py_IncRef(obj);
             ffi::PyList_SetItem(out.as_ptr(), at as ffi::Py_ssize_t, obj);
         }
     }
-    let added_in: usize = tail_lens.iter().sum();
-    let added_out: usize = new_lens.iter().sum();
-    let before = list_len_of(cont.input_chars + added_in, n + tail.len());
-    let after = list_len_of(cont.output_chars + added_out, out_count);
-    take_tail(&mut cont);
-    cont.input_chars += added_in;
-    cont.output_chars += added_out;
-    // `new_outputs` hold the references the continuation keeps.
-    cont.outputs.extend(new_outputs);
-    memo.resume = Some(cont);
-    memo.resume_stats.resumed += 1;
-    PyRenderOutcome::new(
-        py,
-        out.downcast_into::<PyList>()?,
-        true,
-        before,
-        after,
-        diagnostics,
-        false,
-    )
-    .map(Some)
+    Ok(out.downcast_into::<PyList>()?)
 }
 
 /// `JSON.stringify` of a list of `count` elements whose lengths sum to `chars`.
@@ -317,7 +395,8 @@ fn list_len_of(chars: usize, count: usize) -> usize {
     list_len(std::iter::once(chars)) + count.saturating_sub(1)
 }
 
-/// The outputs of the new messages' items (owned references) and their lengths.
+/// The outputs of `items` (owned references) and their lengths; `lens` are the lengths of
+/// the input messages from `lens.1` on.
 fn build_tail(
     writer: &Writer<'_, '_>,
     index: &PyIndex,

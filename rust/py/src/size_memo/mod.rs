@@ -650,14 +650,16 @@ impl PySizeMemo {
         self.with(|memo| (memo.hits, memo.misses))
     }
 
-    /// How frozen renders went: `resumed` (only the new messages decided), `full` (the
-    /// whole list), `stale` (the previous render's state, options or list did not apply)
-    /// and the count of each fallback reason.
+    /// How frozen renders went: `resumed` (only the new messages decided), `restarted`
+    /// (decided from an earlier restart point after an index change), `full` (the whole
+    /// list), `stale` (the previous render's index, options or list did not apply) and the
+    /// count of each fallback reason.
     #[getter]
     fn resume_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
         let stats = self.with(|memo| memo.resume_stats)?;
         let out = pyo3::types::PyDict::new(py);
         out.set_item("resumed", stats.resumed)?;
+        out.set_item("restarted", stats.restarted)?;
         out.set_item("full", stats.full)?;
         out.set_item("stale", stats.stale)?;
         for (why, count) in FALLBACKS.iter().zip(stats.fallbacks) {

@@ -2,10 +2,16 @@
 //! inside another resolved range, and one entry per start.
 
 use super::range::Range;
-use super::report;
 use crate::collections::FastSet;
 use crate::index::ChainEntry;
 use crate::render::plan::{Diagnostic, DiagnosticKind};
+
+/// What [`accept`] gives: the applied entries (registry position, entry, range) and the
+/// skipped ones (registry position, range, report).
+pub(super) type Accepted<'e> = (
+    Vec<(usize, &'e ChainEntry, Range)>,
+    Vec<(usize, Range, Diagnostic)>,
+);
 
 /// The index of the first resolved range (in registry order) other than `k` whose
 /// interior holds `start`: `other.start < start < other.end`.
@@ -44,24 +50,28 @@ impl Containers {
 }
 
 /// Step 2 of phase 3: the resolved entries that are applied, in registry order (no start
-/// strictly inside another resolved range, one entry per start); the others are reported.
+/// strictly inside another resolved range, one entry per start), and the skipped ones with
+/// their `unresolved-range` report. `resolved` holds each entry's position in the registry;
+/// the list the ranges index starts at message `offset` of the render's list (the reported
+/// start is the list's index).
 pub(super) fn accept<'e>(
-    resolved: &[(&'e ChainEntry, Range)],
-    diagnostics: &mut Vec<Diagnostic>,
-) -> Vec<(&'e ChainEntry, Range)> {
-    let resolved_ranges: Vec<Range> = resolved.iter().map(|&(_, r)| r).collect();
+    resolved: &[(usize, &'e ChainEntry, Range)],
+    offset: usize,
+) -> Accepted<'e> {
+    let resolved_ranges: Vec<Range> = resolved.iter().map(|&(_, _, r)| r).collect();
     let containers = Containers::new(&resolved_ranges);
-    let mut accepted: Vec<(&ChainEntry, Range)> = Vec::new();
+    let mut accepted: Vec<(usize, &ChainEntry, Range)> = Vec::new();
+    let mut rejected = Vec::new();
     let mut claimed: FastSet<usize> = FastSet::default();
-    for (k, &(entry, range)) in resolved.iter().enumerate() {
+    for (k, &(position, entry, range)) in resolved.iter().enumerate() {
         let container = if containers.any_holds(range.start) {
             resolved
                 .iter()
                 .enumerate()
-                .find(|(j, (_, other))| {
+                .find(|(j, (_, _, other))| {
                     *j != k && range.start > other.start && range.start < other.end
                 })
-                .map(|(_, (other, _))| other.block_id.js_string())
+                .map(|(_, (_, other, _))| other.block_id.js_string())
         } else {
             None
         };
@@ -71,19 +81,22 @@ pub(super) fn accept<'e>(
                 Some(c) => format!("blockId={block} skipped: range nests inside blockId={c}"),
                 None => format!(
                     "blockId={block} skipped: range duplicates startIndex={} already claimed",
-                    range.start
+                    range.start + offset
                 ),
             };
-            report(
-                diagnostics,
-                DiagnosticKind::UnresolvedRange,
-                format!("overlap:{block}"),
-                detail,
-            );
+            rejected.push((
+                position,
+                range,
+                Diagnostic {
+                    kind: DiagnosticKind::UnresolvedRange,
+                    dedup_key: format!("overlap:{block}"),
+                    detail,
+                },
+            ));
             continue;
         }
         claimed.insert(range.start);
-        accepted.push((entry, range));
+        accepted.push((position, entry, range));
     }
-    accepted
+    (accepted, rejected)
 }

@@ -87,16 +87,23 @@ impl<'a> Dropped<'a> {
     }
 }
 
-/// Whether a per-batch summary covers a dropped call (04 section 5.5).
-pub(super) fn overlaps_dropped<S: AsRef<str>>(
+/// What a per-batch summary's ref is checked by (04 section 5.5): the occurrence key
+/// `id@resultTimestamp` when the ref has a result timestamp, else its bare id.
+pub(crate) enum RefCheck<'a> {
+    Key(String),
+    Id(&'a str),
+}
+
+/// The checks of a summary's refs, in order (each an `Err` where the reference throws: a
+/// nullish ref, a non-string id without a result timestamp); `Err` when the refs are not an
+/// array.
+pub(crate) fn ref_checks<S: AsRef<str>>(
     refs: &SummaryRefs<S>,
-    dropped: &mut Dropped<'_>,
-    buf: &mut String,
-) -> Result<bool, Throw> {
+) -> Result<impl Iterator<Item = Result<RefCheck<'_>, Throw>>, Throw> {
     let SummaryRefs::List(items) = refs else {
         return Err(Throw);
     };
-    for item in items {
+    Ok(items.iter().map(|item| {
         let SummaryRef::Ref {
             tool_call_id,
             result_timestamp,
@@ -104,20 +111,28 @@ pub(super) fn overlaps_dropped<S: AsRef<str>>(
         else {
             return Err(Throw);
         };
-        let hit = match result_timestamp {
-            Some(ts) => {
-                buf.clear();
-                buf.push_str(&tool_call_id.js_str());
-                buf.push('@');
-                buf.push_str(ts);
-                dropped.has_key(buf)
-            }
+        match result_timestamp {
+            Some(ts) => Ok(RefCheck::Key(format!("{}@{ts}", tool_call_id.js_str()))),
             None => {
                 let JsIdOf::Str(id) = tool_call_id else {
                     return Err(Throw);
                 };
-                dropped.has_id(bare_tool_call_id(id.as_ref()))
+                Ok(RefCheck::Id(bare_tool_call_id(id.as_ref())))
             }
+        }
+    }))
+}
+
+/// Whether a per-batch summary covers a dropped call (04 section 5.5): the refs in order,
+/// the first hit ends the check.
+pub(super) fn overlaps_dropped<S: AsRef<str>>(
+    refs: &SummaryRefs<S>,
+    dropped: &mut Dropped<'_>,
+) -> Result<bool, Throw> {
+    for check in ref_checks(refs)? {
+        let hit = match check? {
+            RefCheck::Key(key) => dropped.has_key(&key),
+            RefCheck::Id(id) => dropped.has_id(id),
         };
         if hit {
             return Ok(true);

@@ -13,7 +13,7 @@
 //! | 4 emit (and the per-batch summaries a range covers) | here, [`drop`] |
 
 mod accept;
-mod drop;
+pub(crate) mod drop;
 pub(crate) mod range;
 mod synthetic;
 #[cfg(test)]
@@ -54,23 +54,85 @@ pub(crate) struct ChainInputs<'a, S, St: ?Sized, L: ?Sized> {
     pub(crate) phase1: Option<&'a Phase1<'a>>,
 }
 
-fn report(out: &mut Vec<Diagnostic>, kind: DiagnosticKind, dedup_key: String, detail: String) {
-    out.push(Diagnostic {
-        kind,
-        dedup_key,
-        detail,
-    });
+/// What phase 3 decided about one registry entry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// Its range does not resolve (`unresolved-range`).
+    Unresolved,
+    /// Decided by the messages before these (a resumed render, [`Scope::settled`]).
+    Settled,
+    /// Resolved and applied, its range not walked yet (a render that threw before).
+    Resolved,
+    /// Resolved to `range`, but it nests in another or its start is claimed: the report.
+    Rejected { range: Range, report: Diagnostic },
+    /// Applied to `range` (indices into the list phase 3 ran over); `mismatch`: the
+    /// `range-id-mismatch` report, when the ids inside differ from the recorded ones.
+    Accepted {
+        range: Range,
+        mismatch: Option<Diagnostic>,
+    },
+}
+
+/// Which part of a render's list phase 3 runs over: all of it, or (a resumed render) the
+/// messages from `offset` on, with the registry entries `settled` by the messages before
+/// left alone.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Scope<'a> {
+    pub(crate) offset: usize,
+    /// By registry position: the entry's range is decided before `offset`.
+    pub(crate) settled: Option<&'a [bool]>,
+}
+
+/// Phase 3's reports from the outcome of every registry entry (in registry order), as the
+/// reference makes them: the unresolved ranges, then the skipped ones, then the id mismatches
+/// of the applied ones.
+pub(crate) fn reports<'o>(
+    entries: &[&ChainEntry],
+    outcome: impl Fn(usize) -> Option<&'o Outcome>,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (k, entry) in entries.iter().enumerate() {
+        if matches!(outcome(k), Some(Outcome::Unresolved) | None) {
+            let block = entry.block_id.js_string();
+            let detail = format!(
+                "blockId={block} start={} final={}",
+                format_number(entry.start_user_timestamp),
+                entry.final_assistant_timestamp.js_string()
+            );
+            out.push(Diagnostic {
+                kind: DiagnosticKind::UnresolvedRange,
+                dedup_key: block,
+                detail,
+            });
+        }
+    }
+    for k in 0..entries.len() {
+        if let Some(Outcome::Rejected { report, .. }) = outcome(k) {
+            out.push(report.clone());
+        }
+    }
+    for k in 0..entries.len() {
+        if let Some(Outcome::Accepted {
+            mismatch: Some(report),
+            ..
+        }) = outcome(k)
+        {
+            out.push(report.clone());
+        }
+    }
+    out
 }
 
 /// Phase 3 updating the phase-2 slots in place (they move into the output instead of being
 /// copied): when an entry is accepted, `slots` becomes the new list and `true` is returned;
-/// otherwise it is left as it was.
+/// otherwise it is left as it was. `outcomes` gets the outcome of each registry entry.
 pub(crate) fn apply<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     inputs: ChainInputs<'_, S, St, L>,
     slots: &mut Option<Vec<Item>>,
-    diagnostics: &mut Vec<Diagnostic>,
+    outcomes: &mut Vec<Outcome>,
+    scope: Scope<'_>,
 ) -> Result<bool, Throw> {
-    match compress(inputs, slots, diagnostics)? {
+    match compress(inputs, slots, outcomes, scope)? {
         Some(out) => {
             *slots = Some(out);
             Ok(true)
@@ -101,13 +163,17 @@ pub(crate) fn apply_chain_compressions<S: IdStr, St: RenderState + ?Sized>(
         lazy: &mut ViewsOnly,
         phase1: None,
     };
-    compress(inputs, &mut owned, diagnostics)
+    let mut outcomes = Vec::new();
+    let out = compress(inputs, &mut owned, &mut outcomes, Scope::default());
+    diagnostics.extend(reports(entries, |k| outcomes.get(k)));
+    out
 }
 
 fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     inputs: ChainInputs<'_, S, St, L>,
     slots: &mut Option<Vec<Item>>,
-    diagnostics: &mut Vec<Diagnostic>,
+    outcomes: &mut Vec<Outcome>,
+    scope: Scope<'_>,
 ) -> Result<Option<Vec<Item>>, Throw> {
     let ChainInputs {
         msgs,
@@ -117,6 +183,7 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         lazy,
         phase1,
     } = inputs;
+    outcomes.clear();
     if entries.is_empty() {
         return Ok(None);
     }
@@ -133,23 +200,31 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         }
     }
     // 1. resolve
-    let mut resolved: Vec<(&ChainEntry, Range)> = Vec::new();
-    for &entry in entries {
+    let mut resolved: Vec<(usize, &ChainEntry, Range)> = Vec::new();
+    for (k, &entry) in entries.iter().enumerate() {
+        let settled = scope
+            .settled
+            .and_then(|s| s.get(k).copied())
+            .unwrap_or(false);
+        if settled {
+            outcomes.push(Outcome::Settled);
+            continue;
+        }
         match ranges.resolve(entry) {
-            Some(range) => resolved.push((entry, range)),
-            None => {
-                let block = entry.block_id.js_string();
-                let detail = format!(
-                    "blockId={block} start={} final={}",
-                    format_number(entry.start_user_timestamp),
-                    entry.final_assistant_timestamp.js_string()
-                );
-                report(diagnostics, DiagnosticKind::UnresolvedRange, block, detail);
+            Some(range) => {
+                resolved.push((k, entry, range));
+                outcomes.push(Outcome::Resolved);
             }
+            None => outcomes.push(Outcome::Unresolved),
         }
     }
     // 2. accept: no start strictly inside another resolved range, one entry per start
-    let accepted = accept(&resolved, diagnostics);
+    let (accepted, rejected) = accept(&resolved, scope.offset);
+    for (k, range, report) in rejected {
+        if let Some(slot) = outcomes.get_mut(k) {
+            *slot = Outcome::Rejected { range, report };
+        }
+    }
     if accepted.is_empty() {
         return Ok(None);
     }
@@ -177,7 +252,7 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     // Where the walk is in `keys` (ranges mostly come in list order).
     let mut cursor = 0;
 
-    for &(entry, range) in &accepted {
+    for &(k, entry, range) in &accepted {
         let facts = match state.chain_facts(entry) {
             Some(facts) => facts,
             None => {
@@ -252,19 +327,18 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         // `(droppedToolCallIds ?? []).map(bareToolCallId)`: a non-string throws.
         let recorded = facts.recorded.ok_or(Throw)?;
         let ids = range_ids.get(first_id..).unwrap_or_default();
-        if let Some(actual) = id_mismatch(ids, recorded, &mut actual) {
-            let detail = format!(
+        let mismatch = id_mismatch(ids, recorded, &mut actual).map(|actual| Diagnostic {
+            kind: DiagnosticKind::RangeIdMismatch,
+            dedup_key: facts.block_key.to_owned(),
+            detail: format!(
                 "blockId={} recorded={} actual={}",
                 facts.block_key,
                 recorded.len(),
                 actual
-            );
-            report(
-                diagnostics,
-                DiagnosticKind::RangeIdMismatch,
-                facts.block_key.to_owned(),
-                detail,
-            );
+            ),
+        });
+        if let Some(slot) = outcomes.get_mut(k) {
+            *slot = Outcome::Accepted { range, mismatch };
         }
         if strip_final_thinking {
             if let Some(flag) = strip.get_mut(range.end) {
@@ -318,7 +392,6 @@ fn emit<S: IdStr>(
     dropped: &mut Dropped<'_>,
 ) -> Result<Vec<Item>, Throw> {
     let mut out: Vec<Item> = Vec::with_capacity(msgs.len() + insert_after.len());
-    let mut key = String::new();
     let mut pending = insert_after.into_iter().peekable();
     // The phase-2 slots move into `out` (one per message; a dropped message's is dropped).
     let mut phase2 = slots.take().map(Vec::into_iter);
@@ -330,7 +403,7 @@ fn emit<S: IdStr>(
             continue;
         }
         if let Some(refs) = &msg.summary {
-            if overlaps_dropped(refs, dropped, &mut key)? {
+            if overlaps_dropped(refs, dropped)? {
                 continue;
             }
         }

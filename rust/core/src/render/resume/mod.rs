@@ -1,99 +1,132 @@
-//! Resuming a render: the same messages again, with new ones appended.
+//! Resuming a render: the same messages again, with new ones appended, maybe against a
+//! changed index.
 //!
 //! A host that never edits what it handed over renders its whole history before every
-//! model call, with a few messages more each time. Between two such calls the state rarely
-//! changes (a flush or a chain compression every few calls), and with the same state most
-//! of a render's decision over the old messages cannot change: a toolResult is stubbed or
-//! not by its own key, a range resolves by timestamps the new messages rarely share, and the
-//! orphan sweep only looks backwards. What can change is global, and small:
+//! model call, with a few messages more each time; every few calls a flush or a chain
+//! compression changes the index. Most of a render's decision over the old messages cannot
+//! change: a toolResult is stubbed by its own key, a range resolves by timestamps, the
+//! orphan sweep reads forward. So a render leaves a [`Resume`]: the phases' state at the end
+//! of its list and at the ends of the renders before it (*checkpoints*), plus where things
+//! first appear in the messages ([`seen`]) and what phase 3 decided per chain entry. The next
+//! render restarts from the latest checkpoint before the first message an index change can
+//! touch ([`Resume::restart_point`]), decides the messages from there on alone
+//! ([`resume_render`]) and keeps the previous output before it.
 //!
-//! | phase | what the new messages can change in the old ones | carried |
+//! What the messages after a restart point can change before it is global, and small:
+//!
+//! | phase | what can change before the restart point | carried |
 //! |---|---|---|
-//! | 0 grace | a recovery output leaves the window (more user turns) | the ages of those in it |
-//! | 2 purge | a call's cooldown ends (more assistants); a new errored result names an old call | `erroredAtTurn`, the candidate blocks and their verdicts, the call ids (hashed) |
-//! | 3 chains | a new message shares a range's start or final timestamp; a new summary is covered | the entries' timestamps; whether a range was accepted |
-//! | 4 sweep | nothing (it reads forward) | the calls open at the end, the swept ids |
+//! | 0 grace | a recovery output leaves the window; a new one shares an old result's key | ages and keys in the window; result keys |
+//! | 2 purge | a call's cooldown ends; a new errored result names an old call | `erroredAtTurn`, the candidate blocks and verdicts; call ids |
+//! | 3 chains | a new message at a range's timestamp; a summary covered by a range on the other side | entries' outcomes and ranges; timestamps; dropped and summarized ids |
+//! | 4 sweep | nothing (it reads forward) | open calls, swept ids |
 //!
-//! A full render leaves a [`Resume`] ([`super::render_resumable`]); [`resume_render`] decides
-//! the new messages alone and either hands back their items (the old ones keep theirs) or
-//! falls back ([`Fallback`]) where the old messages' items could change or the render would
-//! throw: the caller then renders the whole list again. Outputs are exactly the full
-//! render's (a property test checks it on random histories).
+//! and what an index change can touch: the results of a changed key or bare id, the range
+//! and synthetic text of a changed or new entry, the texts that read a changed body. Where
+//! such a thing lies before every checkpoint, or the render would throw, [`resume_render`]
+//! falls back ([`Fallback`]) and the caller renders the whole list. Outputs are exactly the
+//! full render's: a property test checks it on random histories and index changes.
+
+mod chains;
+mod points;
+mod seen;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
-use super::chain::range::strict_key;
+use chains::ChainMemory;
+use seen::{summary_refs, tagged, Seen, BODY_KEY, ID, KEY};
+
+use super::chain::{self, range::strict_key, Outcome, Scope};
 use super::error_purge::{Candidate, PurgeTrail};
 use super::grace;
+use super::ids::push_result_key;
 use super::orphan_sweep::{orphan_diagnostic, Open, SweepTrail};
-use super::plan::{Diagnostic, Item, Purge};
+use super::plan::{self, Diagnostic, Item, Piece, Purge, Text};
 use super::state::RenderState;
 use super::stub_replace::{stub_text, stub_with};
-use super::{FastSet, Lazy, RenderConfig};
+use super::{Lazy, Needs, RenderConfig};
+use crate::index::{ChainEntry, Change};
 use crate::js::JsField;
 use crate::view::{Block, IdStr, JsId, JsIdOf, MsgView, Role, Ts};
+
+/// The most restart points a resume keeps before user messages (the oldest go first): a
+/// compression restarts at its chain's user message, which may lie many calls back.
+pub(super) const CHECKPOINTS: usize = 48;
+
+/// The most other restart points (the ends of the latest renders) it keeps.
+const RECENT_POINTS: usize = 24;
 
 /// What a render leaves for the next one over the same messages plus new ones.
 #[derive(Debug, Clone)]
 pub struct Resume {
-    /// The messages it covers.
-    len: usize,
-    /// The render changed something (its output is a new list).
-    changed: bool,
-    /// Phase 0: the age (user messages after it) and key of each recovery output in the
-    /// window.
-    grace: Vec<(usize, String)>,
-    purge: Option<PurgeResume>,
-    chain: Option<ChainResume>,
-    sweep: SweepTrail,
-    /// Phase 3's diagnostics (first per dedup key).
-    chain_diagnostics: Vec<Diagnostic>,
-    /// Phase 4's diagnostic, when a result was swept.
-    orphan: Option<Diagnostic>,
-}
-
-/// Phase 2's trail, and what the new messages are checked against.
-#[derive(Debug, Clone)]
-struct PurgeResume {
-    trail: PurgeTrail,
-    /// The ids of every toolCall block of the list, hashed: a new errored result whose id
-    /// is one of them (maybe) makes an old call a candidate.
-    calls: FastSet<u64>,
+    /// The index revision the latest render was made against.
+    revision: usize,
+    needs: Needs,
+    may_stub: bool,
+    /// Restart points by ascending length; the last is the end of the latest render.
+    checkpoints: Vec<Checkpoint>,
+    seen: Seen,
+    chains: ChainMemory,
     hasher: foldhash::fast::RandomState,
-    /// An assistant whose content phase 2 cannot map: the render throws once an id errs.
-    throws: bool,
 }
 
-/// Phase 3's timestamps: the registry's start and final timestamps (strict keys).
+/// The phases' state after the first `len` messages.
 #[derive(Debug, Clone)]
-struct ChainResume {
-    starts: FastSet<u64>,
-    finals: FastSet<u64>,
-    /// An entry's `finalAssistantTimestamp` is absent (it matches assistants without one).
-    absent_final: bool,
-    /// A range was accepted (summaries are then checked against the dropped calls).
-    accepted: bool,
+pub(super) struct Checkpoint {
+    len: usize,
+    /// The output so far differs from the input.
+    changed: bool,
+    /// Phase 0: age and key of each recovery output in the window.
+    grace: Vec<(usize, String)>,
+    purge: Option<PurgeTrail>,
+    sweep: SweepTrail,
+    orphan: Option<Diagnostic>,
+    /// The caller's bookkeeping at this point ([`Resume::mark`]); the first is the number of
+    /// output messages before it.
+    marks: [usize; 3],
+    /// The caller has set the marks.
+    marked: bool,
+}
+
+impl Checkpoint {
+    /// The state before any message.
+    fn start(cfg: &RenderConfig<'_>) -> Self {
+        Checkpoint {
+            len: 0,
+            changed: false,
+            grace: Vec::new(),
+            purge: cfg.purge.map(|_| PurgeTrail::default()),
+            sweep: SweepTrail::default(),
+            orphan: None,
+            marks: [0; 3],
+            marked: true,
+        }
+    }
 }
 
 /// Why a render could not be resumed: the caller renders the whole list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fallback {
-    /// A recovery output of the old messages left the grace window.
+    /// A recovery output left the grace window, or a new one shares an old result's key.
     Grace,
     /// A new errored result names an id the old messages call or already errored with.
     Errored,
     /// The cooldown of an old call's purge ended.
     Cooldown,
-    /// A new message shares a chain range's timestamp, or is a chain message.
+    /// A new message shares a chain range's timestamp with an old one, or is a chain message.
     Range,
-    /// A new per-batch summary while ranges drop calls.
+    /// A per-batch summary and a range on the other side of the restart point.
     Summary,
     /// The render throws (the full render tells how).
     Throws,
     /// The old messages were left unchanged and the new ones change something: the whole
     /// input must be measured.
     FirstChange,
+    /// An index change touches the messages before every checkpoint.
+    Changed,
 }
 
 impl Fallback {
@@ -107,15 +140,21 @@ impl Fallback {
             Fallback::Summary => "summary",
             Fallback::Throws => "throws",
             Fallback::FirstChange => "first-change",
+            Fallback::Changed => "changed",
         }
     }
 }
 
-/// The new messages' part of a resumed render.
+/// The part of a resumed render from its restart point on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TailPlan {
+    /// The restart point: the output keeps the previous output of the messages before it.
+    pub from: usize,
+    /// The caller's marks at the restart point ([`Resume::set_marks`]).
+    pub marks: [usize; 3],
     /// `None`: the render changes nothing (the input list is the output). `Some`: the items
-    /// of the new messages (indices into the whole list), to follow the previous output.
+    /// of the messages from `from` on (indices into the whole list), to follow the previous
+    /// output of the messages before it.
     pub items: Option<Vec<Item>>,
     /// The diagnostics of the whole render, in report order, first per dedup key.
     pub diagnostics: Vec<Diagnostic>,
@@ -126,166 +165,428 @@ pub struct TailPlan {
 pub(crate) struct Traces {
     pub(crate) grace: Vec<(usize, String)>,
     pub(crate) purge: Option<PurgeTrail>,
-    /// Phase 3 ran; whether a range was accepted.
-    pub(crate) chain_accepted: Option<bool>,
-    pub(crate) chain_diagnostics: Vec<Diagnostic>,
+    /// Phase 3 ran: each registry entry's outcome.
+    pub(crate) chain: Option<Vec<Outcome>>,
+    pub(crate) chain_reports: Vec<Diagnostic>,
     pub(crate) sweep: SweepTrail,
     pub(crate) orphan: Option<Diagnostic>,
 }
 
+/// [`Lazy`] of a list's messages from `offset` on, asked by their index in that part.
+struct Shifted<'l, L: ?Sized> {
+    lazy: &'l mut L,
+    offset: usize,
+}
+
+impl<L: Lazy + ?Sized> Lazy for Shifted<'_, L> {
+    fn args_len(&mut self, msg: usize, block: usize) -> Option<usize> {
+        self.lazy.args_len(msg + self.offset, block)
+    }
+
+    fn is_recovery(&mut self, msg: usize) -> Option<bool> {
+        self.lazy.is_recovery(msg + self.offset)
+    }
+
+    fn text_throws(&mut self, msg: usize) -> Option<bool> {
+        self.lazy.text_throws(msg + self.offset)
+    }
+}
+
 impl Resume {
-    /// How many messages the render covered.
+    /// How many messages the latest render covered.
     pub fn len(&self) -> usize {
-        self.len
+        self.end().len
     }
 
     /// Whether it covered none.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// Whether the render changed something.
+    /// Whether the latest render changed something.
     pub fn changed(&self) -> bool {
-        self.changed
+        self.end().changed
+    }
+
+    /// The index revision the latest render was made against.
+    pub fn revision(&self) -> usize {
+        self.revision
+    }
+
+    fn end(&self) -> &Checkpoint {
+        // Never empty: made with one, and a resume replaces the points after its restart
+        // point with its own end.
+        match self.checkpoints.last() {
+            Some(end) => end,
+            None => unreachable!("a resume always holds its end"),
+        }
+    }
+
+    /// The restart points whose marks the caller has not set yet, as (length, output
+    /// messages before it), ascending: set them with [`Resume::mark`], in this order.
+    pub fn unmarked(&self) -> Vec<(usize, usize)> {
+        self.checkpoints
+            .iter()
+            .filter(|c| !c.marked)
+            .map(|c| (c.len, c.marks[0]))
+            .collect()
+    }
+
+    /// Sets the caller's bookkeeping at the points [`Resume::unmarked`] gave (handed back as
+    /// [`TailPlan::marks`] when a render restarts there).
+    pub fn mark(&mut self, marks: &[[usize; 3]]) {
+        let mut given = marks.iter();
+        for point in self.checkpoints.iter_mut().filter(|c| !c.marked) {
+            let Some(marks) = given.next() else { break };
+            point.marks = *marks;
+            point.marked = true;
+        }
     }
 
     /// The resume of a full render of `msgs` that did not throw (`changed`: it returned
     /// items), from its phases' trails.
-    pub(crate) fn of<S: IdStr, St: RenderState + ?Sized>(
+    pub(crate) fn of<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         msgs: &[MsgView<S>],
         state: &St,
-        changed: bool,
+        cfg: &RenderConfig<'_>,
+        lazy: &mut L,
+        revision: usize,
+        items: Option<&[Item]>,
         traces: Traces,
     ) -> Resume {
-        let mut purge = traces.purge.map(|trail| PurgeResume {
-            trail,
-            calls: FastSet::default(),
-            hasher: foldhash::fast::RandomState::default(),
-            throws: false,
-        });
-        if let Some(purge) = purge.as_mut() {
-            for msg in msgs.iter().filter(|m| m.role == Role::Assistant) {
-                purge.add_calls(msg);
-            }
+        let hasher = foldhash::fast::RandomState::default();
+        let mut seen = Seen::default();
+        seen.extend(&hasher, msgs, 0);
+        let entries = state.chain_entries();
+        let mut chains = ChainMemory::default();
+        chains.index_registry(&entries);
+        if let Some(outcomes) = &traces.chain {
+            chains.remember(&hasher, state, &entries, outcomes, msgs, 0);
         }
-        let chain = traces.chain_accepted.map(|accepted| {
-            let mut chain = ChainResume {
-                starts: FastSet::default(),
-                finals: FastSet::default(),
-                absent_final: false,
-                accepted,
-            };
-            for entry in state.chain_entries() {
-                if let Some(key) = strict_key(entry.start_user_timestamp) {
-                    chain.starts.insert(key);
-                }
-                match &entry.final_assistant_timestamp {
-                    JsField::Number(x) => {
-                        if let Some(key) = strict_key(*x) {
-                            chain.finals.insert(key);
-                        }
-                    }
-                    JsField::Absent => chain.absent_final = true,
-                    _ => {}
-                }
-            }
-            chain
+        chains.reports = traces.chain_reports.clone();
+        let base = Checkpoint::start(cfg);
+        let grace_keys: HashSet<String> = traces.grace.iter().map(|(_, k)| k.clone()).collect();
+        let decided = points::Decided {
+            base: &base,
+            items,
+            purge: traces.purge.as_ref(),
+            sweep: &traces.sweep,
+            grace_keys: &grace_keys,
+            chains: &chains,
+        };
+        let mut checkpoints = points::points(msgs, 0, state, cfg, lazy, &decided);
+        checkpoints.push(Checkpoint {
+            len: msgs.len(),
+            changed: items.is_some(),
+            grace: traces.grace,
+            purge: traces.purge,
+            sweep: traces.sweep,
+            orphan: traces.orphan,
+            marks: [items.map_or(msgs.len(), <[Item]>::len), 0, 0],
+            marked: false,
         });
         Resume {
-            len: msgs.len(),
-            changed,
-            grace: traces.grace,
-            purge,
-            chain,
-            sweep: traces.sweep,
-            chain_diagnostics: traces.chain_diagnostics,
-            orphan: traces.orphan,
+            revision,
+            needs: Needs::of(state, cfg),
+            may_stub: state.may_stub(),
+            checkpoints,
+            seen,
+            chains,
+            hasher,
         }
     }
 
-    fn diagnostics(&self) -> Vec<Diagnostic> {
-        let mut out = self.chain_diagnostics.clone();
-        out.extend(self.orphan.iter().cloned());
-        out
-    }
-}
-
-impl PurgeResume {
-    fn hash(&self, id: &JsIdOf<&str>) -> u64 {
-        self.hasher.hash_one(id)
-    }
-
-    /// Notes the calls of assistant `msg` (or that phase 2 cannot map its content).
-    fn add_calls<S: IdStr>(&mut self, msg: &MsgView<S>) {
-        match msg.checked_blocks() {
-            Ok(blocks) => {
-                for id in blocks.call_ids() {
-                    let hash = self.hash(&id.borrowed());
-                    self.calls.insert(hash);
+    /// Where a render of the covered messages plus new ones, against `state` after the
+    /// index `changes` logged since [`Resume::revision`] and the same `cfg`, restarts: the
+    /// length of the latest checkpoint before every message the changes can touch; `None`
+    /// when there is none (render the whole list).
+    pub fn restart_point<St: RenderState + ?Sized>(
+        &self,
+        state: &St,
+        cfg: &RenderConfig<'_>,
+        changes: &[Change],
+    ) -> Option<usize> {
+        if Needs::of(state, cfg) != self.needs || state.may_stub() != self.may_stub {
+            return None;
+        }
+        let mut touched = self.len();
+        let mut at = |p: usize| touched = touched.min(p);
+        let h = |kind, text: &str| tagged(&self.hasher, kind, text);
+        let results = &self.seen.results;
+        for change in changes {
+            match change {
+                Change::Everything => return None,
+                Change::Key(key) => {
+                    // The key's results, and (a legacy key is a bare id) the bare id's.
+                    at(Seen::at(results, h(KEY, key)));
+                    at(Seen::at(results, h(ID, key)));
+                }
+                Change::Record { key, id } => {
+                    at(Seen::at(results, h(KEY, key)));
+                    at(Seen::at(results, h(ID, key)));
+                    at(Seen::at(results, h(ID, id)));
+                }
+                Change::Body(keys) => {
+                    for key in keys {
+                        at(Seen::at(&self.chains.body_keys, h(BODY_KEY, key)));
+                    }
+                    if let Some(first) = self.chains.placeholders {
+                        at(first);
+                    }
+                }
+                Change::Chain(slot) => {
+                    if let Some(first) = self.chains.placeholders {
+                        at(first);
+                    }
+                    if let Some(settled) = self.chains.settled.get(slot) {
+                        at(settled.range.start);
+                    }
+                    // An entry that joins (or leaves) the registry: its timestamps' messages.
+                    if let Some(entry) = state_entry(state, *slot) {
+                        if let Some(k) = strict_key(entry.start_user_timestamp) {
+                            if let Some(&first) = self.seen.users.get(&k).and_then(|v| v.first()) {
+                                at(first);
+                            }
+                        }
+                        let finals = match &entry.final_assistant_timestamp {
+                            JsField::Number(x) => {
+                                strict_key(*x).and_then(|k| self.seen.assistants.get(&k))
+                            }
+                            JsField::Absent => Some(&self.seen.absent_assistants),
+                            _ => None,
+                        };
+                        if let Some(&first) = finals.and_then(|v| v.first()) {
+                            at(first);
+                        }
+                    } else {
+                        return None;
+                    }
                 }
             }
-            Err(_) => self.throws = true,
         }
+        self.checkpoints
+            .iter()
+            .rev()
+            .find(|c| c.len <= touched)
+            .map(|c| c.len)
     }
 }
 
-/// The render of the messages `resume` covered followed by `tail`, against the state and
-/// config of the render that left `resume`, decided from `tail` alone: the resume for the
-/// next call and the tail's items, or why the whole list must be rendered.
+/// The chain entry at `slot` of the state's store.
+fn state_entry<St: RenderState + ?Sized>(state: &St, slot: usize) -> Option<&ChainEntry> {
+    state.chain_at(slot)
+}
+
+/// Drops the oldest restart points beyond [`CHECKPOINTS`] before user messages and
+/// [`RECENT_POINTS`] others (the end stays).
+fn trim(points: &mut Vec<Checkpoint>, seen: &Seen) {
+    let Some((end, rest)) = points.split_last() else {
+        return;
+    };
+    let users = rest.iter().filter(|c| seen.is_user(c.len)).count();
+    let others = rest.len() - users;
+    let (mut drop_users, mut drop_others) = (
+        users.saturating_sub(CHECKPOINTS),
+        others.saturating_sub(RECENT_POINTS),
+    );
+    if drop_users == 0 && drop_others == 0 {
+        return;
+    }
+    let _ = end;
+    let last = points.len() - 1;
+    let mut k = 0;
+    points.retain(|c| {
+        let keep = if k == last {
+            true
+        } else if seen.is_user(c.len) {
+            let gone = drop_users > 0;
+            drop_users = drop_users.saturating_sub(1);
+            !gone
+        } else {
+            let gone = drop_others > 0;
+            drop_others = drop_others.saturating_sub(1);
+            !gone
+        };
+        k += 1;
+        keep
+    });
+}
+
+/// Shifts the message indices of an item by `offset`.
+fn shifted(item: Item, offset: usize) -> Item {
+    let text = |text: Text| {
+        Text(
+            text.0
+                .into_iter()
+                .map(|piece| match piece {
+                    Piece::ToolCallId(i) => Piece::ToolCallId(i + offset),
+                    Piece::ToolName(i) => Piece::ToolName(i + offset),
+                    Piece::ToolResultText(i) => Piece::ToolResultText(i + offset),
+                    other => other,
+                })
+                .collect(),
+        )
+    };
+    match item {
+        Item::Keep(i) => Item::Keep(i + offset),
+        Item::Stub { src, text: t } => Item::Stub {
+            src: src + offset,
+            text: text(t),
+        },
+        Item::Assistant {
+            src,
+            purged,
+            strip_thinking,
+        } => Item::Assistant {
+            src: src + offset,
+            purged,
+            strip_thinking,
+        },
+        Item::Synthetic {
+            text: t,
+            chain_slot,
+        } => Item::Synthetic {
+            text: text(t),
+            chain_slot,
+        },
+    }
+}
+
+/// The render of the first `from` messages `resume` covered followed by `tail` (the messages
+/// from `from` on), against `state` and `cfg`, decided from `tail` alone; `from` is what
+/// [`Resume::restart_point`] gave for this state. Hands back the resume for the next call and
+/// the items from `from` on, or why the whole list must be rendered.
 ///
-/// `lazy` answers for the whole list (indices from 0: the old messages are at the same
-/// places). The caller must pass exactly the state (unchanged since) and config of that
-/// render, and the very same old messages: none of them edited.
+/// `lazy` answers for the whole list (indices from 0). The caller must pass the config of the
+/// render that left `resume`, the very same messages before `from` (none edited), and the
+/// state whose changes [`Resume::restart_point`] was given.
 pub fn resume_render<S, St, L>(
     mut resume: Resume,
+    from: usize,
     tail: &[MsgView<S>],
     state: &St,
     cfg: &RenderConfig<'_>,
     lazy: &mut L,
+    revision: usize,
 ) -> Result<(Resume, TailPlan), Fallback>
 where
     S: IdStr,
     St: RenderState + ?Sized,
     L: Lazy + ?Sized,
 {
-    let offset = resume.len;
-    check_tail(&resume, tail)?;
+    let Some(at) = resume.checkpoints.iter().rposition(|c| c.len == from) else {
+        return Err(Fallback::Changed);
+    };
+    let start = resume.checkpoints[at].clone();
+    let mut lazy = Shifted { lazy, offset: from };
+    let hasher = resume.hasher;
+    let h = |kind, text: &str| tagged(&hasher, kind, text);
+    let entries = || state.chain_entries();
+    if revision != resume.revision {
+        resume.chains.index_registry(&entries());
+    }
+    resume.seen.extend(&hasher, tail, from);
+    let seen = &resume.seen;
+    // What was decided from the restart point on is decided again.
+    let released = resume.chains.forget_from(from);
+
+    // Which entries the tail can resolve; the others keep what the messages before decided.
+    let chain_on = cfg.chain.is_some() && state.chain_count() > 0;
+    let mut candidates: Vec<usize> = Vec::new();
+    for msg in tail {
+        if msg.role == Role::Assistant && msg.checked_blocks().is_err() {
+            return Err(Fallback::Throws);
+        }
+        if !chain_on {
+            continue;
+        }
+        let slots = match msg.role {
+            Role::User => {
+                if msg.synthetic_block_id.is_some() {
+                    return Err(Fallback::Range);
+                }
+                msg.timestamp
+                    .num()
+                    .and_then(strict_key)
+                    .and_then(|k| resume.chains.starts.get(&k))
+            }
+            Role::Assistant => match msg.timestamp {
+                Ts::Num(x) => strict_key(x).and_then(|k| resume.chains.finals.get(&k)),
+                Ts::Absent => Some(&resume.chains.absent_finals),
+                Ts::Other => None,
+            },
+            _ => None,
+        };
+        candidates.extend(slots.into_iter().flatten().copied());
+    }
+    candidates.sort_unstable();
+    candidates.dedup();
+    for &slot in &candidates {
+        let Some(entry) = state.chain_at(slot) else {
+            return Err(Fallback::Range);
+        };
+        let settled_before = resume.chains.settled.contains_key(&slot);
+        let start_before =
+            strict_key(entry.start_user_timestamp).is_some_and(|k| seen.user_before(k, from));
+        let final_before = match &entry.final_assistant_timestamp {
+            JsField::Number(x) => seen.assistant_before(Ts::Num(*x), from),
+            JsField::Absent => seen.assistant_before(Ts::Absent, from),
+            _ => false,
+        };
+        // The tail adds a match to a timestamp the messages before hold (or that settled a
+        // range there): the range may resolve across the restart point, or no longer.
+        if settled_before || start_before || final_before {
+            return Err(Fallback::Range);
+        }
+    }
 
     // Phase 0. A recovery output leaving the window may be stubbed now; a new one in it
-    // keeps every result of its key verbatim, old ones included: both fall back (rare: the
-    // model's own recovery calls).
+    // keeps every result of its key verbatim: an old one of that key falls back.
     let grace_on = state.may_stub() && grace::enabled(cfg.recovery_grace_turns);
+    let mut grace_window = start.grace.clone();
     let mut in_grace: HashSet<String> = HashSet::new();
     if grace_on {
         let tail_users = tail.iter().filter(|m| m.role == Role::User).count();
-        for (age, key) in &mut resume.grace {
+        for (age, key) in &mut grace_window {
             *age += tail_users;
             if (*age as f64) > cfg.recovery_grace_turns {
                 return Err(Fallback::Grace);
             }
             in_grace.insert(key.clone());
         }
-        let mut seen = 0;
+        let mut users = 0;
         for (j, msg) in tail.iter().enumerate() {
             match msg.role {
-                Role::User => seen += 1,
+                Role::User => users += 1,
                 Role::ToolResult => {
-                    let age = tail_users - seen;
+                    let JsIdOf::Str(id) = &msg.tool_call_id else {
+                        continue;
+                    };
+                    let age = tail_users - users;
                     let in_window = (age as f64) <= cfg.recovery_grace_turns;
-                    if in_window
-                        && matches!(msg.tool_call_id, JsIdOf::Str(_))
-                        && lazy.is_recovery(offset + j).unwrap_or(msg.is_recovery)
-                    {
+                    let key = crate::keys::occ_key(id.as_ref(), msg.timestamp.num());
+                    // A recovery output sharing an earlier result's key holds that one back
+                    // while in the window, in this render or in the one whose output is kept.
+                    let shared = Seen::at(&seen.results, h(KEY, &key)) < from;
+                    if !in_window && !shared {
+                        continue;
+                    }
+                    if !lazy.is_recovery(j).unwrap_or(msg.is_recovery) {
+                        continue;
+                    }
+                    if shared {
                         return Err(Fallback::Grace);
                     }
+                    grace_window.push((age, key.clone().into_owned()));
+                    in_grace.insert(key.into_owned());
                 }
                 _ => {}
             }
         }
     }
 
-    // Phase 1.
-    let mut items: Vec<Item> = (offset..offset + tail.len()).map(Item::Keep).collect();
+    // Phase 1 (indices into the tail from here on).
+    let mut items: Vec<Item> = (0..tail.len()).map(Item::Keep).collect();
     if state.may_stub() {
         let mut key = String::new();
         let mut hint = 0;
@@ -294,12 +595,12 @@ where
                 continue;
             }
             key.clear();
-            let key = super::ids::push_result_key(&mut key, msg).then_some(key.as_str());
+            let key = push_result_key(&mut key, msg).then_some(key.as_str());
             if let Some(found) = stub_with(msg, key, state, cfg.protection, &in_grace, &mut hint) {
                 if let Some(slot) = items.get_mut(j) {
                     *slot = Item::Stub {
-                        src: offset + j,
-                        text: stub_text(offset + j, found),
+                        src: j,
+                        text: stub_text(j, found),
                     };
                 }
             }
@@ -307,8 +608,9 @@ where
     }
 
     // Phase 2.
-    if let (Some(purge_cfg), Some(purge)) = (&cfg.purge, resume.purge.as_mut()) {
-        let mut turns = purge.trail.turns;
+    let mut purge = start.purge.clone();
+    if let (Some(purge_cfg), Some(trail)) = (&cfg.purge, purge.as_mut()) {
+        let mut turns = trail.turns;
         let mut errored: Vec<(JsIdOf<&str>, usize)> = Vec::new();
         for (j, msg) in tail.iter().enumerate() {
             match msg.role {
@@ -317,8 +619,8 @@ where
                     if msg.is_error && !matches!(items.get(j), Some(Item::Stub { .. })) =>
                 {
                     let id = msg.tool_call_id.borrowed();
-                    let old = purge.trail.errored.iter().any(|(e, _)| e.borrowed() == id);
-                    if old || purge.calls.contains(&purge.hash(&id)) {
+                    let old = trail.errored.iter().any(|(e, _)| e.borrowed() == id);
+                    if old || Seen::at(&seen.calls, hasher.hash_one(id)) < from {
                         return Err(Fallback::Errored);
                     }
                     match errored.iter_mut().find(|(e, _)| *e == id) {
@@ -329,22 +631,23 @@ where
                 _ => {}
             }
         }
-        if !errored.is_empty() && purge.trail.errored.is_empty() && purge.throws {
+        let throws_before = seen.purge_throws.is_some_and(|p| p < from);
+        if !errored.is_empty() && trail.errored.is_empty() && throws_before {
             return Err(Fallback::Throws);
         }
         let current = turns;
-        if current != purge.trail.turns {
-            for candidate in &mut purge.trail.candidates {
+        if current != trail.turns {
+            for candidate in &mut trail.candidates {
                 let (msg, block) = (candidate.msg, candidate.block);
                 let now = candidate
-                    .judge(purge_cfg, current, || lazy.args_len(msg, block))
+                    .judge(purge_cfg, current, || lazy.lazy.args_len(msg, block))
                     .map_err(|_| Fallback::Throws)?;
                 if now != candidate.purged {
                     return Err(Fallback::Cooldown);
                 }
             }
         }
-        if !errored.is_empty() || !purge.trail.errored.is_empty() {
+        if !errored.is_empty() || !trail.errored.is_empty() {
             for (j, msg) in tail.iter().enumerate() {
                 if msg.role != Role::Assistant {
                     continue;
@@ -361,8 +664,7 @@ where
                         .find(|(e, _)| *e == id)
                         .map(|&(_, turn)| turn)
                         .or_else(|| {
-                            purge
-                                .trail
+                            trail
                                 .errored
                                 .iter()
                                 .find(|(e, _)| e.borrowed() == id)
@@ -372,24 +674,24 @@ where
                         continue;
                     };
                     let mut candidate = Candidate {
-                        msg: offset + j,
+                        msg: from + j,
                         block: b,
                         error_turn,
                         size: None,
                         purged: false,
                     };
                     candidate.purged = candidate
-                        .judge(purge_cfg, current, || lazy.args_len(offset + j, b))
+                        .judge(purge_cfg, current, || lazy.args_len(j, b))
                         .map_err(|_| Fallback::Throws)?;
                     if let (true, Some(size)) = (candidate.purged, candidate.size) {
                         purged.push(Purge { block: b, size });
                     }
-                    purge.trail.candidates.push(candidate);
+                    trail.candidates.push(candidate);
                 }
                 if !purged.is_empty() {
                     if let Some(slot) = items.get_mut(j) {
                         *slot = Item::Assistant {
-                            src: offset + j,
+                            src: j,
                             purged,
                             strip_thinking: false,
                         };
@@ -397,92 +699,171 @@ where
                 }
             }
         }
-        purge.trail.turns = current;
-        purge
-            .trail
+        trail.turns = current;
+        trail
             .errored
             .extend(errored.iter().map(|(id, turn)| (id.to_owned_id(), *turn)));
-        for msg in tail.iter().filter(|m| m.role == Role::Assistant) {
-            purge.add_calls(msg);
-        }
     }
 
-    // Phase 3 changes nothing here (`check_tail`). Phase 4, from the calls left open.
-    let mut swept: Vec<JsId> = Vec::new();
-    let mut kept: Vec<Item> = Vec::with_capacity(items.len());
-    let open_now = {
-        let mut open = Open::of(&resume.sweep.open);
-        for (msg, item) in tail.iter().zip(items) {
-            match msg.role {
-                Role::Assistant => {
-                    let blocks = msg.checked_blocks().map_err(|_| Fallback::Throws)?;
-                    open.reset(blocks.call_ids());
-                }
-                Role::ToolResult => {
-                    let id = msg.tool_call_id.borrowed();
-                    if !open.take(&id) {
-                        swept.push(id.to_owned_id());
-                        continue;
+    // Phase 3 over the tail: the candidates resolve there; summaries are checked against the
+    // ranges on the other side of the restart point.
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut current: Option<Vec<Item>> = Some(items);
+    let mut new_ranges = ChainMemory::default();
+    if chain_on {
+        let applied_before = resume.chains.any_applied_before(from);
+        if applied_before {
+            for msg in tail {
+                if let Some(refs) = &msg.summary {
+                    let refs = summary_refs(refs).ok_or(Fallback::Throws)?;
+                    if refs.iter().any(|r| resume.chains.drops(r)) {
+                        return Err(Fallback::Summary);
                     }
                 }
-                _ => open.clear(),
             }
-            kept.push(item);
         }
-        open.to_owned_ids()
-    };
-    resume.sweep.open = open_now;
-    let tail_changed = !swept.is_empty() || kept.iter().any(|item| !matches!(item, Item::Keep(_)));
-    if !swept.is_empty() {
-        resume.sweep.swept.extend(swept);
-        resume.orphan = Some(orphan_diagnostic(&resume.sweep.swept));
-    }
-    if tail_changed && !resume.changed {
-        return Err(Fallback::FirstChange);
-    }
-    resume.len += tail.len();
-    let plan = TailPlan {
-        items: resume.changed.then_some(kept),
-        diagnostics: resume.diagnostics(),
-    };
-    Ok((resume, plan))
-}
-
-/// Whether phase 3 lets `tail` follow the old messages without touching their items: no
-/// new message at a range's start or final timestamp (it could resolve or unresolve a
-/// range), no chain message (the existing ones are detected), no per-batch summary while
-/// ranges drop calls; and no assistant whose content phase 4 cannot read (the render throws).
-fn check_tail<S: IdStr>(resume: &Resume, tail: &[MsgView<S>]) -> Result<(), Fallback> {
-    for msg in tail {
-        if msg.role == Role::Assistant && msg.checked_blocks().is_err() {
-            return Err(Fallback::Throws);
-        }
-        let Some(chain) = &resume.chain else {
-            continue;
-        };
-        let key = match msg.timestamp {
-            Ts::Num(x) => strict_key(x),
-            Ts::Absent | Ts::Other => None,
-        };
-        let hits = match msg.role {
-            Role::User => {
-                msg.synthetic_block_id.is_some() || key.is_some_and(|k| chain.starts.contains(&k))
+        let mut new_dropped = Vec::new();
+        if !candidates.is_empty() {
+            let registry = entries();
+            let settled: Vec<bool> = registry
+                .iter()
+                .map(|e| candidates.binary_search(&e.slot).is_err())
+                .collect();
+            let strip = cfg.chain.is_some_and(|c| c.strip_final_assistant_thinking);
+            let inputs = chain::ChainInputs {
+                msgs: tail,
+                entries: &registry,
+                state,
+                strip_final_thinking: strip,
+                lazy: &mut lazy,
+                phase1: None,
+            };
+            let scope = Scope {
+                offset: from,
+                settled: Some(&settled),
+            };
+            chain::apply(inputs, &mut current, &mut outcomes, scope)
+                .map_err(|_| Fallback::Throws)?;
+            new_dropped = new_ranges.remember(&hasher, state, &registry, &outcomes, tail, from);
+            if new_ranges.any_applied_before(usize::MAX) {
+                if seen.synthetic.is_some_and(|p| p < from) {
+                    return Err(Fallback::Range);
+                }
+                if !applied_before && seen.bad_summary.is_some_and(|p| p < from) {
+                    return Err(Fallback::Throws);
+                }
             }
-            Role::Assistant => {
-                key.is_some_and(|k| chain.finals.contains(&k))
-                    || (chain.absent_final && msg.timestamp == Ts::Absent)
-            }
-            _ => false,
-        };
-        if hits {
-            return Err(Fallback::Range);
         }
-        if chain.accepted && msg.summary.is_some() {
+        // A summary before the restart point is dropped when a range drops a call it names:
+        // the ranges decided again must drop what the forgotten ones dropped.
+        let summary_before =
+            |what: &str| Seen::at(&seen.summary_refs, hasher.hash_one(what)) < from;
+        let released_set: std::collections::HashSet<&str> = released.iter().map(|r| &**r).collect();
+        let drops_now = |what: &str| resume.chains.drops(what) || new_ranges.drops(what);
+        let drops_then = |what: &str| resume.chains.drops(what) || released_set.contains(what);
+        let changed_for_summary = released
+            .iter()
+            .chain(&new_dropped)
+            .any(|what| drops_now(what) != drops_then(what) && summary_before(what));
+        if changed_for_summary {
             return Err(Fallback::Summary);
         }
     }
-    Ok(())
-}
+    let items = current.unwrap_or_default();
 
-#[cfg(test)]
-mod tests;
+    // Phase 4, from the calls left open.
+    let mut sweep = start.sweep.clone();
+    let mut swept: Vec<(JsId, usize)> = Vec::new();
+    let mut kept: Vec<Item> = Vec::with_capacity(items.len());
+    {
+        let mut open = Open::of(&sweep.open);
+        for item in items {
+            let msg = item.src().and_then(|i| tail.get(i));
+            match msg {
+                None => open.clear(),
+                Some(msg) => match msg.role {
+                    Role::Assistant => {
+                        let blocks = msg.checked_blocks().map_err(|_| Fallback::Throws)?;
+                        open.reset(blocks.call_ids());
+                    }
+                    Role::ToolResult => {
+                        let id = msg.tool_call_id.borrowed();
+                        if !open.take(&id) {
+                            swept.extend(item.src().map(|i| (id.to_owned_id(), from + i)));
+                            continue;
+                        }
+                    }
+                    _ => open.clear(),
+                },
+            }
+            kept.push(item);
+        }
+        sweep.open = open.to_owned_ids();
+    }
+    let tail_changed = !swept.is_empty()
+        || outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Accepted { .. }))
+        || kept.iter().any(|item| !matches!(item, Item::Keep(_)));
+    let mut orphan = start.orphan.clone();
+    if !swept.is_empty() {
+        for (id, at) in swept.drain(..) {
+            sweep.swept.push(id);
+            sweep.swept_at.push(at);
+        }
+        orphan = Some(orphan_diagnostic(&sweep.swept));
+    }
+    if tail_changed && !start.changed {
+        return Err(Fallback::FirstChange);
+    }
+    let changed = start.changed || tail_changed;
+
+    // Phase 3's reports: the entries decided before the restart point, and the tail's.
+    if chain_on {
+        resume.chains.absorb(new_ranges);
+        if !candidates.is_empty() || revision != resume.revision {
+            let registry = entries();
+            let settled = &resume.chains.settled;
+            resume.chains.reports = plan::dedup(chain::reports(&registry, |k| {
+                let entry = registry.get(k)?;
+                settled.get(&entry.slot).map(|s| &s.outcome)
+            }));
+        }
+    }
+    let mut diagnostics = resume.chains.reports.clone();
+    diagnostics.extend(orphan.iter().cloned());
+
+    let len = from + tail.len();
+    let inside = {
+        let decided = points::Decided {
+            base: &start,
+            items: changed.then_some(&kept[..]),
+            purge: purge.as_ref(),
+            sweep: &sweep,
+            grace_keys: &in_grace,
+            chains: &resume.chains,
+        };
+        points::points(tail, from, state, cfg, &mut lazy, &decided)
+    };
+    resume.checkpoints.truncate(at + 1);
+    resume.checkpoints.extend(inside);
+    resume.checkpoints.push(Checkpoint {
+        len,
+        changed,
+        grace: grace_window,
+        purge,
+        sweep,
+        orphan,
+        marks: [start.marks[0] + kept.len(), 0, 0],
+        marked: false,
+    });
+    trim(&mut resume.checkpoints, &resume.seen);
+    resume.revision = revision;
+    let plan = TailPlan {
+        from,
+        marks: start.marks,
+        items: changed.then(|| kept.into_iter().map(|i| shifted(i, from)).collect()),
+        diagnostics,
+    };
+    Ok((resume, plan))
+}

@@ -1,4 +1,5 @@
 use super::*;
+use crate::index::Change;
 use crate::keys::ProtectedMatcher;
 use crate::render::testing::{
     assistant, custom, rec, spilled, summary, synthetic_user, tc, tool_result, user, Chain, Lens,
@@ -87,6 +88,11 @@ fn history(rng: &mut Rng) -> (Vec<MsgView>, TestState) {
                 let mut r = tool_result(id, ts);
                 r.is_error = rng.chance(15);
                 r.is_recovery = rng.chance(6);
+                if rng.chance(6) {
+                    // A legacy result: no timestamp, a record under its bare id.
+                    r.timestamp = Ts::Absent;
+                    state = state.legacy(id, rec("bash"));
+                }
                 msgs.push(r);
                 let key = format!("{id}@{}", crate::js::format_number(ts));
                 if rng.chance(55) {
@@ -116,8 +122,20 @@ fn history(rng: &mut Rng) -> (Vec<MsgView>, TestState) {
             last.content = Content::Str;
         }
         msgs.push(last);
-        if rng.chance(15) {
-            let refs: Vec<(&str, Option<f64>)> = vec![("c1", Some(1.0)), ("c2", None)];
+        if rng.chance(20) {
+            // A per-batch summary naming results before it, or calls not made yet.
+            let mut refs: Vec<(String, Option<f64>)> = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                if !calls_in_turn.is_empty() && rng.chance(50) {
+                    let key = &calls_in_turn[rng.below(calls_in_turn.len())];
+                    let (id, at) = key.split_once('@').unwrap_or((key, "0"));
+                    refs.push((id.to_owned(), at.parse().ok()));
+                } else {
+                    refs.push((format!("c{}", 1 + rng.below(next_id + 12)), None));
+                }
+            }
+            let refs: Vec<(&str, Option<f64>)> =
+                refs.iter().map(|(id, at)| (id.as_str(), *at)).collect();
             msgs.push(summary(ts + 1.0, &refs));
         }
         if rng.chance(4) {
@@ -211,37 +229,180 @@ fn full(
 #[derive(Default)]
 struct Counts {
     resumed: usize,
+    restarted: usize,
     fell_back: usize,
 }
 
-/// Renders `msgs` growing by random steps, resuming where it can, and checks every
-/// resumed render against a full render of the same list.
+/// A random change of the state, logged as the index would log it.
+fn change_state(
+    rng: &mut Rng,
+    msgs: &[MsgView],
+    state: TestState,
+    changes: &mut Vec<Change>,
+) -> TestState {
+    let results: Vec<usize> = (0..msgs.len())
+        .filter(|&i| msgs[i].role == Role::ToolResult)
+        .collect();
+    let pick = |rng: &mut Rng| results.get(rng.below(results.len().max(1))).copied();
+    let key_of = |i: usize| {
+        let mut key = String::new();
+        crate::render::ids::push_result_key(&mut key, &msgs[i]).then_some(key)
+    };
+    match rng.below(5) {
+        // A result summarized now (a flush), sometimes with its short ref.
+        0 | 1 => {
+            let Some(key) = pick(rng).and_then(key_of) else {
+                return state;
+            };
+            let id = key.split('@').next().unwrap_or_default().to_owned();
+            changes.push(Change::Record {
+                key: key.clone(),
+                id,
+            });
+            let mut state = state.record(&key, rec("bash"));
+            if rng.chance(70) {
+                changes.push(Change::Key(key.clone()));
+                state = state.short_ref_of(&key, &format!("t{}", 100 + rng.below(50)));
+            }
+            state
+        }
+        // A short ref for a key.
+        2 => {
+            let Some(key) = pick(rng).and_then(key_of) else {
+                return state;
+            };
+            changes.push(Change::Key(key.clone()));
+            state.short_ref_of(&key, &format!("t{}", 200 + rng.below(50)))
+        }
+        // A body for some keys.
+        3 => {
+            let keys: Vec<String> = (0..1 + rng.below(3))
+                .filter_map(|_| pick(rng).and_then(key_of))
+                .collect();
+            if keys.is_empty() {
+                return state;
+            }
+            changes.push(Change::Body(keys.clone()));
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            state.body(&keys, "NEW BODY {b1}")
+        }
+        // A chain compressed: a user and a later assistant of the list.
+        _ => {
+            let users: Vec<usize> = (0..msgs.len())
+                .filter(|&i| msgs[i].role == Role::User)
+                .collect();
+            let Some(&start) = users.get(rng.below(users.len().max(1))) else {
+                return state;
+            };
+            let finals: Vec<usize> = (start..msgs.len())
+                .filter(|&i| msgs[i].role == Role::Assistant)
+                .collect();
+            let Some(&end) = finals.get(rng.below(finals.len().max(1))) else {
+                return state;
+            };
+            let (Ts::Num(s), Ts::Num(e)) = (msgs[start].timestamp, msgs[end].timestamp) else {
+                return state;
+            };
+            let ids: Vec<String> = msgs[start..end]
+                .iter()
+                .filter(|m| m.role == Role::ToolResult)
+                .filter_map(|m| m.tool_call_id.as_str().map(str::to_owned))
+                .collect();
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let block = format!("b{}", 50 + state.chains.len());
+            let mut chain = Chain::new(&block, s, e, 99_000.0)
+                .dropped(&ids)
+                .refs(&["t9"]);
+            if rng.chance(50) {
+                chain = chain.range_summary(&format!("range {block}"));
+            }
+            changes.push(Change::Chain(state.chains.len()));
+            state.chain(chain)
+        }
+    }
+}
+
+/// Renders `msgs` growing by random steps, with random index changes in between, resuming
+/// where it can, and checks every resumed render against a full render of the same list.
 fn check_history(seed: u64, counts: &mut Counts) {
     let mut rng = Rng(seed | 1);
-    let (msgs, state) = history(&mut rng);
+    let (msgs, mut state) = history(&mut rng);
     let cfg = config(&mut rng);
     let mut lens = lens(&mut rng, &msgs);
+    let mut changes: Vec<Change> = Vec::new();
     let mut at = 1 + rng.below(msgs.len() / 2 + 1);
-    let (plan, mut resume) = render_resumable(
-        &msgs[..at],
-        &state,
-        &cfg,
-        &mut lens,
-        &mut ResultKeys::default(),
-    );
+    let full = |msgs: &[MsgView], state: &TestState, lens: &mut Lens, revision: usize| {
+        let (plan, resume) = render_resumable(
+            msgs,
+            state,
+            &cfg,
+            lens,
+            &mut ResultKeys::default(),
+            revision,
+        );
+        (plan, resume)
+    };
+    let (plan, mut resume) = full(&msgs[..at], &state, &mut lens, 0);
     let mut output = plan.items;
+    let mark = |resume: &mut Option<Resume>, output: &Option<Vec<Item>>| {
+        if let Some(r) = resume.as_mut() {
+            let points = r.unmarked();
+            let end = output.as_ref().map(Vec::len);
+            let last = points.len().saturating_sub(1);
+            let marks: Vec<[usize; 3]> = points
+                .iter()
+                .enumerate()
+                .map(|(k, &(len, outputs))| {
+                    // The end's count is the output's length (or the input's, unchanged).
+                    let outputs = if k == last {
+                        end.unwrap_or(len)
+                    } else {
+                        outputs
+                    };
+                    [outputs, 0, 0]
+                })
+                .collect();
+            r.mark(&marks);
+        }
+    };
+    mark(&mut resume, &output);
     while at < msgs.len() {
+        if rng.chance(30) {
+            state = change_state(&mut rng, &msgs[..at], state, &mut changes);
+        }
+        let revision = changes.len();
         let next = (at + 1 + rng.below(4)).min(msgs.len());
-        let expected = full(&msgs[..next], &state, &cfg, &mut lens);
-        let resumed = resume
-            .take()
-            .map(|r| resume_render(r, &msgs[at..next], &state, &cfg, &mut lens));
+        let expected = render_with_keys(
+            &msgs[..next],
+            &state,
+            &cfg,
+            &mut lens,
+            &mut ResultKeys::default(),
+        );
+        let resumed = resume.take().and_then(|r| {
+            let since = changes.get(r.revision()..)?;
+            let from = r.restart_point(&state, &cfg, since)?;
+            Some(resume_render(
+                r,
+                from,
+                &msgs[from..next],
+                &state,
+                &cfg,
+                &mut lens,
+                revision,
+            ))
+        });
         match resumed {
             Some(Ok((again, tail))) => {
-                counts.resumed += 1;
+                if tail.from < at {
+                    counts.restarted += 1;
+                } else {
+                    counts.resumed += 1;
+                }
                 assert!(!expected.threw, "seed {seed}: resumed a render that throws");
                 let items = match (output.take(), tail.items) {
                     (Some(mut old), Some(new)) => {
+                        old.truncate(tail.marks[0]);
                         old.extend(new);
                         Some(old)
                     }
@@ -259,13 +420,7 @@ fn check_history(seed: u64, counts: &mut Counts) {
             }
             Some(Err(_)) | None => {
                 counts.fell_back += 1;
-                let (plan, again) = render_resumable(
-                    &msgs[..next],
-                    &state,
-                    &cfg,
-                    &mut lens,
-                    &mut ResultKeys::default(),
-                );
+                let (plan, again) = full(&msgs[..next], &state, &mut lens, revision);
                 assert_eq!(
                     plan, expected,
                     "seed {seed}: the resumable render is the render"
@@ -274,6 +429,7 @@ fn check_history(seed: u64, counts: &mut Counts) {
                 resume = again;
             }
         }
+        mark(&mut resume, &output);
         at = next;
     }
 }
@@ -284,14 +440,15 @@ fn a_resumed_render_is_the_full_render() {
     for seed in 1..=3000_u64 {
         check_history(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15), &mut counts);
     }
-    // The histories exercise both paths.
-    assert!(
-        counts.resumed > 5 * counts.fell_back / 4,
-        "{} / {}",
-        counts.resumed,
-        counts.fell_back
-    );
-    assert!(counts.fell_back > 1000, "{} fell back", counts.fell_back);
+    // The histories exercise every path.
+    let Counts {
+        resumed,
+        restarted,
+        fell_back,
+    } = counts;
+    assert!(resumed > 20_000, "{resumed} / {restarted} / {fell_back}");
+    assert!(restarted > 1000, "{resumed} / {restarted} / {fell_back}");
+    assert!(fell_back > 1000, "{resumed} / {restarted} / {fell_back}");
 }
 
 const PURGE: PurgeConfig = PurgeConfig {
@@ -337,6 +494,7 @@ fn resume_of(msgs: &[MsgView], state: &TestState, cfg: &RenderConfig<'_>) -> Res
         cfg,
         &mut Lens::default(),
         &mut ResultKeys::default(),
+        0,
     );
     assert!(!plan.threw);
     resume.unwrap_or_else(|| unreachable!())
@@ -349,7 +507,8 @@ fn resumed(
     cfg: &RenderConfig<'_>,
 ) -> Result<TailPlan, Fallback> {
     let resume = resume_of(&msgs[..at], state, cfg);
-    resume_render(resume, &msgs[at..], state, cfg, &mut Lens::default()).map(|(_, plan)| plan)
+    resume_render(resume, at, &msgs[at..], state, cfg, &mut Lens::default(), 0)
+        .map(|(_, plan)| plan)
 }
 
 #[test]
@@ -443,7 +602,14 @@ fn a_cooldown_ending_falls_back_and_a_recovery_in_grace_too() {
         rec_out,
     ];
     let state = TestState::default().record("q@520", rec("context_tree_query"));
-    assert_eq!(resumed(&msgs, 2, &state, &cfg).err(), Some(Fallback::Grace));
+    assert_eq!(resumed(&msgs, 2, &state, &cfg).err(), None);
+    // ... unless an earlier result has its key.
+    let mut again = msgs.clone();
+    again.insert(1, tool_result("q", 520.0));
+    assert_eq!(
+        resumed(&again, 3, &state, &cfg).err(),
+        Some(Fallback::Grace)
+    );
     // ... leaving it after three more user turns.
     let mut more = msgs.clone();
     more.extend([user(600.0), user(700.0), user(800.0)]);
@@ -487,4 +653,46 @@ fn an_unchanged_render_resumes_unchanged_until_the_first_change() {
         Some(Fallback::FirstChange)
     );
     let _ = JsId::str("unused");
+}
+
+#[test]
+fn a_record_that_ends_a_pure_legacy_id_restarts_before_its_results() {
+    // `L` has a legacy record (stubbed by its bare id); a later occurrence of `L` with a
+    // timestamp gets a record: `L` is no longer pure legacy, and the first result is kept.
+    let mut legacy = tool_result("L", 0.0);
+    legacy.timestamp = Ts::Absent;
+    let msgs = vec![
+        user(100.0),
+        assistant(110.0, vec![tc("L")]),
+        legacy,
+        assistant(130.0, vec![]),
+        user(200.0),
+        assistant(210.0, vec![tc("L")]),
+        tool_result("L", 220.0),
+        assistant(230.0, vec![]),
+        user(300.0),
+    ];
+    let cfg = RenderConfig::default();
+    let state = TestState::default().legacy("L", rec("bash"));
+    // Checkpoints at 4 (the first turn) and 8.
+    let resume = resume_of(&msgs[..4], &state, &cfg);
+    let (resume, _) = resume_render(
+        resume,
+        4,
+        &msgs[4..8],
+        &state,
+        &cfg,
+        &mut Lens::default(),
+        0,
+    )
+    .unwrap_or_else(|f| panic!("{f:?}"));
+    let state = state.record("L@220", rec("bash"));
+    let changes = [Change::Record {
+        key: "L@220".into(),
+        id: "L".into(),
+    }];
+    // The new key's own result is at 6, but the bare id's first result is at 2.
+    assert_eq!(resume.restart_point(&state, &cfg, &changes), None);
+    let only_key = [Change::Key("L@220".into())];
+    assert_eq!(resume.restart_point(&state, &cfg, &only_key), Some(4));
 }
