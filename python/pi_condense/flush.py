@@ -127,7 +127,9 @@ def _thinking(config: Config) -> Optional[str]:
 def _orphan_summary(state: PrunerState, batch: CapturedBatch) -> Optional[_Recovered]:
     """A persisted summary covering exactly this batch's calls, whose index entry is missing."""
     keys = [call_key(c) for c in batch.tool_calls]
-    for body_keys, text in state.index.summary_bodies():
+    for body_keys, text in state.index.summary_bodies_with_keys(keys):
+        # The index matched them as JS strings, a str compare as str values (which tells
+        # apart the two spellings of a surrogate pair): the first body both accept is it.
         if list(body_keys) != keys:
             continue
         refs = []
