@@ -1,14 +1,157 @@
 """The flush pipeline's incremental paths equal their from-scratch computations (issue 18).
 
-The index's summary-body lookups answer as a walk over every body.
+Over random append / edit sequences: a chain scan grown from the previous one (its chains,
+grace window, eligibility against a registry that grows between scans, extraction) answers
+as a scan of a fresh copy of the list; the index's summary-body lookups answer as a walk over
+every body.
 """
 
 from __future__ import annotations
 
+import copy
+import math
+from typing import Any, Optional
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _builders import call, chain_entry, final, plain_result, tool_use, user
 from pi_condense import _core
+from pi_condense.config import Config
+from pi_condense.render import render_options
+
+OPTIONS = render_options(Config.from_settings_dict({"protectedTools": ["keep"]}))
+
+# ------------------------------------------------------------------------------ chain scans
+
+_ATOMS = (
+    "user",
+    "user",
+    "synthetic",
+    "call",
+    "keep-call",
+    "query-call",
+    "result",
+    "keep-result",
+    "query-result",
+    "final",
+    "final",
+    "custom",
+)
+
+
+def _message(atom: str, ts: int, n: int) -> dict[str, Any]:
+    tool_id = f"c{n % 4}"
+    if atom == "user":
+        return user(ts)
+    if atom == "synthetic":
+        return {
+            "role": "user",
+            "content": [{"type": "text", "text": f'<compressed-chain id="b{n}" tools="t1">'}],
+            "timestamp": ts,
+        }
+    if atom.endswith("-call"):
+        name = {"call": "read", "keep-call": "keep", "query-call": "context_tree_query"}[atom]
+        return tool_use(ts, call(tool_id, name))
+    if atom.endswith("result"):
+        name = {"result": "read", "keep-result": "keep", "query-result": "context_tree_query"}
+        return plain_result(tool_id, ts, name=name[atom])
+    if atom == "final":
+        return final(ts)
+    return {"role": "custom", "customType": "note", "content": "x", "timestamp": ts}
+
+
+# Timestamps repeat now and then: extraction resolves a span only by unique timestamps.
+_NEW = st.lists(st.tuples(st.sampled_from(_ATOMS), st.integers(0, 40)), max_size=14)
+
+_STEP = st.one_of(
+    st.tuples(st.just("append"), _NEW),
+    st.tuples(st.just("cut"), st.integers(0, 60), _NEW),
+    st.tuples(st.just("copy"), st.integers(0, 60)),
+    st.tuples(st.just("closing"), st.sampled_from(("final", "call")), st.integers(0, 40)),
+    st.tuples(st.just("register"), st.integers(0, 3)),
+    st.tuples(st.just("new-index")),
+    st.tuples(st.just("sibling"), st.integers(0, 60)),
+)
+
+
+def _scan(messages: list[Any], grace_len: int, turns: float, previous: Any) -> _core.ChainScan:
+    return _core.ChainScan(
+        messages, grace_len=grace_len, grace_turns=turns, options=OPTIONS, previous=previous
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+@settings(max_examples=250, deadline=None)
+@given(
+    steps=st.lists(_STEP, min_size=1, max_size=12),
+    turns=st.sampled_from((0.0, 1.0, 2.0, 2.5, 50.0)),
+    window=st.sampled_from((0.0, 1.0, 2.0)),
+)
+def test_a_grown_chain_scan_answers_as_a_fresh_one(
+    steps: list[Any], turns: float, window: float
+) -> None:
+    messages: list[Any] = []
+    index = _core.Index()
+    previous: Optional[_core.ChainScan] = None
+    n = 0
+    blocks = 0
+    for step in steps:
+        kind = step[0]
+        closing: list[Any] = []
+        if kind == "append":
+            for atom, ts in step[1]:
+                n += 1
+                messages.append(_message(atom, ts, n))
+        elif kind == "cut":
+            del messages[step[1] :]
+            for atom, ts in step[2]:
+                n += 1
+                messages.append(_message(atom, ts, n))
+        elif kind == "copy" and messages:
+            # an equal message that is another object: read again from there
+            i = step[1] % len(messages)
+            messages[i] = copy.deepcopy(messages[i])
+        elif kind == "closing":
+            # a message_end flush threads in a closing message that the branch lacks
+            n += 1
+            atom = step[1]
+            closing = [final(step[2]) if atom == "final" else tool_use(step[2], call("x"))]
+        elif kind == "register" and previous is not None:
+            eligible, _, _ = previous.select(index, 0.0)
+            for row in eligible[: step[1]]:
+                if _finite(row[3]) and _finite(row[4]):
+                    blocks += 1
+                    index.register_chain(chain_entry(f"b{blocks}", row[3], row[4], 1))
+        elif kind == "new-index":
+            index = _core.Index()
+        elif kind == "sibling" and previous is not None:
+            # another scan grown from the same one (it may take over what the next reuses)
+            other = _scan(messages[: step[1]], len(messages[: step[1]]), turns, previous)
+            other.extract(index, 0.0, 1.0, [])
+
+        listed = [*messages, *closing]
+        scan = _scan(listed, len(messages), turns, previous)
+        fresh = _scan(copy.deepcopy(listed), len(messages), turns, None)
+        assert scan.chains() == fresh.chains()
+        assert scan.chain_count == fresh.chain_count
+        assert sorted(scan.in_grace) == sorted(fresh.in_grace)
+        for w in (window, 0.0):
+            eligible, compressed, deferred = scan.select(index, w, False)
+            expected = fresh.select(index, w)
+            assert (eligible, deferred) == (expected[0], expected[2])
+            assert compressed == []
+        assert scan.select(index, window) == fresh.select(index, window)
+        for row in fresh.chains():
+            if _finite(row[3]) and _finite(row[4]):
+                for start, end in ((row[3], row[4]), (row[3], row[3] + 1)):
+                    args = (index, float(start), float(end), row[7])
+                    assert scan.extract(*args) == fresh.extract(*args)
+        previous = scan
+
 
 # ---------------------------------------------------------------------------- the index
 

@@ -483,17 +483,20 @@ async def compress_chains(
     *,
     window: Optional[float],
     grace_len: Optional[int] = None,
+    report_compressed: bool = True,
 ) -> ChainRunResult:
     """``detectChains`` + ``compressEligible`` over ``messages`` with rolling window
     ``window`` (None: absent, nothing is selected; 0: every eligible chain).
 
     The recovery grace set is computed over the first ``grace_len`` messages (default: all).
-    A failure after something was appended raises :class:`ChainCompressionError` carrying
-    the partial result; detection failures raise ``TypeError`` before anything happens.
+    Without ``report_compressed`` the chains already compressed are left out of
+    ``skipped`` (listing them reads every chain). A failure after something was appended
+    raises :class:`ChainCompressionError` carrying the partial result; detection failures
+    raise ``TypeError`` before anything happens.
     """
     scan = _scan(messages, deps.config, deps.protection, grace_len, deps.scan_memo)
     eligible, compressed, deferred = scan.select(
-        deps.state.index, math.nan if window is None else float(window)
+        deps.state.index, math.nan if window is None else float(window), report_compressed
     )
     result = ChainRunResult(deferred=len(deferred))
     result.skipped.extend((start, "already-compressed") for start in compressed)
@@ -518,7 +521,11 @@ async def compress_chains(
 
 
 async def compress_chains_in_flush(
-    deps: ChainDeps, branch_messages: list[Any], closing_message: Any = None
+    deps: ChainDeps,
+    branch_messages: list[Any],
+    closing_message: Any = None,
+    *,
+    report_compressed: bool = True,
 ) -> ChainRunResult:
     """The flush's chain step (spec 05 section 9 steps 1-4), when ``chainCompression`` is
     enabled: detection over the branch messages with ``closing_message`` threaded in, grace
@@ -527,6 +534,7 @@ async def compress_chains_in_flush(
     ``branch_messages`` are the ``message`` entries' messages of the branch, read before the
     flush wrote its frontier. Updating the stats (chains, fusion usages), the notification and
     catching :class:`ChainCompressionError` are the caller's (steps 5 and the wrapper).
+    ``report_compressed`` as for :func:`compress_chains`.
     """
     chain_config = deps.config.chain_compression
     if not chain_config.enabled:
@@ -537,6 +545,7 @@ async def compress_chains_in_flush(
         messages,
         window=chain_config.rolling_window,
         grace_len=len(branch_messages),
+        report_compressed=report_compressed,
     )
 
 

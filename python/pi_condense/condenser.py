@@ -542,7 +542,10 @@ def _count_fusions(rt: Runtime, result: ChainRunResult) -> None:
 
 async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any) -> list[str]:
     try:
-        result = await compress_chains_in_flush(_chain_deps(rt), branch_messages, closing)
+        # Only the block ids are used: the chains already compressed are not listed.
+        result = await compress_chains_in_flush(
+            _chain_deps(rt), branch_messages, closing, report_compressed=False
+        )
     except ChainCompressionError as exc:
         _count_fusions(rt, exc.partial)
         raise
