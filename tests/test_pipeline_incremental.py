@@ -2,8 +2,9 @@
 
 Over random append / edit sequences: a chain scan grown from the previous one (its chains,
 grace window, eligibility against a registry that grows between scans, extraction) answers
-as a scan of a fresh copy of the list; the index's summary-body lookups answer as a walk over
-every body.
+as a scan of a fresh copy of the list; the kept live-summary placer places as a new one; the
+index's summary-body lookups answer as a walk over every body; the list helpers do what
+slicing and comparing the lists do.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _builders import call, chain_entry, final, plain_result, tool_use, user
-from pi_condense import _core
+from pi_condense import _core, jsjson
 from pi_condense.config import Config
 from pi_condense.render import render_options
+from pi_condense.runtime import LiveSummary, LiveSummaryPlacer
 
 OPTIONS = render_options(Config.from_settings_dict({"protectedTools": ["keep"]}))
 
@@ -153,6 +155,88 @@ def test_a_grown_chain_scan_answers_as_a_fresh_one(
         previous = scan
 
 
+# --------------------------------------------------------------------------- live summaries
+
+
+def _host_message(role: str, ts: int) -> dict[str, Any]:
+    return {"role": role, "content": [{"type": "text", "text": "x"}], "timestamp": ts}
+
+
+def _summary(n: int, anchor: Any) -> LiveSummary:
+    refs = [f"t{n}"]
+    message = {
+        "role": "custom",
+        "customType": "context-prune-summary",
+        "content": f"summary {n}",
+        "details": {"toolCallRefs": refs},
+        "timestamp": 1000 + n,
+    }
+    return LiveSummary(anchor, message, jsjson.dumps(refs))
+
+
+_ROLES = ("user", "assistant", "toolResult")
+
+_PLACER_STEP = st.one_of(
+    st.tuples(st.just("append"), st.sampled_from(_ROLES), st.integers(0, 12)),
+    st.tuples(st.just("anchored"), st.integers(0, 10**6)),
+    st.tuples(st.just("unanchored"), st.sampled_from(_ROLES), st.integers(0, 14)),
+    st.tuples(st.just("first")),
+    st.tuples(st.just("held"), st.integers(0, 100)),
+    st.tuples(st.just("equal"), st.integers(0, 100)),
+    st.tuples(st.just("replace"), st.integers(0, 100), st.sampled_from(_ROLES), st.integers(0, 14)),
+    st.tuples(st.just("insert"), st.integers(0, 100), st.sampled_from(_ROLES), st.integers(0, 14)),
+    st.tuples(st.just("truncate"), st.integers(0, 100)),
+    st.tuples(st.just("copies")),
+    st.tuples(st.just("forget")),
+    st.tuples(st.just("same-list")),
+    st.tuples(st.just("own-list")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(_PLACER_STEP, min_size=1, max_size=30))
+def test_the_kept_placer_places_as_a_new_one_after_any_steps(steps: list[Any]) -> None:
+    placer = LiveSummaryPlacer()
+    messages: list[Any] = []
+    live: list[LiveSummary] = []
+    handed: list[Any] = []
+    for n, step in enumerate(steps):
+        kind = step[0]
+        if kind == "append":
+            messages.append(_host_message(step[1], step[2]))
+        elif kind == "anchored" and messages:
+            m = messages[step[1] % len(messages)]
+            live.append(_summary(n, (m["role"], m["timestamp"])))
+        elif kind == "unanchored":
+            live.append(_summary(n, (step[1], step[2])))
+        elif kind == "first":
+            live.append(_summary(n, None))
+        elif kind == "held" and live:
+            messages.append(dict(live[step[1] % len(live)].message))
+        elif kind == "equal" and messages:
+            i = step[1] % len(messages)
+            messages[i] = dict(messages[i])
+        elif kind == "replace" and messages:
+            messages[step[1] % len(messages)] = _host_message(step[2], step[3])
+        elif kind == "insert":
+            messages.insert(step[1] % (len(messages) + 1), _host_message(step[2], step[3]))
+        elif kind == "truncate":
+            del messages[step[1] % (len(messages) + 1) :]
+        elif kind == "copies":
+            messages = [dict(m) for m in messages]
+        elif kind == "forget":
+            live = live[: len(live) // 2]
+        if kind == "own-list":
+            handed = messages  # the host's own list, changed in place from now on
+        elif kind != "same-list" and handed is not messages:
+            handed = list(messages)  # a new list per call (the same one again: unchanged)
+        got = placer.place(handed, live)
+        copied = list(handed)
+        expected = LiveSummaryPlacer().place(copied, live)
+        assert [id(m) for m in got] == [id(m) for m in expected]
+        assert (got is handed) == (expected is copied)
+
+
 # ---------------------------------------------------------------------------- the index
 
 
@@ -175,3 +259,38 @@ def test_summary_body_lookups_answer_as_a_walk_over_the_bodies(
     assert index.has_summary_covering_any(query) == bool(covering)
     assert index.per_batch_summaries(query) == list(dict.fromkeys(covering))
     assert index.summary_bodies_with_keys(query) == [b for b in kept if b[0] == query]
+
+
+# ---------------------------------------------------------------------------- list helpers
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    items=st.lists(st.integers(0, 5), max_size=12),
+    other=st.lists(st.integers(0, 5), max_size=12),
+    cut=st.integers(0, 12),
+    at=st.lists(st.integers(0, 14), max_size=4),
+)
+def test_the_list_helpers_compare_and_splice_as_python_does(
+    items: list[int], other: list[int], cut: int, at: list[int]
+) -> None:
+    objects = [[x] for x in items]  # distinct objects, equal when their values are
+    shared = [*objects[:cut], *([x] for x in other)]
+    same = 0
+    while same < min(len(objects), len(shared)) and objects[same] is shared[same]:
+        same += 1
+    assert _core.list_prefix(objects, shared) == same
+    equal = 0
+    while equal < min(len(objects), len(shared)) and objects[equal] == shared[equal]:
+        equal += 1
+    assert _core.list_prefix(objects, shared, equal=True) == equal
+    at = sorted(at)
+    groups = [[f"s{k}", f"t{k}"] for k in range(len(at))]
+    out: list[Any] = []
+    previous = 0
+    for position, group in zip(at, groups, strict=True):
+        out += objects[previous:position]
+        out += group
+        previous = position
+    out += objects[previous:]
+    assert [id(x) for x in _core.splice(objects, at, groups)] == [id(x) for x in out]
