@@ -381,7 +381,14 @@ class LiveSummaryPlacer:
             self._recheck.discard(k)
 
     def place(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
-        """``messages`` with the summaries of ``live`` it lacks (see the class docstring)."""
+        """``messages`` with the summaries of ``live`` it lacks (see the class docstring):
+        ``messages`` itself when none goes into it, else a new list."""
+        out = self.place_shared(messages, live)
+        return out if out is messages else list(out)
+
+    def place_shared(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
+        """:meth:`place` without the copy: a list that is the placer's own (the next call
+        changes it) unless it is ``messages``. The caller must not change it nor keep it."""
         if not live:
             return messages
         grown = len(messages) != len(self._positions)
@@ -417,7 +424,7 @@ class LiveSummaryPlacer:
             # them one by one would place them).
             out = _core.splice(messages, self._slots, self._groups)
         self._out, self._out_len = out, len(messages)
-        return list(out)
+        return out
 
 
 def _insert_position(
