@@ -2,9 +2,9 @@
 
 Over random append / edit sequences: a chain scan grown from the previous one (its chains,
 grace window, eligibility against a registry that grows between scans, extraction) answers
-as a scan of a fresh copy of the list; the kept live-summary placer places as a new one; the
-index's summary-body lookups answer as a walk over every body; the list helpers do what
-slicing and comparing the lists do.
+as a scan of a fresh copy of the list, and a branch lent to it stays as it was lent; the kept
+live-summary placer places as a new one; the index's summary-body lookups answer as a walk
+over every body; the list helpers do what slicing and comparing the lists do.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 
 from _builders import call, chain_entry, final, plain_result, tool_use, user
 from pi_condense import _core, jsjson
+from pi_condense.branch_facts import BranchFacts
 from pi_condense.config import Config
 from pi_condense.render import render_options
 from pi_condense.runtime import LiveSummary, LiveSummaryPlacer
+from pi_condense.session import SessionFile
 
 OPTIONS = render_options(Config.from_settings_dict({"protectedTools": ["keep"]}))
 
@@ -70,16 +72,28 @@ _STEP = st.one_of(
     st.tuples(st.just("append"), _NEW),
     st.tuples(st.just("cut"), st.integers(0, 60), _NEW),
     st.tuples(st.just("copy"), st.integers(0, 60)),
-    st.tuples(st.just("closing"), st.sampled_from(("final", "call")), st.integers(0, 40)),
+    st.tuples(
+        st.just("closing"),
+        st.sampled_from(("final", "call")),
+        st.integers(0, 40),
+        st.booleans(),  # handed as ChainScan(closing=...), or in a new list
+    ),
     st.tuples(st.just("register"), st.integers(0, 3)),
     st.tuples(st.just("new-index")),
     st.tuples(st.just("sibling"), st.integers(0, 60)),
 )
 
 
-def _scan(messages: list[Any], grace_len: int, turns: float, previous: Any) -> _core.ChainScan:
+def _scan(
+    messages: list[Any], grace_len: int, turns: float, previous: Any, closing: Any = None
+) -> _core.ChainScan:
     return _core.ChainScan(
-        messages, grace_len=grace_len, grace_turns=turns, options=OPTIONS, previous=previous
+        messages,
+        grace_len=grace_len,
+        grace_turns=turns,
+        options=OPTIONS,
+        previous=previous,
+        closing=closing,
     )
 
 
@@ -104,6 +118,7 @@ def test_a_grown_chain_scan_answers_as_a_fresh_one(
     for step in steps:
         kind = step[0]
         closing: list[Any] = []
+        apart = False
         if kind == "append":
             for atom, ts in step[1]:
                 n += 1
@@ -122,6 +137,7 @@ def test_a_grown_chain_scan_answers_as_a_fresh_one(
             n += 1
             atom = step[1]
             closing = [final(step[2]) if atom == "final" else tool_use(step[2], call("x"))]
+            apart = step[3]
         elif kind == "register" and previous is not None:
             eligible, _, _ = previous.select(index, 0.0)
             for row in eligible[: step[1]]:
@@ -136,7 +152,10 @@ def test_a_grown_chain_scan_answers_as_a_fresh_one(
             other.extract(index, 0.0, 1.0, [])
 
         listed = [*messages, *closing]
-        scan = _scan(listed, len(messages), turns, previous)
+        if apart:
+            scan = _scan(messages, len(messages), turns, previous, closing[0])
+        else:
+            scan = _scan(listed, len(messages), turns, previous)
         fresh = _scan(copy.deepcopy(listed), len(messages), turns, None)
         assert scan.chains() == fresh.chains()
         assert scan.chain_count == fresh.chain_count
@@ -153,6 +172,32 @@ def test_a_grown_chain_scan_answers_as_a_fresh_one(
                     args = (index, float(start), float(end), row[7])
                     assert scan.extract(*args) == fresh.extract(*args)
         previous = scan
+
+
+def test_a_lent_branch_stays_as_it_was_lent() -> None:
+    session = SessionFile.in_memory("/w", session_id="s1")
+    facts = BranchFacts(session)
+
+    def grow(n: int) -> None:
+        session.append_message(user(n))
+        session.append_custom("note", {"n": n})
+        facts.update()
+
+    grow(1)
+    lent = facts.lend_chain_messages()
+    grow(2)  # added while lent: the lent list does not change
+    assert [m["timestamp"] for m in lent] == [1]
+    assert [m["timestamp"] for m in facts.chain_messages()] == [1, 2]
+    again = facts.lend_chain_messages()
+    assert again is not lent
+    facts.end_lend(lent)  # that list is no longer the kept one: nothing to give back
+    grow(3)  # still lent: `again` does not change either
+    assert [m["timestamp"] for m in again] == [1, 2]
+    kept = facts.lend_chain_messages()
+    facts.end_lend(kept)
+    grow(4)  # once given back, the kept list grows in place again
+    assert facts.lend_chain_messages() is kept
+    assert [m["timestamp"] for m in kept] == [1, 2, 3, 4]
 
 
 # --------------------------------------------------------------------------- live summaries

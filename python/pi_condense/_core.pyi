@@ -205,6 +205,7 @@ class ChainScan:
         options: RenderOptions | None = None,
         protected_predicate: _Callable[[_Any, _Any], bool] | None = None,
         previous: ChainScan | None = None,
+        closing: _Any = None,
     ) -> ChainScan: ...
     @property
     def chain_count(self) -> int: ...

@@ -117,7 +117,8 @@ class Runtime:
     """Places :attr:`live_summaries` into the host's list (what it learned is kept)."""
     chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
     """Chain compression inside a flush: ``(runtime, branch messages, closing message)`` ->
-    compressed block ids (the caller does the stats bookkeeping)."""
+    compressed block ids (the caller does the stats bookkeeping). The branch messages are a
+    list lent for the call: neither kept nor changed."""
     write_blob: Optional[Callable[[str, str], None]] = None
     """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
     scan_memo: Optional[ScanMemo] = None

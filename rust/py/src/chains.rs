@@ -431,8 +431,9 @@ impl PyChainScan {
 #[pymethods]
 impl PyChainScan {
     /// Reads `messages` (the detection list: branch messages, plus the closing message when
-    /// it was threaded in) and detects its chains. The grace set is computed over the first
-    /// `grace_len` messages (default: all).
+    /// it was threaded in), then `closing` when given (a message read as if it ended the
+    /// list), and detects their chains. The grace set is computed over the first `grace_len`
+    /// messages (default: all).
     ///
     /// `previous`, a scan read with the very same `options`, lends what it read of the
     /// leading messages that are the very objects it read at the same positions (up to the
@@ -449,6 +450,7 @@ impl PyChainScan {
         options = None,
         protected_predicate = None,
         previous = None,
+        closing = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new<'py>(
@@ -460,6 +462,7 @@ impl PyChainScan {
         options: Option<Bound<'py, PyRenderOptions>>,
         protected_predicate: Option<Bound<'py, PyAny>>,
         previous: Option<PyRef<'py, PyChainScan>>,
+        closing: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let py = messages.py();
         let keys = Keys::new(py, false);
@@ -481,12 +484,19 @@ impl PyChainScan {
             predicate: protected_predicate,
         };
         // How many leading messages are the very objects the previous scan read there.
-        let keep = lender
-            .as_ref()
-            .map_or(0, |prev| prev.log.common_prefix(&item_addresses(messages)));
+        let keep = lender.as_ref().map_or(0, |prev| {
+            let mut addresses = item_addresses(messages);
+            addresses.extend(closing.iter().map(|c| c.as_ptr() as usize));
+            prev.log.common_prefix(&addresses)
+        });
         let mut fresh = Vec::new();
         // Asked again at each step: a predicate (Python code) may change the list.
-        while let Some(msg) = list_item(messages, keep + fresh.len()) {
+        let item = |i: usize| match list_item(messages, i) {
+            Some(msg) => Some(msg),
+            None if i == messages.len() => closing.clone(),
+            None => None,
+        };
+        while let Some(msg) = item(keep + fresh.len()) {
             let (view, recovery) = read_message(&keys, &protection, &msg)?;
             let read = Read {
                 msg: view,
