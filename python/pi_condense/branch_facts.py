@@ -60,6 +60,7 @@ class BranchFacts:
         self.last_anchor: Optional[tuple[Any, Any]] = None
         """``(role, timestamp)`` of the last message entry holding an object."""
         self._truthy_messages: list[Any] = []
+        self._lent = 0  # open lends of _truthy_messages (see lend_chain_messages)
         self.compacted = False
         self.usage_since_compaction = False
         self.metrics = BranchMetrics(self._sizes.chars)
@@ -96,6 +97,10 @@ class BranchFacts:
         self.messages.append(message)
         if message:
             self.metrics.add(message)
+            if self._lent:
+                # A lent list stays as it was: the messages go on in a copy.
+                self._truthy_messages = list(self._truthy_messages)
+                self._lent = 0
             self._truthy_messages.append(message)
         if not isinstance(message, dict):
             return
@@ -128,6 +133,18 @@ class BranchFacts:
     def chain_messages(self) -> list[Any]:
         """The branch's truthy ``message`` values (what chain compression scans)."""
         return list(self._truthy_messages)
+
+    def lend_chain_messages(self) -> list[Any]:
+        """:meth:`chain_messages` without the copy: the kept list itself, which stays as it
+        is until :meth:`end_lend` (messages added meanwhile go to a copy). The borrower
+        must not change it."""
+        self._lent += 1
+        return self._truthy_messages
+
+    def end_lend(self, lent: list[Any]) -> None:
+        """The borrower of a :meth:`lend_chain_messages` list is done with it."""
+        if lent is self._truthy_messages and self._lent:
+            self._lent -= 1
 
 
 _FACTS: weakref.WeakKeyDictionary[SessionFile, BranchFacts] = weakref.WeakKeyDictionary()

@@ -146,8 +146,15 @@ def with_closing_message(branch_messages: list[Any], closing_message: Any = None
     Pi runs ``message_end`` handlers before it persists the message, so at a ``message_end``
     flush the final assistant is not on the branch yet.
     """
-    if not truthy(closing_message):
+    if not _threads_in(branch_messages, closing_message):
         return branch_messages
+    return [*branch_messages, closing_message]
+
+
+def _threads_in(branch_messages: list[Any], closing_message: Any) -> bool:
+    """Whether :func:`with_closing_message` adds ``closing_message``."""
+    if not truthy(closing_message):
+        return False
     if branch_messages:
         last = branch_messages[-1]
         if (
@@ -155,8 +162,8 @@ def with_closing_message(branch_messages: list[Any], closing_message: Any = None
             and strict_equal(get_field(last, "role"), get_field(closing_message, "role"))
             and strict_equal(get_field(last, "timestamp"), get_field(closing_message, "timestamp"))
         ):
-            return branch_messages
-    return [*branch_messages, closing_message]
+            return False
+    return True
 
 
 def _protection_kwargs(config: Config, protection: Optional[ProtectionSpec]) -> dict[str, Any]:
@@ -186,12 +193,14 @@ def _scan(
     protection: Optional[ProtectionSpec],
     grace_len: Optional[int] = None,
     memo: Optional[ScanMemo] = None,
+    closing: Any = None,
 ) -> _core.ChainScan:
     scan = _core.ChainScan(
         messages,
         grace_len=grace_len,
         grace_turns=float(config.recovery_grace_turns),
         previous=memo.scan if memo is not None else None,
+        closing=closing,
         **_protection_kwargs(config, protection),
     )
     if memo is not None:
@@ -483,17 +492,23 @@ async def compress_chains(
     *,
     window: Optional[float],
     grace_len: Optional[int] = None,
+    report_compressed: bool = True,
+    closing: Any = None,
 ) -> ChainRunResult:
     """``detectChains`` + ``compressEligible`` over ``messages`` with rolling window
     ``window`` (None: absent, nothing is selected; 0: every eligible chain).
 
-    The recovery grace set is computed over the first ``grace_len`` messages (default: all).
-    A failure after something was appended raises :class:`ChainCompressionError` carrying
-    the partial result; detection failures raise ``TypeError`` before anything happens.
+    ``closing``, when not None, is read after ``messages`` as if it ended the list (as
+    :func:`with_closing_message` would add it, without building that list). The recovery
+    grace set is computed over the first ``grace_len`` messages (default: all).
+    Without ``report_compressed`` the chains already compressed are left out of
+    ``skipped`` (listing them reads every chain). A failure after something was appended
+    raises :class:`ChainCompressionError` carrying the partial result; detection failures
+    raise ``TypeError`` before anything happens.
     """
-    scan = _scan(messages, deps.config, deps.protection, grace_len, deps.scan_memo)
+    scan = _scan(messages, deps.config, deps.protection, grace_len, deps.scan_memo, closing)
     eligible, compressed, deferred = scan.select(
-        deps.state.index, math.nan if window is None else float(window)
+        deps.state.index, math.nan if window is None else float(window), report_compressed
     )
     result = ChainRunResult(deferred=len(deferred))
     result.skipped.extend((start, "already-compressed") for start in compressed)
@@ -518,7 +533,11 @@ async def compress_chains(
 
 
 async def compress_chains_in_flush(
-    deps: ChainDeps, branch_messages: list[Any], closing_message: Any = None
+    deps: ChainDeps,
+    branch_messages: list[Any],
+    closing_message: Any = None,
+    *,
+    report_compressed: bool = True,
 ) -> ChainRunResult:
     """The flush's chain step (spec 05 section 9 steps 1-4), when ``chainCompression`` is
     enabled: detection over the branch messages with ``closing_message`` threaded in, grace
@@ -527,16 +546,18 @@ async def compress_chains_in_flush(
     ``branch_messages`` are the ``message`` entries' messages of the branch, read before the
     flush wrote its frontier. Updating the stats (chains, fusion usages), the notification and
     catching :class:`ChainCompressionError` are the caller's (steps 5 and the wrapper).
+    ``report_compressed`` as for :func:`compress_chains`.
     """
     chain_config = deps.config.chain_compression
     if not chain_config.enabled:
         return ChainRunResult()
-    messages = with_closing_message(branch_messages, closing_message)
     return await compress_chains(
         deps,
-        messages,
+        branch_messages,
         window=chain_config.rolling_window,
         grace_len=len(branch_messages),
+        report_compressed=report_compressed,
+        closing=closing_message if _threads_in(branch_messages, closing_message) else None,
     )
 
 

@@ -19,6 +19,7 @@ Summaries are written to the session by flushes that these events trigger (spec 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import warnings
@@ -423,15 +424,19 @@ class Condenser:
             return RenderResult(messages, False, 0, 0)
         source = messages
         if rt.live_summaries:
-            source = rt.placer.place(messages, rt.live_summaries)
+            # The placer's own list: render reads it; the host gets a copy (below) if any.
+            source = rt.placer.place_shared(messages, rt.live_summaries)
         result = render(source, rt.state, rt.config, frozen=self._frozen_messages)
         for diagnostic in result.diagnostics:
             rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
         if result.threw:
+            if source is not messages and result.messages is source:
+                result = dataclasses.replace(result, messages=list(source))
             return result
         if source is not messages and not result.pruned:
             before = jsjson.length(messages)
-            result = RenderResult(source, True, before, jsjson.length(source), result.diagnostics)
+            placed = list(source)
+            result = RenderResult(placed, True, before, jsjson.length(placed), result.diagnostics)
         if result.pruned:
             rt.stats.set_live_reclaim(result.before_chars, result.after_chars)
         rt.refresh_status()
@@ -542,7 +547,10 @@ def _count_fusions(rt: Runtime, result: ChainRunResult) -> None:
 
 async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any) -> list[str]:
     try:
-        result = await compress_chains_in_flush(_chain_deps(rt), branch_messages, closing)
+        # Only the block ids are used: the chains already compressed are not listed.
+        result = await compress_chains_in_flush(
+            _chain_deps(rt), branch_messages, closing, report_compressed=False
+        )
     except ChainCompressionError as exc:
         _count_fusions(rt, exc.partial)
         raise

@@ -127,7 +127,9 @@ def _thinking(config: Config) -> Optional[str]:
 def _orphan_summary(state: PrunerState, batch: CapturedBatch) -> Optional[_Recovered]:
     """A persisted summary covering exactly this batch's calls, whose index entry is missing."""
     keys = [call_key(c) for c in batch.tool_calls]
-    for body_keys, text in state.index.summary_bodies():
+    for body_keys, text in state.index.summary_bodies_with_keys(keys):
+        # The index matched them as JS strings, a str compare as str values (which tells
+        # apart the two spellings of a surrogate pair): the first body both accept is it.
         if list(body_keys) != keys:
             continue
         refs = []
@@ -321,7 +323,10 @@ class _Flush:
         if rt.chains is None or branch_messages is None:
             return
         try:
-            compressed = await rt.chains(rt, branch_messages, self.options.closing_message)
+            try:
+                compressed = await rt.chains(rt, branch_messages, self.options.closing_message)
+            finally:
+                rt.facts().end_lend(branch_messages)
             if compressed:
                 rt.stats.add_chains_compressed(len(compressed))
                 rt.append(STATS, rt.stats.snapshot())
@@ -437,7 +442,8 @@ class _Flush:
         snapshot, outcome = self.frontier_snapshot(processed, kinds, totals)
         branch_messages: Optional[list[Any]] = None
         if config.chain_compression.enabled:
-            branch_messages = rt.facts().chain_messages()
+            # Lent (no copy) until the chain step is done: the branch as it is now.
+            branch_messages = rt.facts().lend_chain_messages()
         try:
             rt.state.advance_frontier(snapshot)
             rt.append(FRONTIER, snapshot)

@@ -410,10 +410,9 @@ class _Replayer:
         self.counts["llmCalls"] += 1
         self._sync_sent()
         texts, lengths = self._texts, self._lengths
-        if self._reuse_copies:
-            copies = list(self._copies)
-        else:
-            copies = jsjson.loads("[" + ",".join(texts) + "]")
+        # Our Condenser changes neither the list nor its messages: the same list serves
+        # every call (it grows as the context does); another condenser gets new copies.
+        copies = self._copies if self._reuse_copies else jsjson.loads("[" + ",".join(texts) + "]")
         result = await self._event("context", lambda: self.condenser.context(copies))
         changed = bool(result is not None and result.pruned and not getattr(result, "threw", False))
         input_chars = self._chars + max(len(lengths) - 1, 0) + 2

@@ -11,11 +11,11 @@ from __future__ import annotations
 import bisect
 import contextlib
 import logging
-import operator
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from . import _core
 from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
@@ -117,7 +117,8 @@ class Runtime:
     """Places :attr:`live_summaries` into the host's list (what it learned is kept)."""
     chains: Optional[Callable[[Runtime, list[Any], Any], Awaitable[list[str]]]] = None
     """Chain compression inside a flush: ``(runtime, branch messages, closing message)`` ->
-    compressed block ids (the caller does the stats bookkeeping)."""
+    compressed block ids (the caller does the stats bookkeeping). The branch messages are a
+    list lent for the call: neither kept nor changed."""
     write_blob: Optional[Callable[[str, str], None]] = None
     """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
     scan_memo: Optional[ScanMemo] = None
@@ -246,27 +247,35 @@ class LiveSummaryPlacer:
     instead of redone: what it learned about the list (the summaries it holds, the last
     position of each anchor) and where each tracked summary goes are kept, so a call looks at
     the messages and the summaries added since the last one (and at the summaries that went
-    at the end of the list, or had no anchor yet). A list that does not start with the same
-    message objects as the last one, a tracked list that was not only appended to, or a new
-    message that moves an anchor or holds a tracked summary start it over. Messages are taken
-    as unchanged once seen, as the render's size memo takes them."""
+    at the end of the list, or had no anchor yet), and builds the new list in one pass. A
+    list that does not start with the same (or equal) messages as the last one, a tracked
+    list that was not only appended to, or a new message that moves an anchor or holds a
+    tracked summary start it over. Messages are taken as unchanged once seen, as the
+    render's size memo takes them."""
 
     __slots__ = (
         "_anchors",
         "_at",
         "_by_position",
+        "_groups",
         "_identities",
         "_last",
         "_live",
+        "_out",
+        "_out_len",
         "_positions",
         "_present",
         "_recheck",
-        "_segments",
+        "_slots",
     )
 
     def __init__(self) -> None:
         self._last: dict[Any, int] = {}
         self._present: set[str] = set()
+        # The last list placed (ours alone: callers get copies), made of the first
+        # `_out_len` messages seen and every tracked summary; None once the plan changed.
+        self._out: Optional[list[Any]] = None
+        self._out_len = 0
         self._reset_plan()
         self._seen_reset()
 
@@ -274,25 +283,33 @@ class LiveSummaryPlacer:
         self._positions: list[Any] = []  # the messages seen (the list's known prefix)
         self._present.clear()
         self._last.clear()
+        self._out = None
 
     def _reset_plan(self) -> None:
+        self._out = None
         self._live: list[LiveSummary] = []
         self._at: list[Optional[int]] = []  # where each tracked summary goes (None: nowhere)
         self._recheck: set[int] = set()
         self._by_position: dict[int, list[tuple[int, Any]]] = {}
-        self._segments: Optional[list[tuple[int, list[Any]]]] = None  # _by_position, in order
+        # _by_position in position order: the positions and their summary messages
+        self._slots: list[int] = []
+        self._groups: list[list[Any]] = []
         self._anchors: set[Any] = set()  # the tracked summaries' (hashable) anchors
         self._identities: set[str] = set()
 
-    def _learn(self, messages: list[Any]) -> bool:
-        """Take in the messages not seen yet; True when the plan must be redone."""
+    def _learn(self, messages: list[Any]) -> tuple[bool, bool]:
+        """Take in the messages not seen yet: (the plan must be redone, the list starts
+        with the very messages seen)."""
         seen = self._positions
         done = len(seen)
         moved = False
-        # List equality compares identity first, in C (a fraction of a Python call per
-        # message); a message replaced by an equal one keeps what was learned from it, which
-        # only reads its content.
-        if done > len(messages) or (done and seen != messages[:done]):
+        # Compared as list equality compares (identity first, at C speed): a message
+        # replaced by an equal one keeps what was learned from it, which only reads its
+        # content.
+        identical = done <= len(messages) and _core.list_prefix(seen, messages) == done
+        if not identical and (
+            done > len(messages) or _core.list_prefix(seen, messages, equal=True) < done
+        ):
             self._seen_reset()
             seen = self._positions
             done = 0
@@ -316,23 +333,41 @@ class LiveSummaryPlacer:
                     moved = True
                 last[key] = i
         seen.extend(messages[done:])
-        return moved
+        return moved, identical
+
+    def _move(self, k: int, old: Optional[int], new: Optional[int]) -> None:
+        """Tracked summary ``k`` goes at ``new`` instead of ``old``."""
+        self._out = None
+        message = self._live[k].message
+        if old is not None:
+            entries = self._by_position[old]
+            entries.remove((k, message))
+            slot = bisect.bisect_left(self._slots, old)
+            if entries:
+                self._groups[slot] = [m for _, m in entries]
+            else:
+                del self._by_position[old]
+                del self._slots[slot]
+                del self._groups[slot]
+        if new is not None:
+            entries = self._by_position.setdefault(new, [])
+            bisect.insort(entries, (k, message))
+            slot = bisect.bisect_left(self._slots, new)
+            if len(entries) == 1:
+                self._slots.insert(slot, new)
+                self._groups.insert(slot, [message])
+            else:
+                self._groups[slot] = [m for _, m in entries]
 
     def _put(self, k: int, messages: list[Any]) -> None:
         """(Re)compute where tracked summary ``k`` goes."""
         summary = self._live[k]
-        old = self._at[k]
-        self._segments = None
-        if old is not None:
-            self._by_position[old].remove((k, summary.message))
-            if not self._by_position[old]:
-                del self._by_position[old]
         position: Optional[int] = None
         if summary.identity not in self._present:
             position = _insert_position(messages, summary.anchor, self._last)
-        self._at[k] = position
-        if position is not None:
-            bisect.insort(self._by_position.setdefault(position, []), (k, summary.message))
+        if position != self._at[k]:
+            self._move(k, self._at[k], position)
+            self._at[k] = position
         anchor = summary.anchor
         unhashable = False
         if anchor is not None:
@@ -347,12 +382,24 @@ class LiveSummaryPlacer:
             self._recheck.discard(k)
 
     def place(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
-        """``messages`` with the summaries of ``live`` it lacks (see the class docstring)."""
+        """``messages`` with the summaries of ``live`` it lacks (see the class docstring):
+        ``messages`` itself when none goes into it, else a new list."""
+        out = self.place_shared(messages, live)
+        return out if out is messages else list(out)
+
+    def place_shared(self, messages: list[Any], live: Sequence[LiveSummary]) -> list[Any]:
+        """:meth:`place` without the copy: a list that is the placer's own (the next call
+        changes it) unless it is ``messages``. The caller must not change it nor keep it."""
         if not live:
             return messages
         grown = len(messages) != len(self._positions)
-        moved = self._learn(messages)
-        if moved or len(live) < len(self._live) or not all(map(operator.is_, self._live, live)):
+        moved, identical = self._learn(messages)
+        tracked = live if isinstance(live, list) else list(live)
+        if (
+            moved
+            or len(tracked) < len(self._live)
+            or _core.list_prefix(self._live, tracked) < len(self._live)
+        ):
             self._reset_plan()
         if grown:
             for k in sorted(self._recheck):
@@ -366,25 +413,18 @@ class LiveSummaryPlacer:
                 with contextlib.suppress(TypeError):
                     self._anchors.add(summary.anchor)
             self._put(k, messages)
-        if not self._by_position:
+        if not self._slots:
             return messages
-        # Each summary goes after the last message matching its anchor and after the
-        # summaries already following it, in the order they were written (as inserting them
-        # one by one would place them).
-        segments = self._segments
-        if segments is None:
-            segments = [
-                (position, [message for _, message in self._by_position[position]])
-                for position in sorted(self._by_position)
-            ]
-            self._segments = segments
-        out: list[Any] = []
-        previous = 0
-        for position, summaries in segments:
-            out += messages[previous:position]
-            out += summaries
-            previous = position
-        out += messages[previous:]
+        out = self._out
+        if out is not None and identical and self._out_len <= len(messages):
+            # The same plan over the same messages, grown: the messages after it follow.
+            out += messages[self._out_len :]
+        else:
+            # Each summary goes after the last message matching its anchor and after the
+            # summaries already following it, in the order they were written (as inserting
+            # them one by one would place them).
+            out = _core.splice(messages, self._slots, self._groups)
+        self._out, self._out_len = out, len(messages)
         return out
 
 

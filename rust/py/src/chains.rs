@@ -2,23 +2,23 @@
 //! Python message list.
 //!
 //! Extract -> decide -> apply, as for render: each message dict is read once into a light
-//! `ChainMsg` (+ the role/timestamp view range resolution and the grace window read),
+//! `ChainMsg` (+ whether it is a recovery output, for the grace window), kept in a
+//! `pi_condense_core::chains::ChainLog` that the next scan of the grown list shares;
 //! `pi_condense_core::chains` decides, and the results are returned with the caller's own id
 //! objects (ids are compared in their U+FFFD form, returned as they were).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use pi_condense_core::chains::view::id_truthy;
 use pi_condense_core::chains::{
-    self as core, AssistantContent, BodyError, BodyRecord, CallView, ChainMsg, ChainRange, MsgBody,
-    Sourced,
+    self as core, AssistantContent, BodyError, BodyRecord, CallView, ChainLog, ChainMsg, MsgBody,
+    Read, Sourced,
 };
 use pi_condense_core::jsnum::format_number;
 use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher, ToolRule};
 use pi_condense_core::render::grace::in_grace_keys;
-use pi_condense_core::render::{JsId, MsgView, Role, Ts};
+use pi_condense_core::render::{JsId, Role, Ts};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -222,18 +222,18 @@ fn assistant_content(
     Ok(AssistantContent::Array { calls, has_nullish })
 }
 
-/// Reads one message into the detection view and the range/grace view.
+/// Reads one message: its detection view, and whether it is a recovery output.
 fn read_message(
     keys: &Keys<'_>,
     protection: &Protection<'_>,
     msg: &Bound<'_, PyAny>,
-) -> PyResult<(ChainMsg, MsgView)> {
+) -> PyResult<(ChainMsg, bool)> {
     let Ok(dict) = msg.downcast::<PyDict>() else {
         let mut view = ChainMsg::new(Role::Other, Ts::Absent);
         if msg.is_none() || absent(msg) {
             view.body = MsgBody::Nullish;
         }
-        return Ok((view, MsgView::new(Role::Other, Ts::Absent)));
+        return Ok((view, false));
     };
     let role = role_of(keys.get_bound(dict.as_any(), K::Role).as_ref());
     let ts_value = keys.get_bound(dict.as_any(), K::Timestamp);
@@ -241,7 +241,7 @@ fn read_message(
     let timestamp_null = ts_value.is_some_and(|v| v.is_none());
     let mut view = ChainMsg::new(role, timestamp);
     view.timestamp_null = timestamp_null;
-    let mut range = MsgView::new(role, timestamp);
+    let mut recovery = false;
     match role {
         Role::User => {
             let synthetic = is_synthetic(keys, keys.get_bound(dict.as_any(), K::Content).as_ref())?;
@@ -259,16 +259,28 @@ fn read_message(
             let protected = id_truthy(&id)
                 && !protection.is_off()
                 && protection.is_protected(keys, name.as_ref(), None)?;
-            range.is_recovery = str_is_bound(name.as_ref(), "context_tree_query");
-            if range.is_recovery {
-                // Only the grace window reads the id of a toolResult view.
-                range.tool_call_id = id.clone();
-            }
+            recovery = str_is_bound(name.as_ref(), "context_tree_query");
             view.body = MsgBody::ToolResult { id, protected };
         }
         Role::Custom | Role::Other => {}
     }
-    Ok((view, range))
+    Ok((view, recovery))
+}
+
+/// The addresses of the items of `list`, in order (no reference is taken: they are only
+/// compared with the addresses a scan holds references to).
+fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
+    // SAFETY: `list` is a live list and the GIL is held; no Python code runs while the item
+    // array is read.
+    if let Some(items) = unsafe { crate::cpython::list_items(list.as_ptr()) } {
+        return items.iter().map(|&item| item as usize).collect();
+    }
+    let mut out = Vec::with_capacity(list.len());
+    // SAFETY: as above; each item is only looked at, not kept.
+    while let Some(item) = unsafe { jsread::list_item(list.as_ptr(), out.len()) } {
+        out.push(item as usize);
+    }
+    out
 }
 
 // ----- apply -----
@@ -309,31 +321,26 @@ fn tool_result_text<'py>(
     PyString::new(py, "\n").call_method1(intern!(py, "join"), (parts,))
 }
 
-/// The detection message list and its views, for one compression run.
+/// The detection message list as read, with its chains, for one compression run.
 #[pyclass(name = "ChainScan", module = "pi_condense._core", frozen)]
 pub struct PyChainScan {
-    messages: Py<PyList>,
-    /// The message objects read, in order (strong references: no other object can take
-    /// their addresses while a later scan compares its list with them).
-    items: Vec<PyObject>,
+    /// The message objects read (strong references: no other object can take their
+    /// addresses while a later scan compares its list with them), their views and chains;
+    /// a later scan shares what it keeps of them.
+    log: ChainLog<PyObject>,
     /// The compiled options the protection flags were read with (`None`: explicit lists or
     /// a predicate, never reused).
     options: Option<Py<PyRenderOptions>>,
-    /// Shared with the later scans that lend them (a clone is a reference count).
-    views: Vec<Arc<ChainMsg>>,
-    ranges: Vec<MsgView>,
-    /// Shared the same way: a later scan keeps the chains that start before its resume point.
-    chains: Vec<Arc<ChainRange>>,
     in_grace: HashSet<String>,
 }
 
 impl PyChainScan {
     fn message<'py>(&self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyDict>> {
-        Ok(self
-            .messages
-            .bind(py)
-            .get_item(i)?
-            .downcast_into::<PyDict>()?)
+        let read = self
+            .log
+            .read(i)
+            .ok_or_else(|| PyValueError::new_err("no such message"))?;
+        Ok(read.item.bind(py).clone().downcast_into::<PyDict>()?)
     }
 
     /// The original id object a detected value was read from.
@@ -363,7 +370,7 @@ impl PyChainScan {
         s: &Sourced,
     ) -> PyResult<PyObject> {
         let id = self.id_object(py, keys, s)?;
-        let Some(ts) = self.views.get(s.msg).and_then(|m| m.timestamp.num()) else {
+        let Some(ts) = self.log.read(s.msg).and_then(|r| r.msg.timestamp.num()) else {
             return Ok(id);
         };
         let suffix = format!("@{}", format_number(ts));
@@ -389,8 +396,8 @@ impl PyChainScan {
     fn chain_tuple<'py>(&self, py: Python<'py>, position: usize) -> PyResult<Bound<'py, PyTuple>> {
         let keys = Keys::new(py, false);
         let chain = self
-            .chains
-            .get(position)
+            .log
+            .chain(position)
             .ok_or_else(|| PyValueError::new_err("no such chain"))?;
         let list = |items: &[Sourced], as_key: bool| -> PyResult<Bound<'py, PyList>> {
             let out = PyList::empty(py);
@@ -424,12 +431,14 @@ impl PyChainScan {
 #[pymethods]
 impl PyChainScan {
     /// Reads `messages` (the detection list: branch messages, plus the closing message when
-    /// it was threaded in) and detects its chains. The grace set is computed over the first
-    /// `grace_len` messages (default: all).
+    /// it was threaded in), then `closing` when given (a message read as if it ended the
+    /// list), and detects their chains. The grace set is computed over the first `grace_len`
+    /// messages (default: all).
     ///
-    /// `previous`, a scan read with the very same `options`, lends its views of the messages
-    /// that are the very objects it read at the same positions: the caller promises that none
-    /// of them changed in place since (a host of frozen messages).
+    /// `previous`, a scan read with the very same `options`, lends what it read of the
+    /// leading messages that are the very objects it read at the same positions (up to the
+    /// first other object), with its chains before the detection resume point: the caller
+    /// promises that none of them changed in place since (a host of frozen messages).
     #[new]
     #[pyo3(signature = (
         messages,
@@ -441,6 +450,7 @@ impl PyChainScan {
         options = None,
         protected_predicate = None,
         previous = None,
+        closing = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new<'py>(
@@ -452,6 +462,7 @@ impl PyChainScan {
         options: Option<Bound<'py, PyRenderOptions>>,
         protected_predicate: Option<Bound<'py, PyAny>>,
         previous: Option<PyRef<'py, PyChainScan>>,
+        closing: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
         let py = messages.py();
         let keys = Keys::new(py, false);
@@ -472,56 +483,39 @@ impl PyChainScan {
             matcher,
             predicate: protected_predicate,
         };
-        let count = messages.len();
-        let mut items: Vec<PyObject> = Vec::with_capacity(count);
-        let mut views = Vec::with_capacity(count);
-        let mut ranges = Vec::with_capacity(count);
         // How many leading messages are the very objects the previous scan read there.
-        let mut unchanged = 0;
-        for msg in messages.iter() {
-            let i = items.len();
-            // A message's views depend on that message alone: any position holding the
-            // very object the previous scan read there lends them.
-            let lent = lender.as_ref().filter(|prev| {
-                prev.items
-                    .get(i)
-                    .is_some_and(|o| o.as_ptr() == msg.as_ptr())
-            });
-            match lent.and_then(|prev| prev.views.get(i).zip(prev.ranges.get(i))) {
-                Some((view, range)) => {
-                    views.push(Arc::clone(view));
-                    ranges.push(range.clone());
-                    if unchanged == i {
-                        unchanged += 1;
-                    }
-                }
-                None => {
-                    let (view, range) = read_message(&keys, &protection, &msg)?;
-                    views.push(Arc::new(view));
-                    ranges.push(range);
-                }
-            }
-            items.push(msg.unbind());
+        let keep = lender.as_ref().map_or(0, |prev| {
+            let mut addresses = item_addresses(messages);
+            addresses.extend(closing.iter().map(|c| c.as_ptr() as usize));
+            prev.log.common_prefix(&addresses)
+        });
+        let mut fresh = Vec::new();
+        // Asked again at each step: a predicate (Python code) may change the list.
+        let item = |i: usize| match list_item(messages, i) {
+            Some(msg) => Some(msg),
+            None if i == messages.len() => closing.clone(),
+            None => None,
+        };
+        while let Some(msg) = item(keep + fresh.len()) {
+            let (view, recovery) = read_message(&keys, &protection, &msg)?;
+            let read = Read {
+                msg: view,
+                recovery,
+                item: msg.unbind(),
+            };
+            fresh.push((read.item.as_ptr() as usize, read));
         }
-        // Detection resumes past the leading messages the previous scan read (none without
-        // one), keeping its chains before that point.
-        let previous = lender
-            .as_ref()
-            .map_or(&[][..], |prev| prev.chains.as_slice());
-        let chains = core::detect_chains_resumed(&views, previous, unchanged).map_err(|_| {
-            PyTypeError::new_err(
-                "chain detection: a message (or a content block inside a chain) is null",
-            )
-        })?;
-        let grace_len = grace_len.unwrap_or(ranges.len()).min(ranges.len());
-        let in_grace = in_grace_keys(&ranges[..grace_len], grace_turns);
+        let log =
+            ChainLog::grown(lender.as_ref().map(|prev| &prev.log), keep, fresh).map_err(|_| {
+                PyTypeError::new_err(
+                    "chain detection: a message (or a content block inside a chain) is null",
+                )
+            })?;
+        let grace_len = grace_len.unwrap_or(log.len()).min(log.len());
+        let in_grace = in_grace_keys(&log.grace_views(grace_len, grace_turns), grace_turns);
         Ok(PyChainScan {
-            messages: messages.clone().unbind(),
-            items,
+            log,
             options: options.map(Bound::unbind),
-            views,
-            ranges,
-            chains,
             in_grace,
         })
     }
@@ -529,7 +523,7 @@ impl PyChainScan {
     /// Number of detected chains (closed and interrupted).
     #[getter]
     fn chain_count(&self) -> usize {
-        self.chains.len()
+        self.log.chain_count()
     }
 
     /// Occurrence keys of the recovery outputs in grace.
@@ -543,7 +537,7 @@ impl PyChainScan {
     /// Every detected chain, in order, as
     /// `(position, start_index, end_index, start_ts, final_ts, ids, keys, protected)`.
     fn chains<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        (0..self.chains.len())
+        (0..self.log.chain_count())
             .map(|i| self.chain_tuple(py, i))
             .collect()
     }
@@ -557,43 +551,39 @@ impl PyChainScan {
     /// number: NaN selects nothing): `(eligible, already_compressed, deferred)` where eligible
     /// and deferred (past the window but holding a recovery output in grace) are chain tuples
     /// and already_compressed the start timestamps of the closed chains already registered.
+    ///
+    /// Without `report_compressed`, already_compressed is left empty, and the chains that an
+    /// earlier call (on this scan, or on the scan it was grown from) found settled against
+    /// the same index are not looked at again: the work is that of the chains new since.
+    #[pyo3(signature = (index, window, report_compressed = true))]
     #[allow(clippy::type_complexity)]
     fn select<'py>(
         &self,
         py: Python<'py>,
         index: PyRef<'py, PyIndex>,
         window: f64,
+        report_compressed: bool,
     ) -> PyResult<(
         Vec<Bound<'py, PyTuple>>,
         Vec<PyObject>,
         Vec<Bound<'py, PyTuple>>,
     )> {
         let keys = Keys::new(py, false);
-        let canonical = |x: f64| -> u64 {
-            if x == 0.0 {
-                0f64.to_bits()
-            } else if x.is_nan() {
-                f64::NAN.to_bits()
-            } else {
-                x.to_bits()
-            }
-        };
-        let registered: HashSet<u64> = index
-            .core()
-            .chain_entries()
-            .iter()
-            .map(|e| canonical(e.start_user_timestamp))
-            .collect();
-        let out = core::select_eligible(
-            &self.chains,
-            &self.views,
-            window,
-            |start| registered.contains(&canonical(start)),
-            &self.in_grace,
-        )
-        .map_err(|_| {
-            PyTypeError::new_err("recovery grace: a non-string tool call id reached bareToolCallId")
-        })?;
+        let core_index = index.core();
+        let out = self
+            .log
+            .select(
+                window,
+                core_index.registry_epoch(),
+                |start| core_index.is_chain_registered(start),
+                &self.in_grace,
+                report_compressed,
+            )
+            .map_err(|_| {
+                PyTypeError::new_err(
+                    "recovery grace: a non-string tool call id reached bareToolCallId",
+                )
+            })?;
         let tuples = |positions: &[usize]| -> PyResult<Vec<Bound<'py, PyTuple>>> {
             positions.iter().map(|&i| self.chain_tuple(py, i)).collect()
         };
@@ -601,7 +591,7 @@ impl PyChainScan {
             tuples(&out.eligible)?,
             out.already_compressed
                 .iter()
-                .filter_map(|&i| self.chains.get(i))
+                .filter_map(|&i| self.log.chain(i))
                 .map(|c| self.timestamp_object(py, &keys, c.start))
                 .collect::<PyResult<Vec<_>>>()?,
             tuples(&out.deferred)?,
@@ -625,15 +615,15 @@ impl PyChainScan {
             protected.insert(js_id(Some(&id?))?);
         }
         let core_index = index.core();
-        let found = core::extract_chain_records(
-            &self.views,
-            &self.ranges,
-            start_ts,
-            final_ts,
-            &protected,
-            |key| matches!(key, JsId::Str(k) if core_index.record_by_key(k).is_some()),
-        )
-        .map_err(|_| PyTypeError::new_err("chain extraction: a content block is null"))?;
+        let found = self
+            .log
+            .extract(
+                start_ts,
+                final_ts,
+                &protected,
+                |key| matches!(key, JsId::Str(k) if core_index.record_by_key(k).is_some()),
+            )
+            .map_err(|_| PyTypeError::new_err("chain extraction: a content block is null"))?;
         let mut out = Vec::with_capacity(found.len());
         for e in found {
             let result = self.message(py, e.result)?;
@@ -680,8 +670,8 @@ impl PyChainScan {
     fn __repr__(&self) -> String {
         format!(
             "ChainScan(messages={}, chains={})",
-            self.views.len(),
-            self.chains.len()
+            self.log.len(),
+            self.log.chain_count()
         )
     }
 }

@@ -829,6 +829,22 @@ impl PyIndex {
             .collect()
     }
 
+    /// The summary bodies `(keys, text)` whose keys are exactly `keys` (compared as JS
+    /// strings), in append order.
+    fn summary_bodies_with_keys<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<SummaryBodyItem<'py>>> {
+        let bodies = self.core.summary_bodies();
+        self.core
+            .summary_bodies_with_keys(&keys_of(keys)?)
+            .into_iter()
+            .filter_map(|i| bodies.get(i).map(|body| (i, body)))
+            .map(|(i, b)| Ok((keys_to_py(py, &b.keys)?, self.summary_text_object(py, i))))
+            .collect()
+    }
+
     /// Number of indexed keys.
     #[getter]
     fn record_count(&self) -> usize {

@@ -12,6 +12,7 @@ mod json;
 #[doc(hidden)]
 pub mod jsread;
 mod keys;
+mod lists;
 mod pyvalue;
 mod render;
 mod size_memo;
@@ -30,5 +31,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     render::register(m)?;
     size_memo::register(m)?;
     chains::register(m)?;
+    lists::register(m)?;
     Ok(())
 }

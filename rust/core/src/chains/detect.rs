@@ -150,13 +150,20 @@ where
 /// came before it, so the chains starting before it are exactly the earlier detection's
 /// chains starting before it, and [`detect_chains_from`] that point finds the rest.
 fn resume_point<M: Borrow<ChainMsg>>(msgs: &[M], unchanged: usize) -> usize {
-    let end = unchanged.min(msgs.len());
-    msgs.get(..end)
-        .unwrap_or_default()
-        .iter()
-        .rposition(|m| {
-            let m = m.borrow();
-            m.role == Role::User && !matches!(m.body, MsgBody::User { synthetic: true })
+    resume_point_by(|i| msgs.get(i).map(Borrow::borrow), unchanged)
+}
+
+/// [`resume_point`] over the messages `message(i)` gives (`None` past the end).
+pub(crate) fn resume_point_by<'a>(
+    message: impl Fn(usize) -> Option<&'a ChainMsg>,
+    unchanged: usize,
+) -> usize {
+    (0..unchanged)
+        .rev()
+        .find(|&i| {
+            message(i).is_some_and(|m| {
+                m.role == Role::User && !matches!(m.body, MsgBody::User { synthetic: true })
+            })
         })
         .unwrap_or(0)
 }
@@ -168,10 +175,22 @@ fn detect_chains_from<M: Borrow<ChainMsg>>(
     msgs: &[M],
     from: usize,
 ) -> Result<Vec<ChainRange>, Throw> {
+    detect_chains_of(
+        msgs.iter()
+            .enumerate()
+            .skip(from)
+            .map(|(i, m)| (i, m.borrow())),
+    )
+}
+
+/// [`detect_chains_from`] over `(index, message)` pairs, the messages from the resume point
+/// on in order.
+pub(crate) fn detect_chains_of<'a>(
+    msgs: impl Iterator<Item = (usize, &'a ChainMsg)>,
+) -> Result<Vec<ChainRange>, Throw> {
     let mut ranges = Vec::new();
     let mut open: Option<Open> = None;
-    for (i, msg) in msgs.iter().enumerate().skip(from) {
-        let msg: &ChainMsg = msg.borrow();
+    for (i, msg) in msgs {
         if msg.body == MsgBody::Nullish {
             return Err(Throw);
         }

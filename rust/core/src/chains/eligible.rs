@@ -70,6 +70,69 @@ fn matches_grace(chain: &ChainRange, in_grace: &HashSet<String>) -> Result<bool,
     Ok(false)
 }
 
+/// Where a detected chain stands for eligibility.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// Interrupted, or closed by an assistant stamped `null`: never selected.
+    Open,
+    /// Closed, with its start in the registry.
+    Compressed,
+    /// Closed and not compressed, but nothing in its middle: never selected.
+    Empty,
+    /// Closed, not compressed, with a middle: counts against the window.
+    Candidate,
+}
+
+/// How `chain` stands, `message(i)` giving the detection list's messages and
+/// `is_compressed` telling whether a start timestamp is registered.
+pub(crate) fn standing<'a>(
+    chain: &ChainRange,
+    message: impl Fn(usize) -> Option<&'a ChainMsg>,
+    is_compressed: impl Fn(f64) -> bool,
+) -> Standing {
+    let Some(end) = chain.end else {
+        return Standing::Open;
+    };
+    if message(end).is_some_and(|m| m.timestamp_null) {
+        // `finalAssistantTimestamp === null`: reads as not closed.
+        return Standing::Open;
+    }
+    let compressed = message(chain.start)
+        .and_then(|m| m.timestamp.num())
+        .is_some_and(is_compressed);
+    if compressed {
+        Standing::Compressed
+    } else if chain.middle_ids.is_empty() {
+        Standing::Empty
+    } else {
+        Standing::Candidate
+    }
+}
+
+/// The window and the grace check over `candidates` (positions of the candidate chains, in
+/// order; `chain(i)` gives chain `i`): fills `eligible`, `deferred` and `candidates` of `out`.
+pub(crate) fn pick<'a>(
+    candidates: &[usize],
+    chain: impl Fn(usize) -> Option<&'a ChainRange>,
+    window: f64,
+    in_grace: &HashSet<String>,
+    out: &mut Eligibility,
+) -> Result<(), Throw> {
+    out.candidates = candidates.len();
+    let take = take_count(candidates.len(), window);
+    for &i in candidates.iter().take(take) {
+        let Some(found) = chain(i) else {
+            continue;
+        };
+        if matches_grace(found, in_grace)? {
+            out.deferred.push(i);
+        } else {
+            out.eligible.push(i);
+        }
+    }
+    Ok(())
+}
+
 /// Picks the chains to compress: closed, start not in the registry (`is_compressed` of the
 /// start timestamp; only numbers can be registered), non-empty middle; the oldest
 /// `max(0, candidates - window)` of those; minus the chains holding a recovery output still in
@@ -84,38 +147,23 @@ pub fn select_eligible<C: Borrow<ChainRange>, M: Borrow<ChainMsg>>(
     let mut out = Eligibility::default();
     let mut candidates = Vec::new();
     for (i, chain) in chains.iter().enumerate() {
-        let chain: &ChainRange = chain.borrow();
-        let Some(end) = chain.end else {
-            continue;
-        };
-        if msgs.get(end).is_some_and(|m| m.borrow().timestamp_null) {
-            // `finalAssistantTimestamp === null`: reads as not closed.
-            continue;
-        }
-        let compressed = msgs
-            .get(chain.start)
-            .and_then(|m| m.borrow().timestamp.num())
-            .is_some_and(&is_compressed);
-        if compressed {
-            out.already_compressed.push(i);
-            continue;
-        }
-        if !chain.middle_ids.is_empty() {
-            candidates.push(i);
+        match standing(
+            chain.borrow(),
+            |m| msgs.get(m).map(Borrow::borrow),
+            &is_compressed,
+        ) {
+            Standing::Compressed => out.already_compressed.push(i),
+            Standing::Candidate => candidates.push(i),
+            Standing::Open | Standing::Empty => {}
         }
     }
-    out.candidates = candidates.len();
-    let take = take_count(candidates.len(), window);
-    for &i in candidates.iter().take(take) {
-        let Some(chain) = chains.get(i) else {
-            continue;
-        };
-        if matches_grace(chain.borrow(), in_grace)? {
-            out.deferred.push(i);
-        } else {
-            out.eligible.push(i);
-        }
-    }
+    pick(
+        &candidates,
+        |i| chains.get(i).map(Borrow::borrow),
+        window,
+        in_grace,
+        &mut out,
+    )?;
     Ok(out)
 }
 

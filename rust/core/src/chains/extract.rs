@@ -56,12 +56,23 @@ pub fn extract_chain_records<M: Borrow<ChainMsg>>(
     let Some(range) = resolve_range(&entry, views) else {
         return Ok(Vec::new());
     };
+    extract_span(
+        (range.start + 1..range.end).map_while(|i| msgs.get(i).map(|m| (i, m.borrow()))),
+        protected,
+        is_indexed,
+    )
+}
+
+/// The records of a resolved span: `span` gives the messages strictly between its start
+/// user and its final assistant, with their indices, in order.
+pub(crate) fn extract_span<'a>(
+    span: impl Iterator<Item = (usize, &'a ChainMsg)>,
+    protected: &HashSet<JsId>,
+    is_indexed: impl Fn(&JsId) -> bool,
+) -> Result<Vec<Extracted>, Throw> {
     let mut open: HashMap<&JsId, (usize, usize)> = HashMap::new();
     let mut out = Vec::new();
-    for i in range.start + 1..range.end {
-        let Some(msg) = msgs.get(i).map(Borrow::borrow) else {
-            break;
-        };
+    for (i, msg) in span {
         match (&msg.role, &msg.body) {
             (_, MsgBody::Nullish) => return Err(Throw),
             (

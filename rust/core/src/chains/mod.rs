@@ -8,6 +8,7 @@
 //! | step | module | spec |
 //! |---|---|---|
 //! | detection (`detectChains`) | `detect` | 05 section 11.1 |
+//! | the scan of a growing list, shared with its next scan | `log` | - |
 //! | eligibility (`selectEligible`: window, registry, grace) | `eligible` | 05 section 11.2 |
 //! | extraction for the deterministic backfill (`extractChainRecords`) | `extract` | 05 section 11.4 |
 //! | deterministic body (`buildDeterministicBody`) | `body`, `collate`, `iso` | 05 section 12 |
@@ -23,6 +24,7 @@ pub(crate) mod detect;
 pub(crate) mod eligible;
 pub(crate) mod extract;
 pub(crate) mod iso;
+pub mod log;
 pub mod view;
 
 pub use body::{deterministic_body, BodyError, BodyRecord};
@@ -30,4 +32,5 @@ pub use collate::locale_compare;
 pub use detect::{detect_chains, detect_chains_resumed, ChainRange, Sourced};
 pub use eligible::{select_eligible, Eligibility};
 pub use extract::{extract_chain_records, Extracted};
+pub use log::{ChainLog, Read};
 pub use view::{AssistantContent, CallView, ChainMsg, MsgBody};

@@ -99,13 +99,20 @@ impl Index {
         entry.slot = slot;
         let start = entry.start_user_timestamp;
         let key = registry_key(start);
-        match self.chain_registry.iter_mut().find(|(k, _)| *k == key) {
+        match self
+            .registry_at
+            .get(&key)
+            .and_then(|&at| self.chain_registry.get_mut(at))
+        {
             Some(existing) => {
                 let replaced = std::mem::replace(&mut existing.1, slot);
                 self.chain_order.retain(|&s| s != replaced);
                 self.changes.push(Change::Chain(replaced));
             }
-            None => self.chain_registry.push((key, slot)),
+            None => {
+                self.registry_at.insert(key, self.chain_registry.len());
+                self.chain_registry.push((key, slot));
+            }
         }
         self.changes.push(Change::Chain(slot));
         self.chain_facts.push(&entry);
@@ -145,6 +152,17 @@ impl Index {
             return None;
         }
         self.chain_facts.get(entry.slot)
+    }
+
+    /// Whether a chain starting at `start` is registered (`chainRegistry.has(start)`).
+    pub fn is_chain_registered(&self, start: f64) -> bool {
+        self.registry_at.contains_key(&registry_key(start))
+    }
+
+    /// Names the registry's state: while it stays the same, registered starts stay
+    /// registered (the registry only gains keys).
+    pub fn registry_epoch(&self) -> u64 {
+        self.registry_epoch.0
     }
 
     /// Number of registered chains.
@@ -247,6 +265,27 @@ mod tests {
             ix.chain_at(0).map(|e| e.block_id.js_string()).as_deref(),
             Some("b2")
         );
+    }
+
+    #[test]
+    fn registered_starts_and_the_registry_epoch() {
+        let mut ix = Index::new();
+        let epoch = ix.registry_epoch();
+        assert!(!ix.is_chain_registered(0.0));
+        ix.register_chain(chain("b1", -0.0));
+        ix.register_chain(chain("b2", f64::NAN));
+        ix.register_chain(chain("b3", 0.0));
+        assert!(ix.is_chain_registered(0.0) && ix.is_chain_registered(-0.0));
+        assert!(ix.is_chain_registered(-f64::NAN));
+        assert!(!ix.is_chain_registered(1.0));
+        assert_eq!(ix.chain_count(), 2);
+        assert_eq!(ix.registry_epoch(), epoch);
+        let copy = ix.clone();
+        assert_ne!(copy.registry_epoch(), epoch);
+        assert!(copy.is_chain_registered(0.0));
+        ix.clear();
+        assert_ne!(ix.registry_epoch(), epoch);
+        assert!(!ix.is_chain_registered(0.0));
     }
 
     #[test]

@@ -129,6 +129,11 @@ pub struct Index {
     /// startUserTimestamp (normalized bits) -> position in `chains` of the current entry,
     /// in first-registration order.
     chain_registry: Vec<(u64, usize)>,
+    /// startUserTimestamp (normalized bits) -> position in `chain_registry`.
+    registry_at: FastMap<u64, usize>,
+    /// Names this index's registry: another index, a clone or a cleared index has another
+    /// epoch, and while the epoch stays the registry only gains keys.
+    registry_epoch: Epoch,
     /// The positions in `chains` of the registry's entries in `getChainEntries()` order
     /// (ascending `startUserTimestamp`).
     chain_order: Vec<usize>,
@@ -167,6 +172,8 @@ impl Index {
             chains: Vec::new(),
             chain_facts: ChainFactsTable::new(),
             chain_registry: Vec::new(),
+            registry_at: FastMap::default(),
+            registry_epoch: Epoch::default(),
             chain_order: Vec::new(),
             next_block: 1.0,
             changes: Vec::new(),
@@ -202,6 +209,23 @@ impl Index {
             self.short_keys.resize(self.shorts.len(), None);
         }
         id
+    }
+}
+
+/// A number no other [`Epoch`] holds (a clone draws a new one).
+#[derive(Debug)]
+struct Epoch(u64);
+
+impl Default for Epoch {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Epoch(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Clone for Epoch {
+    fn clone(&self) -> Self {
+        Epoch::default()
     }
 }
 

@@ -26,6 +26,8 @@ pub struct BodyIndex {
     keys: StrTable,
     /// Per key id: the positions of the bodies covering it.
     positions: Vec<Positions>,
+    /// The positions of the bodies that cover no key.
+    keyless: Vec<usize>,
 }
 
 /// Ascending body positions without repeats; most keys are covered by one body.
@@ -56,6 +58,9 @@ impl BodyIndex {
 
     /// Adds the body at `position` (after every body added so far).
     pub fn add(&mut self, position: usize, body: &SummaryBody) {
+        if body.keys.is_empty() {
+            self.keyless.push(position);
+        }
         for key in &body.keys {
             let id = self.keys.intern(key);
             // A new key's id is the next position.
@@ -132,13 +137,27 @@ impl Index {
 
     /// `hasPerBatchSummaryCoveringAny(keys)`: some body shares at least one key.
     pub fn has_summary_covering_any<S: AsRef<str>>(&self, keys: &[S]) -> bool {
-        if keys.is_empty() {
-            return false;
-        }
-        let wanted: FastSet<&str> = keys.iter().map(AsRef::as_ref).collect();
-        self.summary_bodies
+        keys.iter()
+            .any(|k| !self.body_index.positions(k.as_ref()).is_empty())
+    }
+
+    /// Positions (in [`Index::summary_bodies`]) of the bodies whose keys are exactly
+    /// `keys`, in order.
+    pub fn summary_bodies_with_keys<S: AsRef<str>>(&self, keys: &[S]) -> Vec<usize> {
+        let candidates = match keys.first() {
+            Some(first) => self.body_index.positions(first.as_ref()),
+            None => &self.body_index.keyless,
+        };
+        candidates
             .iter()
-            .any(|b| b.keys.iter().any(|k| wanted.contains(k.as_str())))
+            .copied()
+            .filter(|&i| {
+                self.summary_bodies.get(i).is_some_and(|body| {
+                    body.keys.len() == keys.len()
+                        && body.keys.iter().zip(keys).all(|(a, b)| a == b.as_ref())
+                })
+            })
+            .collect()
     }
 
     /// `getPerBatchSummariesForToolCallIds(keys)`: texts of the bodies overlapping `keys`, in
@@ -154,21 +173,23 @@ impl Index {
     /// Positions (in [`Index::summary_bodies`]) of the bodies [`Index::per_batch_summaries`]
     /// returns, for callers that keep their own copy of each text.
     pub fn per_batch_summary_indices<S: AsRef<str>>(&self, keys: &[S]) -> Vec<usize> {
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        let wanted: FastSet<&str> = keys.iter().map(AsRef::as_ref).collect();
+        let mut covering: Vec<usize> = keys
+            .iter()
+            .flat_map(|k| self.body_index.positions(k.as_ref()))
+            .copied()
+            .collect();
+        covering.sort_unstable();
+        covering.dedup();
         // Exact text: two bodies that differ only in a lone surrogate are two texts.
         let mut seen: FastSet<&[u8]> = FastSet::default();
-        let mut out = Vec::new();
-        for (i, body) in self.summary_bodies.iter().enumerate() {
-            if body.keys.iter().any(|k| wanted.contains(k.as_str()))
-                && seen.insert(body.text.wtf8())
-            {
-                out.push(i);
-            }
-        }
-        out
+        covering
+            .into_iter()
+            .filter(|&i| {
+                self.summary_bodies
+                    .get(i)
+                    .is_some_and(|body| seen.insert(body.text.wtf8()))
+            })
+            .collect()
     }
 
     /// `getPerBatchSummaryTextForToolCallIds(keys)`: the overlapping texts joined with `"\n\n"`.
@@ -229,6 +250,60 @@ mod tests {
         let rebuilt = BodyIndex::new(ix.summary_bodies());
         for key in ["a@1", "b@2", "e@5", "zz"] {
             assert_eq!(rebuilt.positions(key), ix.body_index().positions(key));
+        }
+    }
+
+    #[test]
+    fn bodies_with_exactly_some_keys() {
+        let mut ix = Index::new();
+        ix.push_summary_body(keys(&["a", "b"]), "S1".to_owned());
+        ix.push_summary_body(Vec::new(), "S2".to_owned());
+        ix.push_summary_body(keys(&["a"]), "S3".to_owned());
+        ix.push_summary_body(keys(&["a", "b"]), "S4".to_owned());
+        assert_eq!(ix.summary_bodies_with_keys(&["a", "b"]), [0, 3]);
+        assert_eq!(ix.summary_bodies_with_keys(&["a"]), [2]);
+        assert_eq!(
+            ix.summary_bodies_with_keys(&["b", "a"]),
+            Vec::<usize>::new()
+        );
+        assert_eq!(ix.summary_bodies_with_keys::<&str>(&[]), [1]);
+    }
+
+    /// The lookups through the body index, against a walk over every body.
+    #[test]
+    fn indexed_lookups_equal_a_walk_over_the_bodies() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: usize| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as usize % n
+        };
+        let pool = ["a", "b", "c", "d", "e"];
+        for _ in 0..300 {
+            let mut ix = Index::new();
+            for _ in 0..next(8) {
+                let body: Vec<String> = (0..next(4)).map(|_| pool[next(5)].to_owned()).collect();
+                ix.push_summary_body(body, ["S", "T", "U"][next(3)].to_owned());
+            }
+            let query: Vec<&str> = (0..next(4)).map(|_| pool[next(5)]).collect();
+            let bodies = ix.summary_bodies();
+            let covers = |b: &SummaryBody| b.keys.iter().any(|k| query.contains(&k.as_str()));
+            assert_eq!(
+                ix.has_summary_covering_any(&query),
+                bodies.iter().any(covers)
+            );
+            let mut texts: Vec<&str> = Vec::new();
+            for body in bodies.iter().filter(|b| covers(b)) {
+                if !texts.contains(&body.text.as_str()) {
+                    texts.push(body.text.as_str());
+                }
+            }
+            assert_eq!(ix.per_batch_summaries(&query), texts);
+            let exact: Vec<usize> = (0..bodies.len())
+                .filter(|&i| bodies[i].keys == query)
+                .collect();
+            assert_eq!(ix.summary_bodies_with_keys(&query), exact);
         }
     }
 

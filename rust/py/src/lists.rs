@@ -1,0 +1,128 @@
+//! `list_prefix` and `splice`: the two list operations the live summary placer does on
+//! every model call, over the whole message list, at C speed.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::cpython;
+use crate::jsread;
+
+/// How many items of `a` and `b` from position `from` on are the very same objects.
+fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> usize {
+    // SAFETY: both lists are alive and the GIL is held; no Python code runs while their
+    // item arrays are read.
+    if let (Some(x), Some(y)) = unsafe {
+        (
+            cpython::list_items(a.as_ptr()),
+            cpython::list_items(b.as_ptr()),
+        )
+    } {
+        let (x, y) = (
+            x.get(from..).unwrap_or_default(),
+            y.get(from..).unwrap_or_default(),
+        );
+        return x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    }
+    let mut n = 0;
+    // SAFETY: as above; the items are only compared, not kept.
+    while let (Some(p), Some(q)) = unsafe {
+        (
+            jsread::list_item(a.as_ptr(), from + n),
+            jsread::list_item(b.as_ptr(), from + n),
+        )
+    } {
+        if p != q {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// How many leading items `a` and `b` have in common: the very same objects, or with
+/// `equal` items that compare equal as list equality compares them (identity first, then
+/// `==`, which may run Python code).
+#[pyfunction]
+#[pyo3(signature = (a, b, *, equal = false))]
+fn list_prefix(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, equal: bool) -> PyResult<usize> {
+    let mut same = identical_run(a, b, 0);
+    if !equal {
+        return Ok(same);
+    }
+    while let (Ok(x), Ok(y)) = (a.get_item(same), b.get_item(same)) {
+        if !x.eq(y)? {
+            break;
+        }
+        same += 1;
+        same += identical_run(a, b, same);
+    }
+    Ok(same)
+}
+
+/// A new list: the items of `messages` with the items of `groups[k]` inserted before
+/// `messages[at[k]]` (`at` ascending; a position past the end inserts at the end).
+#[pyfunction]
+fn splice<'py>(
+    messages: &Bound<'py, PyList>,
+    at: Vec<usize>,
+    groups: Vec<Bound<'py, PyList>>,
+) -> PyResult<Bound<'py, PyList>> {
+    if at.len() != groups.len() || at.windows(2).any(|w| w[0] > w[1]) {
+        return Err(PyValueError::new_err(
+            "splice: one ascending position per group",
+        ));
+    }
+    let py = messages.py();
+    let len = messages.len();
+    let inserted: usize = groups.iter().map(|g| g.len()).sum();
+    let total = ffi::Py_ssize_t::try_from(len + inserted)
+        .map_err(|_| PyValueError::new_err("splice: list too long"))?;
+    // SAFETY: the GIL is held; `PyList_New(total)` makes a list of `total` empty slots.
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(total))? };
+    let out = out.downcast_into::<PyList>()?;
+    let mut filled: ffi::Py_ssize_t = 0;
+    // Each slot is filled once, in order, with a new reference (which `PyList_SetItem`
+    // steals); no Python code runs while the lists are read, so they do not change.
+    let mut put = |list: &Bound<'py, PyList>, from: usize, to: usize| {
+        // SAFETY: `list` is a live list and the GIL is held; its item array is read while
+        // no Python code runs.
+        let items = unsafe { cpython::list_items(list.as_ptr()) };
+        for i in from..to {
+            let item = match items {
+                Some(items) => items.get(i).copied(),
+                // SAFETY: as above.
+                None => unsafe { jsread::list_item(list.as_ptr(), i) },
+            };
+            let Some(item) = item.filter(|_| filled < total) else {
+                break;
+            };
+            // SAFETY: `item` is a live object borrowed from `list`; the new reference is
+            // stolen by `PyList_SetItem` into the empty slot `filled < total` of `out`.
+            unsafe {
+                ffi::Py_INCREF(item);
+                ffi::PyList_SetItem(out.as_ptr(), filled, item);
+            }
+            filled += 1;
+        }
+    };
+    let mut done = 0;
+    for (&position, group) in at.iter().zip(&groups) {
+        let position = position.min(len);
+        put(messages, done, position);
+        put(group, 0, group.len());
+        done = position;
+    }
+    put(messages, done, len);
+    if filled != total {
+        return Err(PyValueError::new_err("splice: a list changed while read"));
+    }
+    Ok(out)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(list_prefix, m)?)?;
+    m.add_function(wrap_pyfunction!(splice, m)?)?;
+    Ok(())
+}
