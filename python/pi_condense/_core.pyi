@@ -10,6 +10,7 @@ __all__ = [
     "ABSENT",
     "ChainScan",
     "Index",
+    "IndexedEntries",
     "ProtectedMatcher",
     "RenderOptions",
     "RenderOutcome",
@@ -18,13 +19,16 @@ __all__ = [
     "bare_tool_call_id",
     "deterministic_body",
     "hash_tool_result",
+    "index_entries",
     "layout_features",
+    "list_prefix",
     "locale_compare",
     "normalize_result_text",
     "occ_key",
     "parse_occ_key",
     "reformat_json",
     "render",
+    "splice",
     "stringify",
     "stringify_bytes",
     "stringify_len",
@@ -69,6 +73,41 @@ class ProtectedMatcher:
     def tools(self) -> list[str]: ...
     @property
     def globs(self) -> list[str]: ...
+
+# --- session entries (rust/py/src/entries.rs) ---
+
+@_final
+class IndexedEntries:
+    @property
+    def read(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def last_id(self) -> str | None: ...
+    @property
+    def linear(self) -> bool: ...
+    @property
+    def previous(self) -> str | None: ...
+    @property
+    def messages(self) -> list[dict[str, _Any]]: ...
+    @property
+    def others(self) -> list[tuple[int, dict[str, _Any], _Any]]: ...
+    @property
+    def labels(self) -> list[dict[str, _Any]]: ...
+    @property
+    def warnings(self) -> list[tuple[int, str, _Any]]: ...
+    @property
+    def invalidated(self) -> bool: ...
+
+def index_entries(
+    items: list[tuple[int, dict[str, _Any]]],
+    by_id: dict[_Any, dict[str, _Any]],
+    entries: list[dict[str, _Any]],
+    linear: bool,
+    previous: str | None,
+    count: int,
+    dangling: _Any,
+) -> IndexedEntries: ...
 
 # --- index (rust/py/src/index.rs) ---
 

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod chains;
 #[doc(hidden)]
 pub mod cpython;
+mod entries;
 mod index;
 mod json;
 #[doc(hidden)]
@@ -27,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     jsread::register(m)?;
     json::register(m)?;
     keys::register(m)?;
+    entries::register(m)?;
     index::register(m)?;
     render::register(m)?;
     size_memo::register(m)?;

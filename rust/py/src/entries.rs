@@ -1,0 +1,177 @@
+//! `pi_condense._core.index_entries`: the loop of `SessionFile._index_all` for the common
+//! entries, at C speed (opening a session indexes every entry of the file).
+//!
+//! It files each entry under its string id, tells whether the file is still linear (each
+//! entry the child of the one before) and, while it is, collects the context's messages.
+//! What is rare or needs Python's rules (warnings' texts, labels, the entries the context
+//! builder reads besides messages, an id that is not an exact `str`) goes back as data, or
+//! ends the fast part: the caller goes on from there with its own loop.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+/// What the fast part did (see `SessionFile._index_all`).
+#[pyclass(module = "pi_condense._core", name = "IndexedEntries", frozen, get_all)]
+pub(crate) struct IndexedEntries {
+    /// How many of `items` it read (the caller goes on from there).
+    read: usize,
+    /// Entries indexed (extra headers are not entries).
+    count: usize,
+    /// The id of the last entry indexed (`None` when none was).
+    last_id: Option<Py<PyString>>,
+    /// Still linear, and the id of the last entry.
+    linear: bool,
+    previous: Option<Py<PyString>>,
+    /// While linear: the messages of message entries, in order.
+    messages: Py<PyList>,
+    /// While linear: `(messages before it, entry, type)` of every other entry, in order.
+    others: Py<PyList>,
+    /// Label entries, in order.
+    labels: Py<PyList>,
+    /// `(line, code, id)`: `extra-header`, `duplicate-id`, `no-message`.
+    warnings: Py<PyList>,
+    /// An id seen before, or the branch path's dangling id, was (re)filed.
+    invalidated: bool,
+}
+
+/// Indexes `items` (`(line, entry)` pairs) into `by_id` and `entries` while each entry is a
+/// dict with an exact `str` id; `linear`, `previous` and `count` carry the state of the
+/// entries indexed before (`count` of them), `dangling` is the kept branch path's dangling
+/// id (or `None`).
+#[pyfunction]
+#[pyo3(signature = (items, by_id, entries, linear, previous, count, dangling))]
+pub(crate) fn index_entries<'py>(
+    items: &Bound<'py, PyList>,
+    by_id: &Bound<'py, PyDict>,
+    entries: &Bound<'py, PyList>,
+    linear: bool,
+    previous: Option<Bound<'py, PyString>>,
+    count: usize,
+    dangling: Option<Bound<'py, PyAny>>,
+) -> PyResult<IndexedEntries> {
+    let py = items.py();
+    let (k_type, k_id, k_parent, k_message) = (
+        intern!(py, "type"),
+        intern!(py, "id"),
+        intern!(py, "parentId"),
+        intern!(py, "message"),
+    );
+    let messages = PyList::empty(py);
+    let others = PyList::empty(py);
+    let labels = PyList::empty(py);
+    let warnings = PyList::empty(py);
+    let mut linear = linear;
+    let mut previous = previous;
+    let mut count = count;
+    let mut last_id: Option<Bound<'py, PyString>> = None;
+    let mut invalidated = false;
+    let mut read = 0;
+    for item in items.iter() {
+        let item = item.downcast_into::<PyTuple>()?;
+        let Ok(entry) = item
+            .get_borrowed_item(1)?
+            .downcast_exact::<PyDict>()
+            .cloned()
+        else {
+            break;
+        };
+        let line = || item.get_borrowed_item(0).map(|l| l.to_owned());
+        let kind = entry.get_item(k_type)?;
+        let kind_text = match &kind {
+            None => None,
+            Some(k) => match k.downcast_exact::<PyString>() {
+                // A `type` that is not a str, or holds lone surrogates: the caller's loop
+                // reads it (and what follows).
+                Ok(k) => match k.to_str() {
+                    Ok(text) => Some(text),
+                    Err(_) => break,
+                },
+                Err(_) if k.is_none() => None,
+                Err(_) => break,
+            },
+        };
+        if kind_text == Some("session") {
+            warnings.append((line()?, "extra-header", py.None()))?;
+            read += 1;
+            continue;
+        }
+        let Some(id) = entry
+            .get_item(k_id)?
+            .and_then(|id| id.downcast_into_exact::<PyString>().ok())
+        else {
+            // Not an exact str: the caller's loop reads it (and what follows).
+            break;
+        };
+        count += 1;
+        let seen = by_id.contains(&id)?;
+        if seen {
+            warnings.append((line()?, "duplicate-id", id.clone()))?;
+        }
+        let is_message = kind_text == Some("message");
+        let message = if is_message {
+            entry
+                .get_item(k_message)?
+                .and_then(|m| m.downcast_into::<PyDict>().ok())
+        } else {
+            None
+        };
+        if is_message && message.is_none() {
+            warnings.append((line()?, "no-message", py.None()))?;
+        } else if kind_text == Some("label") {
+            labels.append(&entry)?;
+        }
+        if seen || dangling.as_ref().is_some_and(|d| d.eq(&id).unwrap_or(true)) {
+            invalidated = true;
+        }
+        if linear {
+            let parent = entry.get_item(k_parent)?;
+            let follows = match (&parent, &previous) {
+                (None, _) if count == 1 => true,
+                (Some(parent), _) if count == 1 => parent.is_none(),
+                (Some(parent), Some(previous)) => match parent.downcast_exact::<PyString>() {
+                    Ok(parent) => match (parent.to_str(), previous.to_str()) {
+                        (Ok(a), Ok(b)) => a == b,
+                        _ => parent.as_any().eq(previous)?,
+                    },
+                    Err(_) => false,
+                },
+                _ => false,
+            };
+            linear = !seen && follows;
+            previous = Some(id.clone());
+            if linear {
+                match (is_message, message) {
+                    (true, Some(message)) => messages.append(message)?,
+                    (true, None) => {}
+                    (false, _) => {
+                        let kind = kind.clone().map_or_else(|| py.None(), Bound::unbind);
+                        others.append((messages.len(), &entry, kind))?;
+                    }
+                }
+            }
+        }
+        by_id.set_item(&id, &entry)?;
+        entries.append(&entry)?;
+        last_id = Some(id);
+        read += 1;
+    }
+    Ok(IndexedEntries {
+        read,
+        count,
+        last_id: last_id.map(Bound::unbind),
+        linear,
+        previous: previous.map(Bound::unbind),
+        messages: messages.unbind(),
+        others: others.unbind(),
+        labels: labels.unbind(),
+        warnings: warnings.unbind(),
+        invalidated,
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<IndexedEntries>()?;
+    m.add_function(wrap_pyfunction!(index_entries, m)?)?;
+    Ok(())
+}
