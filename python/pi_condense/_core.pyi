@@ -25,6 +25,7 @@ __all__ = [
     "locale_compare",
     "normalize_result_text",
     "occ_key",
+    "parse_lines_from",
     "parse_occ_key",
     "reformat_json",
     "render",
@@ -74,7 +75,7 @@ class ProtectedMatcher:
     @property
     def globs(self) -> list[str]: ...
 
-# --- session entries (rust/py/src/entries.rs) ---
+# --- loading a session file (rust/py/src/load.rs) ---
 
 @_final
 class IndexedEntries:
@@ -99,6 +100,14 @@ class IndexedEntries:
     @property
     def invalidated(self) -> bool: ...
 
+def parse_lines_from(
+    data: bytes,
+    position: int,
+    number: int,
+    loads: _Any,
+    refused: type[BaseException],
+    objects: list[tuple[int, dict[str, _Any]]],
+) -> tuple[int, int]: ...
 def index_entries(
     items: list[tuple[int, dict[str, _Any]]],
     by_id: dict[_Any, dict[str, _Any]],

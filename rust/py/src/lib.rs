@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 mod chains;
 #[doc(hidden)]
 pub mod cpython;
-mod entries;
+mod load;
 mod index;
 mod json;
 #[doc(hidden)]
@@ -28,7 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     jsread::register(m)?;
     json::register(m)?;
     keys::register(m)?;
-    entries::register(m)?;
+    load::register(m)?;
     index::register(m)?;
     render::register(m)?;
     size_memo::register(m)?;

@@ -1,15 +1,17 @@
-//! `pi_condense._core.index_entries`: the loop of `SessionFile._index_all` for the common
-//! entries, at C speed (opening a session indexes every entry of the file).
+//! Loading a session file at C speed: the loops of `session.jsonl.parse_lines` and
+//! `SessionFile._index_all` for the common lines and entries.
 //!
-//! It files each entry under its string id, tells whether the file is still linear (each
-//! entry the child of the one before) and, while it is, collects the context's messages.
-//! What is rare or needs Python's rules (warnings' texts, labels, the entries the context
-//! builder reads besides messages, an id that is not an exact `str`) goes back as data, or
-//! ends the fast part: the caller goes on from there with its own loop.
+//! [`parse_lines_from`] hands each line's bytes to `orjson.loads` while it accepts them and
+//! gives a dict; [`index_entries`] files each entry under its string id, tells whether the
+//! file is still linear (each entry the child of the one before) and, while it is, collects
+//! the context's messages. What is rare or needs Python's rules (a line `orjson` refuses or
+//! that is not an object, warnings' texts, labels, the entries the context builder reads
+//! besides messages, an id that is not an exact `str`) goes back as data, or ends the fast
+//! part: the caller goes on from there with its own loop.
 
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::intern;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 /// What the fast part did (see `SessionFile._index_all`).
 #[pyclass(module = "pi_condense._core", name = "IndexedEntries", frozen, get_all)]
@@ -170,7 +172,46 @@ pub(crate) fn index_entries<'py>(
     })
 }
 
+/// The lines of `data` from byte `position` on (the next is line `number + 1`) given to
+/// `loads` while it accepts each and gives an exact dict: appends `(line number, dict)` to
+/// `objects` and returns the position and number where the caller's loop goes on (at the
+/// first line it did not take: refused (`refused` raised), not a dict, or the end). Only
+/// `refused` is caught; any other error of `loads` is raised.
+#[pyfunction]
+pub(crate) fn parse_lines_from<'py>(
+    data: &Bound<'py, PyBytes>,
+    mut position: usize,
+    mut number: usize,
+    loads: &Bound<'py, PyAny>,
+    refused: &Bound<'py, PyAny>,
+    objects: &Bound<'py, PyList>,
+) -> PyResult<(usize, usize)> {
+    let py = data.py();
+    let bytes = data.as_bytes();
+    while position <= bytes.len() {
+        let rest = bytes.get(position..).unwrap_or_default();
+        let Some(cut) = rest.iter().position(|&b| b == b'\n') else {
+            // The last segment (no newline after it): the caller reads it.
+            break;
+        };
+        let line = rest.get(..cut).unwrap_or_default();
+        let value = match loads.call1((PyBytes::new(py, line),)) {
+            Ok(value) => value,
+            Err(err) if err.is_instance(py, refused) => break,
+            Err(err) => return Err(err),
+        };
+        let Ok(dict) = value.downcast_into_exact::<PyDict>() else {
+            break;
+        };
+        objects.append((number + 1, dict))?;
+        number += 1;
+        position += cut + 1;
+    }
+    Ok((position, number))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(parse_lines_from, m)?)?;
     m.add_class::<IndexedEntries>()?;
     m.add_function(wrap_pyfunction!(index_entries, m)?)?;
     Ok(())
