@@ -67,6 +67,8 @@ else:
     else:
         code = 0
     sys.stderr.write(f"exit {code}\\n")
+import gc
+sys.stderr.write(f"GC {int(gc.isenabled())} {gc.get_freeze_count()}\\n")
 loaded = sorted(name for name in heavy if name in sys.modules)
 sys.stderr.write("LOADED " + json.dumps(loaded) + "\\n")
 """
@@ -204,3 +206,12 @@ def test_condense_loads_no_recovery_tool(tmp_path: Path) -> None:
     assert json.loads(stdout)["llmCalls"] > 0
     assert out.is_file()
     assert loaded == []
+
+
+def test_command_imports_are_frozen(tmp_path: Path) -> None:
+    # The objects the imports leave are moved out of the GC's reach (gc.freeze); the GC itself
+    # stays on for the command's own objects.
+    _, _, stderr = _loaded(["session", "info", str(EXAMPLE)], tmp_path)
+    enabled, frozen = stderr.splitlines()[-2].split()[1:]
+    assert enabled == "1"
+    assert int(frozen) > 10_000
