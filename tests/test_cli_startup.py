@@ -44,6 +44,13 @@ PIPELINE = (
 )
 """The pruner's own heavy parts: not needed to print the version."""
 
+RECOVERY_TOOLS = (
+    "pi_condense.tools.query",
+    "pi_condense.tools.recovery",
+    "pi_condense.tools.registry",
+)
+"""The tools a model calls: the pruner reads spill files through ``tools.spill_access`` only."""
+
 _PROBE = """
 import json, sys
 heavy = json.loads(sys.argv[1])
@@ -60,16 +67,19 @@ else:
     else:
         code = 0
     sys.stderr.write(f"exit {code}\\n")
+import gc
+sys.stderr.write(f"GC {int(gc.isenabled())} {gc.get_freeze_count()}\\n")
 loaded = sorted(name for name in heavy if name in sys.modules)
 sys.stderr.write("LOADED " + json.dumps(loaded) + "\\n")
 """
 
 
-def _loaded(argv: list[str] | None, cwd: Path) -> tuple[list[str], str, str]:
-    """The heavy modules a fresh interpreter holds after ``argv`` (None: the import alone)."""
-    heavy = [*FRAMEWORKS, *PIPELINE]
+def _loaded(
+    argv: list[str] | None, cwd: Path, heavy: tuple[str, ...] = (*FRAMEWORKS, *PIPELINE)
+) -> tuple[list[str], str, str]:
+    """The ``heavy`` modules a fresh interpreter holds after ``argv`` (None: the import alone)."""
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(heavy), json.dumps(argv)],
+        [sys.executable, "-c", _PROBE, json.dumps(list(heavy)), json.dumps(argv)],
         capture_output=True,
         cwd=cwd,
         timeout=120,
@@ -131,6 +141,21 @@ def test_public_names_still_resolve() -> None:
         pi_condense.no_such_name  # noqa: B018
 
 
+def test_tool_names_still_resolve() -> None:
+    import pi_condense.tools as tools
+    from pi_condense.tools import SessionRecovery
+    from pi_condense.tools.recovery import SessionRecovery as direct
+
+    assert SessionRecovery is direct
+    assert set(tools.__all__) <= set(dir(tools))
+    for name in tools.__all__:
+        assert getattr(tools, name) is not None
+    for module in ("base", "query", "recovery", "registry", "spill_access", "truncate"):
+        assert getattr(tools, module).__name__ == f"pi_condense.tools.{module}"
+    with pytest.raises(AttributeError, match="no_such_name"):
+        tools.no_such_name  # noqa: B018
+
+
 def test_version_loads_nothing_heavy(tmp_path: Path) -> None:
     loaded, stdout, stderr = _loaded(["--version"], tmp_path)
     assert stdout == f"pi-condense {pi_condense.__version__}\n"
@@ -169,3 +194,24 @@ def test_unknown_command_is_a_usage_error(tmp_path: Path) -> None:
     _, _, stderr = _loaded(["no-such-command"], tmp_path)
     assert "exit 2" in stderr
     assert "No such command" in stderr
+
+
+def test_condense_loads_no_recovery_tool(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text('{"enabled": true}\n')
+    out = tmp_path / "out.jsonl"
+    argv = ["condense", str(EXAMPLE), "-o", str(out), "--config", str(config), "--json"]
+    loaded, stdout, stderr = _loaded(argv, tmp_path, RECOVERY_TOOLS)
+    assert "exit 0" in stderr, stderr
+    assert json.loads(stdout)["llmCalls"] > 0
+    assert out.is_file()
+    assert loaded == []
+
+
+def test_command_imports_are_frozen(tmp_path: Path) -> None:
+    # The objects the imports leave are moved out of the GC's reach (gc.freeze); the GC itself
+    # stays on for the command's own objects.
+    _, _, stderr = _loaded(["session", "info", str(EXAMPLE)], tmp_path)
+    enabled, frozen = stderr.splitlines()[-2].split()[1:]
+    assert enabled == "1"
+    assert int(frozen) > 10_000

@@ -25,6 +25,7 @@ pruner, pydantic, rich or the corpus engines it does not use.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from typing import Any, Optional
@@ -116,6 +117,28 @@ polish(app)
 app.info.cls = _LazyGroup
 
 
+def _preload(argv: list[str]) -> None:
+    """Import the module of the command ``argv`` starts with (which typer would import a
+    moment later) with the cyclic GC paused, then freeze everything allocated so far.
+
+    The imports leave tens of thousands of objects that live as long as the process (pydantic's
+    schemas, typer, rich, our modules). Left to the GC they are walked by every older
+    collection during the command and by the collections at exit, for nothing: about a sixth
+    of the CPU time of a ``condense`` of the example. Frozen (``gc.freeze``), they never are;
+    the command's own objects are collected as before.
+    """
+    if not argv or argv[0] not in _COMMANDS:
+        return
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        importlib.import_module(f"{__name__}.{_COMMANDS[argv[0]][0]}")
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def main() -> None:
     """Console-script entry point."""
     # A lone surrogate (a tool call id cut inside a pair, a non-UTF-8 argument decoded with
@@ -124,6 +147,7 @@ def main() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    _preload(sys.argv[1:2])
     try:
         app()
     except ValueError as exc:
