@@ -398,6 +398,65 @@ def test_length_is_utf16_length_of_dumps(value: Any) -> None:
     assert jsjson.length(value) == _js_utf16_len(jsjson.dumps(value))
 
 
+class _StrKey(str):
+    pass
+
+
+# Values `dumps` refuses (as a value, or as a key): the length walk reads breadth-first, yet
+# must raise what `dumps` raises - the first problem in text order.
+_bad_values = st.sampled_from([b"x", 1j, frozenset(), object()])
+_bad_keys = st.sampled_from([1, 1.5, None, ("a",)])
+_values_with_errors = st.recursive(
+    st.one_of(_scalars, _bad_values),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.tuples(children, children),
+        st.dictionaries(st.one_of(_keys, _bad_keys, _keys.map(_StrKey)), children, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+def _outcome(f: Callable[[Any], Any], value: Any) -> tuple[str, str]:
+    try:
+        f(value)
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", ""
+
+
+@settings(max_examples=500)
+@given(st.lists(_values_with_errors, max_size=6))
+def test_length_raises_the_first_error_in_text_order(value: list[Any]) -> None:
+    want = _outcome(jsjson.dumps, value)
+    assert _outcome(jsjson.length, value)[:2] == want
+    if want[0] == "ok":
+        assert jsjson.length(value) == _js_utf16_len(jsjson.dumps(value))
+
+
+def test_length_error_order_examples() -> None:
+    for value in (
+        [[[[{1: 2}]]], b"x"],
+        [{"a": [[[object()]]]}, {2: 1}],
+        {"a": {"b": {"c": 1j}}, "z": b"x"},
+        [[[[[]]]]] * 3 + [{None: 1}, set()],
+    ):
+        assert _outcome(jsjson.length, value) == _outcome(jsjson.dumps, value)
+        assert _outcome(jsjson.length, value)[0] == "TypeError"
+
+
+def test_cycles_with_many_self_references_fail_fast() -> None:
+    # Breadth-first, each level of a value holding itself twice would double the queue.
+    cycle: dict[str, Any] = {}
+    for key in "abcdefgh":
+        cycle[key] = cycle
+    doubled: list[Any] = []
+    doubled.extend([doubled, doubled, doubled])
+    for value in (cycle, [cycle], doubled, [1, doubled, {"x": cycle}]):
+        with pytest.raises(ValueError, match="circular"):
+            jsjson.length(value)
+
+
 @settings(max_examples=300)
 @given(_values)
 def test_dumps_loads_round_trip(value: Any) -> None:

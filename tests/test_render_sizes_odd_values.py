@@ -77,3 +77,16 @@ def test_a_value_json_cannot_hold_raises_the_walks_error(odd: Any, error: str) -
     messages[1]["usage"] = odd
     with pytest.raises(TypeError, match=error):
         render(messages, state, NO_CHAIN)
+
+
+def test_the_first_error_in_list_order_is_raised() -> None:
+    # The measuring walk reads the messages breadth-first: a problem deep in a message
+    # still comes before a shallow one in a later message, as JSON.stringify meets them.
+    messages, state = example()
+    messages[1]["usage"] = {"deep": [[[[{"odd": {1, 2}}]]]]}
+    messages[2]["details"] = b"x"
+    with pytest.raises(TypeError, match="set"):
+        render(messages, state, NO_CHAIN)
+    messages[1]["usage"] = {"deep": [[[[{"fine": 1}]]]], "later": {3: "key"}}
+    with pytest.raises(TypeError, match="keys must be str"):
+        render(messages, state, NO_CHAIN)

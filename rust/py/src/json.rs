@@ -6,9 +6,13 @@
 //! only. Where the layout is verified, the characters of compact ASCII strings and the
 //! items of lists are read in place (`cpython.rs`).
 //!
-//! `stringify_len` (and render's sizes) walk values with an explicit stack, prefetching
-//! the objects a few steps ahead, caching the lengths of dict keys (by object, within one
-//! walk) and of doubles, and counting escaped UTF-16 units many bytes at a time.
+//! `stringify_len` (and render's sizes) walk values breadth-first through a queue (`fifo`):
+//! the objects read next are those queued first, so each is requested from memory a fixed
+//! number of steps before it is read, and many are in flight at once. A value that cannot be
+//! measured is measured again depth-first (an explicit stack, in text order) for the error
+//! `stringify` raises; so is every value when a size memo records its trail. Both walks
+//! cache the lengths of dict keys (by object, within one walk) and of doubles, and count
+//! escaped UTF-16 units many bytes at a time.
 
 use std::cell::Cell;
 use std::ptr::{self, addr_of_mut};
@@ -24,6 +28,8 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 
 use crate::size_memo::{release, Recorded, Trail};
+
+mod fifo;
 
 #[cfg(not(windows))]
 use crate::cpython::PyUnicode_AsUTF8AndSize;
@@ -641,6 +647,10 @@ pub(crate) struct Measurer {
     trails: Vec<Option<Recorded>>,
     /// The trail buffer between recordings.
     spare: Option<Trail>,
+    /// The queue of the breadth-first walk (`fifo`), kept between walks.
+    fifo: fifo::Fifo,
+    /// Per element of the breadth-first walk, how many of its objects are queued.
+    pending: Vec<u32>,
 }
 
 impl Measurer {
@@ -653,6 +663,8 @@ impl Measurer {
             trail: None,
             trails: Vec::new(),
             spare: None,
+            fifo: fifo::Fifo::default(),
+            pending: Vec::new(),
         }
     }
 
@@ -791,8 +803,31 @@ impl Measurer {
     ) -> PyResult<usize> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
+            if self.trail.is_none() {
+                let mut lens = [0usize];
+                if self.fifo_each_then(py, &[root], &mut lens, &mut |_, _| Ok(()))? == 1 {
+                    return Ok(lens[0]);
+                }
+            }
+            self.len_at(py, root, 0)
+        }
+    }
+
+    /// [`Measurer::len`] depth-first (text order: the first error is the one `stringify`
+    /// raises), of a value inside `depth` containers.
+    ///
+    /// # Safety
+    /// `root` must be a live object and the GIL held.
+    unsafe fn len_at(
+        &mut self,
+        py: Python<'_>,
+        root: *mut ffi::PyObject,
+        depth: u32,
+    ) -> PyResult<usize> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
             self.steps.clear();
-            self.steps.push(Step::Value(root, 0));
+            self.steps.push(Step::Value(root, depth));
             let mut total = 0usize;
             self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
             Ok(total)
@@ -866,9 +901,13 @@ impl Measurer {
         }
     }
 
-    /// `JSON.stringify(item).length` of every item of a list, calling `then(i, item)`
-    /// right after item `i` is measured (while its objects are still in the CPU caches).
-    /// `then` must not run Python code.
+    /// `JSON.stringify(item).length` of every item of a list, calling `then(i, item)`, in
+    /// order, right after item `i` is measured (while its objects are still in the CPU
+    /// caches). `then` must not run Python code.
+    ///
+    /// The items are measured breadth-first, a few at a time (`fifo`); from the first one
+    /// that cannot be measured on, depth-first in text order, so that the error raised, and
+    /// the calls of `then` before it, are those of a walk in text order.
     ///
     /// # Safety
     /// `list` must be a live list and the GIL held.
@@ -885,9 +924,27 @@ impl Measurer {
                 return Err(PyErr::fetch(py));
             }
             let count = usize::try_from(len).unwrap_or(0);
+            let mut lens = vec![0usize; count];
+            let mut from = 0;
+            if self.trail.is_none() {
+                let items: Vec<*mut ffi::PyObject> = match list_items(list) {
+                    Some(items) => items.to_vec(),
+                    None => (0..len).map(|i| ffi::PyList_GetItem(list, i)).collect(),
+                };
+                if items.iter().any(|item| item.is_null()) {
+                    return Err(PyErr::fetch(py));
+                }
+                from = self.fifo_each_then(py, &items, &mut lens, &mut then)?;
+                if from == count {
+                    return Ok(lens);
+                }
+                // Measuring item `from` failed: from there on in text order, for the
+                // error `stringify` raises.
+                lens.iter_mut().skip(from).for_each(|l| *l = 0);
+            }
             self.steps.clear();
-            self.steps.reserve(2 * count);
-            for i in (0..len).rev() {
+            self.steps.reserve(2 * (count - from));
+            for i in (from as ffi::Py_ssize_t..len).rev() {
                 let item = ffi::PyList_GetItem(list, i);
                 if item.is_null() {
                     return Err(PyErr::fetch(py));
@@ -895,7 +952,6 @@ impl Measurer {
                 self.steps.push(Step::End(usize::try_from(i).unwrap_or(0)));
                 self.steps.push(Step::Value(item, 0));
             }
-            let mut lens = vec![0usize; count];
             let mut total = 0usize;
             self.walk(py, &mut total, &mut lens, &mut |i| {
                 let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));

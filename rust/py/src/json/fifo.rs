@@ -1,0 +1,260 @@
+//! The breadth-first length walk: values measured in the order they were queued, so that
+//! the objects the walk reads next are known (and requested from memory) well ahead.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use super::{
+    check_depth, float_number, int_number, kind, seq_item, seq_len, unsupported, Kind,
+    Measurer,
+};
+use crate::cpython::{list_items, prefetch, prefetch_body};
+
+type Obj = *mut ffi::PyObject;
+
+/// An object queued by the walk: the value, the element of the measured list it belongs
+/// to, and how many containers are around it.
+#[derive(Clone, Copy)]
+pub(super) struct Queued {
+    obj: Obj,
+    owner: u32,
+    depth: u32,
+}
+
+/// A first-in first-out queue of [`Queued`] objects (a ring of a power-of-two size).
+#[derive(Default)]
+pub(super) struct Fifo {
+    ring: Vec<Queued>,
+    head: usize,
+    len: usize,
+}
+
+impl Fifo {
+    fn clear(&mut self) {
+        self.head = 0;
+        self.len = 0;
+    }
+
+    #[inline(always)]
+    fn push(&mut self, item: Queued) {
+        if self.len == self.ring.len() {
+            self.grow();
+        }
+        let mask = self.ring.len() - 1;
+        if let Some(slot) = self.ring.get_mut((self.head + self.len) & mask) {
+            *slot = item;
+        }
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let capacity = (self.ring.len() * 2).max(256);
+        let mut ring = Vec::with_capacity(capacity);
+        ring.extend((0..self.len).filter_map(|i| self.get(i)));
+        ring.resize(
+            capacity,
+            Queued {
+                obj: std::ptr::null_mut(),
+                owner: 0,
+                depth: 0,
+            },
+        );
+        self.ring = ring;
+        self.head = 0;
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<Queued> {
+        if self.len == 0 {
+            return None;
+        }
+        let item = self.ring.get(self.head).copied();
+        self.head = (self.head + 1) & (self.ring.len() - 1);
+        self.len -= 1;
+        item
+    }
+
+    /// The item `i` places behind the head.
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<Queued> {
+        if i < self.len {
+            self.ring
+                .get((self.head + i) & (self.ring.len() - 1))
+                .copied()
+        } else {
+            None
+        }
+    }
+}
+
+/// Roots are queued while fewer than this many objects are.
+const REFILL: usize = 48;
+/// How far behind the head an object's header is prefetched.
+const AHEAD_HEADER: usize = 24;
+/// How far behind the head what an object points to is prefetched.
+const AHEAD_BODY: usize = 12;
+/// Containers met while more than this many objects are queued are measured depth-first
+/// (bounds the queue on self-referencing values, which the depth limit then stops).
+const QUEUE_CAP: usize = 1 << 16;
+
+impl Measurer {
+    /// Measures `items` breadth-first, adding each one's length to `lens[i]` and calling
+    /// `then(i, item)` once item `i` (and every one before it) is measured. Stops at the
+    /// first item whose measuring fails (not raised: the caller measures it again in text
+    /// order, for the error `stringify` raises) and returns how many leading items were
+    /// measured and handed to `then`; an error of `then` is returned as such.
+    ///
+    /// # Safety
+    /// Every item must be a live object and the GIL held; no Python code runs.
+    pub(super) unsafe fn fifo_each_then(
+        &mut self,
+        py: Python<'_>,
+        items: &[Obj],
+        lens: &mut [usize],
+        then: &mut dyn FnMut(usize, Obj) -> PyResult<()>,
+    ) -> PyResult<usize> {
+        let n = items.len().min(lens.len()).min(u32::MAX as usize);
+        let mut queue = std::mem::take(&mut self.fifo);
+        queue.clear();
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        pending.resize(n, 0);
+        let (mut next, mut done) = (0usize, 0usize);
+        let result = loop {
+            while queue.len < REFILL && next < n {
+                if let (Some(&obj), Some(p)) = (items.get(next), pending.get_mut(next)) {
+                    queue.push(Queued {
+                        obj,
+                        owner: next as u32,
+                        depth: 0,
+                    });
+                    *p = 1;
+                }
+                next += 1;
+            }
+            let Some(item) = queue.pop() else {
+                break Ok(done);
+            };
+            if let Some(ahead) = queue.get(AHEAD_HEADER) {
+                prefetch(ahead.obj);
+            }
+            if let Some(ahead) = queue.get(AHEAD_BODY) {
+                // SAFETY: queued objects are live (held by the containers being walked).
+                unsafe { prefetch_body(ahead.obj) };
+            }
+            // SAFETY: the caller's contract; the object is held by its container.
+            let Ok((len, queued)) = (unsafe { self.visit(py, item, &mut queue) }) else {
+                break Ok(done);
+            };
+            let owner = item.owner as usize;
+            if let Some(l) = lens.get_mut(owner) {
+                *l += len;
+            }
+            if let Some(p) = pending.get_mut(owner) {
+                *p = *p + queued - 1;
+            }
+            while done < next && pending.get(done) == Some(&0) {
+                if let Some(&obj) = items.get(done) {
+                    if let Err(err) = then(done, obj) {
+                        self.fifo = queue;
+                        self.pending = pending;
+                        return Err(err);
+                    }
+                }
+                done += 1;
+            }
+        };
+        self.fifo = queue;
+        self.pending = pending;
+        result
+    }
+
+    /// Measures one queued object: its length without its members' (queued), and how many
+    /// members were queued.
+    ///
+    /// # Safety
+    /// `item.obj` must be a live object and the GIL held.
+    #[inline(always)]
+    unsafe fn visit(
+        &mut self,
+        py: Python<'_>,
+        item: Queued,
+        queue: &mut Fifo,
+    ) -> PyResult<(usize, u32)> {
+        let Queued { obj, owner, depth } = item;
+        // SAFETY: the caller's contract.
+        unsafe {
+            Ok(match kind(obj) {
+                Kind::Str => (self.str_len(py, obj)?, 0),
+                Kind::Null | Kind::True => (4, 0),
+                Kind::False => (5, 0),
+                Kind::Int => {
+                    let number = int_number(py, obj)?;
+                    (self.number_len(&number), 0)
+                }
+                Kind::Float => {
+                    let number = float_number(py, obj)?;
+                    (self.number_len(&number), 0)
+                }
+                Kind::Other => return Err(unsupported(py, obj)),
+                kind @ (Kind::Dict | Kind::List | Kind::Tuple) => {
+                    check_depth(depth as usize)?;
+                    if queue.len > QUEUE_CAP {
+                        return Ok((self.len_at(py, obj, depth)?, 0));
+                    }
+                    let inner = depth + 1;
+                    let mut count = 0usize;
+                    let mut extra = 0usize;
+                    let mut push = |value: Obj| {
+                        queue.push(Queued {
+                            obj: value,
+                            owner,
+                            depth: inner,
+                        });
+                    };
+                    match kind {
+                        Kind::Dict => {
+                            let (mut pos, mut key, mut value) =
+                                (0, std::ptr::null_mut(), std::ptr::null_mut());
+                            while ffi::PyDict_Next(obj, &mut pos, &mut key, &mut value) != 0 {
+                                extra += self.key_len(py, key)?;
+                                push(value);
+                                count += 1;
+                            }
+                        }
+                        _ => {
+                            let is_list = matches!(kind, Kind::List);
+                            match list_items(obj).filter(|_| is_list) {
+                                Some(items) => {
+                                    for &value in items {
+                                        push(value);
+                                    }
+                                    count = items.len();
+                                }
+                                None => {
+                                    let len = seq_len(obj, is_list);
+                                    if len < 0 {
+                                        return Err(PyErr::fetch(py));
+                                    }
+                                    for i in 0..len {
+                                        let value = seq_item(obj, is_list, i);
+                                        if value.is_null() {
+                                            return Err(PyErr::fetch(py));
+                                        }
+                                        push(value);
+                                    }
+                                    count = usize::try_from(len).unwrap_or(0);
+                                }
+                            }
+                        }
+                    }
+                    (
+                        2 + count.saturating_sub(1) + extra,
+                        u32::try_from(count).unwrap_or(u32::MAX),
+                    )
+                }
+            })
+        }
+    }
+}
