@@ -430,8 +430,7 @@ enum Open {
         dict: *mut ffi::PyObject,
         pos: ffi::Py_ssize_t,
         first: bool,
-        last_index: Option<u32>,
-        seen_other: bool,
+        order: KeyOrder,
         mark: Mark,
     },
     /// A dict whose array-index keys must move first.
@@ -440,6 +439,32 @@ enum Open {
         order: std::vec::IntoIter<usize>,
         first: bool,
     },
+}
+
+/// Whether a dict's keys, read in its own order, are still in JS order: array-index keys
+/// first, ascending, then the others (`JSON.stringify` follows the object's key order).
+#[derive(Default)]
+struct KeyOrder {
+    last_index: Option<u32>,
+    seen_other: bool,
+}
+
+impl KeyOrder {
+    /// Takes the next key's array index (`None`: not an array index); false when that key
+    /// breaks the order (the dict must be written reordered).
+    fn accepts(&mut self, index: Option<u32>) -> bool {
+        match index {
+            Some(i) if self.seen_other || self.last_index.is_some_and(|l| i <= l) => false,
+            Some(i) => {
+                self.last_index = Some(i);
+                true
+            }
+            None => {
+                self.seen_other = true;
+                true
+            }
+        }
+    }
 }
 
 /// The members of a dict, for writing in JS key order.
@@ -462,6 +487,34 @@ unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open
             members,
             first: true,
         })
+    }
+}
+
+/// The array index of a dict key (`None`: not one, or not a key `stringify` accepts).
+///
+/// # Safety
+/// `key` must be a live object and the GIL held.
+unsafe fn key_index(py: Python<'_>, key: *mut ffi::PyObject) -> Option<u32> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe { read_key(py, key) }.ok().and_then(|text| text.array_index())
+}
+
+/// Whether `stringify` writes a dict (of `str` keys) in another order than its own.
+///
+/// # Safety
+/// `dict` must be a live dict and the GIL held.
+#[cold]
+unsafe fn reorders(py: Python<'_>, dict: *mut ffi::PyObject) -> bool {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        let mut order = KeyOrder::default();
+        let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+        while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+            if !order.accepts(key_index(py, key)) {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -489,8 +542,7 @@ unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -
                             dict: obj,
                             pos: 0,
                             first: true,
-                            last_index: None,
-                            seen_other: false,
+                            order: KeyOrder::default(),
                             mark,
                         });
                     }
@@ -541,8 +593,7 @@ unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -
                     dict,
                     pos,
                     first,
-                    last_index,
-                    seen_other,
+                    order,
                     mark,
                 } => {
                     let (mut key, mut value) = (ptr::null_mut(), ptr::null_mut());
@@ -552,18 +603,7 @@ unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -
                         continue;
                     }
                     let text = read_key(py, key)?;
-                    let in_order = match text.array_index() {
-                        Some(i) if *seen_other || last_index.is_some_and(|l| i <= l) => false,
-                        Some(i) => {
-                            *last_index = Some(i);
-                            true
-                        }
-                        None => {
-                            *seen_other = true;
-                            true
-                        }
-                    };
-                    if in_order {
+                    if order.accepts(text.array_index()) {
                         w.element(*first);
                         *first = false;
                         text.write_key(w);
@@ -668,6 +708,60 @@ impl Measurer {
         }
     }
 
+    /// Queues the members of a dict with a key that is not an exact `str` as `stringify`
+    /// reads them, so that the first error is the one it raises: each key right before its
+    /// value; from the first array-index key out of JS order on (where `stringify` restarts
+    /// the dict reordered), every remaining key, then the values not yet queued in JS key
+    /// order. Returns the number of members.
+    ///
+    /// # Safety
+    /// `dict` must be a live dict and the GIL held.
+    #[cold]
+    unsafe fn push_members(
+        &mut self,
+        py: Python<'_>,
+        dict: *mut ffi::PyObject,
+        depth: u32,
+    ) -> usize {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe {
+            let mut members = Vec::new();
+            let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
+            while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
+                members.push((key, value));
+            }
+            let mut order = KeyOrder::default();
+            let mut reordered_from = None;
+            for (i, &(key, _)) in members.iter().enumerate() {
+                if ffi::PyUnicode_Check(key) == 0 {
+                    // Refused in text order, before any reordering.
+                    break;
+                }
+                if !order.accepts(key_index(py, key)) {
+                    reordered_from = Some(i);
+                    break;
+                }
+            }
+            let split = reordered_from.unwrap_or(members.len());
+            for &(key, value) in members.get(..split).unwrap_or_default() {
+                self.steps.push(Step::Key(key));
+                self.steps.push(Step::Value(value, depth + 1));
+            }
+            if reordered_from.is_some() {
+                let rest = members.get(split..).unwrap_or_default();
+                self.steps.extend(rest.iter().map(|&(key, _)| Step::Key(key)));
+                let indices: Vec<Option<u32>> =
+                    members.iter().map(|&(key, _)| key_index(py, key)).collect();
+                for i in js_key_order(&indices) {
+                    if let Some(&(_, value)) = members.get(i).filter(|_| i >= split) {
+                        self.steps.push(Step::Value(value, depth + 1));
+                    }
+                }
+            }
+            members.len()
+        }
+    }
+
     /// Quoted length of a dict key (plus the colon).
     ///
     /// # Safety
@@ -675,19 +769,30 @@ impl Measurer {
     #[inline]
     unsafe fn key_len(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
+        Ok(unsafe { self.key_info(py, key) }? >> 1)
+    }
+
+    /// Twice [`Measurer::key_len`], plus one when the key is an array index.
+    ///
+    /// # Safety
+    /// `key` must be a live object and the GIL held.
+    #[inline]
+    unsafe fn key_info(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
             let address = key as usize;
             let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
-            if let Some(&(cached, len)) = self.keys.get(slot) {
+            if let Some(&(cached, info)) = self.keys.get(slot) {
                 if cached == address {
-                    return Ok(len);
+                    return Ok(info);
                 }
             }
-            let len = read_key(py, key)?.escaped_len() + 1;
+            let text = read_key(py, key)?;
+            let info = (text.escaped_len() + 1) << 1 | usize::from(text.array_index().is_some());
             if let Some(entry) = self.keys.get_mut(slot) {
-                *entry = (address, len);
+                *entry = (address, info);
             }
-            Ok(len)
+            Ok(info)
         }
     }
 
@@ -759,30 +864,34 @@ impl Measurer {
             let mut count = 0usize;
             let mut keys_len = 0usize;
             let mut plain = true;
+            let mut indexed = false;
             let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
             while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
                 if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
                     plain = false;
                     break;
                 }
-                keys_len += self.key_len(py, key)?;
+                let info = self.key_info(py, key)?;
+                keys_len += info >> 1;
+                indexed |= info & 1 != 0;
                 if let Some(trail) = self.trail.as_mut() {
                     trail.key(key);
                 }
                 self.steps.push(Step::Value(value, depth + 1));
                 count += 1;
             }
+            // Array-index keys out of JS order: `stringify` writes the values in another order,
+            // and the first error must be its (rare: measured as a dict with odd keys).
+            if plain && indexed && reorders(py, dict) {
+                plain = false;
+            }
             if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
                 trail.close_dict(at, count, plain);
             }
             if !plain {
                 self.steps.truncate(base);
-                (pos, count, keys_len) = (0, 0, 0);
-                while ffi::PyDict_Next(dict, &mut pos, &mut key, &mut value) != 0 {
-                    self.steps.push(Step::Key(key));
-                    self.steps.push(Step::Value(value, depth + 1));
-                    count += 1;
-                }
+                keys_len = 0;
+                count = self.push_members(py, dict, depth);
             }
             if let Some(members) = self.steps.get_mut(base..) {
                 // [k1, v1, k2, v2] -> [v2, k2, v1, k1]: popped as k1, v1, k2, v2.
