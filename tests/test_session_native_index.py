@@ -132,3 +132,32 @@ def test_appended_entries_that_refile_a_branch_id_drop_the_kept_branch(
         f.write("".join(json.dumps(e) + "\n" for e in [again, *more]))
     session.refresh()
     assert [e["id"] for e in session.branch()] == ["e2", "e3", "e10", "x0", "x1", "x2"]
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_loading_pauses_the_collector_and_leaves_it_as_it_was(
+    running: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parsed entries live as long as the session: the cyclic collector is off while they
+    # are built, and back to what it was afterwards.
+    import gc
+
+    entries = [_entry("user", n, f"e{n}", f"e{n - 1}" if n else None) for n in range(100)]
+    text = json.dumps(HEADER) + "\n" + "".join(json.dumps(e) + "\n" for e in entries)
+    seen: list[bool] = []
+    real = session_file._core.index_entries
+
+    def observed(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(session_file._core, "index_entries", observed)
+    was = gc.isenabled()
+    try:
+        (gc.enable if running else gc.disable)()
+        session = _load(text, 1, monkeypatch)
+        assert gc.isenabled() is running
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False]
+    assert len(session.build_context().messages) == 100

@@ -34,17 +34,16 @@ before every prompt, as a new ``pi --continue`` process would.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import gc
 import os
 from collections import Counter
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
+from .collector import collector_paused
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
@@ -174,18 +173,6 @@ class ReplayResult:
         files["meta.json"] = jsjson.dumps(self.meta(), 2) + "\n"
         for name, text in files.items():
             (root / name).write_bytes(text.encode("utf-8"))
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block (resumed only if it was running)."""
-    running = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if running:
-            gc.enable()
 
 
 def _has_tool_calls(message: Mapping[str, Any]) -> bool:
@@ -403,7 +390,7 @@ class _Replayer:
         # `_context_call` returns: with the cyclic collector paused until then they are
         # freed by reference counting instead of surviving a collection into the old
         # generation, whose growth starts full collections of the whole (large) heap.
-        with _collector_paused():
+        with collector_paused():
             await self._context_call(assistant)
 
     async def _context_call(self, assistant: Mapping[str, Any]) -> None:

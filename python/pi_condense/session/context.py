@@ -199,6 +199,10 @@ class ContextBuilder:
         caller counts it in :attr:`length`)."""
         if kind in STATE_ENTRY_TYPES:
             self.customs.append(entry)
+        self.feed_other_messages(entry, kind)
+
+    def feed_other_messages(self, entry: dict[str, Any], kind: Any) -> None:
+        """:meth:`feed_other` but for :attr:`customs` (the caller collects those)."""
         if kind == "custom_message" or kind == "branch_summary":
             _emit(entry, self.messages)
         elif kind == "thinking_level_change":

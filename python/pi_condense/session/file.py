@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional, Union, cast
 
 from .. import _core
+from ..collector import collector_paused
 from ..errors import SessionError
 from ..flock import unlock
 from ..fsio import fsync_dir
@@ -173,7 +174,8 @@ class SessionFile:
         finally:
             os.close(fd)
         session = cls._blank(name, os.path.dirname(name), clock, id_source)
-        session._load_bytes(data, name)
+        with collector_paused():
+            session._load_bytes(data, name)
         return session
 
     @classmethod
@@ -189,7 +191,8 @@ class SessionFile:
         """Load a session from its text into an in-memory session (appends stay in memory)."""
         data = text.encode("utf-8", errors="surrogatepass") if isinstance(text, str) else text
         session = cls._blank(None, session_dir, clock, id_source)
-        session._load_bytes(data, name)
+        with collector_paused():
+            session._load_bytes(data, name)
         return session
 
     @classmethod
@@ -392,11 +395,12 @@ class SessionFile:
             for label_entry in fast.labels:
                 self._label(label_entry)
             if builder is not None and fast.linear:
+                builder.customs.extend(fast.customs)
                 done = 0
                 for before, other, kind in fast.others:
                     builder.messages.extend(fast.messages[done:before])
                     done = before
-                    builder.feed_other(other, kind)
+                    builder.feed_other_messages(other, kind)
                 builder.messages.extend(fast.messages[done:])
             if fast.invalidated:
                 cached = None

@@ -27,8 +27,11 @@ pub(crate) struct IndexedEntries {
     previous: Option<Py<PyString>>,
     /// While linear: the messages of message entries, in order.
     messages: Py<PyList>,
-    /// While linear: `(messages before it, entry, type)` of every other entry, in order.
+    /// While linear: `(messages before it, entry, type)` of every other entry but `custom`
+    /// ones, in order.
     others: Py<PyList>,
+    /// While linear: the `custom` and `custom_message` entries (the pruner's state), in order.
+    customs: Py<PyList>,
     /// Label entries, in order.
     labels: Py<PyList>,
     /// `(line, code, id)`: `extra-header`, `duplicate-id`, `no-message`.
@@ -61,6 +64,7 @@ pub(crate) fn index_entries<'py>(
     );
     let messages = PyList::empty(py);
     let others = PyList::empty(py);
+    let customs = PyList::empty(py);
     let labels = PyList::empty(py);
     let warnings = PyList::empty(py);
     let mut linear = linear;
@@ -147,8 +151,13 @@ pub(crate) fn index_entries<'py>(
                     (true, Some(message)) => messages.append(message)?,
                     (true, None) => {}
                     (false, _) => {
-                        let kind = kind.clone().map_or_else(|| py.None(), Bound::unbind);
-                        others.append((messages.len(), &entry, kind))?;
+                        if matches!(kind_text, Some("custom" | "custom_message")) {
+                            customs.append(&entry)?;
+                        }
+                        if kind_text != Some("custom") {
+                            let kind = kind.clone().map_or_else(|| py.None(), Bound::unbind);
+                            others.append((messages.len(), &entry, kind))?;
+                        }
                     }
                 }
             }
@@ -166,6 +175,7 @@ pub(crate) fn index_entries<'py>(
         previous: previous.map(Bound::unbind),
         messages: messages.unbind(),
         others: others.unbind(),
+        customs: customs.unbind(),
         labels: labels.unbind(),
         warnings: warnings.unbind(),
         invalidated,
