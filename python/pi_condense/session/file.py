@@ -93,6 +93,8 @@ class SessionFile:
     _migrate_v1: bool
     _migrate_v3: bool
     _v1_prev: Any
+    # Every object of the file in order (the header first): what a version 1 entry's
+    # firstKeptEntryIndex counts. Kept only while version 1 entries are migrated.
     _file_objects: list[dict[str, Any]]
     _entries: list[dict[str, Any]]
     _by_id: dict[Any, dict[str, Any]]
@@ -321,9 +323,10 @@ class SessionFile:
     def _absorb(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> int:
         """Migrate (as Pi would on load) and index parsed objects; returns the entry count."""
         items = objects if isinstance(objects, list) else list(objects)
-        self._file_objects.extend([obj for _, obj in items])
         if not (self._migrate_v1 or self._migrate_v3):
             return self._index_all(items)
+        if self._migrate_v1:
+            self._file_objects.extend([obj for _, obj in items])
         count = 0
         for line, obj in items:
             if obj.get("type") != "session":
@@ -854,7 +857,8 @@ class SessionFile:
                     f"{self._path}: cannot append entry: {exc.strerror or exc}"
                 ) from exc
         self._consumed(payload)
-        self._file_objects.append(stored)
+        if self._migrate_v1:
+            self._file_objects.append(stored)
         self._index(stored, self._lines)
         self._v1_prev = entry_id
         self._leaf = entry_id
