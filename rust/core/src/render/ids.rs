@@ -46,6 +46,15 @@ impl ResultKeys {
         self
     }
 
+    /// Room for the keys of `messages` more messages, allocated at once rather than by a
+    /// growing copy (about half of a history's messages are tool results; a key is an id of
+    /// some 30 characters, `@` and a 13-digit timestamp).
+    pub(crate) fn reserve_for(&mut self, messages: usize) {
+        let results = messages / 2 + 1;
+        self.text.reserve(results.saturating_mul(48));
+        self.spans.reserve(results);
+    }
+
     /// How many leading messages are keyed already (see [`ResultKeys::reusable`]).
     pub(crate) fn prefix(&self) -> usize {
         self.prefix

@@ -221,6 +221,7 @@ pub(crate) fn stub_replace_deferred<'s, S: IdStr, St: RenderState + ?Sized>(
     let mut items: Option<Vec<Item>> = None;
     let mut hint = 0;
     let reused = phase1.keys.prefix().min(msgs.len());
+    phase1.keys.reserve_for(msgs.len() - reused);
     let mut cursor = 0;
     for (i, msg) in msgs.iter().enumerate() {
         if msg.role != Role::ToolResult {

@@ -792,7 +792,10 @@ pub(crate) unsafe fn measure_and_read<'a>(
 ) -> PyResult<Measured<'a>> {
     // SAFETY: the caller upholds this function's `# Safety` contract.
     unsafe {
-        let mut views = Vec::new();
+        let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
+        // One view per message: allocated at once (a view is large; growing the vector
+        // would copy them all again and again).
+        let mut views = Vec::with_capacity(count);
         // Where the objects each read view borrows from end in `borrowed` (by list position).
         let mut spans: Vec<(usize, usize)> = Vec::new();
         let Some(memo) = memo else {
