@@ -6,10 +6,10 @@ command line's start-up, which imports this package first) costs only the native
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._core import __version__
+from .lazy import lazy_names
 
 # Eager: the name is also a submodule's, which an import of it would bind here instead.
 from .render import RenderDiagnostic, RenderResult, render
@@ -70,14 +70,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME})
+__getattr__, __dir__ = lazy_names(__name__, globals(), _HOME)

@@ -27,7 +27,6 @@ use super::apply::{build, Writer};
 use super::extract::Reader;
 use super::options::{PyRenderOptions, PyRenderOutcome};
 use super::sizes::ArgLens;
-use crate::cpython::list_items as list_slice;
 use crate::index::PyIndex;
 use crate::json::Measurer;
 use crate::jsread::{Keys, Obj};
@@ -184,20 +183,6 @@ impl ResumeStats {
     }
 }
 
-/// The items of `list` (borrowed: the list holds them).
-///
-/// # Safety
-/// `list` must be a live list and the GIL held.
-unsafe fn items_of(list: Obj) -> Vec<Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        match list_slice(list) {
-            Some(items) => items.to_vec(),
-            None => crate::jsread::list_items(list).collect(),
-        }
-    }
-}
-
 /// The render of `messages` resumed from the memo's continuation, or `None` when there is
 /// none that applies (the caller renders the whole list; the continuation is retired).
 pub(super) fn resume(
@@ -212,7 +197,7 @@ pub(super) fn resume(
         return Ok(None);
     };
     // SAFETY: the list is alive (the caller holds it) and the GIL is held.
-    let items = unsafe { items_of(messages.as_ptr()) };
+    let items: Vec<Obj> = unsafe { crate::jsread::list_items(messages.as_ptr()) }.collect();
     let n_old = cont.inputs.len();
     let same = cont.index == index.instance()
         && cont.options == options.stamp
