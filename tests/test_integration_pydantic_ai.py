@@ -309,9 +309,7 @@ def test_written_back_history_is_recognised(tmp_path: Path) -> None:
 
 # Fields that differ between two runs of the same script: ids and wall-clock readings
 # (pydantic-ai 2.78 added request_timestamp and duration to each response).
-RUN_FIELDS = frozenset(
-    {"run_id", "conversation_id", "timestamp", "request_timestamp", "duration"}
-)
+RUN_FIELDS = frozenset({"run_id", "conversation_id", "timestamp", "request_timestamp", "duration"})
 
 
 def strip_runs(seen: list[bytes]) -> list[bytes]:
