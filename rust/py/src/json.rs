@@ -19,7 +19,7 @@ use std::ptr::{self, addr_of_mut};
 
 use pi_condense_core::json::{
     self, array_index, array_index_units, escape, js_key_order, write, write::Mark, JsonWriter,
-    MAX_DEPTH,
+    NumberLens, MAX_DEPTH,
 };
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyValueError};
 use pyo3::ffi;
@@ -496,7 +496,9 @@ unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open
 /// `key` must be a live object and the GIL held.
 unsafe fn key_index(py: Python<'_>, key: *mut ffi::PyObject) -> Option<u32> {
     // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe { read_key(py, key) }.ok().and_then(|text| text.array_index())
+    unsafe { read_key(py, key) }
+        .ok()
+        .and_then(|text| text.array_index())
 }
 
 /// Whether `stringify` writes a dict (of `str` keys) in another order than its own.
@@ -652,13 +654,6 @@ enum Step {
 /// Slots of the key-length cache (a power of two).
 const KEY_CACHE_SLOTS: usize = 256;
 
-/// Slots of the number-length cache (a power of two). A long session holds thousands of
-/// distinct costs and usage figures; 256 slots missed on most of them.
-const NUMBER_CACHE_SLOTS: usize = 2048;
-
-/// Doubles measured before the number cache is allocated (a small value never pays for it).
-const NUMBER_CACHE_AFTER: usize = 64;
-
 /// How many steps ahead of the walk an object's header is prefetched.
 const AHEAD_HEADER: usize = 12;
 
@@ -676,11 +671,8 @@ const AHEAD_BODY: usize = 6;
 pub(crate) struct Measurer {
     steps: Vec<Step>,
     keys: Box<[(usize, usize); KEY_CACHE_SLOTS]>,
-    /// Empty until [`NUMBER_CACHE_AFTER`] doubles were measured, then
-    /// [`NUMBER_CACHE_SLOTS`] slots.
-    numbers: Vec<(u64, usize)>,
-    /// Doubles measured while `numbers` is empty.
-    uncached: usize,
+    /// The printed lengths of doubles: this thread's cache, lent for the measurer's life.
+    numbers: NumberLens,
     /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
     trail: Option<Trail>,
     /// The trails of the elements measured so far by [`Measurer::len_each_recorded_then`].
@@ -693,13 +685,27 @@ pub(crate) struct Measurer {
     pending: Vec<u32>,
 }
 
+thread_local! {
+    /// The number-length cache of this thread, between measurers: a length depends on the
+    /// value alone, so what one render measured serves the next (hosts hand over fresh
+    /// objects holding the same costs and usage figures).
+    static NUMBER_LENS: std::cell::Cell<NumberLens> = std::cell::Cell::new(NumberLens::new());
+}
+
+impl Drop for Measurer {
+    fn drop(&mut self) {
+        let numbers = std::mem::take(&mut self.numbers);
+        // `try_with`: a measurer dropped while the thread's locals are torn down keeps nothing.
+        let _ = NUMBER_LENS.try_with(|cache| cache.set(numbers));
+    }
+}
+
 impl Measurer {
     pub(crate) fn new(_py: Python<'_>) -> Self {
         Measurer {
             steps: Vec::new(),
             keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
-            numbers: Vec::new(),
-            uncached: 0,
+            numbers: NUMBER_LENS.with(|cache| cache.take()),
             trail: None,
             trails: Vec::new(),
             spare: None,
@@ -749,7 +755,8 @@ impl Measurer {
             }
             if reordered_from.is_some() {
                 let rest = members.get(split..).unwrap_or_default();
-                self.steps.extend(rest.iter().map(|&(key, _)| Step::Key(key)));
+                self.steps
+                    .extend(rest.iter().map(|&(key, _)| Step::Key(key)));
                 let indices: Vec<Option<u32>> =
                     members.iter().map(|&(key, _)| key_index(py, key)).collect();
                 for i in js_key_order(&indices) {
@@ -801,28 +808,7 @@ impl Measurer {
     fn number_len(&mut self, number: &Number) -> usize {
         match *number {
             Number::Exact(i) => write::int_len(i),
-            Number::Double(x) => {
-                if self.numbers.is_empty() {
-                    self.uncached += 1;
-                    if self.uncached < NUMBER_CACHE_AFTER {
-                        return write::number_len(x);
-                    }
-                    // Slot 0 holds the bits of 0.0, never asked for (an exact integer).
-                    self.numbers = vec![(0, 1); NUMBER_CACHE_SLOTS];
-                }
-                let bits = x.to_bits();
-                let slot = (bits ^ bits >> 29 ^ bits >> 47) as usize & (NUMBER_CACHE_SLOTS - 1);
-                match self.numbers.get(slot) {
-                    Some(&(cached, len)) if cached == bits && bits != 0 => len,
-                    _ => {
-                        let len = write::number_len(x);
-                        if let Some(entry) = self.numbers.get_mut(slot) {
-                            *entry = (bits, len);
-                        }
-                        len
-                    }
-                }
-            }
+            Number::Double(x) => self.numbers.len_of(x),
         }
     }
 

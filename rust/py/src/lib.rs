@@ -7,13 +7,13 @@ use pyo3::prelude::*;
 mod chains;
 #[doc(hidden)]
 pub mod cpython;
-mod load;
 mod index;
 mod json;
 #[doc(hidden)]
 pub mod jsread;
 mod keys;
 mod lists;
+mod load;
 mod pyvalue;
 mod render;
 mod size_memo;

@@ -9,8 +9,8 @@
 //! besides messages, an id that is not an exact `str`) goes back as data, or ends the fast
 //! part: the caller goes on from there with its own loop.
 
-use pyo3::prelude::*;
 use pyo3::intern;
+use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 /// What the fast part did (see `SessionFile._index_all`).

@@ -3,17 +3,20 @@
 //! - [`escape`]: string quoting and the UTF-16 / UTF-8 lengths the reference measures;
 //! - `order`: JS own-property key order (array-index keys first);
 //! - [`write`](mod@write): compact and indented output, and its length without building it;
+//! - [`number_lens`]: a cache of the printed lengths of doubles;
 //! - [`parse`]: exactly the grammar `JSON.parse` accepts.
 //!
 //! Strings that hold lone surrogates (a JS string cut at a UTF-16 boundary) cannot be a
 //! `&str`; they travel as UTF-16 code units ([`JsString::Units`]).
 
 pub mod escape;
+pub mod number_lens;
 pub(crate) mod order;
 pub(crate) mod parse;
 pub mod write;
 
 pub use escape::{str_len, units_len, units_utf8_len, utf16_len, write_str, write_units};
+pub use number_lens::NumberLens;
 pub use order::{array_index, array_index_units, js_key_order};
 pub use parse::{parse, ParseError};
 pub use write::{stringify, stringify_len, stringify_pretty, JsonWriter};

@@ -5,8 +5,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use super::{
-    check_depth, float_number, int_number, kind, seq_item, seq_len, unsupported, Kind,
-    Measurer,
+    check_depth, float_number, int_number, kind, seq_item, seq_len, unsupported, Kind, Measurer,
 };
 use crate::cpython::{list_items, prefetch, prefetch_body};
 
