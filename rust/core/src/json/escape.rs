@@ -492,6 +492,24 @@ mod tests {
     }
 
     #[test]
+    fn one_special_anywhere_in_plain_text() {
+        // Plain chunks are counted whole; each of these must still be seen in any position
+        // (the 32- and 16-byte chunks, the per-byte tail, the last byte).
+        for special in [
+            '"', '\\', '\u{0}', '\u{1f}', '\n', '\u{b}', '\u{7f}', 'é', '😀', ' ',
+        ] {
+            for len in 0..40 {
+                for at in 0..=len {
+                    let s: String = (0..len)
+                        .map(|i| if i == at { special } else { 'x' })
+                        .collect();
+                    assert_eq!(str_len(&s), utf16_len(&quoted(&s)), "escaped {s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn long_strings_cross_word_boundaries() {
         let s = "abcdefg\"hijklmnop\u{1}qrstuvwxyz\\0123456789😀abcdefgh\n";
         let want = "\"abcdefg\\\"hijklmnop\\u0001qrstuvwxyz\\\\0123456789😀abcdefgh\\n\"";
