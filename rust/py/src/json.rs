@@ -671,8 +671,9 @@ const AHEAD_BODY: usize = 6;
 pub(crate) struct Measurer {
     steps: Vec<Step>,
     keys: Box<[(usize, usize); KEY_CACHE_SLOTS]>,
-    /// The printed lengths of doubles: this thread's cache, lent for the measurer's life.
-    numbers: NumberLens,
+    /// The printed lengths of doubles: this thread's cache, lent for the measurer's life
+    /// (`None` for a measurer made while another holds it: it computes every length).
+    numbers: Option<NumberLens>,
     /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
     trail: Option<Trail>,
     /// The trails of the elements measured so far by [`Measurer::len_each_recorded_then`].
@@ -688,15 +689,18 @@ pub(crate) struct Measurer {
 thread_local! {
     /// The number-length cache of this thread, between measurers: a length depends on the
     /// value alone, so what one render measured serves the next (hosts hand over fresh
-    /// objects holding the same costs and usage figures).
-    static NUMBER_LENS: std::cell::Cell<NumberLens> = std::cell::Cell::new(NumberLens::new());
+    /// objects holding the same costs and usage figures). Lent to one measurer at a time.
+    static NUMBER_LENS: std::cell::Cell<Option<NumberLens>> =
+        std::cell::Cell::new(Some(NumberLens::new()));
 }
 
 impl Drop for Measurer {
     fn drop(&mut self) {
-        let numbers = std::mem::take(&mut self.numbers);
-        // `try_with`: a measurer dropped while the thread's locals are torn down keeps nothing.
-        let _ = NUMBER_LENS.try_with(|cache| cache.set(numbers));
+        if let Some(numbers) = self.numbers.take() {
+            // `try_with`: a measurer dropped while the thread's locals are torn down keeps
+            // nothing.
+            let _ = NUMBER_LENS.try_with(|cache| cache.set(Some(numbers)));
+        }
     }
 }
 
@@ -808,7 +812,10 @@ impl Measurer {
     fn number_len(&mut self, number: &Number) -> usize {
         match *number {
             Number::Exact(i) => write::int_len(i),
-            Number::Double(x) => self.numbers.len_of(x),
+            Number::Double(x) => match self.numbers.as_mut() {
+                Some(numbers) => numbers.len_of(x),
+                None => write::number_len(x),
+            },
         }
     }
 
@@ -1358,4 +1365,31 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(utf8_len, m)?)?;
     m.add_function(wrap_pyfunction!(reformat_json, m)?)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_number_cache_is_lent_to_one_measurer_at_a_time() {
+        Python::with_gil(|py| {
+            let mut outer = Measurer::new(py);
+            assert!(outer.numbers.is_some());
+            assert_eq!(outer.number_len(&Number::Double(0.0125)), 6);
+            {
+                // Made while `outer` holds the cache: computes, caches nothing.
+                let mut inner = Measurer::new(py);
+                assert!(inner.numbers.is_none());
+                assert_eq!(inner.number_len(&Number::Double(1e-7)), 4);
+            }
+            drop(outer);
+            // The outer measurer's cache came back, with what it measured.
+            let mut next = Measurer::new(py);
+            let misses = next.numbers.as_ref().map(NumberLens::misses);
+            assert_eq!(next.number_len(&Number::Double(0.0125)), 6);
+            assert_eq!(next.numbers.as_ref().map(NumberLens::misses), misses);
+            assert!(misses.is_some_and(|m| m >= 1));
+        });
+    }
 }
