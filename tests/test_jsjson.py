@@ -358,6 +358,109 @@ def test_reformat_raw_lone_surrogates() -> None:
     assert jsjson.loads('["\ud800"]') == ["\ud800"]
 
 
+def _quoted_units(s: str) -> int:
+    """`JSON.stringify(s).length` from ECMA-262 QuoteJSONString, independently of pi-condense:
+    over the UTF-16 code units, a high surrogate followed by a low one is a pair (copied), any
+    other surrogate is escaped (6), the short escapes take 2, other controls 6."""
+    data = s.encode("utf-16-le", "surrogatepass")
+    units = [int.from_bytes(data[i : i + 2], "little") for i in range(0, len(data), 2)]
+    total, i = 2, 0
+    while i < len(units):
+        u = units[i]
+        if 0xD800 <= u <= 0xDBFF and i + 1 < len(units) and 0xDC00 <= units[i + 1] <= 0xDFFF:
+            total, i = total + 2, i + 2
+            continue
+        if u in (0x08, 0x09, 0x0A, 0x0C, 0x0D, 0x22, 0x5C):
+            total += 2
+        elif u < 0x20 or 0xD800 <= u <= 0xDFFF:
+            total += 6
+        else:
+            total += 1
+        i += 1
+    return total
+
+
+# Characters of each width CPython stores strings in (1, 2 or 4 bytes per code point), with
+# every kind of escape and surrogate code points (which pair up when adjacent).
+_WIDTH_ALPHABET = [
+    "a",
+    " ",
+    '"',
+    "\\",
+    "\n",
+    "\x0b",
+    "\x1f",
+    "\x7f",
+    "\xe9",
+    "\xff",
+    "\u2028",
+    "\u2500",
+    "\uffff",
+    "\ud83d",
+    "\ude00",
+    "\ud800",
+    "\udfff",
+    "\U0001f600",
+    "\U0010ffff",
+]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\xe9" * 300 + '"',  # one byte per code point, long enough for the wide loops
+        "caf\xe9\n" * 100,
+        "\u2500" * 300 + "\\",
+        "a\u2500\t" * 200 + "\x01",
+        "\U0001f600" * 300,
+        "x\U0010ffff\r" * 150,
+        "\u2500" * 300 + "\ud800",  # a lone surrogate at the end of a long string
+        "\u2500" * 300 + "\ud83d\ude00" + "\u2500" * 40,  # a pair made of two code points
+        "\U0001f600" * 300 + "\udc00",
+        "\ud800" + "\U0001f600" * 300,
+    ],
+)
+def test_length_of_long_strings_of_every_width(text: str) -> None:
+    want = _quoted_units(text)
+    assert jsjson.length(text) == want
+    assert jsjson.length([text, {"k": text}]) == 2 * want + len('[,{"k":}]')
+    assert jsjson.length(_Str(text)) == want  # a subclass: read through the C API
+
+
+class _Str(str):
+    pass
+
+
+def test_measuring_leaves_no_utf8_copy_on_the_string() -> None:
+    """Measured in place, a non-ASCII str gets no UTF-8 form cached on it (memory the host
+    would pay for); through the C API (a subclass, or the layout reads off) it does, and
+    ``sys.getsizeof`` counts that copy."""
+    import sys
+
+    from pi_condense import _core
+
+    fresh = "".join(["\u2500", "x" * 2000])
+    size = sys.getsizeof(fresh)
+    assert jsjson.length({"text": fresh}) == 2003 + len('{"text":}')
+    in_place = _core.layout_features()["str_chars"]
+    assert (sys.getsizeof(fresh) == size) is in_place
+    sub = _Str("".join(["\u2500", "x" * 2000]))
+    size = sys.getsizeof(sub)
+    assert jsjson.length(sub) == 2003
+    assert sys.getsizeof(sub) > size + 2000
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from(_WIDTH_ALPHABET), max_size=700).map("".join),
+    st.sampled_from(["", "\xe9", "\u2500", "\U0001f600"]),
+)
+def test_length_of_strings_of_every_width_is_the_quoted_utf16_length(text: str, widen: str) -> None:
+    text += widen  # the width of a CPython str is that of its widest code point
+    assert jsjson.length(text) == _quoted_units(text)
+    assert jsjson.length(text) == _js_utf16_len(jsjson.dumps(text))
+
+
 # --- properties -----------------------------------------------------------------------
 
 _all_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)

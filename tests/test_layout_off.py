@@ -1,6 +1,6 @@
 """The native module with every direct layout read off (``PI_CONDENSE_LAYOUT=off``).
 
-``rust/py/src/cpython.rs`` reads compact ASCII strs and list items in place where the
+``rust/py/src/cpython.rs`` reads compact strs and list items in place where the
 CPython layout is known; elsewhere (CPython 3.15+, PyPy, free-threaded builds) every read
 goes through the C API. This runs the render correctness, size memo and safety tests in a
 subprocess with the reads forced off, so the API path is the one tested: the same renders,
@@ -38,11 +38,12 @@ def test_the_environment_turns_every_layout_read_off(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(
-        [("ascii_text", False), ("list_items", False), ("prefetch", False)]
+        [("ascii_text", False), ("list_items", False), ("prefetch", False), ("str_chars", False)]
     )
 
 
-def test_renders_and_memo_hits_are_the_same_without_layout_reads(tmp_path: Path) -> None:
+def assert_tests_pass_off(tmp_path: Path, selection: str, *modules: str) -> None:
+    """The ``selection`` (``-k``) of the test ``modules`` passes with the reads off."""
     proc = run_off(
         tmp_path,
         "-m",
@@ -51,12 +52,24 @@ def test_renders_and_memo_hits_are_the_same_without_layout_reads(tmp_path: Path)
         "-p",
         "no:cacheprovider",
         "-k",
-        "not debug_allocator",
-        str(HERE / "test_size_memo.py"),
-        str(HERE / "test_render.py"),
-        str(HERE / "test_render_reads.py"),
-        str(HERE / "test_binding_safety.py"),
+        selection,
+        *(str(HERE / module) for module in modules),
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
     assert "skipped" not in proc.stdout
+
+
+def test_renders_and_memo_hits_are_the_same_without_layout_reads(tmp_path: Path) -> None:
+    assert_tests_pass_off(
+        tmp_path,
+        "not debug_allocator",
+        "test_size_memo.py",
+        "test_render.py",
+        "test_render_reads.py",
+        "test_binding_safety.py",
+    )
+
+
+def test_string_lengths_are_the_same_without_layout_reads(tmp_path: Path) -> None:
+    assert_tests_pass_off(tmp_path, "width or utf8_copy or subclasses or lengths", "test_jsjson.py")

@@ -4,7 +4,9 @@
 //! are done in place because their API calls cost more than the reads in the hot loops
 //! (tens of thousands of short ASCII strings and list items per render):
 //!
-//! - the characters of an exact, compact ASCII `str` ([`str_utf8`]);
+//! - the characters of an exact, compact ASCII `str` ([`str_utf8`]), and of any exact,
+//!   compact `str` as the 1, 2 or 4-byte code points CPython keeps ([`str_chars`]: measured
+//!   without asking CPython for a UTF-8 copy, which it would make and keep on the string);
 //! - the item array of an exact `list` ([`list_items`]);
 //!
 //! and [`prefetch_body`] reads one pointer of a dict or list as a cache hint.
@@ -40,6 +42,8 @@ pub const LAYOUT_ENV: &str = "PI_CONDENSE_LAYOUT";
 pub(crate) struct Layout {
     /// Offset of the characters of a compact ASCII str (0: use the API).
     ascii_data: usize,
+    /// Offset of the code points of a compact non-ASCII str (0: use the API).
+    compact_data: usize,
     /// `PyListObject.ob_item` follows the variable-size header (else use the API).
     list_items: bool,
     /// The dict and list pointers [`prefetch_body`] reads are where it reads them.
@@ -51,6 +55,10 @@ pub(crate) struct Layout {
 const STR_LENGTH_AT: usize = 16;
 const STR_STATE_AT: usize = 32;
 const STR_COMPACT_ASCII: u32 = 0b110_0000;
+const STR_COMPACT: u32 = 0b010_0000;
+/// `.state` bits 2-4: bytes per code point (1, 2 or 4).
+const STR_KIND_SHIFT: u32 = 2;
+const STR_KIND_MASK: u32 = 0b111;
 const VAR_SIZE_AT: usize = 16;
 const LIST_ITEMS_AT: usize = 24;
 /// `PyDictObject.ma_keys` and `PyListObject.ob_item`, in pointer-sized words.
@@ -61,6 +69,7 @@ static LAYOUT: OnceLock<Layout> = OnceLock::new();
 
 const OFF: Layout = Layout {
     ascii_data: 0,
+    compact_data: 0,
     list_items: false,
     prefetch: false,
 };
@@ -117,11 +126,19 @@ fn calibrate(py: Python<'_>) -> Layout {
     if version.major != 3 || !(9..=14).contains(&version.minor) {
         return refused("a CPython version whose layout is not known (3.9-3.14 are)");
     }
-    let ascii_data = if version.minor <= 11 { 48 } else { 40 };
+    // `sizeof(PyASCIIObject)` and `sizeof(PyCompactUnicodeObject)`: 3.12 dropped `wstr` and
+    // `wstr_length`.
+    let (ascii_data, compact_data) = if version.minor <= 11 {
+        (48, 72)
+    } else {
+        (40, 56)
+    };
     let ascii_ok = ascii_layout_reads_back(py, ascii_data);
+    let compact_ok = ascii_ok && compact_layout_reads_back(py, compact_data);
     let list_ok = list_layout_reads_back(py);
     Layout {
         ascii_data: if ascii_ok { ascii_data } else { 0 },
+        compact_data: if compact_ok { compact_data } else { 0 },
         list_items: list_ok,
         prefetch: list_ok,
     }
@@ -138,15 +155,12 @@ fn ascii_layout_reads_back(py: Python<'_>, ascii_data: usize) -> bool {
             // version is larger than the header words read, and a compact ASCII one holds
             // `length + 1` bytes at `ascii_data` (read only once the state says so).
             unsafe {
-                let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
-                let length = ptr
-                    .add(STR_LENGTH_AT)
-                    .cast::<ffi::Py_ssize_t>()
-                    .read_unaligned();
-                state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
-                    && usize::try_from(length).ok() == Some(sample.len())
-                    && std::slice::from_raw_parts(ptr.add(ascii_data), sample.len() + 1)
-                        == [sample.as_bytes(), &[0]].concat().as_slice()
+                str_header(ascii_data, obj.as_ptr()).is_some_and(|(state, length)| {
+                    state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
+                        && length == sample.len()
+                        && std::slice::from_raw_parts(ptr.add(ascii_data), sample.len() + 1)
+                            == [sample.as_bytes(), &[0]].concat().as_slice()
+                })
             }
         });
     ascii
@@ -162,6 +176,45 @@ fn ascii_layout_reads_back(py: Python<'_>, ascii_data: usize) -> bool {
             };
             state & STR_COMPACT_ASCII != STR_COMPACT_ASCII
         })
+}
+
+/// Whether compact strs of each width read back at `compact_data`: state (compact, not
+/// ASCII, the width), length, every code point and the terminating zero.
+fn compact_layout_reads_back(py: Python<'_>, compact_data: usize) -> bool {
+    let samples: [(&str, u32); 6] = [
+        ("\u{e9}", 1),
+        ("caf\u{e9} \u{ff}\"\n", 1),
+        ("\u{100}", 2),
+        ("a\u{2500}\u{ffff}b", 2),
+        ("\u{1f600}", 4),
+        ("x\u{e9}\u{2500}\u{10ffff}", 4),
+    ];
+    samples.iter().all(|&(sample, width)| {
+        let obj = PyString::new(py, sample);
+        let ptr = obj.as_ptr().cast::<u8>();
+        let chars: Vec<u32> = sample.chars().map(u32::from).chain([0]).collect();
+        // SAFETY: `obj` is alive (owned here) and the GIL held; the header words read are
+        // inside every str of this CPython version, and the code points are read (length + 1
+        // of them, `width` bytes each) only once the state says the str is compact, not ASCII
+        // and of that width, and the length read back as the sample's.
+        unsafe {
+            let Some((state, length)) = str_header(compact_data, obj.as_ptr()) else {
+                return false;
+            };
+            if state & STR_COMPACT_ASCII != STR_COMPACT
+                || (state >> STR_KIND_SHIFT) & STR_KIND_MASK != width
+                || length != chars.len() - 1
+            {
+                return false;
+            }
+            let data = ptr.add(compact_data);
+            chars.iter().enumerate().all(|(i, &c)| match width {
+                1 => u32::from(data.add(i).read()) == c,
+                2 => u32::from(data.cast::<u16>().add(i).read_unaligned()) == c,
+                _ => data.cast::<u32>().add(i).read_unaligned() == c,
+            })
+        }
+    })
 }
 
 /// Whether a list's size and item array read back where [`list_items`] reads them.
@@ -189,33 +242,98 @@ fn list_layout_reads_back(py: Python<'_>) -> bool {
     })
 }
 
+/// The `state` word and the length of an exact str, when `data_at` (the offset of the
+/// characters the caller reads) is verified for this interpreter (not 0).
+///
+/// # Safety
+/// `obj` must be a live object and the GIL held.
+#[inline(always)]
+unsafe fn str_header(data_at: usize, obj: Obj) -> Option<(u32, usize)> {
+    // SAFETY: `obj` is live (the caller's contract): its header can be read.
+    if data_at == 0 || unsafe { ffi::Py_TYPE(obj) } != addr_of_mut!(ffi::PyUnicode_Type) {
+        return None;
+    }
+    let ptr = obj.cast::<u8>();
+    // SAFETY: `obj` is an exact str of the verified layout: `state` and `length` are inside
+    // its header.
+    let (state, length) = unsafe {
+        (
+            ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned(),
+            ptr.add(STR_LENGTH_AT)
+                .cast::<ffi::Py_ssize_t>()
+                .read_unaligned(),
+        )
+    };
+    Some((state, usize::try_from(length).ok()?))
+}
+
 /// The characters of an exact, compact ASCII str, read in place.
 ///
 /// # Safety
 /// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
 #[inline(always)]
 unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
-    // SAFETY: `obj` is live (the caller's contract): its header can be read.
-    if layout.ascii_data == 0 || unsafe { ffi::Py_TYPE(obj) } != addr_of_mut!(ffi::PyUnicode_Type) {
+    // SAFETY: the caller's contract.
+    let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
+    if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
         return None;
     }
-    let ptr = obj.cast::<u8>();
-    // SAFETY: `obj` is an exact str of the verified layout: `state` and `length` are
-    // inside its header, and a compact ASCII str holds `length` bytes at `ascii_data`,
-    // alive as long as the (immutable) str.
+    // SAFETY: a compact ASCII str of the verified layout holds `length` bytes at
+    // `ascii_data`, alive as long as the (immutable) str; ASCII is valid UTF-8.
     unsafe {
-        let state = ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned();
-        if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
-            return None;
-        }
-        let length = ptr
-            .add(STR_LENGTH_AT)
-            .cast::<ffi::Py_ssize_t>()
-            .read_unaligned();
-        let bytes =
-            std::slice::from_raw_parts(ptr.add(layout.ascii_data), usize::try_from(length).ok()?);
-        // ASCII is valid UTF-8.
+        let bytes = std::slice::from_raw_parts(obj.cast::<u8>().add(layout.ascii_data), length);
         Some(std::str::from_utf8_unchecked(bytes))
+    }
+}
+
+/// The characters of a str as CPython keeps them.
+pub enum StrChars<'a> {
+    Ascii(&'a str),
+    Latin1(&'a [u8]),
+    /// Basic Multilingual Plane code points (surrogate code points possible).
+    Bmp(&'a [u16]),
+    /// Any code points (surrogate code points possible).
+    CodePoints(&'a [u32]),
+}
+
+/// The characters of an exact, compact str, read in place (`None`: read it through the API).
+///
+/// # Safety
+/// `obj` must be a live object and the GIL held; the characters live as long as `obj`.
+#[inline(always)]
+pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
+    let layout = Layout::get();
+    // SAFETY: the caller's contract.
+    let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
+    if state & STR_COMPACT_ASCII == STR_COMPACT_ASCII {
+        // SAFETY: a compact ASCII str of the verified layout holds `length` bytes at
+        // `ascii_data`, alive as long as the (immutable) str; ASCII is valid UTF-8.
+        return Some(StrChars::Ascii(unsafe {
+            let bytes = std::slice::from_raw_parts(obj.cast::<u8>().add(layout.ascii_data), length);
+            std::str::from_utf8_unchecked(bytes)
+        }));
+    }
+    if layout.compact_data == 0 || state & STR_COMPACT_ASCII != STR_COMPACT {
+        return None;
+    }
+    let data = obj.cast::<u8>().wrapping_add(layout.compact_data);
+    // SAFETY: a compact non-ASCII str of the verified layout holds `length` code points of
+    // the width its state gives at `compact_data`, alive as long as the (immutable) str. Each
+    // slice is made only when the data is aligned for its width (CPython allocates objects
+    // aligned, so it always is).
+    unsafe {
+        match (state >> STR_KIND_SHIFT) & STR_KIND_MASK {
+            1 => Some(StrChars::Latin1(std::slice::from_raw_parts(data, length))),
+            2 if data as usize & 1 == 0 => Some(StrChars::Bmp(std::slice::from_raw_parts(
+                data.cast::<u16>(),
+                length,
+            ))),
+            4 if data as usize & 3 == 0 => Some(StrChars::CodePoints(std::slice::from_raw_parts(
+                data.cast::<u32>(),
+                length,
+            ))),
+            _ => None,
+        }
     }
 }
 
@@ -339,12 +457,13 @@ pub(crate) unsafe fn prefetch_body(obj: Obj) {
     }
 }
 
-/// Which layout reads are on (diagnostics and tests): `ascii_text`, `list_items`,
-/// `prefetch`.
+/// Which layout reads are on (diagnostics and tests): `ascii_text`, `str_chars`,
+/// `list_items`, `prefetch`.
 pub fn features(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     let layout = Layout::get();
     let features = pyo3::types::PyDict::new(py);
     features.set_item("ascii_text", layout.ascii_data != 0)?;
+    features.set_item("str_chars", layout.compact_data != 0)?;
     features.set_item("list_items", layout.list_items)?;
     features.set_item("prefetch", layout.prefetch)?;
     Ok(features)

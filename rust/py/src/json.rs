@@ -18,8 +18,8 @@ use std::cell::Cell;
 use std::ptr::{self, addr_of_mut};
 
 use pi_condense_core::json::{
-    self, array_index, array_index_units, escape, js_key_order, write, write::Mark, JsonWriter,
-    NumberLens, MAX_DEPTH,
+    self, array_index, array_index_units, escape, fixed_width, js_key_order, write, write::Mark,
+    JsonWriter, NumberLens, MAX_DEPTH,
 };
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyValueError};
 use pyo3::ffi;
@@ -33,7 +33,7 @@ mod fifo;
 
 #[cfg(not(windows))]
 use crate::cpython::PyUnicode_AsUTF8AndSize;
-use crate::cpython::{list_items, prefetch, prefetch_body, str_utf8};
+use crate::cpython::{list_items, prefetch, prefetch_body, str_chars, str_utf8, StrChars};
 
 /// Integers up to this magnitude print with all their digits.
 const EXACT_INT_LIMIT: u64 = 1 << 53;
@@ -147,6 +147,23 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
             return Err(err);
         }
         Ok(Text::Units(code_units(py, obj)?))
+    }
+}
+
+/// Quoted length of a str the layout reads do not cover (a subclass, or reads off), through
+/// the C API; out of line, so that the common case saves no registers for it.
+///
+/// # Safety
+/// `obj` must be a live `str` object and the GIL held.
+#[cold]
+#[inline(never)]
+unsafe fn str_len_via_api(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
+    // SAFETY: the caller upholds this function's `# Safety` contract.
+    unsafe {
+        Ok(match str_utf8(obj) {
+            Some(text) => escape::str_len(text),
+            None => read_text(py, obj)?.escaped_len(),
+        })
     }
 }
 
@@ -787,24 +804,39 @@ impl Measurer {
     ///
     /// # Safety
     /// `key` must be a live object and the GIL held.
-    #[inline]
+    #[inline(always)]
     unsafe fn key_info(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
-        unsafe {
-            let address = key as usize;
-            let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
-            if let Some(&(cached, info)) = self.keys.get(slot) {
-                if cached == address {
-                    return Ok(info);
-                }
+        let address = key as usize;
+        let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
+        if let Some(&(cached, info)) = self.keys.get(slot) {
+            if cached == address {
+                return Ok(info);
             }
-            let text = read_key(py, key)?;
-            let info = (text.escaped_len() + 1) << 1 | usize::from(text.array_index().is_some());
-            if let Some(entry) = self.keys.get_mut(slot) {
-                *entry = (address, info);
-            }
-            Ok(info)
         }
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        unsafe { self.key_info_missed(py, key, slot) }
+    }
+
+    /// [`Measurer::key_info`] of a key not in the cache (kept out of line: the hit is the
+    /// common case, and inlining this would make every call save registers).
+    ///
+    /// # Safety
+    /// As [`Measurer::key_info`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn key_info_missed(
+        &mut self,
+        py: Python<'_>,
+        key: *mut ffi::PyObject,
+        slot: usize,
+    ) -> PyResult<usize> {
+        // SAFETY: the caller upholds this function's `# Safety` contract.
+        let text = unsafe { read_key(py, key)? };
+        let info = (text.escaped_len() + 1) << 1 | usize::from(text.array_index().is_some());
+        if let Some(entry) = self.keys.get_mut(slot) {
+            *entry = (key as usize, info);
+        }
+        Ok(info)
     }
 
     /// Printed length of a number (shortest round-trip digits are costly: cached).
@@ -823,14 +855,17 @@ impl Measurer {
     ///
     /// # Safety
     /// `obj` must be a live str and the GIL held.
-    #[inline]
+    #[inline(always)]
     unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
         // SAFETY: the caller upholds this function's `# Safety` contract.
         unsafe {
-            match str_utf8(obj) {
-                Some(text) => Ok(escape::str_len(text)),
-                None => Ok(read_text(py, obj)?.escaped_len()),
-            }
+            Ok(match str_chars(obj) {
+                Some(StrChars::Ascii(text)) => escape::str_len(text),
+                Some(StrChars::Latin1(chars)) => fixed_width::latin1_len(chars),
+                Some(StrChars::Bmp(chars)) => fixed_width::bmp_len(chars),
+                Some(StrChars::CodePoints(chars)) => fixed_width::code_points_len(chars),
+                None => return str_len_via_api(py, obj),
+            })
         }
     }
 

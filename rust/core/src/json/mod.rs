@@ -1,6 +1,7 @@
 //! JavaScript-exact JSON: `JSON.stringify` / `JSON.parse` semantics, byte for byte.
 //!
 //! - [`escape`]: string quoting and the UTF-16 / UTF-8 lengths the reference measures;
+//! - [`fixed_width`]: the same UTF-16 lengths of strings held as 1, 2 or 4-byte code points;
 //! - `order`: JS own-property key order (array-index keys first);
 //! - [`write`](mod@write): compact and indented output, and its length without building it;
 //! - [`number_lens`]: a cache of the printed lengths of doubles;
@@ -10,12 +11,14 @@
 //! `&str`; they travel as UTF-16 code units ([`JsString::Units`]).
 
 pub mod escape;
+pub mod fixed_width;
 pub mod number_lens;
 pub(crate) mod order;
 pub(crate) mod parse;
 pub mod write;
 
 pub use escape::{str_len, units_len, units_utf8_len, utf16_len, write_str, write_units};
+pub use fixed_width::{bmp_len, code_points_len, latin1_len};
 pub use number_lens::NumberLens;
 pub use order::{array_index, array_index_units, js_key_order};
 pub use parse::{parse, ParseError};
