@@ -360,7 +360,8 @@ pub(crate) unsafe fn js_id<'a>(
         };
         if is_str(value) {
             let text = str_text(py, value, owned);
-            if !text.contains(['\u{FFFD}', '\u{FDD0}']) {
+            // Both characters are encoded with a leading 0xEF: a byte search rules most out.
+            if !text.as_bytes().contains(&0xEF) || !text.contains(['\u{FFFD}', '\u{FDD0}']) {
                 return Ok(JsIdOf::Str(text));
             }
             let obj = Borrowed::from_ptr(py, value);
@@ -714,12 +715,15 @@ impl<'py> Keys<'py> {
         found: &mut [Option<Obj>; N],
         wanted: u32,
     ) {
-        let filled =
-            |found: &[Option<Obj>; N]| (0..N).all(|j| wanted & 1 << j == 0 || found[j].is_some());
+        // Bit j: field j is wanted and not found yet.
+        let mut missing = (0..N)
+            .filter(|&j| found[j].is_none())
+            .fold(0u32, |m, j| m | 1 << j)
+            & wanted;
         let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
         // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
         // it hands out are alive while it is.
-        while !filled(found) && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
+        while missing != 0 && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
             // SAFETY: as above.
             let named = unsafe { self.field_of_key(key) };
             if named == NO_FIELD {
@@ -727,6 +731,7 @@ impl<'py> Keys<'py> {
             }
             if let Some(j) = fields.iter().position(|&f| f as u8 == named) {
                 found[j].get_or_insert(value);
+                missing &= !(1 << j);
             }
         }
     }
