@@ -36,8 +36,10 @@ bound, the worst ratio measured on the development VM plus 30-60% for noise. On 
 (the development VM, CPython 3.11) one gate run measured state 0.22, open 1.57, render 0.67,
 cold 1.31, noop 0.150, cx3 1.00, cx10 1.27, live 1.05, startup 6.95, scan 3.4; direct timings
 of the same code: open 1.40-1.55, cold 1.36-1.40. The open pair swings most (its median ratio
-was 3.3 in that run: its baseline allocates 28k dicts); cold and open are the two targets not
-met (README, Performance).
+was 3.3 in that run: its baseline allocates 28k dicts). On 2026-12-05, with strings measured in
+place and the cold pair on new objects, two gate runs measured cold 1.18 and 1.13 (cold-same
+1.16 and 1.11), render 0.57 and 0.52, open 1.46 and 1.38; cold is the target not met
+(README, Performance).
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
