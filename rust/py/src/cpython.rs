@@ -278,11 +278,22 @@ unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
     if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
         return None;
     }
-    // SAFETY: a compact ASCII str of the verified layout holds `length` bytes at
-    // `ascii_data`, alive as long as the (immutable) str; ASCII is valid UTF-8.
+    // SAFETY: the state says compact ASCII, of the verified layout.
+    Some(unsafe { ascii_chars(layout, obj, length) })
+}
+
+/// The `length` characters of a compact ASCII str.
+///
+/// # Safety
+/// `obj` must be a live, exact, compact ASCII str of `length` characters, of the verified
+/// layout (`ascii_data` not 0), and the GIL held; the text lives as long as `obj`.
+#[inline(always)]
+unsafe fn ascii_chars<'a>(layout: &Layout, obj: Obj, length: usize) -> &'a str {
+    // SAFETY: such a str holds `length` bytes at `ascii_data`, alive as long as the
+    // (immutable) str (the caller's contract); ASCII is valid UTF-8.
     unsafe {
         let bytes = std::slice::from_raw_parts(obj.cast::<u8>().add(layout.ascii_data), length);
-        Some(std::str::from_utf8_unchecked(bytes))
+        std::str::from_utf8_unchecked(bytes)
     }
 }
 
@@ -306,12 +317,8 @@ pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
     // SAFETY: the caller's contract.
     let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
     if state & STR_COMPACT_ASCII == STR_COMPACT_ASCII {
-        // SAFETY: a compact ASCII str of the verified layout holds `length` bytes at
-        // `ascii_data`, alive as long as the (immutable) str; ASCII is valid UTF-8.
-        return Some(StrChars::Ascii(unsafe {
-            let bytes = std::slice::from_raw_parts(obj.cast::<u8>().add(layout.ascii_data), length);
-            std::str::from_utf8_unchecked(bytes)
-        }));
+        // SAFETY: the state says compact ASCII, of the verified layout.
+        return Some(StrChars::Ascii(unsafe { ascii_chars(layout, obj, length) }));
     }
     if layout.compact_data == 0 || state & STR_COMPACT_ASCII != STR_COMPACT {
         return None;

@@ -33,7 +33,7 @@ mod fifo;
 
 #[cfg(not(windows))]
 use crate::cpython::PyUnicode_AsUTF8AndSize;
-use crate::cpython::{list_items, prefetch, prefetch_body, str_chars, str_utf8, StrChars};
+use crate::cpython::{list_items, prefetch, prefetch_body, str_chars, StrChars};
 
 /// Integers up to this magnitude print with all their digits.
 const EXACT_INT_LIMIT: u64 = 1 << 53;
@@ -159,12 +159,7 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
 #[inline(never)]
 unsafe fn str_len_via_api(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
     // SAFETY: the caller upholds this function's `# Safety` contract.
-    unsafe {
-        Ok(match str_utf8(obj) {
-            Some(text) => escape::str_len(text),
-            None => read_text(py, obj)?.escaped_len(),
-        })
-    }
+    Ok(unsafe { read_text(py, obj) }?.escaped_len())
 }
 
 /// The UTF-16 code units of a `str`, lone surrogates kept.
@@ -185,17 +180,7 @@ unsafe fn code_units(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Vec<u1
             return Err(PyErr::fetch(py));
         }
         let code_points = std::slice::from_raw_parts(buf, usize::try_from(len).unwrap_or(0));
-        let mut units = Vec::with_capacity(code_points.len());
-        for &cp in code_points {
-            match u16::try_from(cp) {
-                Ok(unit) => units.push(unit),
-                Err(_) => {
-                    let c = cp.wrapping_sub(0x10000);
-                    units.push(0xD800 | ((c >> 10) & 0x3FF) as u16);
-                    units.push(0xDC00 | (c & 0x3FF) as u16);
-                }
-            }
-        }
+        let units = json::utf16_of(code_points);
         ffi::PyMem_Free(buf.cast());
         Ok(units)
     }

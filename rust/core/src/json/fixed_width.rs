@@ -205,8 +205,9 @@ fn split_chunks<T>(chars: &[T]) -> (impl Iterator<Item = &[T; CHUNK]>, &[T]) {
     )
 }
 
-/// The UTF-16 code units of code points (surrogate code points kept as single units).
-fn utf16_of(chars: &[u32]) -> Vec<u16> {
+/// The UTF-16 code units of code points (surrogate code points kept as single units, as a
+/// JS string holds them).
+pub fn utf16_of(chars: &[u32]) -> Vec<u16> {
     let mut units = Vec::with_capacity(chars.len());
     for &c in chars {
         match u16::try_from(c) {

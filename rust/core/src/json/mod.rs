@@ -18,7 +18,7 @@ pub(crate) mod parse;
 pub mod write;
 
 pub use escape::{str_len, units_len, units_utf8_len, utf16_len, write_str, write_units};
-pub use fixed_width::{bmp_len, code_points_len, latin1_len};
+pub use fixed_width::{bmp_len, code_points_len, latin1_len, utf16_of};
 pub use number_lens::NumberLens;
 pub use order::{array_index, array_index_units, js_key_order};
 pub use parse::{parse, ParseError};
