@@ -6,7 +6,7 @@ pub(crate) mod field;
 pub mod num;
 
 pub use field::JsField;
-pub use num::{format_json_number, format_number, math_round};
+pub use num::{format_json_number, format_number, math_round, push_number};
 
 /// Thrown by a phase where the reference throws a `TypeError` (04 section 6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

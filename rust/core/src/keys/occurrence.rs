@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use crate::js::format_number;
+use crate::js::push_number;
 
 /// The separator between the bare id and the timestamp.
 pub const OCC_KEY_SEPARATOR: char = '@';
@@ -31,11 +31,10 @@ pub fn occ_key(tool_call_id: &str, result_timestamp: Option<f64>) -> Cow<'_, str
 
 /// `id + "@" + String(ts)`, always with a timestamp.
 pub fn format_occ_key(tool_call_id: &str, result_timestamp: f64) -> String {
-    let suffix = format_number(result_timestamp);
-    let mut key = String::with_capacity(tool_call_id.len() + 1 + suffix.len());
+    let mut key = String::with_capacity(tool_call_id.len() + 1 + 16);
     key.push_str(tool_call_id);
     key.push(OCC_KEY_SEPARATOR);
-    key.push_str(&suffix);
+    push_number(&mut key, result_timestamp);
     key
 }
 

@@ -11,7 +11,7 @@
 //! messages appended) hands the previous render's keys back ([`ResultKeys::reusable`]):
 //! phase 1 then writes only the keys of the messages after that prefix.
 
-use super::stub_replace::push_js_number;
+use crate::js::push_number;
 use crate::view::{IdStr, JsIdOf, MsgView, Ts};
 
 /// The keys phase 1 looked the tool results up by (the occurrence key `id@ts`, or the bare
@@ -127,7 +127,7 @@ pub(crate) fn push_result_key<S: IdStr>(out: &mut String, msg: &MsgView<S>) -> b
         (Ts::Num(ts), id) => {
             out.push_str(&id.js_str());
             out.push('@');
-            push_js_number(out, ts);
+            push_number(out, ts);
         }
         (_, JsIdOf::Str(id)) => out.push_str(id.as_ref()),
         _ => return false,

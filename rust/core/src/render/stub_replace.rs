@@ -7,46 +7,15 @@ use super::plan::{Item, Piece, Text};
 use super::state::{template_or, RenderState, Summarized};
 use super::{record_is_protected, Protection};
 use crate::index::Record;
-use crate::js::format_number;
+use crate::js::push_number;
 use crate::view::{IdStr, JsIdOf, MsgView, Role};
-
-/// Integers up to this magnitude print as their plain digits.
-const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
-
-/// Appends `String(x)` for a number `x` (integers without going through a float formatter).
-pub(crate) fn push_js_number(out: &mut String, x: f64) {
-    if x.fract() == 0.0 && x.abs() <= EXACT_INT_LIMIT {
-        // Integral and within +-2^53: the cast is exact (and prints -0 as 0, as JS does).
-        let value = x as i64;
-        let mut digits = [0u8; 20];
-        let mut n = value.unsigned_abs();
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        if value < 0 {
-            out.push('-');
-        }
-        // ASCII digits: always valid UTF-8.
-        if let Ok(text) = std::str::from_utf8(digits.get(start..).unwrap_or_default()) {
-            out.push_str(text);
-        }
-    } else {
-        out.push_str(&format_number(x));
-    }
-}
 
 /// Writes `occKey(id, ts)` (`id + "@" + String(ts)`) into `buf`.
 pub(crate) fn write_occ_key(buf: &mut String, id: &str, ts: f64) {
     buf.clear();
     buf.push_str(id);
     buf.push('@');
-    push_js_number(buf, ts);
+    push_number(buf, ts);
 }
 
 /// Whether toolResult `msg` is stubbed, given its lookup key and the state's lookup hint
