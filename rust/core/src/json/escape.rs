@@ -181,11 +181,46 @@ pub fn write_units(out: &mut Vec<u8>, units: &[u16]) {
 /// (`\b \t \n \f \r`) take two units, other bytes below 0x20 six (`\u00xx`).
 pub fn str_len(s: &str) -> usize {
     let bytes = s.as_bytes();
+    if bytes.len() < PLAIN_CHECK_MAX && is_plain_ascii(bytes) {
+        return bytes.len() + 2;
+    }
     let (mut total, done) = wide::units(bytes);
     for &b in bytes.get(done..).unwrap_or_default() {
         total += usize::from(ESCAPED_UNITS[usize::from(b)]);
     }
     total + 2
+}
+
+/// Strings shorter than this (most member values: ids, names, types) are first checked
+/// for needing nothing but their quotes, eight bytes at a time.
+const PLAIN_CHECK_MAX: usize = 64;
+
+/// Whether every byte is ASCII that is copied raw (none below 0x20, `"` or `\\`): each is
+/// then one UTF-16 unit.
+#[inline(always)]
+fn is_plain_ascii(bytes: &[u8]) -> bool {
+    let flags = |word: u64| escape_mask(word) | (word & HIGHS);
+    let mut chunks = bytes.chunks_exact(8);
+    let mut found = chunks
+        .by_ref()
+        .fold(0, |found, chunk| found | flags(load_word(chunk)));
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        // The last eight bytes again (overlapping), or the few bytes padded with spaces.
+        let word = match bytes.len().checked_sub(8).and_then(|at| bytes.get(at..)) {
+            Some(last) => load_word(last),
+            None => {
+                let mut padded = [b' '; 8];
+                padded
+                    .iter_mut()
+                    .zip(rest)
+                    .for_each(|(to, &from)| *to = from);
+                u64::from_le_bytes(padded)
+            }
+        };
+        found |= flags(word);
+    }
+    found == 0
 }
 
 /// Escaped UTF-16 units of the leading 16-byte chunks of a byte string, many bytes at a
@@ -494,11 +529,12 @@ mod tests {
     #[test]
     fn one_special_anywhere_in_plain_text() {
         // Plain chunks are counted whole; each of these must still be seen in any position
-        // (the 32- and 16-byte chunks, the per-byte tail, the last byte).
+        // (the short-string check's words and padded tail, the 32- and 16-byte chunks, the
+        // per-byte tail, the last byte), below and above the short-string bound.
         for special in [
-            '"', '\\', '\u{0}', '\u{1f}', '\n', '\u{b}', '\u{7f}', 'é', '😀', ' ',
+            '"', '\\', '\u{0}', '\u{1f}', '\n', '\u{b}', '\u{7f}', '\u{80}', 'é', '😀', ' ',
         ] {
-            for len in 0..40 {
+            for len in 0..PLAIN_CHECK_MAX + 10 {
                 for at in 0..=len {
                     let s: String = (0..len)
                         .map(|i| if i == at { special } else { 'x' })
