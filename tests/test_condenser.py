@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,6 +27,7 @@ from pi_condense import jsjson
 from pi_condense import replay as replay_module
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
+from pi_condense.errors import CondenseWarning
 from pi_condense.replay_log import counter_ids
 from pi_condense.session import SessionFile
 from pi_condense.summarize.conformance import ConformanceSummarizer
@@ -227,14 +229,24 @@ def test_reload_rearm_flushes_recovered_work_once(tmp_path: Path) -> None:
     assert run(agent2.condenser.turn_end(message, [], 1)) is None
 
 
-def test_disabled_condenser_does_nothing() -> None:
-    agent, _ = make(Config())
-    run(one_prompt(agent, "A" * BIG))
-    messages = list(agent.messages)
-    rendered = agent.condenser.context(messages)
+def test_disabled_condenser_does_nothing_and_says_so_once() -> None:
+    agent, host = make(Config())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # a second warning would be recorded, not deduplicated
+        run(one_prompt(agent, "A" * BIG))
+        messages = list(agent.messages)
+        rendered = agent.condenser.context(messages)
+        run(one_prompt(agent, "B" * BIG))
     assert rendered.messages is messages
     assert not rendered.pruned
     assert pruner_types(agent.session) == []
+    # Many events, one warning: to Python's warnings and to the host's UI.
+    [warning] = [w for w in caught if issubclass(w.category, CondenseWarning)]
+    assert "pruning is disabled (contextPrune.enabled is false)" in str(warning.message)
+    assert "enabled: true" in str(warning.message)
+    assert [n for n in host.notes if "pruning is disabled" in n[0]] == [
+        (str(warning.message), "warning")
+    ]
 
 
 def test_without_a_summarizer_the_flush_fails_loudly() -> None:
