@@ -3,6 +3,8 @@ Dask ``LocalCluster`` started by the tests (Ray: test_corpus_ray.py)."""
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 
 import _corpus
 from pi_condense import corpus
+from pi_condense.corpus import engines
 
 ENGINE_SESSIONS = 60
 
@@ -54,6 +57,40 @@ def test_local_pool_equals_in_process(
     grace = {r.settings["recoveryGraceTurns"]: r for r in whatif.rows}
     assert grace[0].served_verbatim == 0
     assert grace[3].served_verbatim > 0
+
+
+def test_the_pool_is_not_forked_beside_other_threads() -> None:
+    linux = ["fork", "spawn", "forkserver"]  # get_all_start_methods(): the default first
+    assert engines.start_method(1, None, linux) == "fork"
+    assert engines.start_method(2, None, linux) == "forkserver"
+    # "fork" fixed by an earlier pool of the program is the default still.
+    assert engines.start_method(5, "fork", linux) == "forkserver"
+    assert engines.start_method(5, "spawn", linux) is None  # the program's own choice
+    assert engines.start_method(1, "forkserver", linux) is None
+    assert engines.start_method(2, None, ["fork", "spawn"]) == "spawn"
+    macos = ["spawn", "fork", "forkserver"]
+    assert engines.start_method(1, None, macos) is None
+    assert engines.start_method(1, "fork", macos) is None  # asked for on purpose
+    assert engines.start_method(1, None, ["spawn"]) is None
+
+
+def test_local_pool_beside_a_running_thread(
+    sessions: tuple[Path, _corpus.Plant], local_results: tuple[Any, Any]
+) -> None:
+    # A host with threads of its own (a notebook kernel, a server): forking it could leave a
+    # worker waiting on a lock one of them held; 3.12+ warns when that happens.
+    release = threading.Event()
+    busy = threading.Thread(target=release.wait, daemon=True)
+    busy.start()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            beside = _corpus.run_both(sessions[0], engine="local", workers=2)
+    finally:
+        release.set()
+        busy.join()
+    assert [str(w.message) for w in caught if "fork" in str(w.message)] == []
+    _corpus.check_same(local_results, *beside, sessions[1])
 
 
 def test_dask_cluster_equals_local(
