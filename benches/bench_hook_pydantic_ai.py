@@ -37,7 +37,7 @@ from pydantic_ai.messages import (
 
 import generate
 from pi_condense.adapters.base import Out
-from pi_condense.adapters.pydantic_ai import PydanticAICodec, assemble
+from pi_condense.adapters.pydantic_ai import MARK, PydanticAICodec, assemble
 from pi_condense.integrations.pydantic_ai import CondenseHistory
 from pi_condense.session import SessionFile
 
@@ -88,7 +88,13 @@ def _host_history(session: SessionFile) -> list[ModelMessage]:
         for m in session.build_context().messages
         if m.get("role") in ("user", "assistant", "toolResult")
     ]
-    return assemble(PydanticAICodec().encode([Out(m, ()) for m in hosts]))
+    history = assemble(PydanticAICodec().encode([Out(m, ()) for m in hosts]))
+    # The codec marks the returns it makes as its own output; a run's own history has no mark.
+    for message in history:
+        for part in message.parts:
+            if getattr(part, "metadata", None) == MARK:
+                part.metadata = None
+    return history
 
 
 @pytest.fixture(scope="module")
