@@ -433,9 +433,11 @@ def test_retry_after_parsing() -> None:
     ("compat", "limit", "expected"), [("default", 2, 2), ("default", 3, 3), ("reference", 2, 6)]
 )
 def test_concurrency_limit(compat: str, limit: int, expected: int) -> None:
-    # The server holds each request until all six are in flight (or 0.4 s pass): an
+    # The server holds each request until all six are in flight (or 1.5 s pass): an
     # unlimited runner gets all six in at once, a limited one never more than its limit.
-    server = LoopbackLLMServer(responder=lambda _: ok(), gate=6, gate_timeout=0.4)
+    # (With 0.4 s the limited runner's second request missed the first one on a loaded
+    # 2-core machine, and the maximum in flight read below the limit.)
+    server = LoopbackLLMServer(responder=lambda _: ok(), gate=6, gate_timeout=1.5)
     with server:
         h = Harness(server, session_model=None, summarizer_concurrency=limit, compat=compat)
 
