@@ -38,7 +38,13 @@ def test_the_environment_turns_every_layout_read_off(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str(
-        [("ascii_text", False), ("list_items", False), ("prefetch", False), ("str_chars", False)]
+        [
+            ("ascii_text", False),
+            ("dict_entries", False),
+            ("list_items", False),
+            ("prefetch", False),
+            ("str_chars", False),
+        ]
     )
 
 

@@ -308,5 +308,5 @@ def test_layout_features_report_the_layout_reads() -> None:
         and os.environ.get("PI_CONDENSE_LAYOUT", "").lower() != "off"
     )
     features = _core.layout_features()
-    assert set(features) == {"ascii_text", "str_chars", "list_items", "prefetch"}
+    assert set(features) == {"ascii_text", "str_chars", "list_items", "prefetch", "dict_entries"}
     assert features == dict.fromkeys(features, known)

@@ -8,10 +8,13 @@
 //!   compact `str` as the 1, 2 or 4-byte code points CPython keeps ([`str_chars`]: measured
 //!   without asking CPython for a UTF-8 copy, which it would make and keep on the string);
 //! - the item array of an exact `list` ([`list_items`]);
+//! - the entries of an exact `dict` with a combined table ([`DictMembers`]: a member costs a
+//!   `PyDict_Next` call through the stable ABI otherwise, the most frequent call of a walk);
 //!
 //! and [`prefetch_body`] reads one pointer of a dict or list as a cache hint.
 //!
-//! They are used only on interpreters whose layout is known - CPython 3.9-3.14, 64-bit,
+//! They are used only on interpreters whose layout is known - CPython 3.9-3.14 (3.11-3.14
+//! for dicts, whose combined table took its present form in 3.11), 64-bit,
 //! with the GIL (free-threaded builds, PyPy, GraalPy and 32-bit builds are refused
 //! explicitly) - and only after reading back known objects correctly at import
 //! ([`init`]). Setting `PI_CONDENSE_LAYOUT=off` in the environment before the module is
@@ -26,7 +29,7 @@ use std::sync::OnceLock;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyDict, PyDictMethods, PyList, PyString};
 
 type Obj = *mut ffi::PyObject;
 
@@ -48,6 +51,8 @@ pub(crate) struct Layout {
     list_items: bool,
     /// The dict and list pointers [`prefetch_body`] reads are where it reads them.
     prefetch: bool,
+    /// Combined dict tables read in place ([`DictMembers`]).
+    dict_entries: bool,
 }
 
 /// `PyASCIIObject.length`, `.state` (bit 5 `compact`, bit 6 `ascii`), `PyVarObject.ob_size`
@@ -64,6 +69,19 @@ const LIST_ITEMS_AT: usize = 24;
 /// `PyDictObject.ma_keys` and `PyListObject.ob_item`, in pointer-sized words.
 const DICT_KEYS_WORD: usize = 4;
 const LIST_ITEMS_WORD: usize = 3;
+/// `PyDictObject.ma_keys` and `.ma_values` (null: a combined table), and in the keys object
+/// (`PyDictKeysObject`) `dk_log2_index_bytes`, `dk_kind`, `dk_nentries` and `dk_indices`,
+/// after which the entries follow (64-bit CPython 3.11-3.14 with the GIL).
+const DICT_KEYS_AT: usize = 32;
+const DICT_VALUES_AT: usize = 40;
+const KEYS_LOG2_INDEX_BYTES_AT: usize = 9;
+const KEYS_KIND_AT: usize = 10;
+const KEYS_NENTRIES_AT: usize = 24;
+const KEYS_INDICES_AT: usize = 32;
+/// `dk_kind` of a table of str keys only (entries: key, value) and of any keys (entries:
+/// hash, key, value); split tables (2) are walked through the API.
+const KEYS_GENERAL: u8 = 0;
+const KEYS_UNICODE: u8 = 1;
 
 static LAYOUT: OnceLock<Layout> = OnceLock::new();
 
@@ -72,6 +90,7 @@ const OFF: Layout = Layout {
     compact_data: 0,
     list_items: false,
     prefetch: false,
+    dict_entries: false,
 };
 
 /// Verifies the layout (at import, while no object is borrowed: the checks run Python).
@@ -136,11 +155,13 @@ fn calibrate(py: Python<'_>) -> Layout {
     let ascii_ok = ascii_layout_reads_back(py, ascii_data);
     let compact_ok = ascii_ok && compact_layout_reads_back(py, compact_data);
     let list_ok = list_layout_reads_back(py);
+    let dict_ok = version.minor >= 11 && dict_layout_reads_back(py);
     Layout {
         ascii_data: if ascii_ok { ascii_data } else { 0 },
         compact_data: if compact_ok { compact_data } else { 0 },
         list_items: list_ok,
         prefetch: list_ok,
+        dict_entries: dict_ok,
     }
 }
 
@@ -240,6 +261,248 @@ fn list_layout_reads_back(py: Python<'_>) -> bool {
                 && (0..3).all(|i| *items.add(i) == ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t))
         }
     })
+}
+
+/// Whether the members of dicts of every kind a walk meets - empty, str keys only, other
+/// keys, with deleted entries, with 1 and 2-byte indices - read back in place as
+/// `PyDict_Next` gives them, and a split table (an instance's `__dict__`) is not read in
+/// place unless it reads back too.
+fn dict_layout_reads_back(py: Python<'_>) -> bool {
+    let build = || -> PyResult<Vec<Bound<'_, PyDict>>> {
+        let mut dicts = vec![PyDict::new(py)];
+        for (size, str_keys, deleted) in [
+            (1usize, true, 0usize),
+            (5, true, 0),
+            (12, true, 4),
+            (300, true, 0),
+            (300, true, 150),
+            (3, false, 0),
+            (300, false, 0),
+            (40, false, 9),
+        ] {
+            let dict = PyDict::new(py);
+            for i in 0..size {
+                if str_keys || i % 3 != 0 {
+                    dict.set_item(format!("key{i}"), i)?;
+                } else {
+                    dict.set_item(i, format!("value{i}"))?;
+                }
+            }
+            for i in (0..size).step_by(2).take(deleted) {
+                if str_keys || i % 3 != 0 {
+                    dict.del_item(format!("key{i}"))?;
+                } else {
+                    dict.del_item(i)?;
+                }
+            }
+            dicts.push(dict);
+        }
+        Ok(dicts)
+    };
+    let split = || -> PyResult<Bound<'_, PyDict>> {
+        let instance = py.eval(c"type('Split', (), {})()", None, None)?;
+        instance.setattr("a", 1)?;
+        instance.setattr("b", "x")?;
+        Ok(instance.getattr("__dict__")?.downcast_into::<PyDict>()?)
+    };
+    let (Ok(dicts), Ok(split)) = (build(), split()) else {
+        return false;
+    };
+    let reads_back = |dict: &Bound<'_, PyDict>, combined: bool| {
+        let ptr = dict.as_ptr();
+        // SAFETY: `dict` is alive (owned here), the GIL is held and nothing changes it while
+        // both walks run.
+        unsafe {
+            let Some(table) = combined_table(ptr) else {
+                return !combined;
+            };
+            let mut through_api = Vec::new();
+            let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+            while ffi::PyDict_Next(ptr, &mut pos, &mut key, &mut value) != 0 {
+                through_api.push((key, value));
+            }
+            let in_place: Vec<(Obj, Obj)> = DictMembers::with_table(ptr, 0, Some(table)).collect();
+            in_place == through_api
+        }
+    };
+    dicts.iter().all(|dict| reads_back(dict, true)) && reads_back(&split, false)
+}
+
+/// Where the entries of a dict's combined table are: the first entry's key slot, the
+/// entries' stride in words and how many there are (`None`: not an exact dict of a
+/// combined table, read through the API).
+///
+/// # Safety
+/// `dict` must be a live object and the GIL held; the layout is the one the constants
+/// describe: the caller checked [`Layout::dict_entries`], or is reading back known dicts
+/// on a 64-bit CPython 3.11-3.14 with the GIL (whose headers give these offsets).
+#[inline(always)]
+unsafe fn combined_table(dict: Obj) -> Option<(*const Obj, usize, ffi::Py_ssize_t)> {
+    // SAFETY: `dict` is live (the caller's contract): its header can be read.
+    if unsafe { ffi::Py_TYPE(dict) } != addr_of_mut!(ffi::PyDict_Type) {
+        return None;
+    }
+    let base = dict.cast::<u8>();
+    // SAFETY: an exact dict of this layout holds `ma_keys` and `ma_values` at these offsets;
+    // `ma_keys` always points to a keys object (the shared empty one for `{}`), whose header
+    // holds the fields read.
+    unsafe {
+        if !base
+            .add(DICT_VALUES_AT)
+            .cast::<*const u8>()
+            .read()
+            .is_null()
+        {
+            return None;
+        }
+        let table = base.add(DICT_KEYS_AT).cast::<*const u8>().read();
+        let kind = table.add(KEYS_KIND_AT).read();
+        let log2_index_bytes = u32::from(table.add(KEYS_LOG2_INDEX_BYTES_AT).read());
+        if (kind != KEYS_UNICODE && kind != KEYS_GENERAL) || log2_index_bytes > 40 {
+            return None;
+        }
+        let (stride, key_word) = if kind == KEYS_UNICODE { (2, 0) } else { (3, 1) };
+        let entries = table.add(KEYS_INDICES_AT + (1usize << log2_index_bytes));
+        let count = table.add(KEYS_NENTRIES_AT).cast::<ffi::Py_ssize_t>().read();
+        Some((entries.cast::<Obj>().add(key_word), stride, count))
+    }
+}
+
+/// The members of a dict in its order, as `PyDict_Next` hands them out (borrowed): read
+/// in place from an exact dict's combined table where the layout is verified, through the
+/// API otherwise. The position is `PyDict_Next`'s (one past the entry last handed out), so
+/// a walk may stop and resume where it stopped.
+pub struct DictMembers {
+    dict: Obj,
+    /// `PyDict_Next`'s position, for a walk through the API.
+    pos: ffi::Py_ssize_t,
+    /// For a table read in place (else all null): the key slot of the first entry, of the
+    /// next entry to read, and one past the last entry (used or deleted).
+    first: *const Obj,
+    next: *const Obj,
+    end: *const Obj,
+    /// Words from one entry to the next.
+    stride: usize,
+}
+
+impl DictMembers {
+    /// The members of `dict` from `pos` (0: the first).
+    ///
+    /// # Safety
+    /// `dict` must be a live dict (or dict subclass) and the GIL held, and no Python code
+    /// may run while the walk is used (the dict must not change); `pos` must be 0 or where
+    /// an earlier walk of the same, unchanged dict stopped. The members are borrowed from
+    /// the dict.
+    #[inline(always)]
+    pub unsafe fn new(dict: Obj, pos: ffi::Py_ssize_t) -> Self {
+        let table = if Layout::get().dict_entries {
+            // SAFETY: the caller's contract, and the layout is verified.
+            unsafe { combined_table(dict) }
+        } else {
+            None
+        };
+        // SAFETY: the caller's contract.
+        unsafe { Self::with_table(dict, pos, table) }
+    }
+
+    /// # Safety
+    /// As [`DictMembers::new`]; `table` is `combined_table(dict)` of the layout in use, or
+    /// `None`.
+    #[inline(always)]
+    unsafe fn with_table(
+        dict: Obj,
+        pos: ffi::Py_ssize_t,
+        table: Option<(*const Obj, usize, ffi::Py_ssize_t)>,
+    ) -> Self {
+        let none = std::ptr::null();
+        let mut members = DictMembers {
+            dict,
+            pos,
+            first: none,
+            next: none,
+            end: none,
+            stride: 0,
+        };
+        if let Some((first, stride, count)) = table {
+            let count = usize::try_from(count).unwrap_or(0);
+            let at = usize::try_from(pos).unwrap_or(0).min(count);
+            members.first = first;
+            members.stride = stride;
+            // SAFETY: the table holds `count` entries of `stride` words from `first` (the
+            // contract): both pointers are inside it or one past its last entry.
+            unsafe {
+                members.next = first.add(at * stride);
+                members.end = first.add(count * stride);
+            }
+        }
+        members
+    }
+
+    /// Calls `f` with each member in turn, until it fails (the in-place or the API walk
+    /// chosen once, not per member).
+    #[inline(always)]
+    pub fn try_each<E>(&mut self, mut f: impl FnMut(Obj, Obj) -> Result<(), E>) -> Result<(), E> {
+        if self.first.is_null() {
+            for (key, value) in self.by_ref() {
+                f(key, value)?;
+            }
+            return Ok(());
+        }
+        while let Some((key, value)) = self.next_in_place() {
+            f(key, value)?;
+        }
+        Ok(())
+    }
+
+    /// The next member of a table read in place (`first` is not null).
+    #[inline(always)]
+    fn next_in_place(&mut self) -> Option<(Obj, Obj)> {
+        while self.next < self.end {
+            // SAFETY: `next` is the key slot of one of the table's entries (the table is
+            // unchanged: the contract of `new`), the value slot follows it; a deleted entry's
+            // value is null. The step lands on the next entry or one past the last.
+            let (key, value) = unsafe {
+                let slot = self.next;
+                self.next = slot.add(self.stride);
+                (slot.read(), slot.add(1).read())
+            };
+            if !value.is_null() {
+                return Some((key, value));
+            }
+        }
+        None
+    }
+
+    /// Whether the members are read in place (else through `PyDict_Next`).
+    pub fn in_place(&self) -> bool {
+        !self.first.is_null()
+    }
+
+    /// Where the walk stands (`PyDict_Next`'s position).
+    #[inline(always)]
+    pub fn position(&self) -> ffi::Py_ssize_t {
+        if self.first.is_null() {
+            return self.pos;
+        }
+        let words = (self.next as usize - self.first as usize) / std::mem::size_of::<Obj>();
+        ffi::Py_ssize_t::try_from(words / self.stride).unwrap_or(ffi::Py_ssize_t::MAX)
+    }
+}
+
+impl Iterator for DictMembers {
+    type Item = (Obj, Obj);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(Obj, Obj)> {
+        if self.first.is_null() {
+            let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: the dict is live and unchanged and the GIL held (the contract of
+            // `new`); `pos` is 0 or where `PyDict_Next` left it.
+            let more = unsafe { ffi::PyDict_Next(self.dict, &mut self.pos, &mut key, &mut value) };
+            return (more != 0).then_some((key, value));
+        }
+        self.next_in_place()
+    }
 }
 
 /// The `state` word and the length of an exact str, when `data_at` (the offset of the
@@ -465,7 +728,7 @@ pub(crate) unsafe fn prefetch_body(obj: Obj) {
 }
 
 /// Which layout reads are on (diagnostics and tests): `ascii_text`, `str_chars`,
-/// `list_items`, `prefetch`.
+/// `list_items`, `prefetch`, `dict_entries`.
 pub fn features(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     let layout = Layout::get();
     let features = pyo3::types::PyDict::new(py);
@@ -473,5 +736,6 @@ pub fn features(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     features.set_item("str_chars", layout.compact_data != 0)?;
     features.set_item("list_items", layout.list_items)?;
     features.set_item("prefetch", layout.prefetch)?;
+    features.set_item("dict_entries", layout.dict_entries)?;
     Ok(features)
 }

@@ -30,7 +30,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8};
+use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8, DictMembers};
 
 /// A borrowed reference to a Python object (owned by the container it was read from).
 pub type Obj = *mut ffi::PyObject;
@@ -720,10 +720,14 @@ impl<'py> Keys<'py> {
             .filter(|&j| found[j].is_none())
             .fold(0u32, |m, j| m | 1 << j)
             & wanted;
-        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-        // SAFETY: `dict` is a live dict and the GIL held (the caller's contract); the keys
-        // it hands out are alive while it is.
-        while missing != 0 && unsafe { ffi::PyDict_Next(dict, pos, &mut key, &mut value) } != 0 {
+        if missing == 0 {
+            return;
+        }
+        // SAFETY: `dict` is a live dict and the GIL held, and `*pos` is 0 or where a walk of
+        // the unchanged dict stopped (the caller's contract); the keys it hands out are alive
+        // while it is.
+        let mut members = unsafe { DictMembers::new(dict, *pos) };
+        for (key, value) in members.by_ref() {
             // SAFETY: as above.
             let named = unsafe { self.field_of_key(key) };
             if named == NO_FIELD {
@@ -732,8 +736,12 @@ impl<'py> Keys<'py> {
             if let Some(j) = fields.iter().position(|&f| f as u8 == named) {
                 found[j].get_or_insert(value);
                 missing &= !(1 << j);
+                if missing == 0 {
+                    break;
+                }
             }
         }
+        *pos = members.position();
     }
 
     /// `dict[key]` (any `dict`), with `ABSENT` read as a missing key ([`Keys::fields_of`]).

@@ -1,9 +1,9 @@
 //! The in-place layout reads (`_core::cpython`) against an embedded interpreter: each agrees
 //! with the C API, whether the layout reads are on or not.
 
-use _core::cpython::{features, init, list_items, str_chars, str_utf8, StrChars};
+use _core::cpython::{features, init, list_items, str_chars, str_utf8, DictMembers, StrChars};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 #[test]
 fn str_utf8_agrees_with_the_api() {
@@ -141,6 +141,108 @@ fn features_name_every_read() {
         let f = features(py).unwrap();
         let mut names: Vec<String> = f.keys().iter().map(|k| k.extract().unwrap()).collect();
         names.sort();
-        assert_eq!(names, ["ascii_text", "list_items", "prefetch", "str_chars"]);
+        assert_eq!(
+            names,
+            [
+                "ascii_text",
+                "dict_entries",
+                "list_items",
+                "prefetch",
+                "str_chars"
+            ]
+        );
+    });
+}
+
+/// The members of a dict as `PyDict_Next` hands them out, from `pos`.
+fn members_through_api(dict: &Bound<'_, PyAny>, mut pos: isize) -> Vec<(usize, usize)> {
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let mut members = Vec::new();
+    // SAFETY: `dict` is a live dict, unchanged while walked; the GIL is held.
+    while unsafe { pyo3::ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+        members.push((key as usize, value as usize));
+    }
+    members
+}
+
+#[test]
+fn dict_members_agree_with_the_api() {
+    Python::with_gil(|py| {
+        init(py);
+        let on = feature(py, "dict_entries");
+        let globals = PyDict::new(py);
+        py.run(
+            pyo3::ffi::c_str!(
+                "
+class Sub(dict):
+    pass
+class Attrs:
+    pass
+instance = Attrs()
+instance.a, instance.b = 1, 'x'
+deleted = {f'k{i}': i for i in range(40)}
+for i in range(0, 40, 3):
+    del deleted[f'k{i}']
+deleted['again'] = 'last'
+mixed = {1: 'one', 'two': 2, (3,): None, 2.5: [], 'k': {}}
+mixed_deleted = dict(mixed)
+del mixed_deleted['two'], mixed_deleted[(3,)]
+samples = [
+    ({}, True),
+    ({'role': 'user', 'content': 'hi', 'timestamp': 1}, True),
+    ({f'key{i}': i for i in range(300)}, True),
+    (deleted, True),
+    (mixed, True),
+    (mixed_deleted, True),
+    ({i: i for i in range(70000)}, True),
+    (instance.__dict__, False),
+    (Sub(a=1, b=2), False),
+]
+"
+            ),
+            Some(&globals),
+            None,
+        )
+        .unwrap();
+        let samples = globals.get_item("samples").unwrap().unwrap();
+        for sample in samples.try_iter().unwrap() {
+            let (dict, combined): (Bound<'_, PyAny>, bool) = sample.unwrap().extract().unwrap();
+            let api = members_through_api(&dict, 0);
+            // SAFETY: `dict` is a live dict, unchanged while walked; the GIL is held.
+            let mut walk = unsafe { DictMembers::new(dict.as_ptr(), 0) };
+            assert_eq!(walk.in_place(), on && combined, "{dict}");
+            let read: Vec<(usize, usize)> = walk
+                .by_ref()
+                .map(|(k, v)| (k as usize, v as usize))
+                .collect();
+            assert_eq!(read, api, "{dict}");
+            // A walk stopped after each member resumes where `PyDict_Next` would.
+            for taken in 0..api.len().min(12) {
+                // SAFETY: as above.
+                let mut first = unsafe { DictMembers::new(dict.as_ptr(), 0) };
+                let head: Vec<_> = first.by_ref().take(taken).collect();
+                assert_eq!(head.len(), taken);
+                let pos = first.position();
+                // SAFETY: as above; `pos` is where a walk of the same dict stopped.
+                let rest: Vec<(usize, usize)> = unsafe { DictMembers::new(dict.as_ptr(), pos) }
+                    .map(|(k, v)| (k as usize, v as usize))
+                    .collect();
+                assert_eq!(rest, members_through_api(&dict, pos), "{dict} from {taken}");
+                assert_eq!(rest.as_slice(), &api[taken..], "{dict} from {taken}");
+            }
+            // `try_each` visits the same members and stops at the first error.
+            let mut seen = Vec::new();
+            // SAFETY: as above.
+            let stopped = unsafe { DictMembers::new(dict.as_ptr(), 0) }.try_each(|k, v| {
+                seen.push((k as usize, v as usize));
+                if seen.len() == 3 {
+                    Err(())
+                } else {
+                    Ok(())
+                }
+            });
+            assert_eq!(stopped.is_err(), api.len() >= 3);
+            assert_eq!(seen.as_slice(), &api[..api.len().min(3)]);
+        }
     });
 }

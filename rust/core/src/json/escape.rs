@@ -179,11 +179,19 @@ pub fn write_units(out: &mut Vec<u8>, units: &[u16]) {
 /// Per UTF-8 byte: a continuation byte adds nothing, any other byte one unit, a 4-byte
 /// lead one more (its code point is a surrogate pair); `"` and `\\` and the short escapes
 /// (`\b \t \n \f \r`) take two units, other bytes below 0x20 six (`\u00xx`).
+#[inline(always)]
 pub fn str_len(s: &str) -> usize {
     let bytes = s.as_bytes();
     if bytes.len() < PLAIN_CHECK_MAX && is_plain_ascii(bytes) {
         return bytes.len() + 2;
     }
+    escaped_len(bytes)
+}
+
+/// [`str_len`] of a string that is long or needs escapes (out of line: the plain short
+/// string is the common case, and is measured without a call).
+#[inline(never)]
+fn escaped_len(bytes: &[u8]) -> usize {
     let (mut total, done) = wide::units(bytes);
     for &b in bytes.get(done..).unwrap_or_default() {
         total += usize::from(ESCAPED_UNITS[usize::from(b)]);

@@ -69,6 +69,15 @@ impl NumberLens {
         len
     }
 
+    /// Where the entry of `x` is looked for, for a prefetch hint: a walk that knows a
+    /// double ahead of measuring it has its set loaded meanwhile (`None` before first use).
+    #[inline]
+    pub fn set_address(&self, x: f64) -> Option<*const u8> {
+        self.sets
+            .get(set_of(x.to_bits()))
+            .map(|set| (set as *const Set).cast::<u8>())
+    }
+
     /// How many lengths were computed rather than found.
     pub fn misses(&self) -> u64 {
         self.misses

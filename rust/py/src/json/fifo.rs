@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use super::{
     check_depth, float_number, int_number, kind, seq_item, seq_len, unsupported, Kind, Measurer,
 };
-use crate::cpython::{list_items, prefetch, prefetch_body};
+use crate::cpython::{list_items, prefetch, prefetch_body, DictMembers};
 
 type Obj = *mut ffi::PyObject;
 
@@ -20,69 +20,53 @@ pub(super) struct Queued {
     depth: u32,
 }
 
-/// A first-in first-out queue of [`Queued`] objects (a ring of a power-of-two size).
+/// A first-in first-out queue of [`Queued`] objects: a vector read from `head` on, whose
+/// read part is dropped from time to time ([`Fifo::compact`]) rather than wrapped around
+/// (no index masking on every push, pop and look-ahead).
 #[derive(Default)]
 pub(super) struct Fifo {
-    ring: Vec<Queued>,
+    items: Vec<Queued>,
     head: usize,
-    len: usize,
 }
+
+/// The read part of the queue is dropped once it is this long.
+const COMPACT_AT: usize = 1024;
 
 impl Fifo {
     fn clear(&mut self) {
+        self.items.clear();
         self.head = 0;
-        self.len = 0;
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.items.len() - self.head
     }
 
     #[inline(always)]
     fn push(&mut self, item: Queued) {
-        if self.len == self.ring.len() {
-            self.grow();
-        }
-        let mask = self.ring.len() - 1;
-        if let Some(slot) = self.ring.get_mut((self.head + self.len) & mask) {
-            *slot = item;
-        }
-        self.len += 1;
-    }
-
-    #[cold]
-    fn grow(&mut self) {
-        let capacity = (self.ring.len() * 2).max(256);
-        let mut ring = Vec::with_capacity(capacity);
-        ring.extend((0..self.len).filter_map(|i| self.get(i)));
-        ring.resize(
-            capacity,
-            Queued {
-                obj: std::ptr::null_mut(),
-                owner: 0,
-                depth: 0,
-            },
-        );
-        self.ring = ring;
-        self.head = 0;
+        self.items.push(item);
     }
 
     #[inline(always)]
     fn pop(&mut self) -> Option<Queued> {
-        if self.len == 0 {
-            return None;
-        }
-        let item = self.ring.get(self.head).copied();
-        self.head = (self.head + 1) & (self.ring.len() - 1);
-        self.len -= 1;
+        let item = self.items.get(self.head).copied();
+        self.head += usize::from(item.is_some());
         item
     }
 
     /// The item `i` places behind the head.
     #[inline(always)]
     fn get(&self, i: usize) -> Option<Queued> {
-        if i < self.len {
-            self.ring
-                .get((self.head + i) & (self.ring.len() - 1))
-                .copied()
-        } else {
-            None
+        self.items.get(self.head + i).copied()
+    }
+
+    /// Drops the items already read, if there are many (called between pops).
+    #[inline(always)]
+    fn compact(&mut self) {
+        if self.head >= COMPACT_AT {
+            self.items.drain(..self.head);
+            self.head = 0;
         }
     }
 }
@@ -121,7 +105,8 @@ impl Measurer {
         pending.resize(n, 0);
         let (mut next, mut done) = (0usize, 0usize);
         let result = loop {
-            while queue.len < REFILL && next < n {
+            queue.compact();
+            while queue.len() < REFILL && next < n {
                 if let (Some(&obj), Some(p)) = (items.get(next), pending.get_mut(next)) {
                     queue.push(Queued {
                         obj,
@@ -140,7 +125,10 @@ impl Measurer {
             }
             if let Some(ahead) = queue.get(AHEAD_BODY) {
                 // SAFETY: queued objects are live (held by the containers being walked).
-                unsafe { prefetch_body(ahead.obj) };
+                unsafe {
+                    prefetch_body(ahead.obj);
+                    self.prefetch_number(ahead.obj);
+                }
             }
             // SAFETY: the caller's contract; the object is held by its container.
             let Ok((len, queued)) = (unsafe { self.visit(py, item, &mut queue) }) else {
@@ -199,7 +187,7 @@ impl Measurer {
                 Kind::Other => return Err(unsupported(py, obj)),
                 kind @ (Kind::Dict | Kind::List | Kind::Tuple) => {
                     check_depth(depth as usize)?;
-                    if queue.len > QUEUE_CAP {
+                    if queue.len() > QUEUE_CAP {
                         return Ok((self.len_at(py, obj, depth)?, 0));
                     }
                     let inner = depth + 1;
@@ -214,13 +202,12 @@ impl Measurer {
                     };
                     match kind {
                         Kind::Dict => {
-                            let (mut pos, mut key, mut value) =
-                                (0, std::ptr::null_mut(), std::ptr::null_mut());
-                            while ffi::PyDict_Next(obj, &mut pos, &mut key, &mut value) != 0 {
+                            DictMembers::new(obj, 0).try_each(|key, value| {
                                 extra += self.key_len(py, key)?;
                                 push(value);
                                 count += 1;
-                            }
+                                Ok::<(), PyErr>(())
+                            })?;
                         }
                         _ => {
                             let is_list = matches!(kind, Kind::List);

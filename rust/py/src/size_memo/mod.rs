@@ -42,7 +42,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::cpython::{list_items as list_slice, prefetch, prefetch_body};
+use crate::cpython::{list_items as list_slice, prefetch, prefetch_body, DictMembers};
 use crate::json::Measurer;
 use crate::render::resume::{Continuation, ResumeStats, FALLBACKS};
 use crate::render::reuse::Outputs;
@@ -300,8 +300,7 @@ unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
         if tag == TAG_DICT {
             // The keys, in order, then the values' trees.
             let mut values: SmallValues = SmallValues::new();
-            let (mut at, mut key, mut value) = (0, null_mut(), null_mut());
-            while ffi::PyDict_Next(obj, &mut at, &mut key, &mut value) != 0 {
+            for (key, value) in DictMembers::new(obj, 0) {
                 if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
                     return false;
                 }
