@@ -11,7 +11,8 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::exceptions::PyOverflowError;
+use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
 /// What the fast part did (see `SessionFile._index_all`).
 #[pyclass(module = "pi_condense._core", name = "IndexedEntries", frozen, get_all)]
@@ -198,14 +199,18 @@ pub(crate) fn parse_lines_from<'py>(
 ) -> PyResult<(usize, usize)> {
     let py = data.py();
     let bytes = data.as_bytes();
+    // Each line goes to `loads` as a slice of a view of `data`, not a copy: the view holds
+    // a buffer export of `data`, so a slice that `loads` kept would keep `data` alive.
+    let view = PyMemoryView::from(data.as_any())?;
     while position <= bytes.len() {
         let rest = bytes.get(position..).unwrap_or_default();
-        let Some(cut) = rest.iter().position(|&b| b == b'\n') else {
+        let Some(cut) = memchr::memchr(b'\n', rest) else {
             // The last segment (no newline after it): the caller reads it.
             break;
         };
-        let line = rest.get(..cut).unwrap_or_default();
-        let value = match loads.call1((PyBytes::new(py, line),)) {
+        let (start, end) = (to_isize(position)?, to_isize(position + cut)?);
+        let line = view.get_item(PySlice::new(py, start, end, 1))?;
+        let value = match loads.call1((line,)) {
             Ok(value) => value,
             Err(err) if err.is_instance(py, refused) => break,
             Err(err) => return Err(err),
@@ -218,6 +223,11 @@ pub(crate) fn parse_lines_from<'py>(
         position += cut + 1;
     }
     Ok((position, number))
+}
+
+/// A byte offset as a Python index.
+fn to_isize(offset: usize) -> PyResult<isize> {
+    isize::try_from(offset).map_err(|_| PyOverflowError::new_err("offset beyond isize"))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
