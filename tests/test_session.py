@@ -781,11 +781,56 @@ def test_date_parse(text: str, expected: int) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # toISOString()'s own form, parsed by the fast path (expected values as above: V8).
+        ("2025-02-31T00:00:00.000Z", 1740960000000),
+        ("2025-10-09T24:00:00.000Z", 1760054400000),
+        ("0000-01-01T00:00:00.000Z", -62167219200000),
+        ("1970-01-01T00:00:00.001Z", 1),
+    ],
+)
+def test_date_parse_canonical_form(text: str, expected: int) -> None:
+    assert jstime.date_parse(text) == expected
+
+
+def two(n: int) -> str:
+    return f"{n:02d}"
+
+
+@given(
+    st.integers(0, 9999),
+    *(st.integers(0, 99) for _ in range(5)),
+    st.integers(0, 999),
+)
+def test_the_canonical_fast_path_agrees_with_the_general_parser(
+    year: int, month: int, day: int, hour: int, minute: int, second: int, millis: int
+) -> None:
+    from pi_condense.js.time import _date_parse_any
+
+    text = f"{year:04d}-{two(month)}-{two(day)}T{two(hour)}:{two(minute)}:{two(second)}"
+    text += f".{millis:03d}Z"
+    fast, general = jstime.date_parse(text), _date_parse_any(text)
+    assert fast == general or (fast != fast and general != general), text
+    if year >= 1 and 1 <= month <= 12 and 1 <= day <= 28 and hour <= 23 and minute <= 59:
+        from datetime import UTC, datetime
+
+        if second <= 59:  # a valid instant: the proleptic Gregorian UTC time JS uses too
+            when = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+            assert fast == int(when.timestamp()) * 1000 + millis
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "",
         "garbage",
         "2025-02-32",
+        "2025-02-32T00:00:00.000Z",
+        "2025-13-01T00:00:00.000Z",
+        "2025-10-09T24:00:00.001Z",
+        "2025-10-09T08:60:00.000Z",
+        "2025-10-09T08:53:21.000\u0660Z",
         "2025-10-09T24:00:01Z",
         "2025-10-09T08:53:60Z",
         "2025-00-09",

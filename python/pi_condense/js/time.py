@@ -55,6 +55,11 @@ _ISO_RE = re.compile(
     re.ASCII,
 )
 
+# What toISOString() writes (every entry timestamp Pi stores): no optional part to resolve.
+_CANONICAL_RE = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\.([0-9]{3})Z", re.ASCII
+)
+
 
 def now_ms() -> int:
     """``Date.now()``: the current time as integer epoch milliseconds."""
@@ -110,6 +115,20 @@ def _is_legacy_form(separator: str | None, zone: str | None) -> bool:
 
 def date_parse(text: str) -> float:
     """``Date.parse(text)`` (see the module docstring for the accepted forms)."""
+    canonical = _CANONICAL_RE.fullmatch(text)
+    if canonical is None:
+        return _date_parse_any(text)
+    year, month, day, hour, minute, second, millis = map(int, canonical.groups())
+    if not (1 <= month <= 12 and 1 <= day <= 31 and minute <= 59 and second <= 59):
+        return _NAN
+    if hour > 24 or (hour == 24 and (minute or second or millis)):
+        return _NAN
+    days = _days_from_civil(year, month, day)
+    return time_clip(days * _MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + millis)
+
+
+def _date_parse_any(text: str) -> float:
+    """:func:`date_parse` of any form (the canonical one included)."""
     m = _ISO_RE.fullmatch(text)
     if m is None:
         return _NAN
