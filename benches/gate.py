@@ -16,10 +16,10 @@ printed too):
 pair       subject / baseline                              target  bound
 =========  ==============================================  ======  =========
 state      PrunerState.from_branch / orjson.loads lines    1.0     1.25
-open       Condenser.open + state + context / loads lines  1.5     2.5
+open       Condenser.open + state + context / loads lines  1.5     2.2
 render     full render, repeated / orjson.dumps(messages)  0.5     1.25
-cold       first render / orjson.dumps, new objects        1.0     2.0
-cold-same  first render / orjson.dumps, same objects       -       2.0
+cold       first render / orjson.dumps, new objects        1.0     1.4
+cold-same  first render / orjson.dumps, same objects       -       1.4
 noop       no-op render / orjson.dumps(messages)           0.15    0.5
 scale      corpus scan 2 workers / 1 worker (wall clock)   0.5     0.667
 scan       corpus scan in process / orjson.loads lines     -       6.0
@@ -30,16 +30,17 @@ live       Condenser events+context() / render, 10k        1.3     1.5
 startup    ``pi-condense --version`` / ``python -c pass``  5.0     10.0
 =========  ==============================================  ======  =========
 
-The target is the goal; the bound is what the gate enforces. Where a target is met with room
-to spare on a noisy 2-core machine the bound is the target (cx3); elsewhere it is a regression
-bound, the worst ratio measured on the development VM plus 30-60% for noise. On 2026-12-04
-(the development VM, CPython 3.11) one gate run measured state 0.22, open 1.57, render 0.67,
-cold 1.31, noop 0.150, cx3 1.00, cx10 1.27, live 1.05, startup 6.95, scan 3.4; direct timings
-of the same code: open 1.40-1.55, cold 1.36-1.40. The open pair swings most (its median ratio
-was 3.3 in that run: its baseline allocates 28k dicts). On 2026-12-05, with strings measured in
-place and the cold pair on new objects, two gate runs measured cold 1.18 and 1.13 (cold-same
-1.16 and 1.11), render 0.57 and 0.52, open 1.46 and 1.38; cold is the target not met
-(README, Performance).
+The target is the goal; the bound is what the gate enforces. Where a target is met with room to
+spare on a noisy 2-core machine the bound is the target (cx3); elsewhere it is a regression
+bound, the worst ratio measured plus 30-60% for noise. On 2026-12-04 (the development VM,
+CPython 3.11) one gate run measured state 0.22, open 1.57, render 0.67, cold 1.31, noop 0.150,
+cx3 1.00, cx10 1.27, live 1.05, startup 6.95, scan 3.4. The open pair swings most (its median
+ratio was 3.3 in that run: its baseline allocates 28k dicts). On 2026-12-06 (a 2-core machine,
+CPython 3.11 / 3.12 / 3.13), after the in-place dict reads and the linear walk queue, nine gate
+runs measured cold 0.82-0.96, cold-same 0.82-1.00 and render 0.44-0.53; after the loader's line
+views, four measured open 1.25-1.62 (1.33-1.75 before them). So the bounds of cold and
+cold-same went from 2.0 to 1.4 and open's from 2.5 to 2.2 (README, Performance, has the figures
+of the README's commit).
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
@@ -97,15 +98,15 @@ class Pair:
 
 PAIRS = (
     Pair("state", "PrunerState.from_branch", "orjson.loads(lines)", 1.0, 1.25),
-    Pair("open", "Condenser.open+state+context", "orjson.loads(lines)", 1.5, 2.5, "state"),
+    Pair("open", "Condenser.open+state+context", "orjson.loads(lines)", 1.5, 2.2, "state"),
     Pair("render", "full render, repeated", "orjson.dumps(messages)", 0.5, 1.25),
-    Pair("cold", "full render, first, new objects", "orjson.dumps(new objects)", 1.0, 2.0),
+    Pair("cold", "full render, first, new objects", "orjson.dumps(new objects)", 1.0, 1.4),
     Pair(
         "cold-same",
         "full render, first, same objects",
         "orjson.dumps(messages)",
         None,
-        2.0,
+        1.4,
         "render",
     ),
     Pair("noop", "no-op render", "orjson.dumps(messages)", 0.15, 0.5),
