@@ -376,7 +376,7 @@ def test_custom_message_and_branch_summary_in_context() -> None:
     assert build_session_context(session.entries, None).messages == []
 
 
-def test_compaction_keeps_from_first_kept_entry() -> None:
+def _two_compactions(c2_keeps_from: str) -> SessionFile:
     lines = [
         HEADER_V3,
         msg_line("a1", None, "one", ts=1),
@@ -386,10 +386,14 @@ def test_compaction_keeps_from_first_kept_entry() -> None:
         '"summary":"old","firstKeptEntryId":"a2","tokensBefore":5}',
         msg_line("a4", "c1", "four", ts=4),
         '{"type":"compaction","id":"c2","parentId":"a4","timestamp":"2025-01-01T00:00:06.000Z",'
-        '"summary":"new","firstKeptEntryId":"a4","tokensBefore":9}',
+        f'"summary":"new","firstKeptEntryId":"{c2_keeps_from}","tokensBefore":9}}',
         msg_line("a5", "c2", "five", ts=5),
     ]
-    session = SessionFile.parse("\n".join(lines) + "\n")
+    return SessionFile.parse("\n".join(lines) + "\n")
+
+
+def test_compaction_keeps_from_first_kept_entry() -> None:
+    session = _two_compactions("a4")
     # The last compaction on the path wins; kept entries start at its firstKeptEntryId.
     assert jsjson.dumps(session.build_context().messages) == (
         '[{"role":"compactionSummary","summary":"new","tokensBefore":9,"timestamp":1735689606000},'
@@ -402,6 +406,31 @@ def test_compaction_keeps_from_first_kept_entry() -> None:
         '{"role":"user","content":"three","timestamp":3},'
         '{"role":"user","content":"four","timestamp":4}]'
     )
+
+
+def test_compaction_inside_the_kept_range_of_a_later_one_shows_its_summary() -> None:
+    # c2 keeps from a2, so c1 (between a3 and a4) lies inside its kept range: current Pi (and
+    # the reference runner's host) emits c1's summary at its place (spec 01 section 7, as
+    # corrected); older pi-mono dropped it. Expected bytes: the reference runner's render.
+    session = _two_compactions("a2")
+    expected = (
+        '[{"role":"compactionSummary","summary":"new","tokensBefore":9,"timestamp":1735689606000},'
+        '{"role":"user","content":"two","timestamp":2},'
+        '{"role":"user","content":"three","timestamp":3},'
+        '{"role":"compactionSummary","summary":"old","tokensBefore":5,"timestamp":1735689605000},'
+        '{"role":"user","content":"four","timestamp":4},'
+        '{"role":"user","content":"five","timestamp":5}]'
+    )
+    assert jsjson.dumps(session.build_context().messages) == expected
+    assert jsjson.dumps(build_session_context(session.entries).messages) == expected
+
+
+def test_session_name_line_breaks_become_one_space(tmp_path: Path) -> None:
+    session = SessionFile.create(tmp_path / "s.jsonl", cwd="/w")
+    session.append_session_info("  first\r\n\nsecond \n")
+    assert session.entries[-1]["name"] == "first second"
+    reloaded = SessionFile.load(tmp_path / "s.jsonl")
+    assert reloaded.entries[-1]["name"] == "first second"
 
 
 def test_parent_cycle_terminates() -> None:

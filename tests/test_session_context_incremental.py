@@ -61,7 +61,18 @@ def _message_of(entry: dict[str, Any]) -> Optional[dict[str, Any]]:
             summary["fromId"] = entry["fromId"]
         summary["timestamp"] = jstime.date_value(entry["timestamp"])
         return summary
+    if kind == "compaction":  # reached only inside the kept range of a later compaction
+        return _summary_of(entry)
     return None
+
+
+def _summary_of(compaction: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "compactionSummary",
+        "summary": compaction["summary"],
+        "tokensBefore": compaction["tokensBefore"],
+        "timestamp": jstime.date_value(compaction["timestamp"]),
+    }
 
 
 def _expected(entries: list[dict[str, Any]], leaf: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -89,10 +100,7 @@ def _expected(entries: list[dict[str, Any]], leaf: dict[str, Any]) -> tuple[Any,
         kept_id = compaction["firstKeptEntryId"]
         first = next((i for i, e in enumerate(path[:at]) if e["id"] == kept_id), at)
         kept = path[first:at] + path[at + 1 :]
-        head = {"role": "compactionSummary", "summary": compaction["summary"]}
-        head["tokensBefore"] = compaction["tokensBefore"]
-        head["timestamp"] = jstime.date_value(compaction["timestamp"])
-        messages = [head]
+        messages = [_summary_of(compaction)]
     messages += [m for m in map(_message_of, kept) if m is not None]
     return messages, thinking, model
 

@@ -111,6 +111,18 @@ def _emit(entry: dict[str, Any], out: list[Any]) -> None:
         put(summary, "fromId", entry.get("fromId", ABSENT))
         summary["timestamp"] = _entry_time(entry)
         out.append(summary)
+    elif kind == "compaction":
+        # Only reached for an earlier compaction inside the kept range of the last one
+        # (the builder keeps compactions apart); current Pi shows its summary there too.
+        out.append(_compaction_summary(entry))
+
+
+def _compaction_summary(compaction: dict[str, Any]) -> dict[str, Any]:
+    head: dict[str, Any] = {"role": "compactionSummary"}
+    put(head, "summary", compaction.get("summary", ABSENT))
+    put(head, "tokensBefore", compaction.get("tokensBefore", ABSENT))
+    head["timestamp"] = _entry_time(compaction)
+    return head
 
 
 def _emit_all(entries: Iterable[dict[str, Any]], out: list[Any]) -> None:
@@ -242,12 +254,7 @@ class ContextBuilder:
 
 def _compacted(path: Sequence[dict[str, Any]], compaction: dict[str, Any]) -> list[Any]:
     """The messages of a branch whose last compaction entry is ``compaction``."""
-    messages: list[Any] = []
-    head: dict[str, Any] = {"role": "compactionSummary"}
-    put(head, "summary", compaction.get("summary", ABSENT))
-    put(head, "tokensBefore", compaction.get("tokensBefore", ABSENT))
-    head["timestamp"] = _entry_time(compaction)
-    messages.append(head)
+    messages: list[Any] = [_compaction_summary(compaction)]
 
     compaction_key = map_key(compaction.get("id", ABSENT))
     index = next(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,6 +54,7 @@ __all__ = ["SessionFile"]
 StrPath = Union[str, "os.PathLike[str]"]
 
 _TAIL_BYTES = 256
+_LINE_BREAKS = re.compile(r"[\r\n]+")
 
 # Files of at least this many entries are indexed by the native loop first (``_index_all``).
 _NATIVE_INDEX_FROM = 64
@@ -732,8 +734,9 @@ class SessionFile:
             )
 
     def append_session_info(self, name: str) -> str:
-        """Append a ``session_info`` entry with the trimmed display name; returns its id."""
-        return self._append({"type": "session_info", "name": trim(name)})
+        """Append a ``session_info`` entry with the display name on one line (each run of
+        line breaks one space, then trimmed, as Pi writes it); returns its id."""
+        return self._append({"type": "session_info", "name": trim(_LINE_BREAKS.sub(" ", name))})
 
     def refresh(self) -> int:
         """Pick up entries another writer appended since our last read; returns how many.
