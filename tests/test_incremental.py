@@ -9,13 +9,14 @@ a freshly loaded session's walk, the full-branch functions of ``capture`` / ``me
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pi_condense import jsjson
-from pi_condense.branch_facts import BranchFacts
+from pi_condense.branch_facts import BranchFacts, branch_facts
 from pi_condense.capture import (
     _less,
     branch_turn_index,
@@ -185,6 +186,17 @@ def _summary(n: int, anchor: Any) -> LiveSummary:
         "timestamp": 1000 + n,
     }
     return LiveSummary(anchor, message, jsjson.dumps(refs))
+
+
+def test_a_session_whose_facts_were_asked_for_is_freed(condensed: SessionFile) -> None:
+    # The shared table of facts must not keep its sessions alive: a corpus run condenses
+    # thousands of sessions in one worker (each held its entries for the worker's life).
+    session = SessionFile.parse(_text(condensed))
+    gone = weakref.ref(session)
+    assert branch_facts(session).messages
+    del session
+    # No cycle is involved: reference counting alone frees the session.
+    assert gone() is None
 
 
 def test_the_kept_placer_places_as_a_new_one() -> None:

@@ -42,7 +42,9 @@ class BranchFacts:
     """The facts of one session's current branch (see the module docstring)."""
 
     def __init__(self, session: SessionFile, sizes: Optional[ContextMetrics] = None) -> None:
-        self._session = session
+        # Weak: the module's table maps each session to its facts, and a value that held
+        # its key strongly would keep every session (and its entries) alive for good.
+        self._session = weakref.ref(session)
         self._sizes = sizes if sizes is not None else ContextMetrics()
         self._epoch = -1
         self._done = 0
@@ -70,7 +72,10 @@ class BranchFacts:
     def update(self) -> BranchFacts:
         """Fold in the entries added to the branch since the last call (all of them when
         the branch was replaced); returns self."""
-        epoch, path = self._session.branch_path()
+        session = self._session()
+        if session is None:
+            raise ReferenceError("the session of these branch facts no longer exists")
+        epoch, path = session.branch_path()
         if epoch != self._epoch:
             self._epoch = epoch
             self._done = 0
