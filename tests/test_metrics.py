@@ -12,6 +12,7 @@ from _agent import assistant, config, read_gz, result, user
 from pi_condense import jsjson
 from pi_condense.capture import protection_predicate
 from pi_condense.config import Config
+from pi_condense.js.values import js_round, to_fixed
 from pi_condense.keys import occ_key
 from pi_condense.metrics import (
     ContextMetrics,
@@ -21,10 +22,8 @@ from pi_condense.metrics import (
     cc,
     format_char_progress,
     format_cost,
-    js_round,
     project_branch_messages,
     status_text,
-    to_fixed,
 )
 from pi_condense.session import SessionFile
 from pi_condense.state import Frontier, PrunerState, normalize_frontier
@@ -57,6 +56,18 @@ def test_js_round_and_to_fixed() -> None:
     assert to_fixed(0.125, 2) == "0.13"
     assert to_fixed(1.005, 2) == "1.00"
     assert to_fixed(0, 3) == "0.000"
+
+
+def test_one_math_round_for_every_caller() -> None:
+    # The summarizer's stall message once had its own floor(x + 0.5), which gives 1 for
+    # 0.49999999999999994 (the sum rounds to exactly 1.0); every caller uses the one rule.
+    from pi_condense.cli import render_cmd
+    from pi_condense.js import values
+    from pi_condense.summarize import runner
+
+    assert runner.js_round is values.js_round
+    assert render_cmd.js_round is values.js_round
+    assert render_cmd.to_fixed is values.to_fixed
 
 
 def test_compact_counts_and_costs() -> None:

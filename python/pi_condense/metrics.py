@@ -17,13 +17,12 @@ import bisect
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Callable, Optional, TypedDict, Union
 
 from .capture import ProtectionPredicate, entry_time
 from .config import Config
 from .js import json as jsjson
-from .js.values import MISSING, get_field, strict_equal, to_string
+from .js.values import MISSING, get_field, js_round, strict_equal, to_fixed, to_string
 from .keys import occ_key, result_timestamp_of
 from .state import Frontier, Stats, normalize_stats
 from .summarize.base import Usage
@@ -40,11 +39,9 @@ __all__ = [
     "cc",
     "format_char_progress",
     "format_cost",
-    "js_round",
     "project_branch_messages",
     "project_custom_message",
     "status_text",
-    "to_fixed",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,18 +72,6 @@ EMPTY_METRICS: MetricsSnapshot = {
 
 
 # ------------------------------------------------------------------------------ JS numbers
-
-
-def js_round(x: float) -> int:
-    """``Math.round``: halves round toward +infinity."""
-    r = math.floor(x)
-    return int(r + 1 if x - r >= 0.5 else r)
-
-
-def to_fixed(x: float, digits: int) -> str:
-    """``Number.prototype.toFixed``: the exact double, ties rounded away from zero."""
-    quantum = Decimal(1).scaleb(-digits)
-    return str(Decimal(x).quantize(quantum, rounding=ROUND_HALF_UP))
 
 
 def cc(n: Number) -> str:

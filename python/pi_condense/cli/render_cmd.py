@@ -9,10 +9,8 @@ a live render would persist are only reported.
 from __future__ import annotations
 
 import gzip
-import math
 import sys
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,6 +23,7 @@ from ..config import Config, load_config
 from ..errors import CondenseError
 from ..fsio import read_input
 from ..js import json as jsjson
+from ..js.values import js_round, to_fixed
 from ..render import RenderResult, render
 from ..session import SessionFile
 from ._common import err, fail, fail_at, note_loaded, out, print_warnings, resolve_file
@@ -44,19 +43,13 @@ def compact_count(n: float) -> str:
     ``999`` (``toFixed(1)`` rounds exact ties away from zero)."""
 
     def fixed1(x: float) -> str:
-        return str(Decimal(x).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+        return to_fixed(x, 1)
 
     if n >= 1_000_000:
         return fixed1(n / 1_000_000) + "M"
     if n >= 1000:
         return fixed1(n / 1000) + "k"
     return jsjson.dumps(n)
-
-
-def _js_round(x: float) -> int:
-    """``Math.round``: half toward +infinity."""
-    r = math.floor(x)
-    return r + 1 if x - r >= 0.5 else r
 
 
 @dataclass(frozen=True)
@@ -134,7 +127,7 @@ def render_counts(messages: list[Any], result: RenderResult) -> RenderCounts:
 
 def stats_line(before: int, after: int) -> str:
     """``929.2k -> 214.5k chars (-77%)`` (the status line's reduction, on chars)."""
-    reduction = max(0, _js_round((1 - after / before) * 100)) if before > 0 else 0
+    reduction = max(0, js_round((1 - after / before) * 100)) if before > 0 else 0
     return f"{compact_count(before)} -> {compact_count(after)} chars (-{reduction}%)"
 
 

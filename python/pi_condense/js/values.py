@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Optional
 
 from .. import _core
@@ -28,10 +29,12 @@ __all__ = [
     "get_field",
     "is_number",
     "is_undefined",
+    "js_round",
     "map_key",
     "parse_float",
     "parse_int",
     "strict_equal",
+    "to_fixed",
     "to_number",
     "to_string",
     "trim",
@@ -228,3 +231,16 @@ def map_key(value: Any) -> Any:
     if value is ABSENT or value is MISSING:
         return ("#undefined",)
     return ("#object", id(value))
+
+
+def js_round(x: float) -> int:
+    """``Math.round`` of a finite number: halves round toward +infinity (``x + 0.5`` floored
+    would round ``0.49999999999999994`` up, as the sum is exactly 1)."""
+    r = math.floor(x)
+    return int(r + 1 if x - r >= 0.5 else r)
+
+
+def to_fixed(x: float, digits: int) -> str:
+    """``Number.prototype.toFixed``: the exact double, ties rounded away from zero."""
+    quantum = Decimal(1).scaleb(-digits)
+    return str(Decimal(x).quantize(quantum, rounding=ROUND_HALF_UP))

@@ -33,6 +33,7 @@ from typing import Any, Callable, Literal, Optional
 
 from ..config import Config
 from ..errors import CondenseError
+from ..js.values import js_round
 from .base import Completion, CompletionRequest, ModelRef, Summarizer, SummarizerError
 from .fallback import FallbackController, TargetDecision, has_distinct_fallback
 
@@ -198,10 +199,6 @@ def _is_auth_failure(exc: BaseException) -> bool:
 def _message_of(exc: BaseException) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
-
-
-def _js_round(value: float) -> int:
-    return math.floor(value + 0.5)
 
 
 @dataclass(frozen=True)
@@ -459,9 +456,9 @@ class SummarizerRunner:
             raise error  # KeyboardInterrupt, SystemExit: not ours to classify
         if fired:
             if fired[0] == "idle":
-                message = f"summarizer {label} stalled (no output for {_js_round(idle_ms / 1000)}s)"
+                message = f"summarizer {label} stalled (no output for {js_round(idle_ms / 1000)}s)"
             else:
-                max_s = _js_round(self.config.summarizer_max_timeout_ms / 1000)
+                max_s = js_round(self.config.summarizer_max_timeout_ms / 1000)
                 message = f"summarizer {label} exceeded {max_s}s ceiling"
             return Outcome("transient", message=message, timeout=True)
         if task.cancelled():
