@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,122 @@ def test_a_fifo_or_device_as_session_is_refused_at_once(tmp_path: Path) -> None:
         worker.join(15)
         assert len(result) == 1, f"{name}: load hung"
         assert result[0].startswith(f"{name}: cannot read session file: not a regular file (")
+
+
+# ---------------------------------------------------------------- issue 37, finding 3
+
+FSIZE_CHILD = """
+import os, resource, signal, sys
+from pi_condense.errors import SessionError
+from pi_condense.session import SessionFile
+path, limit = sys.argv[1], int(sys.argv[2])
+session = SessionFile.load(path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # so the write fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    session.append_custom("big", "x" * 20000)
+except SessionError as exc:
+    print(exc)
+    print(session.failed_appends == [str(exc)])
+"""
+
+
+def append_pi_line(path: Path, entry_id: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, pi_entry_line(entry_id))
+    finally:
+        os.close(fd)
+
+
+def assert_reads_as_before(path: Path, before: bytes) -> None:
+    """The file holds what it held, then nothing but blanks, then the other writer's line,
+    which reads whole (nothing glued onto it)."""
+    data = path.read_bytes()
+    assert data.startswith(before)
+    rest = data[len(before) :]
+    assert rest.strip(b" \n") == pi_entry_line("pi000001").strip()
+    reloaded = SessionFile.load(path)
+    assert reloaded.warnings == []
+    assert reloaded.get_entry("pi000001") is not None
+    assert [e.get("customType") for e in reloaded.entries] == ["x", "pi"]
+
+
+def test_an_append_cut_by_the_file_size_limit_leaves_nothing_half_written(
+    tmp_path: Path,
+) -> None:
+    path = new_session(tmp_path)
+    SessionFile.load(path).append_custom("x", 1)
+    before = path.read_bytes()
+    limit = len(before) + 5000  # the 20 kB entry gets 5000 bytes in, then EFBIG
+    child = subprocess.run(
+        [sys.executable, "-c", FSIZE_CHILD, str(path), str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    message, recorded = child.stdout.splitlines()
+    assert message == (
+        f"{path}: cannot append entry: File too large (the 5000 bytes that reached the file "
+        "were blanked, so the file reads as before)"
+    )
+    assert recorded == "True"
+    assert len(path.read_bytes()) == limit  # the blanked bytes are still there (see below)
+    append_pi_line(path, "pi000001")  # Pi's next unlocked append
+    assert_reads_as_before(path, before)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 64 KiB tmpfs (the tests run as root); unmounted afterwards."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    assert mounted.returncode == 0, (
+        f"CANNOT MOUNT A TMPFS HERE ({mounted.stderr.strip()}): the disk-full tests need "
+        "root and mount(2); the file-size-limit tests cover the same path"
+    )
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def fill(directory: Path) -> Path:
+    """Fill the file system until a write fails; returns the filler file."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 1024)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_an_append_on_a_full_disk_leaves_nothing_half_written(small_disk: Path) -> None:
+    path = new_session(small_disk)
+    session = SessionFile.load(path)
+    session.append_custom("x", 1)
+    before = path.read_bytes()
+    filler = fill(small_disk)
+    # Free a little less than the entry needs: part of it gets in, then ENOSPC.
+    os.truncate(filler, max(filler.stat().st_size - 8192, 0))
+    with pytest.raises(SessionError, match="No space left on device") as caught:
+        session.append_custom("big", "x" * 40000)
+    assert "were blanked, so the file reads as before" in str(caught.value)
+    assert len(path.read_bytes()) > len(before)  # part of the entry had reached the file
+    filler.unlink()
+    append_pi_line(path, "pi000001")
+    assert_reads_as_before(path, before)
+    # Our own next append works and picks up the other writer's line.
+    session.append_custom("after", 2)
+    assert SessionFile.load(path).warnings == []
+    assert session.get_entry("pi000001") is not None
