@@ -9,12 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pi_condense.errors import SessionError
+from pi_condense.errors import CondenseWarning, SessionError
 from pi_condense.session import SessionFile
 
 CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
@@ -315,3 +317,72 @@ def test_an_append_on_a_full_disk_leaves_nothing_half_written(small_disk: Path) 
     session.append_custom("after", 2)
     assert SessionFile.load(path).warnings == []
     assert session.get_entry("pi000001") is not None
+
+
+# ---------------------------------------------------------------- issue 37, finding 5
+
+STALE_WRITER = """
+import json, os, random, re, sys, time
+path, stop = sys.argv[1], sys.argv[2]
+rng = random.Random(37)
+n = 0
+while not os.path.exists(stop):
+    with open(path, "rb") as handle:
+        tail = handle.read()[-4096:]
+    ids = re.findall(rb'"id":"([^"]+)"', tail)
+    parent = ids[-1].decode() if ids else None
+    time.sleep(rng.random() * 0.004)  # meanwhile the other writer may append: a stale tip
+    entry = {"type": "custom", "customType": "other", "id": f"ot{n:06d}",
+             "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z"}
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, (json.dumps(entry, separators=(",", ":")) + "\\n").encode())
+    os.close(fd)
+    n += 1
+"""
+
+
+def unanswered_results(messages: list[Any]) -> list[str]:
+    """Tool results whose call is not in an earlier assistant message."""
+    calls: set[str] = set()
+    missing = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            calls.update(c["id"] for c in message["content"] if c.get("type") == "toolCall")
+        elif message.get("role") == "toolResult" and message["toolCallId"] not in calls:
+            missing.append(message["toolCallId"])
+    return missing
+
+
+def test_a_writer_based_on_an_older_tip_takes_none_of_our_turns_off_the_branch(
+    tmp_path: Path,
+) -> None:
+    path = new_session(tmp_path)
+    stop = tmp_path / "stop"
+    other = subprocess.Popen([sys.executable, "-c", STALE_WRITER, str(path), str(stop)])
+    session = SessionFile.load(path)
+    ours: list[str] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CondenseWarning)
+            for turn in range(250):
+                call = {"type": "toolCall", "id": f"c{turn}", "name": "read", "arguments": {}}
+                ours.append(session.append_message({"role": "assistant", "content": [call]}))
+                text = [{"type": "text", "text": "out"}]
+                result = {"role": "toolResult", "toolCallId": f"c{turn}", "toolName": "read",
+                          "content": text, "isError": False}  # fmt: skip
+                ours.append(session.append_message(result))
+                time.sleep(0.002)
+    finally:
+        stop.write_text("")
+        other.wait(timeout=30)
+    # said once, naming the session
+    assert [str(w.message).split(": another writer")[0] for w in caught] == [str(path)]
+    others = [e for e in session.entries if e.get("customType") == "other"]
+    assert len(others) >= 50  # the other writer really wrote in between
+    branch = {e["id"] for e in session.branch()}
+    assert [i for i in ours if i not in branch] == []  # every turn of ours is on our branch
+    assert unanswered_results(session.build_context().messages) == []
+    reloaded = SessionFile.load(path)
+    assert reloaded.warnings == []
+    for leaf in [e["id"] for e in reloaded.entries]:  # from every entry, as a reload may pick
+        assert unanswered_results(reloaded.build_context(leaf).messages) == [], leaf
