@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from _disks import small_tmpfs
 from _sessions import write_session
 from pi_condense.errors import SessionError
 from pi_condense.session import SessionFile
@@ -61,19 +62,8 @@ def test_flush_under_a_file_size_limit_fails_in_one_line(tmp_path: Path, room: i
 
 @pytest.fixture
 def mounted(tmp_path: Path) -> Iterator[Path]:
-    """A real small tmpfs (the tests run as root); unmounted afterwards."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, f"CANNOT MOUNT A TMPFS HERE: {done.stderr.strip()}"
-    try:
+    with small_tmpfs(tmp_path, "40k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
 def test_flush_on_a_full_disk_fails_in_one_line(tmp_path: Path, mounted: Path) -> None:

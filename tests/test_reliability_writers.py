@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from _disks import fill, small_tmpfs
 from pi_condense.errors import CondenseWarning, SessionError
 from pi_condense.session import SessionFile
 
@@ -266,36 +267,8 @@ def test_an_append_cut_by_the_file_size_limit_leaves_nothing_half_written(
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 64 KiB tmpfs (the tests run as root); unmounted afterwards."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    assert mounted.returncode == 0, (
-        f"CANNOT MOUNT A TMPFS HERE ({mounted.stderr.strip()}): the disk-full tests need "
-        "root and mount(2); the file-size-limit tests cover the same path"
-    )
-    try:
+    with small_tmpfs(tmp_path, "64k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=True)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system until a write fails; returns the filler file."""
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 1024)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    return filler
 
 
 def test_an_append_on_a_full_disk_leaves_nothing_half_written(small_disk: Path) -> None:
