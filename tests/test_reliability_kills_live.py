@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import re
 import resource
@@ -26,10 +25,9 @@ import time
 from pathlib import Path
 
 from _disks import small_tmpfs
-from _sessions import write_session
 from pi_condense.errors import SessionError
 from pi_condense.session import SessionFile
-from test_reliability_kills import KILL_PRELUDE
+from test_reliability_kills import KILL_PRELUDE, Campaign
 
 HERE = Path(__file__).parent
 # The kill points a complete run passes (its writes, fsyncs, links and renames), on stderr.
@@ -40,31 +38,16 @@ COUNTED = (
 )
 
 
-class Writers:
-    """The session, the plain appender beside it, and the checks after each run."""
+class Writers(Campaign):
+    """The session and the plain appender beside it (see Campaign), our acknowledged runs,
+    and the checks after each run."""
 
-    def __init__(self, directory: Path, prompts: int = 6) -> None:
-        self.dir = directory
-        self.session = write_session(directory / "s.jsonl", prompts=prompts)
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
         self.config = directory / "config.json"
         self.config.write_text(json.dumps({"enabled": True, "minBatchChars": 0}))
-        self.pi_ack = directory / "pi.ack"
-        self.env = {**os.environ, "PI_CODING_AGENT_DIR": str(directory / "agent")}
         self.rounds: list[list[str]] = []  # the entries each run acknowledged, in order
-        self.appender: subprocess.Popen[bytes] | None = None
-        self.kills = 0
         self.points = 0
-
-    def start_appender(self, pause: float = 0.02) -> None:
-        self.appender = subprocess.Popen(
-            [sys.executable, str(HERE / "_appender.py"), str(self.session), str(self.pi_ack),
-             "0", str(pause)]
-        )  # fmt: skip
-
-    def stop_appender(self) -> None:
-        assert self.appender is not None
-        self.appender.kill()
-        self.appender.wait()
 
     def our_turns(self, turn: int) -> None:
         """Two tool turns of our own (what the next flush summarizes), acknowledged."""
@@ -107,7 +90,7 @@ class Writers:
         self.points = int(counted.group(1)) if counted else 0
         return proc.returncode
 
-    def check(self) -> SessionFile:
+    def verify(self) -> SessionFile:
         acked = int(self.pi_ack.read_text()) if self.pi_ack.exists() else -1
         loaded = SessionFile.load(self.session)
         assert loaded.warnings == []  # no torn or glued line
@@ -130,13 +113,13 @@ def no_temporary_files(directory: Path) -> list[str]:
 def test_flush_kill_campaign(tmp_path: Path) -> None:
     w = Writers(tmp_path)
     rng = random.Random(37)
-    w.start_appender()
+    w.start_appender(0.02)
     w.our_turns(0)
     started = time.monotonic()
     assert w.flush() == 0  # a complete run: how long it takes, how many kill points it passes
     took, points = time.monotonic() - started, w.points
     assert points >= 8
-    w.check()
+    w.verify()
     round_ = 0
     while w.kills < 30 and round_ < 45:
         w.our_turns(100 + 2 * round_)
@@ -146,13 +129,13 @@ def test_flush_kill_campaign(tmp_path: Path) -> None:
             # before its N-th write or fsync (N within what the last complete run passed)
             w.flush(kill_at=1 + rng.randrange(points))
         points = w.points or points
-        w.check()
+        w.verify()
         round_ += 1
     w.stop_appender()
     assert w.kills >= 30, w.kills
     # The next complete run summarizes what is left, and leaves nothing temporary.
     assert w.flush() == 0
-    loaded = w.check()
+    loaded = w.verify()
     assert no_temporary_files(tmp_path) == []
     assert loaded.file_leaf_id is not None
 
@@ -160,15 +143,15 @@ def test_flush_kill_campaign(tmp_path: Path) -> None:
 def test_flush_disk_full_campaign(tmp_path: Path) -> None:
     (tmp_path / "limit").mkdir()
     w = Writers(tmp_path / "limit")
-    w.start_appender()
+    w.start_appender(0.02)
     for room in (50, 1500, 6000, 9000):
         w.our_turns(room)
         code = w.flush(limit=w.session.stat().st_size + room)
         assert code in (0, 3), code  # 3: an entry could not be written, and it says so
-        w.check()
+        w.verify()
     w.stop_appender()
     assert w.flush() == 0
-    w.check()
+    w.verify()
     # A full disk: our turns and a flush in a 48 KiB tmpfs until it is full.
     with small_tmpfs(tmp_path, "48k") as mnt:
         full = Writers(mnt)
@@ -178,10 +161,10 @@ def test_flush_disk_full_campaign(tmp_path: Path) -> None:
             with contextlib.suppress(SessionError):  # our own turns may not fit any more
                 full.our_turns(10 * round_)
             failed += full.flush() == 3
-            full.check()
+            full.verify()
         full.stop_appender()
         assert failed >= 1  # the disk did fill up
-        full.check()
+        full.verify()
 
 
 def live_script(session: Path, ack: Path, start: int) -> list[str]:
@@ -223,9 +206,9 @@ def test_live_condenser_runs_keep_their_turns_on_one_branch(tmp_path: Path) -> N
         ids = ack.read_text().split() if ack.exists() else []
         if ids:
             w.rounds.append(ids)
-        w.check()
+        w.verify()
     w.stop_appender()
-    loaded = w.check()
+    loaded = w.verify()
     assert sum(len(ids) for ids in w.rounds) >= 20
     assert all(e.get("id") for e in loaded.entries)
     assert no_temporary_files(tmp_path) == []
