@@ -10,6 +10,7 @@ when pruning is disabled, and prints the reference's result line.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from ._common import (
     err,
     exit_code,
     fail,
+    fail_at,
     json_option,
     leaf_option,
     load_cli_config,
@@ -168,6 +170,11 @@ def _flush(
         raise typer.Exit(EXIT_UNREADABLE)
     summarizer, session_model = make_cli_summarizers(summarizer_name, base_url, config, "default")
     session = open_session(session_file)
+    try:
+        # A read-only disk (or file) is told in one line before any summarizer work.
+        os.close(os.open(session_file, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        fail_at(session_file, "cannot write session file", exc)
     check_leaf(session, session_file, leaf)
     print_warnings(session, session_file)
     if leaf is not None:
