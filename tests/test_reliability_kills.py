@@ -106,7 +106,7 @@ def test_kill_campaign(tmp_path: Path) -> None:
 
     # 1. A live Condenser loop, killed at random moments and before its N-th write/fsync.
     c.start_appender(0.05)
-    for round_ in range(26):
+    for round_ in range(30):
         argv = [str(c.session), str(c.ours), str(round_ * 1000)]
         script = (
             f"{KILL_PRELUDE}\nimport runpy, sys\nsys.argv = ['x', *{argv!r}]\n"

@@ -9,11 +9,15 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pi_condense.errors import SessionError
+from _disks import fill, small_tmpfs
+from pi_condense.errors import CondenseWarning, SessionError
 from pi_condense.session import SessionFile
 
 CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
@@ -195,3 +199,163 @@ def test_a_fifo_or_device_as_session_is_refused_at_once(tmp_path: Path) -> None:
         worker.join(15)
         assert len(result) == 1, f"{name}: load hung"
         assert result[0].startswith(f"{name}: cannot read session file: not a regular file (")
+
+
+# ---------------------------------------------------------------- issue 37, finding 3
+
+FSIZE_CHILD = """
+import os, resource, signal, sys
+from pi_condense.errors import SessionError
+from pi_condense.session import SessionFile
+path, limit = sys.argv[1], int(sys.argv[2])
+session = SessionFile.load(path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # so the write fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    session.append_custom("big", "x" * 20000)
+except SessionError as exc:
+    print(exc)
+    print(session.failed_appends == [str(exc)])
+"""
+
+
+def append_pi_line(path: Path, entry_id: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, pi_entry_line(entry_id))
+    finally:
+        os.close(fd)
+
+
+def assert_reads_as_before(path: Path, before: bytes) -> None:
+    """The file holds what it held, then nothing but blanks, then the other writer's line,
+    which reads whole (nothing glued onto it)."""
+    data = path.read_bytes()
+    assert data.startswith(before)
+    rest = data[len(before) :]
+    assert rest.strip(b" \n") == pi_entry_line("pi000001").strip()
+    reloaded = SessionFile.load(path)
+    assert reloaded.warnings == []
+    assert reloaded.get_entry("pi000001") is not None
+    assert [e.get("customType") for e in reloaded.entries] == ["x", "pi"]
+
+
+def test_an_append_cut_by_the_file_size_limit_leaves_nothing_half_written(
+    tmp_path: Path,
+) -> None:
+    path = new_session(tmp_path)
+    SessionFile.load(path).append_custom("x", 1)
+    before = path.read_bytes()
+    limit = len(before) + 5000  # the 20 kB entry gets 5000 bytes in, then EFBIG
+    child = subprocess.run(
+        [sys.executable, "-c", FSIZE_CHILD, str(path), str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == 0, child.stderr
+    message, recorded = child.stdout.splitlines()
+    assert message == (
+        f"{path}: cannot append entry: File too large (the 5000 bytes that reached the file "
+        "were blanked, so the file reads as before)"
+    )
+    assert recorded == "True"
+    assert len(path.read_bytes()) == limit  # the blanked bytes are still there (see below)
+    append_pi_line(path, "pi000001")  # Pi's next unlocked append
+    assert_reads_as_before(path, before)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    with small_tmpfs(tmp_path, "64k") as mnt:
+        yield mnt
+
+
+def test_an_append_on_a_full_disk_leaves_nothing_half_written(small_disk: Path) -> None:
+    path = new_session(small_disk)
+    session = SessionFile.load(path)
+    session.append_custom("x", 1)
+    before = path.read_bytes()
+    filler = fill(small_disk)
+    # Free a little less than the entry needs: part of it gets in, then ENOSPC.
+    os.truncate(filler, max(filler.stat().st_size - 8192, 0))
+    with pytest.raises(SessionError, match="No space left on device") as caught:
+        session.append_custom("big", "x" * 40000)
+    assert "were blanked, so the file reads as before" in str(caught.value)
+    assert len(path.read_bytes()) > len(before)  # part of the entry had reached the file
+    filler.unlink()
+    append_pi_line(path, "pi000001")
+    assert_reads_as_before(path, before)
+    # Our own next append works and picks up the other writer's line.
+    session.append_custom("after", 2)
+    assert SessionFile.load(path).warnings == []
+    assert session.get_entry("pi000001") is not None
+
+
+# ---------------------------------------------------------------- issue 37, finding 5
+
+STALE_WRITER = """
+import json, os, random, re, sys, time
+path, stop = sys.argv[1], sys.argv[2]
+rng = random.Random(37)
+n = 0
+while not os.path.exists(stop):
+    with open(path, "rb") as handle:
+        tail = handle.read()[-4096:]
+    ids = re.findall(rb'"id":"([^"]+)"', tail)
+    parent = ids[-1].decode() if ids else None
+    time.sleep(rng.random() * 0.004)  # meanwhile the other writer may append: a stale tip
+    entry = {"type": "custom", "customType": "other", "id": f"ot{n:06d}",
+             "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z"}
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, (json.dumps(entry, separators=(",", ":")) + "\\n").encode())
+    os.close(fd)
+    n += 1
+"""
+
+
+def unanswered_results(messages: list[Any]) -> list[str]:
+    """Tool results whose call is not in an earlier assistant message."""
+    calls: set[str] = set()
+    missing = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            calls.update(c["id"] for c in message["content"] if c.get("type") == "toolCall")
+        elif message.get("role") == "toolResult" and message["toolCallId"] not in calls:
+            missing.append(message["toolCallId"])
+    return missing
+
+
+def test_a_writer_based_on_an_older_tip_takes_none_of_our_turns_off_the_branch(
+    tmp_path: Path,
+) -> None:
+    path = new_session(tmp_path)
+    stop = tmp_path / "stop"
+    other = subprocess.Popen([sys.executable, "-c", STALE_WRITER, str(path), str(stop)])
+    session = SessionFile.load(path)
+    ours: list[str] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CondenseWarning)
+            for turn in range(250):
+                call = {"type": "toolCall", "id": f"c{turn}", "name": "read", "arguments": {}}
+                ours.append(session.append_message({"role": "assistant", "content": [call]}))
+                text = [{"type": "text", "text": "out"}]
+                result = {"role": "toolResult", "toolCallId": f"c{turn}", "toolName": "read",
+                          "content": text, "isError": False}  # fmt: skip
+                ours.append(session.append_message(result))
+                time.sleep(0.002)
+    finally:
+        stop.write_text("")
+        other.wait(timeout=30)
+    # said once, naming the session
+    assert [str(w.message).split(": another writer")[0] for w in caught] == [str(path)]
+    others = [e for e in session.entries if e.get("customType") == "other"]
+    assert len(others) >= 50  # the other writer really wrote in between
+    branch = {e["id"] for e in session.branch()}
+    assert [i for i in ours if i not in branch] == []  # every turn of ours is on our branch
+    assert unanswered_results(session.build_context().messages) == []
+    reloaded = SessionFile.load(path)
+    assert reloaded.warnings == []
+    for leaf in [e["id"] for e in reloaded.entries]:  # from every entry, as a reload may pick
+        assert unanswered_results(reloaded.build_context(leaf).messages) == [], leaf

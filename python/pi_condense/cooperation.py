@@ -19,12 +19,37 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Union
 
 from .errors import CondenseError
 from .runtime import Runtime
 
-__all__ = ["FlushLock", "absorb_other_writers"]
+__all__ = ["FlushLock", "absorb_other_writers", "try_side_lock"]
+
+_UNGUARDED = -1
+
+
+def try_side_lock(path: Optional[Path], purpose: str) -> Union[int, None]:
+    """``flock`` (never waited on) of ``.<session name>.pi-condense-<purpose>.lock`` beside
+    the session: its descriptor, None when another holder has it (another process, or another
+    open of it in this one), or -1 when nothing can be guarded (in memory, Windows, a
+    directory we cannot write)."""
+    if path is None or sys.platform == "win32":
+        return _UNGUARDED
+    lock_path = path.with_name(f".{path.name}.pi-condense-{purpose}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return _UNGUARDED
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 class FlushLock:
@@ -37,22 +62,10 @@ class FlushLock:
     def try_acquire(cls, rt: Runtime) -> Optional[FlushLock]:
         """The lock, or None when another process holds it. In-memory sessions (and
         Windows, or a directory we cannot write) get a lock that guards nothing."""
-        path = rt.session.path
-        if path is None or sys.platform == "win32":
-            return cls(None)
-        lock_path = path.with_name(f".{path.name}.pi-condense-flush.lock")
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        except OSError:
-            return cls(None)
-        import fcntl
-
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        fd = try_side_lock(rt.session.path, "flush")
+        if fd is None:
             return None
-        return cls(fd)
+        return cls(None if fd == _UNGUARDED else fd)
 
     def release(self) -> None:
         """Drop the lock (closing the descriptor releases the flock)."""

@@ -31,6 +31,7 @@ import inspect
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from .adapters.base import Codec, Out, Unit, unit_messages
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
+from .cooperation import try_side_lock
 from .errors import CondenseError
 from .js import time as jstime
 from .render import RenderResult
@@ -238,6 +240,73 @@ class _Loop:
             loop.close()
 
 
+class _Writers:
+    """One live driver writes a session file at a time: two (two hooks given the same path)
+    would each store every message. Across processes, the first holds an ``flock`` on
+    ``.<session name>.pi-condense-live.lock`` beside the session and another process's driver
+    is refused when it is made. In one process, a new driver takes the session over (a
+    restarted agent, a notebook cell run again) and the one it replaced refuses its next call;
+    :meth:`LiveDriver.close` hands it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # path -> (the flock's descriptor, -1 if none can be taken; the writing driver)
+        self._owners: dict[str, tuple[int, weakref.ref[Any]]] = {}
+
+    def claim(self, driver: Any, path: Optional[Path]) -> None:
+        if path is None:
+            return
+        key = os.fspath(path)
+        with self._lock:
+            held = self._owners.get(key)
+            if held is not None:
+                fd = held[0]
+            else:
+                taken = try_side_lock(path, "live")
+                if taken is None:
+                    raise CondenseError(
+                        f"{key}: another process's pi-condense hook (or LiveDriver) is writing "
+                        "this session; two would store every message twice: give each "
+                        "conversation its own session file"
+                    )
+                fd = taken
+            self._owners[key] = (fd, weakref.ref(driver))
+
+    def check(self, driver: Any, path: Optional[Path]) -> bool:
+        """Raises if another driver took the session over; True if it was taken again."""
+        if path is None:
+            return False
+        key = os.fspath(path)
+        with self._lock:
+            held = self._owners.get(key)
+            owner = held[1]() if held is not None else None
+        if held is None:
+            self.claim(driver, path)
+            return True
+        if owner is not driver:
+            raise CondenseError(
+                f"{key}: a newer pi-condense hook (or LiveDriver) on this session took it "
+                "over, so this one no longer writes it (two would store every message "
+                "twice): use the newer one, or close() it to use this one again"
+            )
+        return False
+
+    def release(self, driver: Any, path: Optional[Path]) -> None:
+        if path is None:
+            return
+        key = os.fspath(path)
+        with self._lock:
+            held = self._owners.get(key)
+            if held is None or held[1]() is not driver:
+                return
+            del self._owners[key]
+        if held[0] >= 0:
+            os.close(held[0])
+
+
+_WRITERS = _Writers()
+
+
 class LiveDriver(Generic[H]):
     """pi-condense for a host that hands over its whole history on every model call.
 
@@ -266,6 +335,7 @@ class LiveDriver(Generic[H]):
         self.codec = codec
         self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
         self._session = open_session(session, cwd=cwd, clock=clock)
+        self._claim_session()
         self._window = context_window
         self._notify_sink = notify
         explicit, fallback = _summarizers(summarizer)
@@ -339,11 +409,13 @@ class LiveDriver(Generic[H]):
         await self._async(self._flush(None if history is None else list(history)))
 
     def close(self, history: Optional[Sequence[H]] = None) -> None:
-        """:meth:`flush`, then stop the driver's worker thread (it restarts if used again)."""
+        """:meth:`flush`, then stop the driver's worker thread and let another driver take
+        the session (both are taken again if this one is used again)."""
         try:
             self.flush(history)
         finally:
             self._loop.stop()
+            self._release_session()
 
     async def aclose(self, history: Optional[Sequence[H]] = None) -> None:
         """:meth:`close` for async hosts."""
@@ -351,6 +423,16 @@ class LiveDriver(Generic[H]):
             await self.aflush(history)
         finally:
             self._loop.stop()
+            self._release_session()
+
+    # ------------------------------------------------------------------ one writer
+
+    def _claim_session(self) -> None:
+        """Make this driver the one that writes its session file (see :class:`_Writers`)."""
+        _WRITERS.claim(self, self._session.path)
+
+    def _release_session(self) -> None:
+        _WRITERS.release(self, self._session.path)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -358,10 +440,25 @@ class LiveDriver(Generic[H]):
         if self._loop.in_loop():
             coro.close()
             raise CondenseError("a LiveDriver was called from inside its own pruner work")
+        self._reclaim(coro)
         return self._loop.submit(coro).result()
 
     async def _async(self, coro: Coroutine[Any, Any, T]) -> T:
+        self._reclaim(coro)
         return await asyncio.wrap_future(self._loop.submit(coro))
+
+    def _reclaim(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Still the session's writer (or, used again after :meth:`close`, again)?"""
+        try:
+            again = _WRITERS.check(self, self._session.path)
+            if again and self._session.refresh():
+                # another driver wrote meanwhile: continue from the session as after a restart
+                self._started = False
+                self._prev_items, self._prev_units, self._host_counts = [], [], [0]
+                self._last_out = None
+        except CondenseError:
+            coro.close()
+            raise
 
     def _lock(self) -> asyncio.Lock:
         """One model call's work at a time (created in the driver's own loop)."""

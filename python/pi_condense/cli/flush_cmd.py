@@ -9,12 +9,17 @@ when pruning is disabled, and prints the reference's result line.
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
+from ..errors import CondenseError
 from ..flush import FlushResult
 from ..js import json as jsjson
 from ._common import (
@@ -28,6 +33,7 @@ from ._common import (
     err,
     exit_code,
     fail,
+    fail_at,
     json_option,
     leaf_option,
     load_cli_config,
@@ -82,6 +88,32 @@ def result_message(result: FlushResult, min_batch_chars: int) -> tuple[str, str]
     )
 
 
+class _OneLine(logging.Handler):
+    """The pipeline's log records as one stderr line each: an error it survived (an entry it
+    could not write) is reported, without a traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text = f"{text}: {record.exc_info[1]}"
+        if not text.startswith("pi-condense"):
+            text = f"pi-condense: {text}"
+        err.print(text, markup=False)
+
+
+@contextmanager
+def _one_line_logs() -> Iterator[None]:
+    logger = logging.getLogger("pi_condense")
+    handler = _OneLine(logging.WARNING)
+    logger.addHandler(handler)
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def flush_command(
     session_file: Path = typer.Argument(
         ..., metavar="SESSION", help="Pi session file (.jsonl); the entries are appended to it."
@@ -102,8 +134,27 @@ def flush_command(
     """Summarize every pending batch now and append the result to SESSION (/pruner now).
 
     Refuses (exit 2) when pruning is disabled in the config, as the reference does. Exit 3
-    when the flush failed (e.g. the summarizer failed); what it wrote stays written.
+    when the flush failed (e.g. the summarizer failed) or an entry could not be written (a
+    full disk); what it wrote stays written.
     """
+    with _one_line_logs():
+        _flush(
+            session_file, config_file, summarizer_name, base_url, compat, leaf, as_json, quiet,
+            strict,
+        )  # fmt: skip
+
+
+def _flush(
+    session_file: Path,
+    config_file: Optional[Path],
+    summarizer_name: Optional[str],
+    base_url: Optional[str],
+    compat: Optional[str],
+    leaf: Optional[str],
+    as_json: bool,
+    quiet: bool,
+    strict: bool,
+) -> None:
     if session_file.name.endswith(".gz"):
         fail(f"{session_file}: flush appends to the session, so it needs a plain .jsonl file")
     config = load_cli_config(config_file, compat)
@@ -119,6 +170,11 @@ def flush_command(
         raise typer.Exit(EXIT_UNREADABLE)
     summarizer, session_model = make_cli_summarizers(summarizer_name, base_url, config, "default")
     session = open_session(session_file)
+    try:
+        # A read-only disk (or file) is told in one line before any summarizer work.
+        os.close(os.open(session_file, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        fail_at(session_file, "cannot write session file", exc)
     check_leaf(session, session_file, leaf)
     print_warnings(session, session_file)
     if leaf is not None:
@@ -133,9 +189,15 @@ def flush_command(
         session_model=session_model,
         notify=lambda message, level: notices.append((level, message)),
     )
-    condenser.session_start()
     before = len(session)
-    batches = condenser.capture_pending()
+    try:
+        condenser.session_start()
+        batches = condenser.capture_pending()
+        result = run_with_summarizer(summarizer, condenser.flush_now)
+    except (CondenseError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err.print(f"pi-condense: {session_file}: flush failed: {reason}", markup=False)
+        raise typer.Exit(EXIT_HANDLER_ERRORS) from None
     pending = {
         "batches": len(batches),
         "toolCalls": sum(len(b.tool_calls) for b in batches),
@@ -143,7 +205,6 @@ def flush_command(
     lines: list[tuple[str, str]] = []
     if not batches:
         lines.append(("info", NOTHING_PENDING))
-    result = run_with_summarizer(summarizer, condenser.flush_now)
     if batches:
         lines.append(result_message(result, config.min_batch_chars))
     report: dict[str, Any] = {
@@ -169,6 +230,10 @@ def flush_command(
         for level, text in lines:
             (out if level == "info" else err).print(text, markup=False)
     failed = not result.ok and result.reason != "empty"
+    unwritten = session.failed_appends
+    for text in dict.fromkeys(unwritten):
+        err.print(f"pi-condense: {text}", markup=False)
+    failed = failed or bool(unwritten)
     code = exit_code(session, strict, failed=failed)
     if code != EXIT_OK:
         raise typer.Exit(EXIT_HANDLER_ERRORS if failed else code)

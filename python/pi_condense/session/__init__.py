@@ -23,7 +23,11 @@ Appending
     :class:`~pi_condense.errors.SessionError`; no lock on Windows, where byte-range locks would
     block Pi's own reads), first picks up entries another writer appended since our last read
     (see below), terminates a torn last line with ``"\\n"`` so nothing is glued onto it, then
-    writes the line with ``O_APPEND``, flushes and ``fsync``-s it. Unlike Pi, which holds a new
+    writes the line with ``O_APPEND``, flushes and ``fsync``-s it. An append is all or nothing:
+    when a write or the fsync fails (a full disk, a file size limit, EIO), the bytes of the line
+    that reached the file are overwritten in place with spaces (never truncated: Pi may have
+    appended after them) and :class:`~pi_condense.errors.SessionError` is raised; the error is
+    also kept in :attr:`SessionFile.failed_appends`. Unlike Pi, which holds a new
     session in memory until the first assistant message, every append is written immediately
     and :meth:`SessionFile.create` writes the header at once. Loading and :meth:`refresh` take
     no lock (every writer appends whole lines), so a stuck lock holder never blocks a reader.
@@ -36,10 +40,13 @@ Concurrent writers
     read back right after the write and indexed before our entry, so our view of the file
     stays exact. A read that ends inside a line waits a few milliseconds for the rest of it (a
     line being appended right now can be seen half-written); a remnant that never completes is
-    reported as torn. If our leaf was the file's last entry, it follows the new last entry, so our
-    next entry continues the conversation instead of forking it off; a leaf moved explicitly
-    with :meth:`SessionFile.set_leaf` stays put. If the file shrank or the bytes we already
-    read changed (Pi rewrites a v1/v2 file when it opens it), appending raises
+    reported as torn. If our leaf was the file's last entry and the new last entry continues
+    from it (its parent chain reaches our leaf), the leaf follows it, so our next entry
+    continues the conversation instead of forking it off; a new last entry based on an older
+    entry (another writer that did not see ours) is not followed, so none of our entries falls
+    off our branch (a :class:`~pi_condense.errors.CondenseWarning` names the session, once); a
+    leaf moved explicitly with :meth:`SessionFile.set_leaf` stays put. If the file shrank or
+    the bytes we already read changed (Pi rewrites a v1/v2 file when it opens it), appending raises
     :class:`~pi_condense.errors.SessionError`: load the file again. Only regular files are
     opened: a FIFO or a device is refused at once instead of blocking.
 

@@ -8,13 +8,14 @@ import os
 import re
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union, cast
 
 from .. import _core
 from ..collector import collector_paused
-from ..errors import SessionError
+from ..errors import CondenseWarning, SessionError
 from ..flock import unlock
 from ..fsio import fsync_dir
 from ..js import json as jsjson
@@ -42,6 +43,8 @@ from .lock import (
     LOCK_TIMEOUT_S,
     O_BINARY,
     O_CLOEXEC,
+    AppendFailed,
+    append_whole,
     open_regular,
     read_exact,
     read_settled,
@@ -75,6 +78,32 @@ _INDEX_WARNINGS: dict[str, Callable[[Any], tuple[str, str]]] = {
         "message entry without a message object (left out of the context)",
     ),
 }
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON for a message, or what it is when it is too deep to write."""
+    try:
+        text = jsjson.dumps(value)
+    except ValueError:
+        return f"(a value nested deeper than {jsjson.MAX_DEPTH} levels)"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _version_number(version: Any, name: str, line: int) -> float:
+    """``Number(version)`` as Pi reads the header's version. ``String([x])`` is
+    ``String(x)`` (``""`` for a nullish ``x``), so single-element arrays are unwrapped in a
+    loop: an array nested a thousand levels deep reads as its innermost value."""
+    while isinstance(version, list) and len(version) == 1:
+        version = version[0]
+        if version is None:
+            return 0.0
+    try:
+        return to_number(version)
+    except RecursionError:
+        raise SessionError(
+            f"{name}: line {line}: the header field 'version' is an array nested too deep to "
+            "read as a number"
+        ) from None
 
 
 class SessionFile:
@@ -111,6 +140,8 @@ class SessionFile:
     _branch_path: Optional[BranchPath]
     _linear_count: int
     _linear_context: Optional[ContextBuilder]
+    _failed_appends: list[str]
+    _warned_fork: bool
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -154,6 +185,8 @@ class SessionFile:
         session._branch_path = None
         session._linear_count = 0
         session._linear_context = None
+        session._failed_appends = []
+        session._warned_fork = False
         return session
 
     @classmethod
@@ -295,12 +328,14 @@ class SessionFile:
         if version is not None and not (
             isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= 3
         ):
+            number = _version_number(version, name, parsed.first_line)
             reason = (
-                f"header version {jsjson.dumps(version)} is not one Pi writes (1, 2 or 3); "
-                f"read as Pi reads it (Number(version) = {to_number(version):g})"
+                f"header version {_shown(version)} is not one Pi writes (1, 2 or 3); "
+                f"read as Pi reads it (Number(version) = {number:g})"
             )
             self._warnings.append(LoadWarning(parsed.first_line, "odd-version", reason))
-        number = to_number(self._file_version)
+        else:
+            number = to_number(self._file_version)
         self._migrate_v1 = number < 2
         self._migrate_v3 = number < 3
         if self._migrate_v3:
@@ -813,14 +848,61 @@ class SessionFile:
         count = self._absorb(parsed.objects)
         self._warnings.sort(key=lambda w: w.line)
         if count and map_key(self._leaf) == map_key(previous_tip):
-            self._leaf = self._tip
+            self._follow_tip(count)
         self._consumed(data)
         return count
+
+    def _follow_tip(self, count: int) -> None:
+        """Our leaf was the file's last entry and ``count`` entries were appended after it:
+        the leaf follows the new last entry only if that entry continues from our leaf (its
+        parent chain through the new entries reaches it). Another writer's line based on an
+        older entry would otherwise take our next entry off the branch it belongs to."""
+        leaf = self._leaf
+        if not truthy(leaf):
+            # Before the first entry: an entry another writer starts the tree with is ours.
+            self._leaf = self._tip
+            return
+        fresh = {id(entry) for entry in self._entries[-count:]}
+        entry = self._by_id.get(map_key(self._tip))
+        target = map_key(leaf)
+        for _ in range(count + 1):
+            if entry is None:
+                break
+            if map_key(entry.get("id")) == target:
+                self._leaf = self._tip
+                return
+            if id(entry) not in fresh:
+                break
+            parent = entry.get("parentId")
+            entry = self._by_id.get(map_key(parent)) if truthy(parent) else None
+        if not self._warned_fork:
+            self._warned_fork = True
+            warnings.warn(
+                f"{self._name()}: another writer appended entries that do not continue from "
+                f"this session's leaf {leaf!r} (they branch off an earlier entry); the next "
+                "entries stay on this leaf's branch instead of following them",
+                CondenseWarning,
+                stacklevel=4,
+            )
+
+    @property
+    def failed_appends(self) -> list[str]:
+        """The error of every append that failed, oldest first (each says what became of the
+        bytes that reached the file): a command that appends checks it to exit non-zero."""
+        return list(self._failed_appends)
 
     def _append(self, fields: dict[str, Any], *, follow_tip: bool = True) -> str:
         with self._mutex:
             if self._path is None:
                 return self._commit(fields, None)
+            try:
+                return self._append_locked(fields, follow_tip)
+            except SessionError as exc:
+                self._failed_appends.append(str(exc))
+                raise
+
+    def _append_locked(self, fields: dict[str, Any], follow_tip: bool) -> str:
+        with self._mutex:
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
                 take_lock(fd, self._name(), self.lock_timeout)
@@ -847,17 +929,23 @@ class SessionFile:
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
         if fd is not None:
+            assert self._path is not None
             try:
-                write_all(fd, payload)
-                os.fsync(fd)
+                start = append_whole(fd, payload, self._path)
+            except AppendFailed as failed:
+                undo = f" ({failed.undo})" if failed.undo else " (nothing was written)"
+                raise SessionError(
+                    f"{self._path}: cannot append entry: {failed}{undo}"
+                ) from failed.cause
+            try:
                 # Pi appends without a lock: what it wrote between our re-read and our write
                 # (O_APPEND put our line after it) is read back and indexed before our line.
-                start = os.lseek(fd, 0, os.SEEK_CUR) - len(payload)
                 if start > self._size:
                     self._absorb_bytes(read_exact(fd, self._size, start - self._size))
             except OSError as exc:
                 raise SessionError(
-                    f"{self._path}: cannot append entry: {exc.strerror or exc}"
+                    f"{self._path}: cannot read back the lines appended before ours: "
+                    f"{exc.strerror or exc}"
                 ) from exc
         self._consumed(payload)
         if self._migrate_v1:

@@ -3,6 +3,7 @@ from an offset (waiting for a line still being written) and writing every byte."
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -14,6 +15,8 @@ __all__ = [
     "LOCK_TIMEOUT_S",
     "O_BINARY",
     "O_CLOEXEC",
+    "AppendFailed",
+    "append_whole",
     "open_regular",
     "read_exact",
     "read_from",
@@ -131,3 +134,85 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+class AppendFailed(Exception):
+    """An append that did not complete: ``cause`` is the write's (or fsync's) error and
+    ``undo`` says what became of the bytes that reached the file (empty if none did)."""
+
+    def __init__(self, cause: OSError, undo: str) -> None:
+        super().__init__(cause.strerror or str(cause))
+        self.cause = cause
+        self.undo = undo
+
+
+# Every byte but the newline becomes a space: a newline already written stays one (it ends
+# a line that was torn before our append, or our own line), everything else reads as blank.
+_BLANK = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))
+
+
+def append_whole(fd: int, data: bytes, name: str) -> int:
+    """Append ``data`` (whole lines) to ``fd`` (opened with ``O_APPEND``) and fsync it;
+    returns the offset it starts at. All or nothing: if a write or the fsync fails (ENOSPC,
+    EFBIG, EIO, ...), the bytes of ``data`` that reached the file are overwritten in place
+    with spaces before :class:`AppendFailed` is raised.
+
+    Blanking in place, and not truncating back, because the other writer (Pi) appends without
+    our lock: a line it appended after our fragment, or in the moment between checking the
+    size and truncating, would be cut off by a truncate, while an overwrite of our own bytes
+    never touches its bytes and never grows the file (so it works on a full disk). What is
+    left is whitespace, which every JSON Lines reader (Pi's ``JSON.parse`` of each line, ours)
+    reads as a blank line or as leading space of the next writer's line: nothing is glued.
+    """
+    pieces: list[tuple[int, int, int]] = []  # (file offset, offset in data, length)
+    done = 0
+    try:
+        while done < len(data):
+            written = os.write(fd, memoryview(data)[done:])
+            if written <= 0:
+                raise OSError(errno.EIO, "the write made no progress")
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            pieces.append((end - written, done, written))
+            done += written
+        first, last = pieces[0], pieces[-1]
+        if last[0] + last[2] - first[0] != len(data):
+            # Another writer appended between two parts of ours: the line is split.
+            raise OSError(errno.EIO, "another writer's line landed inside ours")
+        os.fsync(fd)
+        return first[0]
+    except OSError as exc:
+        raise AppendFailed(exc, _undo(fd, name, data, pieces)) from exc
+
+
+def _undo(fd: int, name: str, data: bytes, pieces: list[tuple[int, int, int]]) -> str:
+    if not pieces:
+        return ""
+    count = sum(length for _, _, length in pieces)
+    try:
+        # A descriptor of our own without O_APPEND (with it, a positioned write appends).
+        other = os.open(name, os.O_WRONLY | O_BINARY | O_CLOEXEC)
+        try:
+            ours, theirs = os.fstat(fd), os.fstat(other)
+            if (ours.st_dev, ours.st_ino) != (theirs.st_dev, theirs.st_ino):
+                raise OSError(errno.ESTALE, "the session file was replaced")
+            for offset, start, length in pieces:
+                os.lseek(other, offset, os.SEEK_SET)
+                write_all(other, data[start : start + length].translate(_BLANK))
+            os.fsync(other)
+        finally:
+            os.close(other)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        start, end = pieces[0][0], pieces[-1][0] + pieces[-1][2]
+        try:
+            # The last resort: nothing follows our fragment, so cutting it off loses no line.
+            if os.fstat(fd).st_size == end:
+                os.ftruncate(fd, start)
+                return f"the {count} bytes that reached the file were cut off again"
+        except OSError:
+            pass
+        return (
+            f"{count} bytes of the entry reached the file at offset {start} and could not be "
+            f"blanked ({reason}): that line is skipped on load"
+        )
+    return f"the {count} bytes that reached the file were blanked, so the file reads as before"

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...js import json as jsjson
+from ...js.values import map_key
 from ..base import ToolResult
 from .common import (
     OVERVIEW_SECTIONS,
@@ -27,9 +28,10 @@ __all__ = ["session_overview"]
 
 def _leaf_count(entries: list[Entry]) -> int:
     """Entries that are no other entry's parent."""
-    ids = {e["id"] for e in entries}
-    parents = {e.get("parentId") for e in entries if e.get("parentId") in ids}
-    return sum(1 for e in entries if e["id"] not in parents)
+    # A parentId may be any JSON value (an object or array links to nothing, as in Pi's Map).
+    ids = {map_key(e["id"]) for e in entries}
+    parents = {key for e in entries if (key := map_key(e.get("parentId"))) in ids}
+    return sum(1 for e in entries if map_key(e["id"]) not in parents)
 
 
 def session_overview(view: SessionView, args: Mapping[str, Any]) -> ToolResult:
