@@ -67,8 +67,11 @@ def test_appends_survive_a_concurrent_unlocked_writer(tmp_path: Path) -> None:
     assert pi_ids == [f"pi{n:06d}" for n in range(len(pi_ids))]
     reloaded = SessionFile.load(path)
     assert reloaded.warnings == []
-    # Our in-memory session saw the other writer's lines too, in file order, none half-read.
-    assert [e["id"] for e in session.entries][: len(ids) - 5] == ids[: len(ids) - 5]
+    # Our in-memory session saw the other writer's lines too, in file order, none half-read:
+    # every line up to our last append (what the other writer added after it is read at our
+    # next append, and how many lines that is depends on the machine's load).
+    seen = ids.index(ours[-1]) + 1
+    assert [e["id"] for e in session.entries][:seen] == ids[:seen]
     assert session.warnings == []
 
 
