@@ -9,6 +9,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -168,3 +169,107 @@ def test_a_deep_line_within_the_limit_is_rendered(tmp_path: Path) -> None:
     proc = cli(["session", "info", "--json", str(session)], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+
+
+# ------------------------------------------------ out of memory while parsing (issue 37, #7)
+
+# The command runs with RLIMIT_AS set to the address space it has once imported plus a margin:
+# orjson does not check every allocation, so a parse that runs out there wrote through a null
+# pointer (SIGSEGV) instead of raising MemoryError.
+LIMITED = (
+    "import resource, sys\n"
+    "from pi_condense.cli import main\n"
+    "margin = int(sys.argv.pop(1)) << 20\n"
+    "status = open('/proc/self/status').read().split('VmSize:')[1]\n"
+    "limit = int(status.split()[0]) * 1024 + margin\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+    "main()\n"
+)
+
+
+def limited_cli(margin_mb: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", LIMITED, str(margin_mb), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+HEADER = (
+    '{"type":"session","version":3,"id":"mem","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/"}'
+)
+
+
+def _dense_entry(entry_id: str, parent: Optional[str], strings: int) -> str:
+    """An entry with ``strings`` two-letter strings: many small objects per byte of JSON."""
+    parent_json = "null" if parent is None else f'"{parent}"'
+    return (
+        f'{{"type":"message","id":"{entry_id}","parentId":{parent_json},'
+        '"timestamp":"2025-01-01T00:00:00.000Z",'
+        '"message":{"role":"user","content":"hi","pad":[' + '"ab",' * strings + '""]}}'
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_line_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) -> None:
+    session = tmp_path / "long-line.jsonl"
+    session.write_text(HEADER + "\n" + _dense_entry("a1", None, (8 << 20) // 5) + "\n")
+    proc = limited_cli(150, ["session", "info", str(session)])
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr == (
+        f"pi-condense: {session}: line 2: not enough memory to parse it "
+        "(8.0 MB of JSON may take up to 513 MB)\n"
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_session_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) -> None:
+    session = tmp_path / "many-lines.jsonl"
+    lines, parent = [HEADER], None
+    for i in range(64):  # 16 MB of 256 KB lines
+        lines.append(_dense_entry(f"e{i}", parent, 52_000))
+        parent = f"e{i}"
+    session.write_text("\n".join(lines) + "\n")
+    proc = limited_cli(100, ["session", "info", str(session)])
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"pi-condense: {session}: lines ")
+    assert ": not enough memory to parse them (" in line
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_small_session_loads_under_the_same_limit(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "small.jsonl")
+    proc = limited_cli(100, ["session", "info", "--json", str(session)])
+    assert proc.returncode == 0, proc.stderr
+    assert '"entries": 16' in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_session_file_load_raises_a_session_error_that_is_a_memory_error(tmp_path: Path) -> None:
+    session = tmp_path / "long-line.jsonl"
+    session.write_text(HEADER + "\n" + _dense_entry("a1", None, (8 << 20) // 5) + "\n")
+    script = LIMITED.replace(
+        "main()\n",
+        "from pi_condense.errors import SessionError\n"
+        "from pi_condense.session import SessionFile\n"
+        "try:\n"
+        "    SessionFile.load(sys.argv[1])\n"
+        "except SessionError as exc:\n"
+        "    print(isinstance(exc, MemoryError), exc)\n",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "150", str(session)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout == (
+        f"True {session}: line 2: not enough memory to parse it "
+        "(8.0 MB of JSON may take up to 513 MB)\n"
+    )
