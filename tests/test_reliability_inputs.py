@@ -241,6 +241,17 @@ def test_a_session_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) 
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_session_loads_in_chunks_when_all_of_it_may_not_fit(tmp_path: Path) -> None:
+    # 6 MB of lines: 64 x 6 MB is more than the 200 MB margin, so the native loop gets them
+    # 1 MB at a time, each chunk checked on its own; the load is the same
+    session = write_session(tmp_path / "chunked.jsonl", prompts=500, result_chars=9000)
+    assert 5 << 20 < session.stat().st_size < 7 << 20
+    proc = limited_cli(200, ["session", "info", "--json", str(session)])
+    assert proc.returncode == 0, proc.stderr
+    assert '"entries": 2000' in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_a_small_session_loads_under_the_same_limit(tmp_path: Path) -> None:
     session = write_session(tmp_path / "small.jsonl")
     proc = limited_cli(100, ["session", "info", "--json", str(session)])

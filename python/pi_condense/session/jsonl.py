@@ -131,17 +131,23 @@ class _Headroom:
     def take(self, size: int, rest: int, first: int) -> None:
         """Take what ``size`` bytes of lines (from line ``first``; ``rest`` bytes are left
         to parse, these included) need, or raise :class:`NotEnoughMemoryError`."""
+        if not self.fits(size, rest, first):
+            raise _short(self.name, first, None, size)
+
+    def fits(self, size: int, rest: int, first: int) -> bool:
+        """:meth:`take`, telling whether it could (then it took it) instead of raising."""
         self.current = (first, size)
         need = size * PARSE_FACTOR
         if need <= self.left:
             self.left -= need
-            return
+            return True
         check = max(need, min(_PROBE_MIN, rest * PARSE_FACTOR))
         if not _memory_free(check):
             if check == need or not _memory_free(need):
-                raise _short(self.name, first, None, size)
+                return False
             check = need
         self.left = check - need
+        return True
 
 
 def _short(name: str, first: int, last: Optional[int], size: int) -> NotEnoughMemoryError:
@@ -310,12 +316,19 @@ def _parse_native(
     headroom: _Headroom,
     objects: list[tuple[int, dict[str, Any]]],
 ) -> tuple[int, int]:
-    """``_core.parse_lines_from`` over the lines from ``position`` on (line ``number + 1``),
-    at most about ``_CHUNK`` bytes of them at a time (a copy of them, unless they are the
-    rest of the data), each checked against ``headroom`` first; returns where it stopped."""
+    """``_core.parse_lines_from`` over the lines from ``position`` on (line ``number + 1``);
+    returns where it stopped. They go at once when the memory all of them may need is free
+    (the common case: no copy); else about ``_CHUNK`` bytes of them at a time (a copy of
+    them), each checked against ``headroom`` first."""
     size = len(data)
     loads = orjson.loads
     refused = orjson.JSONDecodeError
+    if headroom.fits(size - position, size - position, number + 1):
+        try:
+            return _core.parse_lines_from(data, position, number, loads, refused, objects)
+        except MemoryError:
+            last = number + data.count(b"\n", position)
+            raise _short(headroom.name, number + 1, last, size - position) from None
     while position < size:
         cut = data.find(b"\n", position + _CHUNK - 1)
         end = size if cut < 0 else cut + 1
