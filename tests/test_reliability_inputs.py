@@ -284,3 +284,68 @@ def test_session_file_load_raises_a_session_error_that_is_a_memory_error(tmp_pat
         f"True {session}: line 2: not enough memory to parse it "
         "(8.0 MB of JSON may take up to 513 MB)\n"
     )
+
+
+# -------------------------------------- expected errors are one line (issue 37, #12, inputs)
+
+
+def assert_one_line(proc: subprocess.CompletedProcess[str], line: str) -> None:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr == f"pi-condense: {line}\n"
+
+
+def test_an_over_long_path_in_corpus_scan_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / ("a" * 300)  # one name longer than NAME_MAX: ENAMETOOLONG
+    proc = cli(["corpus", "scan", str(path)], tmp_path)
+    assert_one_line(proc, f"{path}: File name too long")
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("command", [["render"], ["condense", "-q", "-o", "{out}"]])
+def test_a_5000_deep_config_file_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    config = tmp_path / "deep.json"
+    config.write_text('{"contextPrune":{"enabled":true,"x":' + _deep(5000) + "}}")
+    args = [a.replace("{out}", str(tmp_path / "out.jsonl")) for a in command]
+    proc = cli([*args, str(session), "--config", str(config)], tmp_path)
+    assert_one_line(proc, f"{config}: contextPrune.x is nested deeper than 64 levels")
+
+
+@pytest.mark.parametrize("command", [["render", "{session}"], ["config", "show"]])
+def test_a_5000_deep_settings_file_is_one_line_naming_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    settings = tmp_path / "agent" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"contextPrune":{"a":' + '{"a":' * 5000 + "1" + "}" * 5000 + "}}")
+    proc = cli([a.replace("{session}", str(session)) for a in command], tmp_path)
+    assert_one_line(proc, f"{settings}: contextPrune.a is nested deeper than 64 levels")
+
+
+def test_a_config_within_the_depth_limit_is_taken(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    config = tmp_path / "deep.json"
+    config.write_text('{"contextPrune":{"enabled":true,"x":' + _deep(63) + "}}")
+    proc = cli(["render", str(session), "--config", str(config)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        "pi-condense: warning: contextPrune.x: unknown setting, ignored (kept in the file)\n"
+    )
+
+
+def test_a_deep_other_setting_is_kept_and_the_file_not_overwritten(tmp_path: Path) -> None:
+    settings = tmp_path / "agent" / "settings.json"
+    settings.parent.mkdir()
+    text = '{"theme":' + _deep(5000) + ',"contextPrune":{"enabled":false}}'
+    settings.write_text(text)
+    proc = cli(["config", "on"], tmp_path)
+    assert_one_line(
+        proc,
+        f"{settings}: a value in it is nested deeper than 1024 levels, more than pi-condense "
+        "writes; not overwriting it",
+    )
+    assert settings.read_text() == text
