@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -282,6 +283,38 @@ def test_session_file_load_raises_a_session_error_that_is_a_memory_error(tmp_pat
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout == (
         f"True {session}: line 2: not enough memory to parse it "
+        "(8.0 MB of JSON may take up to 513 MB)\n"
+    )
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_line_another_writer_appends_is_checked_too(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "live.jsonl")
+    script = LIMITED.replace(
+        "main()\n",
+        "from pi_condense.session import SessionFile\n"
+        "from pi_condense.errors import SessionError\n"
+        "session = SessionFile.load(sys.argv[1])\n"
+        "with open(sys.argv[1], 'a') as other:  # Pi appends a line meanwhile\n"
+        "    other.write(open(sys.argv[2]).read())\n"
+        "try:\n"
+        "    session.refresh()\n"
+        "except SessionError as exc:\n"
+        "    print(exc)\n",
+    )
+    lines = session.read_text().splitlines()
+    entry = tmp_path / "entry.json"
+    entry.write_text(_dense_entry("big1", json.loads(lines[-1])["id"], (8 << 20) // 5) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, "150", str(session), str(entry)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout == (
+        f"{session}: line {len(lines) + 1}: not enough memory to parse it "
         "(8.0 MB of JSON may take up to 513 MB)\n"
     )
 
