@@ -188,14 +188,20 @@ LIMITED = (
 )
 
 
-def limited_cli(margin_mb: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+def limited_python(margin_mb: int, code: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (instead of the CLI's ``main()``) under the limit; ``sys.argv[1:]`` is
+    ``args``."""
     return subprocess.run(
-        [sys.executable, "-c", LIMITED, str(margin_mb), *args],
+        [sys.executable, "-c", LIMITED.replace("main()\n", code), str(margin_mb), *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def limited_cli(margin_mb: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return limited_python(margin_mb, "main()\n", args)
 
 
 HEADER = (
@@ -213,16 +219,23 @@ def _dense_entry(entry_id: str, parent: Optional[str], strings: int) -> str:
     )
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
-def test_a_line_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) -> None:
+TOO_BIG = "not enough memory to parse it (8.0 MB of JSON may take up to 513 MB)"
+"""What an 8 MB dense line gives with a 150 MB margin (it needs about 26 x 8 MB)."""
+
+
+def long_line_session(tmp_path: Path) -> Path:
+    """A header and an 8 MB dense line (line 2)."""
     session = tmp_path / "long-line.jsonl"
     session.write_text(HEADER + "\n" + _dense_entry("a1", None, (8 << 20) // 5) + "\n")
+    return session
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_line_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) -> None:
+    session = long_line_session(tmp_path)
     proc = limited_cli(150, ["session", "info", str(session)])
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
-    assert proc.stderr == (
-        f"pi-condense: {session}: line 2: not enough memory to parse it "
-        "(8.0 MB of JSON may take up to 513 MB)\n"
-    )
+    assert proc.stderr == f"pi-condense: {session}: line 2: {TOO_BIG}\n"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
@@ -262,36 +275,24 @@ def test_a_small_session_loads_under_the_same_limit(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_session_file_load_raises_a_session_error_that_is_a_memory_error(tmp_path: Path) -> None:
-    session = tmp_path / "long-line.jsonl"
-    session.write_text(HEADER + "\n" + _dense_entry("a1", None, (8 << 20) // 5) + "\n")
-    script = LIMITED.replace(
-        "main()\n",
+    session = long_line_session(tmp_path)
+    code = (
         "from pi_condense.errors import SessionError\n"
         "from pi_condense.session import SessionFile\n"
         "try:\n"
         "    SessionFile.load(sys.argv[1])\n"
         "except SessionError as exc:\n"
-        "    print(isinstance(exc, MemoryError), exc)\n",
+        "    print(isinstance(exc, MemoryError), exc)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, "150", str(session)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = limited_python(150, code, [str(session)])
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert proc.stdout == (
-        f"True {session}: line 2: not enough memory to parse it "
-        "(8.0 MB of JSON may take up to 513 MB)\n"
-    )
+    assert proc.stdout == f"True {session}: line 2: {TOO_BIG}\n"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_a_line_another_writer_appends_is_checked_too(tmp_path: Path) -> None:
     session = write_session(tmp_path / "live.jsonl")
-    script = LIMITED.replace(
-        "main()\n",
+    code = (
         "from pi_condense.session import SessionFile\n"
         "from pi_condense.errors import SessionError\n"
         "session = SessionFile.load(sys.argv[1])\n"
@@ -300,23 +301,14 @@ def test_a_line_another_writer_appends_is_checked_too(tmp_path: Path) -> None:
         "try:\n"
         "    session.refresh()\n"
         "except SessionError as exc:\n"
-        "    print(exc)\n",
+        "    print(exc)\n"
     )
     lines = session.read_text().splitlines()
     entry = tmp_path / "entry.json"
     entry.write_text(_dense_entry("big1", json.loads(lines[-1])["id"], (8 << 20) // 5) + "\n")
-    proc = subprocess.run(
-        [sys.executable, "-c", script, "150", str(session), str(entry)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = limited_python(150, code, [str(session), str(entry)])
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert proc.stdout == (
-        f"{session}: line {len(lines) + 1}: not enough memory to parse it "
-        "(8.0 MB of JSON may take up to 513 MB)\n"
-    )
+    assert proc.stdout == f"{session}: line {len(lines) + 1}: {TOO_BIG}\n"
 
 
 # -------------------------------------- expected errors are one line (issue 37, #12, inputs)
