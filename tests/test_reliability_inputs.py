@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -168,3 +170,207 @@ def test_a_deep_line_within_the_limit_is_rendered(tmp_path: Path) -> None:
     proc = cli(["session", "info", "--json", str(session)], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+
+
+# ------------------------------------------------ out of memory while parsing (issue 37, #7)
+
+# The command runs with RLIMIT_AS set to the address space it has once imported plus a margin:
+# orjson does not check every allocation, so a parse that runs out there wrote through a null
+# pointer (SIGSEGV) instead of raising MemoryError.
+LIMITED = (
+    "import resource, sys\n"
+    "from pi_condense.cli import main\n"
+    "margin = int(sys.argv.pop(1)) << 20\n"
+    "status = open('/proc/self/status').read().split('VmSize:')[1]\n"
+    "limit = int(status.split()[0]) * 1024 + margin\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+    "main()\n"
+)
+
+
+def limited_python(margin_mb: int, code: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (instead of the CLI's ``main()``) under the limit; ``sys.argv[1:]`` is
+    ``args``."""
+    return subprocess.run(
+        [sys.executable, "-c", LIMITED.replace("main()\n", code), str(margin_mb), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def limited_cli(margin_mb: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return limited_python(margin_mb, "main()\n", args)
+
+
+HEADER = (
+    '{"type":"session","version":3,"id":"mem","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/"}'
+)
+
+
+def _dense_entry(entry_id: str, parent: Optional[str], strings: int) -> str:
+    """An entry with ``strings`` two-letter strings: many small objects per byte of JSON."""
+    parent_json = "null" if parent is None else f'"{parent}"'
+    return (
+        f'{{"type":"message","id":"{entry_id}","parentId":{parent_json},'
+        '"timestamp":"2025-01-01T00:00:00.000Z",'
+        '"message":{"role":"user","content":"hi","pad":[' + '"ab",' * strings + '""]}}'
+    )
+
+
+TOO_BIG = "not enough memory to parse it (8.0 MB of JSON may take up to 513 MB)"
+"""What an 8 MB dense line gives with a 150 MB margin (it needs about 26 x 8 MB)."""
+
+
+def long_line_session(tmp_path: Path) -> Path:
+    """A header and an 8 MB dense line (line 2)."""
+    session = tmp_path / "long-line.jsonl"
+    session.write_text(HEADER + "\n" + _dense_entry("a1", None, (8 << 20) // 5) + "\n")
+    return session
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_line_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) -> None:
+    session = long_line_session(tmp_path)
+    proc = limited_cli(150, ["session", "info", str(session)])
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr == f"pi-condense: {session}: line 2: {TOO_BIG}\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_session_too_big_for_the_memory_left_is_a_clear_error(tmp_path: Path) -> None:
+    session = tmp_path / "many-lines.jsonl"
+    lines, parent = [HEADER], None
+    for i in range(64):  # 16 MB of 256 KB lines
+        lines.append(_dense_entry(f"e{i}", parent, 52_000))
+        parent = f"e{i}"
+    session.write_text("\n".join(lines) + "\n")
+    proc = limited_cli(100, ["session", "info", str(session)])
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    [line] = proc.stderr.splitlines()
+    assert line.startswith(f"pi-condense: {session}: lines ")
+    assert ": not enough memory to parse them (" in line
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_session_loads_in_chunks_when_all_of_it_may_not_fit(tmp_path: Path) -> None:
+    # 6 MB of lines: 64 x 6 MB is more than the 200 MB margin, so the native loop gets them
+    # 1 MB at a time, each chunk checked on its own; the load is the same
+    session = write_session(tmp_path / "chunked.jsonl", prompts=500, result_chars=9000)
+    assert 5 << 20 < session.stat().st_size < 7 << 20
+    proc = limited_cli(200, ["session", "info", "--json", str(session)])
+    assert proc.returncode == 0, proc.stderr
+    assert '"entries": 2000' in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_small_session_loads_under_the_same_limit(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "small.jsonl")
+    proc = limited_cli(100, ["session", "info", "--json", str(session)])
+    assert proc.returncode == 0, proc.stderr
+    assert '"entries": 16' in proc.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_session_file_load_raises_a_session_error_that_is_a_memory_error(tmp_path: Path) -> None:
+    session = long_line_session(tmp_path)
+    code = (
+        "from pi_condense.errors import SessionError\n"
+        "from pi_condense.session import SessionFile\n"
+        "try:\n"
+        "    SessionFile.load(sys.argv[1])\n"
+        "except SessionError as exc:\n"
+        "    print(isinstance(exc, MemoryError), exc)\n"
+    )
+    proc = limited_python(150, code, [str(session)])
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout == f"True {session}: line 2: {TOO_BIG}\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_line_another_writer_appends_is_checked_too(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "live.jsonl")
+    code = (
+        "from pi_condense.session import SessionFile\n"
+        "from pi_condense.errors import SessionError\n"
+        "session = SessionFile.load(sys.argv[1])\n"
+        "with open(sys.argv[1], 'a') as other:  # Pi appends a line meanwhile\n"
+        "    other.write(open(sys.argv[2]).read())\n"
+        "try:\n"
+        "    session.refresh()\n"
+        "except SessionError as exc:\n"
+        "    print(exc)\n"
+    )
+    lines = session.read_text().splitlines()
+    entry = tmp_path / "entry.json"
+    entry.write_text(_dense_entry("big1", json.loads(lines[-1])["id"], (8 << 20) // 5) + "\n")
+    proc = limited_python(150, code, [str(session), str(entry)])
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout == f"{session}: line {len(lines) + 1}: {TOO_BIG}\n"
+
+
+# -------------------------------------- expected errors are one line (issue 37, #12, inputs)
+
+
+def assert_one_line(proc: subprocess.CompletedProcess[str], line: str) -> None:
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr == f"pi-condense: {line}\n"
+
+
+def test_an_over_long_path_in_corpus_scan_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / ("a" * 300)  # one name longer than NAME_MAX: ENAMETOOLONG
+    proc = cli(["corpus", "scan", str(path)], tmp_path)
+    assert_one_line(proc, f"{path}: File name too long")
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("command", [["render"], ["condense", "-q", "-o", "{out}"]])
+def test_a_5000_deep_config_file_is_one_line_naming_it(tmp_path: Path, command: list[str]) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    config = tmp_path / "deep.json"
+    config.write_text('{"contextPrune":{"enabled":true,"x":' + _deep(5000) + "}}")
+    args = [a.replace("{out}", str(tmp_path / "out.jsonl")) for a in command]
+    proc = cli([*args, str(session), "--config", str(config)], tmp_path)
+    assert_one_line(proc, f"{config}: contextPrune.x is nested deeper than 64 levels")
+
+
+@pytest.mark.parametrize("command", [["render", "{session}"], ["config", "show"]])
+def test_a_5000_deep_settings_file_is_one_line_naming_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    settings = tmp_path / "agent" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"contextPrune":{"a":' + '{"a":' * 5000 + "1" + "}" * 5000 + "}}")
+    proc = cli([a.replace("{session}", str(session)) for a in command], tmp_path)
+    assert_one_line(proc, f"{settings}: contextPrune.a is nested deeper than 64 levels")
+
+
+def test_a_config_within_the_depth_limit_is_taken(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    config = tmp_path / "deep.json"
+    config.write_text('{"contextPrune":{"enabled":true,"x":' + _deep(63) + "}}")
+    proc = cli(["render", str(session), "--config", str(config)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        "pi-condense: warning: contextPrune.x: unknown setting, ignored (kept in the file)\n"
+    )
+
+
+def test_a_deep_other_setting_is_kept_and_the_file_not_overwritten(tmp_path: Path) -> None:
+    settings = tmp_path / "agent" / "settings.json"
+    settings.parent.mkdir()
+    text = '{"theme":' + _deep(5000) + ',"contextPrune":{"enabled":false}}'
+    settings.write_text(text)
+    proc = cli(["config", "on"], tmp_path)
+    assert_one_line(
+        proc,
+        f"{settings}: a value in it is nested deeper than 1024 levels, more than pi-condense "
+        "writes; not overwriting it",
+    )
+    assert settings.read_text() == text

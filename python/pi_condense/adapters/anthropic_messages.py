@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from .base import Out, PiMessage, Unit
-from .blocks import text_of
+from .blocks import accepted_tool_content, text_of
 from .prepare import Keep, assistant_message, prepare
 
 __all__ = ["AnthropicMessagesCodec"]
@@ -120,7 +120,7 @@ class _Names:
         return ""
 
 
-def _user_in(item: dict[str, Any], names: _Names) -> Union[PiMessage, list[PiMessage]]:
+def _user_in(item: dict[str, Any], index: int, names: _Names) -> Union[PiMessage, list[PiMessage]]:
     content = item.get("content")
     if not isinstance(content, list):
         return {"role": "user", "content": content if isinstance(content, str) else ""}
@@ -128,7 +128,10 @@ def _user_in(item: dict[str, Any], names: _Names) -> Union[PiMessage, list[PiMes
     others: list[Any] = []
     for block in content:
         if isinstance(block, dict) and block.get("type") == "tool_result":
-            result = block.get("content")
+            call_id = block.get("tool_use_id")
+            result = accepted_tool_content(
+                block.get("content"), index, call_id, "Messages API", "content blocks"
+            )
             messages.append(
                 {
                     "role": "toolResult",
@@ -168,7 +171,7 @@ class AnthropicMessagesCodec:
             message: Union[PiMessage, list[PiMessage], None] = None
             role = item.get("role") if isinstance(item, dict) else None
             if role == "user":
-                message = _user_in(item, names)
+                message = _user_in(item, index, names)
             elif role == "assistant":
                 names.add(item)
                 blocks = [_assistant_block_in(b) for b in _blocks(item.get("content"))]

@@ -9,6 +9,7 @@ from ..errors import JsonError
 from ..js import json as jsjson
 
 __all__ = [
+    "accepted_tool_content",
     "arguments_text",
     "data_url",
     "image_from_data_url",
@@ -72,3 +73,34 @@ def text_blocks(content: Any) -> list[str]:
     if not isinstance(content, list):
         return []
     return [t for t in (text_of(b) for b in content) if t is not None]
+
+
+def accepted_tool_content(content: Any, index: int, call_id: Any, api: str, parts: str) -> Any:
+    """A tool result's content as the host gave it, when the provider takes that: a string,
+    a list of parts (JSON objects; a tuple is sent as a list by the SDKs, and becomes one),
+    or ``None`` / absent (an empty result). ``index`` is the message's position in the
+    history, ``call_id`` the call it answers, ``api`` and ``parts`` name what the provider
+    takes in the error.
+
+    Raises:
+        TypeError: anything else (bytes, a number, a bool, a dict, a list holding a
+            non-object): the provider refuses it, and storing it as an empty result would
+            lose the tool's output without a word.
+    """
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        bad = next((i for i, part in enumerate(content) if not isinstance(part, dict)), None)
+        if bad is None:
+            return list(content)
+        what = f"content[{bad}] is {_kind(content[bad])}, not a JSON object"
+    else:
+        what = f"content is {_kind(content)}"
+    raise TypeError(
+        f"message {index} of the history (the tool result of call {call_id!r}): {what}; "
+        f"the {api} takes a string or a list of {parts}"
+    )
+
+
+def _kind(value: Any) -> str:
+    return "None" if value is None else type(value).__name__

@@ -20,7 +20,14 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from .base import Out, PiMessage, Unit
-from .blocks import arguments_text, data_url, image_from_data_url, parse_arguments, text_of
+from .blocks import (
+    accepted_tool_content,
+    arguments_text,
+    data_url,
+    image_from_data_url,
+    parse_arguments,
+    text_of,
+)
 from .prepare import Keep, New, assistant_message, prepare, tool_calls
 
 __all__ = ["OpenAIChatCodec"]
@@ -53,7 +60,10 @@ def _content_blocks(content: Any) -> Any:
     return ""
 
 
-def _tool_content(content: Any) -> list[Any]:
+def _tool_content(content: Any, index: int, call_id: Any) -> list[Any]:
+    content = accepted_tool_content(
+        content, index, call_id, "Chat Completions API", "content parts"
+    )
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if isinstance(content, list):
@@ -129,11 +139,11 @@ class OpenAIChatCodec:
         names = _Names(items, start)
         units: list[Unit] = []
         for index in range(start, len(items)):
-            units.append(Unit(self._decode_one(items[index], names), index, index + 1))
+            units.append(Unit(self._decode_one(items[index], index, names), index, index + 1))
         return units
 
     @staticmethod
-    def _decode_one(item: Any, names: _Names) -> Optional[PiMessage]:
+    def _decode_one(item: Any, index: int, names: _Names) -> Optional[PiMessage]:
         if not isinstance(item, dict):
             return None
         role = item.get("role")
@@ -151,7 +161,7 @@ class OpenAIChatCodec:
                 "role": "toolResult",
                 "toolCallId": call_id,
                 "toolName": name,
-                "content": _tool_content(item.get("content")),
+                "content": _tool_content(item.get("content"), index, call_id),
                 "isError": False,
             }
         return None

@@ -18,6 +18,13 @@ Exit codes, the same for every command (scripts can rely on them):
 
 3 wins over 1 when both apply.
 
+Expected failures print one line on stderr, never a traceback: the commands turn a bad input
+into ``pi-condense: FILE: why`` themselves, and :func:`main` does the same for what escapes
+them from the system or from the input's size: an ``OSError`` (named by its own file), a
+``MemoryError`` or a ``RecursionError`` (named by the command's file operands), all exit 2.
+Any other exception is a bug and keeps its traceback; ``PI_CONDENSE_TRACEBACK=1`` shows the
+traceback of those three too.
+
 Each command's module is imported when that command runs (or its help is shown): the
 start-up of ``pi-condense --version`` or ``pi-condense session info`` does not pay for the
 pruner, pydantic, rich or the corpus engines it does not use.
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import sys
 from typing import Any, Optional
 
@@ -150,6 +158,11 @@ def main() -> None:
     _preload(sys.argv[1:2])
     try:
         app()
+    except (OSError, MemoryError, RecursionError) as exc:
+        if os.environ.get("PI_CONDENSE_TRACEBACK"):
+            raise
+        sys.stderr.write(f"pi-condense: {_one_line(exc, sys.argv[1:])}\n")
+        raise SystemExit(2) from None
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
@@ -165,3 +178,35 @@ def main() -> None:
             "levels (or a circular one)\n"
         )
         raise SystemExit(EXIT_UNREADABLE) from None
+
+
+def _one_line(exc: BaseException, argv: list[str]) -> str:
+    """What an ``OSError``, ``MemoryError`` or ``RecursionError`` that escaped a command
+    says, naming the file: the error's own, else the command's operands that are files."""
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        if exc.filename is not None:
+            name = _name(exc.filename)
+            if exc.filename2 is not None:
+                name += f" -> {_name(exc.filename2)}"
+            return f"{name}: {reason}"
+    elif isinstance(exc, MemoryError):
+        reason = "not enough memory"
+    else:
+        reason = "a value is nested too deeply to process (Python's recursion limit)"
+    files = [a for a in argv if not a.startswith("-") and _is_file(a)]
+    return f"{', '.join(files)}: {reason}" if files else reason
+
+
+def _name(filename: Any) -> str:
+    """An ``OSError``'s file: a path (``str`` or ``bytes``), or a descriptor."""
+    if isinstance(filename, (str, bytes, os.PathLike)):
+        return os.fsdecode(filename)
+    return f"file descriptor {filename}"
+
+
+def _is_file(arg: str) -> bool:
+    try:
+        return os.path.isfile(arg)
+    except (OSError, ValueError):
+        return False

@@ -112,7 +112,14 @@ def save_config(config: Config, path: Union[str, os.PathLike[str], None] = None)
         )
     document: dict[str, Any] = current if current is not None else {}
     document[SETTINGS_KEY] = config.to_settings_dict()
-    data = (jsjson.dumps(document, indent=2) + "\n").encode("utf-8")
+    try:
+        text = jsjson.dumps(document, indent=2)
+    except ValueError:  # a value nested deeper than JSON.stringify here writes
+        raise ConfigError(
+            f"{file}: a value in it is nested deeper than {jsjson.MAX_DEPTH} levels, more "
+            "than pi-condense writes; not overwriting it"
+        ) from None
+    data = (text + "\n").encode("utf-8")
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(f"{file.name}.{secrets.token_hex(8)}.tmp")
     write_atomic(file, data, tmp, mode_from=file)

@@ -31,9 +31,32 @@ from .defaults import (
 from .models import ChainCompressionConfig, Config, PurgeErrorsConfig
 
 __all__ = [
+    "MAX_CONFIG_DEPTH",
     "normalize",
     "normalize_settings",
 ]
+
+MAX_CONFIG_DEPTH = 64
+"""The deepest nesting of a ``contextPrune`` value (the block itself not counted): no setting
+needs more than a few levels, and copying a much deeper value exhausts Python's recursion."""
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests objects and arrays deeper than :data:`MAX_CONFIG_DEPTH`
+    (walked without recursion, so any depth is told)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > MAX_CONFIG_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _norm_bool(merged: Mapping[str, Any], key: str, warnings: list[str]) -> bool:
@@ -150,9 +173,13 @@ def _norm_verbatim_choice(
 def normalize_settings(settings: Mapping[str, Any], compat: Optional[Compat]) -> Config:
     if not isinstance(settings, Mapping):
         raise ConfigError(f"{SETTINGS_KEY} must be an object, got {type_name(settings)}")
-    for key in settings:
+    for key, value in settings.items():
         if not isinstance(key, str):
             raise ConfigError(f"{SETTINGS_KEY} keys must be strings, got {key!r}")
+        if _too_deep(value):
+            raise ConfigError(
+                f"{SETTINGS_KEY}.{key} is nested deeper than {MAX_CONFIG_DEPTH} levels"
+            )
     warnings: list[str] = []
     mode: Compat
     if compat is not None:

@@ -308,7 +308,7 @@ class SessionFile:
         return header
 
     def _load_bytes(self, data: bytes, name: str) -> None:
-        parsed = parse_lines(data)
+        parsed = parse_lines(data, name)
         if parsed.first_value is ABSENT:
             detail = f" ({parsed.warnings[0]})" if parsed.warnings else ""
             raise SessionError(f"{name}: not a Pi session file: no valid JSON line{detail}")
@@ -841,7 +841,7 @@ class SessionFile:
                 reason = "invalid UTF-8 bytes read as U+FFFD"
                 parsed.warnings.append(LoadWarning(number, "invalid-utf8", reason))
             torn = offset == len(segments) - 1
-            parse_line(text, number, torn, parsed)
+            parse_line(text, number, torn, parsed, self._name())
         previous_tip = self._tip
         self._warnings.extend(parsed.warnings)
         self._foreign_prune += sum(1 for _, obj in parsed.objects if is_prune_entry(obj))

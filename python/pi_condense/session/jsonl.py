@@ -3,16 +3,42 @@
 
 from __future__ import annotations
 
+import mmap
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import orjson
 
 from .. import _core
+from ..errors import SessionError
 from ..js import json as jsjson
 from ..js.values import ABSENT, JS_WHITESPACE
 
-__all__ = ["LoadWarning", "Parsed", "decode_line", "is_blank", "parse_line", "parse_lines"]
+__all__ = [
+    "PARSE_FACTOR",
+    "LoadWarning",
+    "NotEnoughMemoryError",
+    "Parsed",
+    "decode_line",
+    "is_blank",
+    "parse_line",
+    "parse_lines",
+]
+
+PARSE_FACTOR = 64
+"""Bytes of memory a line may take while it is parsed, per byte of the line: ``orjson``
+reserves about 12 per byte for its parse, and the objects of dense JSON (``[{"":[]},...]``)
+take up to about 46. Before a line is parsed this much is checked free (see
+:func:`parse_lines`)."""
+
+_CHUNK = 1 << 20  # lines handed to the native loop at once (bytes)
+_PROBE_MIN = 64 << 20  # the smallest check of free memory (less only at the end of the data)
+_PROBE_PIECE = 1 << 30  # one mapping of a check (a larger one may look like an overcommit)
+
+
+class NotEnoughMemoryError(SessionError, MemoryError):
+    """A session line cannot be parsed in the memory left (the message names file and line)."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +95,88 @@ class Parsed:
     """How many ``"\\n"`` the chunk holds (set by :func:`parse_lines`)."""
 
 
-def parse_line(line: str, number: int, torn: bool, parsed: Parsed) -> None:
+def _memory_free(size: int) -> bool:
+    """Whether ``size`` bytes of memory can be had now. The bytes are mapped and unmapped
+    again, never touched: address-space and commit limits (``RLIMIT_AS``, strict overcommit)
+    refuse a mapping cleanly, while an allocation that fails inside a C extension may not be
+    checked (``orjson`` then writes through a null pointer)."""
+    maps: list[mmap.mmap] = []
     try:
+        while size > 0:
+            piece = min(size, _PROBE_PIECE)
+            if sys.platform == "win32":  # pragma: no cover
+                maps.append(mmap.mmap(-1, piece))
+            else:
+                maps.append(mmap.mmap(-1, piece, flags=mmap.MAP_PRIVATE))
+            size -= piece
+    except (OSError, MemoryError, OverflowError):
+        return False
+    finally:
+        for mapping in maps:
+            mapping.close()
+    return True
+
+
+class _Headroom:
+    """Memory checked free for the lines still to parse: each line takes
+    :data:`PARSE_FACTOR` times its length from it; when that is more than is left, a new
+    check is made (of at least ``_PROBE_MIN``, so that small lines are not checked one by
+    one, but never more than the rest of the data may need)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.left = 0
+        self.current = (0, 0)  # the first line and the size of what was taken last
+
+    def take(self, size: int, rest: int, first: int) -> None:
+        """Take what ``size`` bytes of lines (from line ``first``; ``rest`` bytes are left
+        to parse, these included) need, or raise :class:`NotEnoughMemoryError`."""
+        if not self.fits(size, rest, first):
+            raise _short(self.name, first, None, size)
+
+    def fits(self, size: int, rest: int, first: int) -> bool:
+        """:meth:`take`, telling whether it could (then it took it) instead of raising."""
+        self.current = (first, size)
+        need = size * PARSE_FACTOR
+        if need <= self.left:
+            self.left -= need
+            return True
+        check = max(need, min(_PROBE_MIN, rest * PARSE_FACTOR))
+        if not _memory_free(check):
+            if check == need or not _memory_free(need):
+                return False
+            check = need
+        self.left = check - need
+        return True
+
+
+def _short(name: str, first: int, last: Optional[int], size: int) -> NotEnoughMemoryError:
+    """The error for ``size`` bytes of lines ``first`` to ``last`` that do not fit."""
+    if last is None or last <= first:
+        where = f"line {first}: not enough memory to parse it"
+    else:
+        where = f"lines {first}-{last}: not enough memory to parse them"
+    mb = 1 << 20
+    need = -(-size * PARSE_FACTOR // mb)
+    return NotEnoughMemoryError(
+        f"{name}: {where} ({size / mb:.1f} MB of JSON may take up to {need} MB)"
+    )
+
+
+def parse_line(line: str, number: int, torn: bool, parsed: Parsed, name: str = "<memory>") -> None:
+    """Parse one line (``number`` of ``name``) into ``parsed`` as Pi reads it.
+
+    Raises:
+        NotEnoughMemoryError: parsing it may take more memory than is free.
+    """
+    size = len(line) if line.isascii() else 4 * len(line)  # at most its UTF-8 length
+    try:
+        _Headroom(name).take(size, size, number)
         value, depth = jsjson.loads_with_depth(line)
+    except NotEnoughMemoryError:
+        raise
+    except MemoryError:
+        raise _short(name, number, None, size) from None
     except (ValueError, RecursionError) as exc:  # JsonError is a ValueError
         if torn:
             reason = "truncated last line (no trailing newline: an interrupted write?); skipped"
@@ -108,7 +213,7 @@ def decode_line(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", errors="replace"), False
 
 
-def parse_lines(data: bytes) -> Parsed:
+def parse_lines(data: bytes, name: str = "<memory>") -> Parsed:
     """Pi's ``loadEntriesFromFile`` line handling (JS-``trim()`` the whole text, split on
     ``"\\n"``, skip blank lines, ``JSON.parse`` each), one line at a time: only the bytes and
     the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
@@ -119,8 +224,29 @@ def parse_lines(data: bytes) -> Parsed:
     Each line's bytes go to ``orjson.loads`` first: when it accepts them they are valid UTF-8
     and JSON with at most JSON whitespace around it (which the trim would only remove), so
     the value is the one the decode-and-parse path gives. Only a line it refuses (blank,
-    invalid UTF-8, lone surrogate escapes, ``NaN``, too deep, torn, ...) takes that path."""
+    invalid UTF-8, lone surrogate escapes, ``NaN``, too deep, torn, ...) takes that path.
+
+    Before lines are parsed, :data:`PARSE_FACTOR` times their length is checked free, and
+    the native loop gets at most about 1 MB of lines at a time: a line that may not fit in
+    the memory left is refused before any parser allocates for it.
+
+    Raises:
+        NotEnoughMemoryError: the memory left is not enough to parse a line (the message
+            names ``name`` and the line); any ``MemoryError`` while parsing becomes one.
+    """
     parsed = Parsed([], [])
+    headroom = _Headroom(name)
+    try:
+        _parse_all(data, parsed, headroom)
+    except NotEnoughMemoryError:
+        raise
+    except MemoryError:
+        line, size = headroom.current
+        raise _short(name, line, None, size) from None
+    return parsed
+
+
+def _parse_all(data: bytes, parsed: Parsed, headroom: _Headroom) -> None:
     keep = parsed.objects.append
     started = False  # parsed.first_value is set
     pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
@@ -137,12 +263,11 @@ def parse_lines(data: bytes) -> Parsed:
         if native and started and pending is None:
             # The lines orjson takes and that hold an object, at C speed; this loop reads
             # the line it stops at.
-            position, number = _core.parse_lines_from(
-                data, position, number, fast_loads, refused, objects
-            )
+            position, number = _parse_native(data, position, number, headroom, objects)
         cut = find(b"\n", position)
         end = size if cut < 0 else cut
         number += 1
+        headroom.take(end - position, size - position, number)
         raw = data[position:end]
         position = end + 1
         try:
@@ -151,7 +276,7 @@ def parse_lines(data: bytes) -> Parsed:
             pass
         else:
             if pending is not None:
-                _parse_pending(pending, False, parsed)
+                _parse_pending(pending, False, parsed, headroom.name)
                 pending = None
                 started = parsed.first_value is not ABSENT
             if started and type(value) is dict:
@@ -172,23 +297,60 @@ def parse_lines(data: bytes) -> Parsed:
             text = text.lstrip(JS_WHITESPACE)
             first = False
         if pending is not None:
-            _parse_pending(pending, False, parsed)
+            _parse_pending(pending, False, parsed, headroom.name)
         pending = (number, text, valid)
         if cut < 0:
             break
     if pending is not None:
         line, text, valid = pending
         torn = not data.endswith(b"\n") and line == number
-        _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed)
+        _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed, headroom.name)
     # Every segment but the last ends with a newline.
     parsed.newlines = number - 1
-    return parsed
 
 
-def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: Parsed) -> None:
+def _parse_native(
+    data: bytes,
+    position: int,
+    number: int,
+    headroom: _Headroom,
+    objects: list[tuple[int, dict[str, Any]]],
+) -> tuple[int, int]:
+    """``_core.parse_lines_from`` over the lines from ``position`` on (line ``number + 1``);
+    returns where it stopped. They go at once when the memory all of them may need is free
+    (the common case: no copy); else about ``_CHUNK`` bytes of them at a time (a copy of
+    them), each checked against ``headroom`` first."""
+    size = len(data)
+    loads = orjson.loads
+    refused = orjson.JSONDecodeError
+    if headroom.fits(size - position, size - position, number + 1):
+        try:
+            return _core.parse_lines_from(data, position, number, loads, refused, objects)
+        except MemoryError:
+            last = number + data.count(b"\n", position)
+            raise _short(headroom.name, number + 1, last, size - position) from None
+    while position < size:
+        cut = data.find(b"\n", position + _CHUNK - 1)
+        end = size if cut < 0 else cut + 1
+        try:
+            headroom.take(end - position, size - position, number + 1)
+            if end == size:
+                return _core.parse_lines_from(data, position, number, loads, refused, objects)
+            chunk = data[position:end]
+            offset, number = _core.parse_lines_from(chunk, 0, number, loads, refused, objects)
+        except MemoryError:
+            last = number + data.count(b"\n", position, end)
+            raise _short(headroom.name, number + 1, last, end - position) from None
+        position += offset
+        if offset < len(chunk):
+            break
+    return position, number
+
+
+def _parse_pending(item: tuple[int, str, bool], torn: bool, parsed: Parsed, name: str) -> None:
     number, text, valid = item
     if not valid:
         parsed.warnings.append(
             LoadWarning(number, "invalid-utf8", "invalid UTF-8 bytes read as U+FFFD")
         )
-    parse_line(text, number, torn, parsed)
+    parse_line(text, number, torn, parsed, name)
