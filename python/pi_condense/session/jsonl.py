@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -13,6 +14,8 @@ from ..js import json as jsjson
 from ..js.values import ABSENT, JS_WHITESPACE
 
 __all__ = ["LoadWarning", "Parsed", "decode_line", "is_blank", "parse_line", "parse_lines"]
+
+_NEWLINES = re.compile(rb"\n+")
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,14 @@ def parse_lines(data: bytes) -> Parsed:
         number += 1
         raw = data[position:end]
         position = end + 1
+        if not raw and cut >= 0:
+            # A run of empty lines is skipped at once: a file of newlines costs no more
+            # than its bytes (each one would raise and clear a parse error).
+            run = _NEWLINES.match(data, position)
+            if run is not None:
+                number += run.end() - position
+                position = run.end()
+            continue
         try:
             value = fast_loads(raw)
         except refused:
