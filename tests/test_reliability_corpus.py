@@ -212,3 +212,25 @@ def test_replay_refuses_an_out_dir_that_is_a_symlink(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "a symbolic link; give the directory itself" in proc.stderr
     assert list(target.iterdir()) == []
+
+
+def test_compact_out_copy_is_no_more_open_than_the_session(tmp_path: Path) -> None:
+    session = write_session(tmp_path / "s.jsonl")
+    session.chmod(0o600)
+    out = tmp_path / "o.jsonl"
+    proc = cli(["compact", str(session), "--out", str(out), "--summarizer", "none"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    args = [
+        "compact",
+        str(session),
+        "--out",
+        str(tmp_path / "dangling.jsonl"),
+        "--summarizer",
+        "none",
+    ]
+    refused = cli(args, tmp_path)
+    assert refused.returncode == 2
+    assert "already exists" in refused.stderr
+    assert not (tmp_path / "nowhere.jsonl").exists()

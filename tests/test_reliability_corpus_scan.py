@@ -123,3 +123,15 @@ def test_a_worker_started_after_its_parent_died_ends_at_once(tmp_path: Path) -> 
     while time.monotonic() < deadline and _running(child):
         time.sleep(0.1)
     assert not _running(child)
+
+
+def test_compact_refuses_a_gzip_bomb(tmp_path: Path) -> None:
+    bomb = tmp_path / "b.jsonl.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as handle:
+        handle.write(b'{"type":"session","version":3,"id":"b"}\n')
+        for _ in range(200):
+            handle.write(b"\n" * (1 << 20))
+    proc = cli(["compact", str(bomb)], tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert "refused as a decompression bomb" in proc.stderr
+    assert "Traceback" not in proc.stderr
