@@ -241,7 +241,7 @@ def write_new(target: Path, data: bytes, mode: Optional[int] = None) -> None:
     bits are ``mode`` (None: the umask's), and never more open than those of the file it
     replaces."""
     clean_stale_temps(target)
-    bits = _default_mode() if mode is None else mode & 0o7777
+    bits = _default_mode() if mode is None else mode & 0o777
     with contextlib.suppress(OSError):
         bits &= stat.S_IMODE(os.stat(target).st_mode)
     temp = _Temp(target, data, bits)
