@@ -141,6 +141,11 @@ def test_a_rerun_skips_what_is_done_and_never_overwrites_a_backup(tmp_path: Path
         assert _bak_state(paths) == backups
     table = cli(args, tmp_path)
     assert "3 already condensed in place (skipped)" in table.stdout
+    # nor is a backup overwritten as an output
+    onto = cli(["condense", str(paths[2]), "-o", f"{paths[1]}.bak", "--force"], tmp_path)
+    assert onto.returncode == 2
+    assert "condensed in place from; it is never overwritten" in onto.stderr
+    assert _bak_state(paths) == backups
     # single-session condense --in-place, with --force too: skipped, the backup untouched
     for extra in ([], ["--force"]):
         single = cli(["condense", str(paths[1]), "--in-place", *extra], tmp_path)

@@ -212,8 +212,8 @@ def check_output(target: Path, source: Optional[Path] = None) -> Path:
     """The file an output option ``target`` names, ready to be written: ``target`` itself,
     or the file a symbolic link names (the link is kept). Raises :class:`InPlaceError` when
     it is ``source`` itself (by any path, hard or symbolic link: that is ``--in-place``),
-    not a regular file (a FIFO, device, socket or directory is never replaced), or a link
-    to nothing."""
+    not a regular file (a FIFO, device, socket or directory is never replaced), a link to
+    nothing, or the backup of a session condensed in place."""
     real = Path(os.path.realpath(target)) if os.path.islink(target) else target
     try:
         info = os.stat(real)
@@ -225,6 +225,14 @@ def check_output(target: Path, source: Optional[Path] = None) -> Path:
         raise InPlaceError(f"{target}: cannot use as the output: {exc}") from exc
     if not stat.S_ISREG(info.st_mode):
         raise InPlaceError(f"{target}: not a regular file; only a regular file is replaced")
+    if real.name.endswith(".bak"):
+        session = real.with_name(real.name[: -len(".bak")])
+        prior = prior_run(session, real) if session.exists() else None
+        if prior is not None and prior.done:
+            raise InPlaceError(
+                f"{target} is the original {session} was condensed in place from; it is "
+                "never overwritten"
+            )
     if source is not None:
         with contextlib.suppress(OSError):
             if os.path.samefile(real, source):
