@@ -284,10 +284,11 @@ def condensed_from(path: Path) -> Optional[Fingerprint]:
     """What the session at ``path`` was condensed in place from (its header's mark), or
     None when it holds no mark (or cannot be read)."""
     try:
-        with open(path, "rb") as handle:
+        fd = _open_regular(path)
+        with os.fdopen(fd, "rb") as handle:
             first = handle.readline(_HEADER_MAX)
         header = jsjson.loads(first)
-    except (OSError, JsonError, ValueError):
+    except (OSError, JsonError, ValueError, InPlaceError):
         return None
     mark = header.get(MARK) if isinstance(header, dict) else None
     if not isinstance(mark, dict):
@@ -298,16 +299,22 @@ def condensed_from(path: Path) -> Optional[Fingerprint]:
     return Fingerprint(size, sha256)
 
 
+def _open_regular(path: Path, follow: bool = True) -> int:
+    """A read descriptor of the regular file ``path`` (a FIFO is not waited for)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags if follow else flags | getattr(os, "O_NOFOLLOW", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InPlaceError(f"{path}: not a regular file")
+    return fd
+
+
 def _starts_with(backup: Path, source: Fingerprint) -> bool:
     try:
-        fd = os.open(
-            backup, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
-    except OSError:
+        fd = _open_regular(backup, follow=False)
+    except (OSError, InPlaceError):
         return False
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
         return _hash_fd(fd, source.size) == source
     finally:
         os.close(fd)
