@@ -186,11 +186,12 @@ def test_in_place_keeps_a_backup(tmp_path: Path) -> None:
     assert messages_of(source) == messages_of(backup)
     assert source.read_bytes() != original
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-    # a second in-place run would overwrite the backup: refused without --force
-    again = run(["condense", str(source), "--in-place"], tmp_path)
-    assert again.returncode == 2
-    assert "s.jsonl.bak exists" in again.stderr
-    assert backup.read_bytes() == original
+    # a second in-place run finds it done: skipped, the backup never overwritten
+    for extra in ([], ["--force"]):
+        again = run(["condense", str(source), "--in-place", *extra], tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert "already condensed in place" in again.stderr
+        assert backup.read_bytes() == original
 
 
 def test_refusals(tmp_path: Path) -> None:

@@ -475,9 +475,11 @@ def test_batch_condense_in_place_keeps_backups(
         assert Path(f"{path}.bak").read_bytes() == data
         rewritten = SessionFile.load(path)
         assert any(e.get("customType") == "context-prune-frontier" for e in rewritten.entries), path
-    again = run_cli("corpus", "condense", str(root), "--in-place", "--no-cache")
-    assert again.returncode == 3
-    assert ".bak exists (use --force" in again.stderr
+    again = run_cli("corpus", "condense", str(root), "--in-place", "--no-cache", "--json")
+    assert again.returncode == 3  # the .gz ones again
+    skipped = {s["path"] for s in json.loads(again.stdout)["skipped"]}
+    assert skipped == {str(p) for p in originals if str(p) not in gz}
+    assert again.stderr.count("already condensed in place") == len(skipped)
 
 
 def test_scan_cli_tables(small: tuple[Path, _corpus.Plant]) -> None:

@@ -87,7 +87,8 @@ def test_a_run_killed_before_its_swap_does_not_block_the_retry(tmp_path: Path) -
     assert (tmp_path / "s.jsonl.bak").read_bytes() == original
     assert session.read_bytes() != original
     assert leftovers(tmp_path) == []
-    # A finished run's backup is a real backup: it is protected, and the message says why.
-    again = cli(["condense", str(session), "--in-place", "-q"], tmp_path)
-    assert again.returncode == 2
-    assert "s.jsonl.bak exists (the backup of an earlier condense --in-place" in again.stderr
+    # A finished run's backup is a real backup: never overwritten (the session is done).
+    again = cli(["condense", str(session), "--in-place", "--force", "-q"], tmp_path)
+    assert again.returncode == 0
+    assert "already condensed in place" in again.stderr
+    assert (tmp_path / "s.jsonl.bak").read_bytes() == original

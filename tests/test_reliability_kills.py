@@ -155,3 +155,127 @@ def test_kill_campaign(tmp_path: Path) -> None:
     c.check(by_id=False)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
     assert c.kills >= 30, c.kills  # SIGKILLs actually delivered
+
+
+class CorpusCampaign:
+    """Generations of a few sessions, each written by its own plain appender, condensed in
+    place by `corpus condense` runs that are killed at targeted and random points."""
+
+    SESSIONS = 2
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path
+        self.env = {**os.environ, "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+        self.generation = 0
+        self.folder = tmp_path
+        self.appenders: list[subprocess.Popen[bytes]] = []
+        self.pristine: dict[Path, bytes] = {}
+        self.backups: dict[Path, tuple[int, bytes]] = {}
+        self.kills = 0
+        self.rng = random.Random(37)
+
+    def new_generation(self) -> None:
+        self.stop_appenders()
+        self.generation += 1
+        self.folder = self.dir / f"g{self.generation}"
+        self.folder.mkdir()
+        for i in range(self.SESSIONS):
+            path = write_session(self.folder / f"s{i}.jsonl", prompts=3)
+            path.chmod(0o600)
+            self.pristine[path] = path.read_bytes()
+            argv = [str(HERE / "_appender.py"), str(path), f"{path}.ack", "0", "0.5"]
+            self.appenders.append(subprocess.Popen([sys.executable, *argv]))
+
+    def stop_appenders(self) -> None:
+        for appender in self.appenders:
+            appender.kill()
+            appender.wait()
+        self.appenders = []
+
+    def run(self, kill_at: int = 0, kill_after: float = 0.0, engine: str = "serial") -> int:
+        args = ["corpus", "condense", str(self.folder), "--in-place", "--no-cache", "-q",
+                "--engine", engine, "-j", "2"]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLI, *args],
+            env={**self.env, "KILL_AT": str(kill_at)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if kill_after:
+            time.sleep(kill_after)
+            proc.send_signal(signal.SIGKILL)
+        code = proc.wait(timeout=120)
+        self.kills += code == -signal.SIGKILL
+        return code
+
+    def sessions(self) -> list[Path]:
+        return sorted(self.folder.rglob("s*.jsonl"))
+
+    def done(self) -> bool:
+        """Every session condensed in place (its header names its original, the backup)."""
+        return all(
+            "condensedFrom" in SessionFile.load(p).header and Path(f"{p}.bak").exists()
+            for p in self.sessions()
+        )
+
+    def check(self) -> None:
+        for path in self.sessions():
+            ack = Path(f"{path}.ack")
+            # The acknowledgement first: the appender may still be writing.
+            acked = int(ack.read_text()) if ack.exists() else -1
+            data = path.read_bytes()
+            backup = Path(f"{path}.bak")
+            assert SessionFile.load(path).warnings == []  # nothing glued or torn
+            everything = data
+            if backup.exists() and not os.path.samefile(backup, path):
+                kept = (backup.stat().st_ino, backup.read_bytes())
+                # The one pristine copy: the original (with what Pi appended before the swap),
+                # never replaced nor changed once it is the backup.
+                assert kept[1].startswith(self.pristine[path])
+                assert SessionFile.load(backup).warnings == []
+                assert self.backups.setdefault(path, kept) == kept, f"{backup} overwritten"
+                everything += kept[1]
+            seen = {int(n) for n in re.findall(rb'"from pi (\d+)"', everything)}
+            lost = [n for n in range(acked + 1) if n not in seen]
+            assert not lost, f"{path}: lines {lost[:5]} of the other writer lost"
+
+
+def test_corpus_kill_campaign(tmp_path: Path) -> None:
+    """Issue 37: `corpus condense --in-place` SIGKILLed at >= 30 points beside plain
+    appenders; a rerun finishes what was left and skips what was done."""
+    c = CorpusCampaign(tmp_path)
+    c.new_generation()
+    # Before the N-th write, fsync, link or rename: N cycles through one session's steps
+    # (temporary file written and synced, backup linked, renamed, directory synced) and the
+    # next one's. A generation condensed whole is followed by a new one.
+    for attempt in range(60):
+        if c.done():
+            c.new_generation()
+        c.run(kill_at=1 + attempt % 10)
+        c.check()
+        if c.kills >= 22:
+            break
+    # Random moments, serial and on the local pool (its workers die with the run).
+    started = time.monotonic()
+    c.run()
+    took = time.monotonic() - started
+    c.check()
+    for round_ in range(30):
+        if c.kills >= 32:
+            break
+        if c.done():
+            c.new_generation()
+        engine = "local" if round_ % 2 else "serial"
+        c.run(kill_after=took * (0.2 + 0.8 * c.rng.random()), engine=engine)
+        c.check()
+    c.stop_appenders()
+    # The rerun, nobody writing: one run over every generation finishes what was left,
+    # skipping what was done; the next one has nothing left to do.
+    c.folder = tmp_path
+    c.check()
+    assert c.run() == 0
+    c.check()
+    assert c.done()
+    assert c.run() == 0
+    assert sorted(p.name for p in tmp_path.rglob("*.tmp")) == []
+    assert c.kills >= 30, c.kills  # SIGKILLs actually delivered

@@ -7,6 +7,11 @@ a directory (and then at most once a minute) removes every such leftover: a regu
 so, that no live process holds locked and that is at least :data:`STALE_AFTER` seconds old
 (which covers the instant between another writer's create and its lock). Where there is no
 ``flock`` (Windows), a temporary file counts as stale once it is :data:`STALE_UNLOCKED` old.
+
+Given the permission bits of the session file a blob belongs to, the blob is no more open
+than that file and its directory no more open than the file with search (x) added where it
+may be read: a 0600 session gets 0600 blobs in a 0700 directory; a directory that is more
+open (made before, by a writer that did not know) is narrowed when we own it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Optional
 from .flock import HAS_FLOCK, try_lock
 from .fsio import fsync_dir
 
-__all__ = ["STALE_AFTER", "STALE_UNLOCKED", "clean_stale_temps", "write_blob_bytes"]
+__all__ = ["STALE_AFTER", "STALE_UNLOCKED", "clean_stale_temps", "dir_mode", "write_blob_bytes"]
 
 STALE_AFTER = 2.0
 """Seconds since its last change before an unlocked temporary file is removed."""
@@ -42,17 +47,39 @@ def _temp_for(path: str) -> str:
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
 
 
-def write_blob_bytes(path: str, data: bytes) -> None:
+def dir_mode(mode: int) -> int:
+    """The directory bits that match file bits ``mode``: ``x`` wherever ``r`` is set."""
+    bits = mode & 0o777
+    return bits | ((bits & 0o444) >> 2)
+
+
+def _make_dir(directory: str, mode: Optional[int]) -> None:
+    if mode is None:
+        os.makedirs(directory, exist_ok=True)
+        return
+    allowed = dir_mode(mode)
+    os.makedirs(directory, mode=allowed, exist_ok=True)
+    if not hasattr(os, "geteuid"):  # pragma: no cover - Windows has no such bits
+        return
+    with contextlib.suppress(OSError):
+        info = os.stat(directory)
+        current = stat.S_IMODE(info.st_mode)
+        if current & ~allowed and info.st_uid == os.geteuid():
+            os.chmod(directory, current & allowed)
+
+
+def write_blob_bytes(path: str, data: bytes, *, mode: Optional[int] = None) -> None:
     """Write ``data`` to ``path`` through a locked, fsynced temporary file renamed over it
     (parent directories created; stale leftovers of killed writers removed first). On any
-    failure the temporary file is removed and ``path`` is untouched."""
+    failure the temporary file is removed and ``path`` is untouched. ``mode``: the
+    permission bits of the session file (module docs; None: the umask's)."""
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
+    _make_dir(directory, mode)
     _clean_now_and_then(directory)
     tmp = _temp_for(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(tmp, flags, 0o666)
+    fd = os.open(tmp, flags, 0o666 if mode is None else mode & 0o666)
     open_fd = True
     try:
         with contextlib.suppress(OSError):  # the lock only marks it as in use

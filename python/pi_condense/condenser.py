@@ -44,7 +44,7 @@ from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render
 from .runtime import Runtime, Ui
 from .session import SessionFile
-from .spill import SpillSettings, safe_session_id, spill_batch
+from .spill import SpillSettings, safe_session_id, session_blob_writer, spill_batch
 from .state import PrunerState, Stats
 from .summarize.base import Completion, CompletionRequest, Summarizer
 from .triggers import ContextUsage, evaluate_gate, queued_notice
@@ -160,6 +160,8 @@ class Condenser:
             rt.stats.reset(state.stats)
             rt.chains = _chains_in_flush
             rt.write_blob = self._write_blob
+            if rt.write_blob is None and self._session.path is not None:
+                rt.write_blob = session_blob_writer(str(self._session.path))
             if self._frozen_messages:
                 rt.scan_memo = ScanMemo()
             self._rt = rt

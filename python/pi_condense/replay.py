@@ -106,7 +106,9 @@ class ReplayOptions:
     another); ``deterministic`` numbers entry ids ``00000001``...
     (else Pi's random ids); ``record_contexts`` keeps the pool-encoded call log (call sizes
     are always kept); ``raise_errors`` lets a failing condenser event propagate instead of
-    being recorded like Pi's extension runner does.
+    being recorded like Pi's extension runner does. ``blob_mode`` is the permission bits of
+    the session file the new session becomes: its spill sidecars and their directory are
+    no more open (None: the umask's).
     """
 
     session_dir: str = ""
@@ -118,6 +120,7 @@ class ReplayOptions:
     exec_query_tool: bool = True
     raise_errors: bool = False
     context_window: int = CONTEXT_WINDOW
+    blob_mode: Optional[int] = None
 
 
 @dataclass
@@ -253,7 +256,7 @@ class _Replayer:
 
             factory = Condenser
         extra: dict[str, Any] = {}
-        if self.options.recorded_session_dir:
+        if self.options.recorded_session_dir or self.options.blob_mode is not None:
             extra["write_blob"] = self._write_blob
         if self._reuse_copies:
             # The copies are ours and never changed (see `_sync_sent`).
@@ -271,7 +274,8 @@ class _Replayer:
 
     def _write_blob(self, path: str, text: str) -> None:
         recorded = self.options.recorded_session_dir
-        spill.write_blob(rerooted(path, self.options.session_dir, recorded), text)
+        path = rerooted(path, self.options.session_dir, recorded)
+        spill.write_blob(path, text, mode=self.options.blob_mode)
 
     def _context_usage(self) -> Optional[ContextUsage]:
         from .triggers import ContextUsage

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -39,6 +40,7 @@ __all__ = [
     "js_utf8",
     "safe_session_id",
     "sanitize_id",
+    "session_blob_writer",
     "spill_batch",
     "write_blob",
 ]
@@ -103,10 +105,29 @@ def head_preview(text: str, max_bytes: int) -> str:
     return head[:cut] if cut > 0 else head
 
 
-def write_blob(path: str, text: str) -> None:
+def write_blob(path: str, text: str, *, mode: Optional[int] = None) -> None:
     """Write ``text`` (JS UTF-8) to ``path``: parent dirs created, temp file fsynced, renamed
-    (see :mod:`pi_condense.blob_write`, which also removes what killed writers left)."""
-    write_blob_bytes(path, js_utf8(text))
+    (see :mod:`pi_condense.blob_write`, which also removes what killed writers left).
+    ``mode`` is the permission bits of the session the blob belongs to: the blob and its
+    directory are no more open than it (None: the umask's)."""
+    write_blob_bytes(path, js_utf8(text), mode=mode)
+
+
+def session_blob_writer(session_path: Optional[str]) -> Callable[[str, str], None]:
+    """A ``write_blob(path, text)`` for the session file at ``session_path``: each blob and
+    its directory no more open than that file is at the time of the write (a 0600 session
+    gets 0600 blobs in a 0700 directory)."""
+
+    def write(path: str, text: str) -> None:
+        mode = None
+        if session_path is not None:
+            try:
+                mode = stat.S_IMODE(os.stat(session_path).st_mode)
+            except OSError:
+                mode = None
+        write_blob(path, text, mode=mode)
+
+    return write
 
 
 def _taken(path: str, text: str) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +25,8 @@ from rich.table import Table
 
 from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
 from ..errors import CondenseError
-from ..fsio import read_regular
+from ..fsio import read_input, read_regular
+from ..inplace import write_new
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..session import SessionFile
@@ -66,15 +68,16 @@ def _load(session: Path, out_file: Optional[Path], in_place: bool, tmp: str) -> 
         fail(f"{session}: --in-place and --out need a plain .jsonl session (not .gz)")
     try:
         if session.name.endswith(".gz"):
-            data = gzip.decompress(session.read_bytes())
+            data = read_input(session)  # decompressed within the bound of every command
             return SessionFile.parse(data, name=str(session), session_dir=tmp)
         if in_place:
             return SessionFile.load(session)
         if out_file is not None:
-            if out_file.exists():
+            if os.path.lexists(out_file):
                 fail(f"{out_file}: already exists (pick a new file or use --in-place)")
             data = read_regular(session)
-            out_file.write_bytes(data)
+            # The copy is no more open than the session (a private session stays private).
+            write_new(out_file, data, stat.S_IMODE(os.stat(session).st_mode))
             return SessionFile.load(out_file)
         return SessionFile.parse(read_regular(session), name=str(session), session_dir=tmp)
     except (OSError, CondenseError, EOFError, gzip.BadGzipFile) as exc:

@@ -12,6 +12,7 @@ what was reclaimed;
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -22,7 +23,15 @@ from rich.table import Table
 from ..condense_report import cold_chars, condense_report, problems
 from ..config import Config
 from ..errors import CondenseError
-from ..inplace import InPlaceError, backup_blocker, fingerprint, replace_in_place, write_new
+from ..inplace import (
+    InPlaceError,
+    check_output,
+    fingerprint,
+    in_place_paths,
+    prior_run,
+    replace_in_place,
+    write_new,
+)
 from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
@@ -54,6 +63,8 @@ from ._common import (
 )
 
 __all__ = ["condense_report", "problems", "register"]
+
+_REPLAY_FILES = ("session.jsonl", "contexts.jsonl", "summarizer.jsonl", "meta.json")
 
 
 # ---------------------------------------------------------------------------------- inputs
@@ -205,7 +216,7 @@ def _targets(
             fail("--in-place cannot rewrite the bundled example (use --out, or no option)")
         if session_path.name.endswith(".gz"):
             fail("--in-place needs a plain .jsonl session (not .gz)")
-        return session_path, session_path.with_name(session_path.name + ".bak")
+        return in_place_paths(session_path)
     if out_file is None:
         name = session_path.name
         for suffix in (".gz", ".jsonl"):
@@ -251,6 +262,14 @@ def _is_example_output(path: Path) -> bool:
         return False
 
 
+def _skipped(message: str, target: Path, backup: Path, as_json: bool) -> None:
+    if as_json:
+        report = {"output": str(target), "backup": str(backup), "skipped": message}
+        sys.stdout.write(jsjson.dumps(report, 2) + "\n")
+    else:
+        err.print(f"pi-condense: {message}", markup=False)
+
+
 def condense(
     session_path: Optional[Path] = typer.Argument(
         None, metavar="SESSION", help="Raw Pi session (.jsonl or .jsonl.gz)."
@@ -263,9 +282,14 @@ def condense(
         None, "--out", "-o", help="Output file (default: <name>.condensed.jsonl beside SESSION)."
     ),
     in_place: bool = typer.Option(
-        False, "--in-place", help="Replace SESSION (a copy is kept as SESSION.bak)."
+        False,
+        "--in-place",
+        help="Replace SESSION (the original is kept as SESSION.bak, which is never "
+        "overwritten: a session already condensed in place is skipped).",
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output or backup."),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite an existing output file (never a backup)."
+    ),
     config_file: Optional[Path] = config_option(),
     summarizer_name: Optional[str] = summarizer_option("default"),
     base_url: Optional[str] = base_url_option(),
@@ -284,15 +308,24 @@ def condense(
     path = resolve_file(session_path, example)
     target, backup = _targets(path, out_file, in_place, example)
     if in_place:
-        blocker = backup_blocker(path, backup, force)
-        if blocker is not None:
-            fail(blocker)
+        path = target
+        prior = prior_run(path, backup)
+        if prior is not None and prior.done:
+            _skipped(prior.message, target, backup, as_json)
+            return
+        if prior is not None:
+            fail(prior.message)
     else:
         rerun = example and out_file is None and _is_example_output(target)
-        if not force and not rerun and target.exists():
+        if not force and not rerun and os.path.lexists(target):
             fail(f"{target} exists (use --force to overwrite it)")
+        try:
+            target = check_output(target, path)
+        except InPlaceError as exc:
+            fail(str(exc))
     try:
         before = fingerprint(path) if in_place else None
+        mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError as exc:
         fail_at(path, "cannot read session file", exc)
     source, config, summarizer, session_model = _inputs(
@@ -303,6 +336,7 @@ def condense(
         leaf=leaf,
         deterministic=False,
         record_contexts=False,
+        blob_mode=mode,
     )
     progress = not as_json and show_progress(quiet)
     result = _run(source, config, (summarizer, session_model), options, progress, "condensing")
@@ -312,7 +346,7 @@ def condense(
         if before is not None:
             replace_in_place(path, text.encode("utf-8"), backup, before)
         else:
-            write_new(target, text.encode("utf-8"))
+            write_new(target, text.encode("utf-8"), mode)
     except InPlaceError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -365,10 +399,17 @@ def replay_command(
 
     --out must be empty or new, unless --force is given.
     """
+    if out_dir.is_symlink():
+        # The session's spill paths name the directory given: one reached through a link
+        # would be written somewhere the user did not name (and may not own).
+        fail(f"{out_dir}: a symbolic link; give the directory itself ({os.path.realpath(out_dir)})")
     if not force and out_dir.is_dir() and any(out_dir.iterdir()):
         fail(f"{out_dir}: directory is not empty (use --force to write into it)")
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"{out_dir}: not a directory")
+    for name in _REPLAY_FILES:
+        if os.path.lexists(out_dir / name) and not stat.S_ISREG(os.lstat(out_dir / name).st_mode):
+            fail(f"{out_dir / name}: not a regular file; only a regular file is replaced")
     source, config, summarizer, session_model = _inputs(
         raw, leaf, config_file, compat, summarizer_name, base_url, "conformance"
     )

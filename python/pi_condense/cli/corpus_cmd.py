@@ -519,8 +519,10 @@ def _print_condense(result: CondenseResult, target: str) -> None:
             f"${row.cost:.4f}",
         )
     table_out.print(table)
+    rows = len(result.rows)
     out.print(
-        f"{len(result.rows)} condensed ({result.computed} now, {result.cached} already done), "
+        f"{rows} condensed ({rows - result.cached} now, {result.cached} from cache), "
+        f"{len(result.skipped)} already condensed in place (skipped), "
         f"{len(result.failures)} failed -> {target}",
         markup=False,
     )
@@ -535,9 +537,14 @@ def condense_command(
         None, "--out", "-o", help="Output directory: the input tree is mirrored below it."
     ),
     in_place: bool = typer.Option(
-        False, "--in-place", help="Replace each session (a copy is kept as SESSION.bak)."
+        False,
+        "--in-place",
+        help="Replace each session (the original is kept as SESSION.bak, never overwritten; "
+        "a session already condensed in place is skipped, so a rerun finishes a batch).",
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite existing outputs or backups."),
+    force: bool = typer.Option(
+        False, "--force", help="Overwrite existing output files (never a backup)."
+    ),
     config_file: Optional[Path] = config_option(),
     summarizer_name: str = typer.Option(
         "default",
@@ -558,7 +565,8 @@ def condense_command(
     """Condense many sessions, each as `pi-condense condense` would.
 
     Outputs are written atomically; an input is never modified except with --in-place
-    (after its .bak copy, and only if it did not change meanwhile). A session that fails is
+    (as `condense --in-place`: its original kept as .bak, only if it did not change
+    meanwhile; a session already condensed in place is skipped and said so). A session that fails is
     reported with its path (and line) on stderr; the others go on (exit 3 when any failed).
     """
     if (out_dir is None) == (not in_place):
@@ -590,6 +598,8 @@ def condense_command(
     else:
         _print_condense(result, str(out_dir) if out_dir is not None else "in place (.bak kept)")
     problems = [p for row in result.rows for p in row.problems]
+    for skipped in result.skipped:
+        err.print(f"pi-condense: {skipped}", markup=False)
     _report_problems(result.failures, problems)
     errors = sum(1 for row in result.rows if row.handler_errors)
     _exit(len(result.failures) + errors, len(problems), strict)

@@ -8,7 +8,7 @@ from typing import Optional, Union
 
 from ..config import Config
 from .discover import CorpusError, SessionSource
-from .models import CondenseResult, CondenseRow
+from .models import CondenseResult, CondenseRow, SkippedSession
 from .run import OnOutcome, Paths, RunOptions, make_task, run_kind, sources_of
 
 __all__ = ["condense", "output_path"]
@@ -49,8 +49,11 @@ def condense(
     """Condense every session under ``paths`` as ``pi-condense condense`` does.
 
     Each output goes to ``out_dir`` mirroring the input tree, or (``in_place``) replaces
-    its input after a ``.bak`` copy, and only if the input did not change meanwhile. An
-    existing output (or backup) is a failure of that session unless ``force``. A session
+    its input as ``pi-condense condense --in-place`` does (:mod:`pi_condense.inplace`: the
+    original kept as ``.bak``, only if the input did not change meanwhile). An existing
+    output is a failure of that session unless ``force``; a backup is never overwritten: a
+    session already condensed in place is skipped (``skipped``), and one whose ``.bak`` is
+    not its original is a failure. A session
     that fails is a failure of the result (path and line); the others go on. Sessions below
     ``out_dir`` are not inputs. Raises :class:`CorpusError` when neither or both of
     ``out_dir`` and ``in_place`` are given, or two inputs would write the same output.
@@ -66,7 +69,8 @@ def condense(
     targets: dict[str, str] = {}
     for source in sources:
         target = source.path if in_place else str(output_path(source, out_dir or "."))
-        key = os.path.abspath(target)
+        # In place, two links to one file are one session (realpath), else one output.
+        key = os.path.realpath(target) if in_place else os.path.abspath(target)
         if key in targets:
             raise CorpusError(f"{source.path} and {targets[key]} would both write {target}")
         targets[key] = source.path
@@ -81,8 +85,14 @@ def condense(
         key_options["output"] = key
         tasks.append(make_task("condense", source, base, run, options, key_options=key_options))
     collected = run_kind(tasks, run)
+    done = [(task, result) for task, result in collected.results if "row" in result]
     return CondenseResult(
-        rows=[CondenseRow.model_validate(result["row"]) for _, result in collected.results],
+        rows=[CondenseRow.model_validate(result["row"]) for _, result in done],
+        skipped=[
+            SkippedSession(path=task.path, reason=str(result["skipped"]))
+            for task, result in collected.results
+            if "skipped" in result
+        ],
         failures=[failure for _, failure in collected.failures],
         computed=collected.computed,
         cached=collected.cached,

@@ -7,10 +7,15 @@ imported only when asked for (extras ``pi-condense[dask]`` and ``pi-condense[ray
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import multiprocessing
 import os
+import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Optional
@@ -93,9 +98,50 @@ def _pool_context() -> Any:
     return context
 
 
+_PR_SET_PDEATHSIG = 1
+_PARENT_POLL_S = 0.5
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this worker process end when the process that started the pool (``parent``)
+    is gone, even killed without a chance to stop its pool: on Linux the kernel sends it
+    SIGKILL when its parent ends (``PR_SET_PDEATHSIG``; a forkserver's children when the
+    forkserver ends, which it does when ``parent`` does); elsewhere, and as a back-up, a
+    thread checks every half second that its parent is still the one it started with."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    first = os.getppid()
+    if first == 1 or not _alive(parent):  # gone before the signal was set up
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == first and _alive(parent):
+            time.sleep(_PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pi-condense-parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _local(tasks: Sequence[Task], workers: Optional[int]) -> Iterator[Outcome]:
     count = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
-    with ProcessPoolExecutor(max_workers=count, mp_context=_pool_context()) as pool:
+    with ProcessPoolExecutor(
+        max_workers=count,
+        mp_context=_pool_context(),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         futures = [pool.submit(run_task, task) for task in tasks]
         try:
             for future in as_completed(futures):

@@ -17,6 +17,7 @@ __all__ = [
     "ScanAggregate",
     "ScanResult",
     "ScanRow",
+    "SkippedSession",
     "TaskFailure",
     "WhatIfResult",
     "WhatIfRow",
@@ -240,10 +241,22 @@ class CondenseRow(_Row):
     """The figures ``pi-condense condense --json`` prints for this session."""
 
 
+class SkippedSession(_Row):
+    """A session an in-place condense left alone: it is already condensed in place."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 class CondenseResult(_Row):
-    """``corpus.condense``: a row per condensed session and the failures."""
+    """``corpus.condense``: a row per condensed session, the sessions skipped (already
+    condensed in place) and the failures."""
 
     rows: list[CondenseRow]
+    skipped: list[SkippedSession] = Field(default_factory=list)
     failures: list[TaskFailure]
     computed: int = 0
     cached: int = 0

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import re
 from dataclasses import dataclass
 
 from ..errors import CondenseError
+from ..fsio import InputError, gunzip_bounded, read_regular
 from ..session import SessionFile
 from .discover import is_url
 from .models import Problem
@@ -36,7 +36,8 @@ class LoadedSession:
 
 
 def read_bytes(path: str) -> bytes:
-    """The stored bytes of ``path`` (a local path, or an URL through fsspec)."""
+    """The stored bytes of ``path`` (a local path, or an URL through fsspec); a local one
+    must be a regular file (a FIFO or device is refused at once)."""
     try:
         if is_url(path):
             import fsspec  # type: ignore[import-untyped]
@@ -44,8 +45,7 @@ def read_bytes(path: str) -> bytes:
             with fsspec.open(path, "rb") as handle:
                 data: bytes = handle.read()
                 return data
-        with open(path, "rb") as handle:
-            return handle.read()
+        return read_regular(path)
     except (OSError, ImportError) as exc:
         raise SessionReadError(f"cannot read session file: {exc}") from exc
 
@@ -56,12 +56,13 @@ def content_hash(data: bytes) -> str:
 
 
 def parse_session(data: bytes, path: str) -> tuple[SessionFile, list[Problem]]:
-    """Parse stored bytes (gunzipped for ``.gz``); load warnings become problems."""
+    """Parse stored bytes (gunzipped for ``.gz``, bounded as every command's input: see
+    :func:`pi_condense.fsio.gunzip_bounded`); load warnings become problems."""
     text = data
     if path.endswith(".gz"):
         try:
-            text = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
+            text = gunzip_bounded(data)
+        except InputError as exc:
             raise SessionReadError(f"cannot decompress: {exc}") from exc
     try:
         session = SessionFile.parse(text, name=path)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import shutil
+import stat
 import tempfile
 import traceback
 from dataclasses import dataclass, field
@@ -21,7 +21,15 @@ from typing import Any, Optional
 
 from ..condense_report import cold_chars, condense_report
 from ..config import Config
-from ..fsio import write_atomic
+from ..inplace import (
+    Fingerprint,
+    InPlaceError,
+    check_output,
+    in_place_paths,
+    prior_run,
+    replace_in_place,
+    write_new,
+)
 from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..session import SessionFile
@@ -74,12 +82,21 @@ class Outcome:
 
 
 def run_task(task: Task) -> Outcome:
-    """Run one task (module docstring)."""
+    """Run one task (module docstring). An in-place condense of a session that is already
+    condensed in place (:func:`pi_condense.inplace.prior_run`) returns ``{"skipped":
+    message}`` without reading it."""
     outcome = Outcome(task.kind, task.path, task.size, task.index)
     try:
+        done = _done_in_place(task)
+        if done is not None:
+            outcome.result = {"skipped": done}
+            return outcome
         data = read_bytes(task.path)
         digest = content_hash(data)
-        cache = ResultCache(task.cache_dir) if task.cache_dir else None
+        # In place, what is done is told by the session itself (its header's mark and its
+        # backup), never by the cache: a cached row cannot rewrite a file.
+        in_place = task.kind == "condense" and bool(task.options.get("in_place"))
+        cache = ResultCache(task.cache_dir) if task.cache_dir and not in_place else None
         if cache is not None:
             stored = cache.get(task.kind, digest, task.config_key)
             if stored is not None and _still_valid(task, stored):
@@ -88,18 +105,22 @@ def run_task(task: Task) -> Outcome:
         result = _compute(task, data, digest)
         if cache is not None:
             cache.put(task.kind, digest, task.config_key, result)
-            written = result.get("outputHash")
-            if isinstance(written, str) and task.options.get("in_place"):
-                # The rewritten file is the condensed session: a rerun skips it.
-                cache.put(task.kind, written, task.config_key, result)
         outcome.result = result
-    except SessionReadError as exc:
-        outcome.failure = _failure(task.path, str(exc), exc.line)
+    except (SessionReadError, InPlaceError) as exc:
+        outcome.failure = _failure(task.path, str(exc), getattr(exc, "line", None))
     except Exception as exc:  # a bad session must not stop the corpus
         where = traceback.extract_tb(exc.__traceback__)[-1]
         detail = f"{type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})"
         outcome.failure = _failure(task.path, detail, None)
     return outcome
+
+
+def _done_in_place(task: Task) -> Optional[str]:
+    """Why the session needs no in-place condense (it holds one already), or None."""
+    if task.kind != "condense" or not task.options.get("in_place") or is_url(task.path):
+        return None
+    prior = prior_run(*in_place_paths(Path(task.path)))
+    return prior.message if prior is not None and prior.done else None
 
 
 def _failure(path: str, error: str, line: Optional[int]) -> dict[str, Any]:
@@ -134,7 +155,7 @@ def _compute(task: Task, data: bytes, digest: str) -> dict[str, Any]:
     if task.kind == "whatif":
         return {"row": _whatif(task, session, config, summarizer, data, digest, problems)}
     if task.kind == "condense":
-        return _condense(task, session, config, summarizer, digest, problems)
+        return _condense(task, session, config, summarizer, data, problems)
     raise ValueError(f"unknown task kind {task.kind!r}")
 
 
@@ -201,37 +222,45 @@ def _condense(
     session: SessionFile,
     config: Config,
     summarizer: Summarizer,
-    digest: str,
+    data: bytes,
     problems: list[Problem],
 ) -> dict[str, Any]:
-    """Condense as ``pi-condense condense`` does: replay, then an atomic write (in place: a
-    ``.bak`` copy first, and only if the file did not change meanwhile)."""
+    """Condense as ``pi-condense condense`` does: replay, then an atomic write; in place,
+    through the same locked and re-checked swap (:mod:`pi_condense.inplace`)."""
     source = Path(task.path)
     in_place = bool(task.options.get("in_place"))
-    target = source if in_place else Path(str(task.options["output"]))
-    backup = source.with_name(source.name + ".bak") if in_place else None
-    if in_place and is_url(task.path):
-        raise SessionReadError("--in-place needs a local session file (not an URL)")
-    if in_place and source.name.endswith(".gz"):
-        raise SessionReadError("--in-place needs a plain .jsonl session (not .gz)")
-    check = backup if backup is not None else target
-    if not task.options.get("force") and check.exists():
-        raise SessionReadError(f"{check} exists (use --force to overwrite it)")
+    backup: Optional[Path] = None
+    mode: Optional[int] = None
+    if is_url(task.path):
+        if in_place:
+            raise SessionReadError("--in-place needs a local session file (not an URL)")
+    else:
+        mode = stat.S_IMODE(os.stat(source).st_mode)
+    if in_place:
+        if source.name.endswith(".gz"):
+            raise SessionReadError("--in-place needs a plain .jsonl session (not .gz)")
+        target, backup = in_place_paths(source)
+        prior = prior_run(target, backup)
+        if prior is not None:  # done is told before the session is read (run_task)
+            raise SessionReadError(prior.message)
+    else:
+        target = Path(str(task.options["output"]))
+        if not task.options.get("force") and os.path.lexists(target):
+            raise SessionReadError(f"{target} exists (use --force to overwrite it)")
+        target = check_output(target, None if is_url(task.path) else source)
     options = ReplayOptions(
-        session_dir=str(target.parent.resolve()), deterministic=False, record_contexts=False
+        session_dir=str(target.parent.resolve()),
+        deterministic=False,
+        record_contexts=False,
+        blob_mode=mode,
     )
     result = _replay(session, config, summarizer, options)
     text = result.session_text().encode("utf-8")
-    target.parent.mkdir(parents=True, exist_ok=True)
     if backup is not None:
-        if content_hash(read_bytes(task.path)) != digest:
-            raise SessionReadError(
-                "changed while it was being condensed (is Pi still writing it?); "
-                "nothing was replaced"
-            )
-        shutil.copy2(source, backup)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    write_atomic(target, text, tmp)
+        replace_in_place(target, text, backup, Fingerprint(len(data), content_hash(data)))
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_new(target, text, mode)
     raw_chars = jsjson.length(session.build_context().messages)
     _, condensed_chars = cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)
@@ -251,4 +280,4 @@ def _condense(
         problems=problems,
         report=report,
     )
-    return {"row": row.model_dump(mode="json"), "outputHash": content_hash(text)}
+    return {"row": row.model_dump(mode="json")}

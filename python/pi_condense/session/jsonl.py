@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import mmap
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -39,6 +40,9 @@ _PROBE_PIECE = 1 << 30  # one mapping of a check (a larger one may look like an 
 
 class NotEnoughMemoryError(SessionError, MemoryError):
     """A session line cannot be parsed in the memory left (the message names file and line)."""
+
+
+_NEWLINES = re.compile(rb"\n+")
 
 
 @dataclass(frozen=True)
@@ -270,6 +274,14 @@ def _parse_all(data: bytes, parsed: Parsed, headroom: _Headroom) -> None:
         headroom.take(end - position, size - position, number)
         raw = data[position:end]
         position = end + 1
+        if not raw and cut >= 0:
+            # A run of empty lines is skipped at once: a file of newlines costs no more
+            # than its bytes (each one would raise and clear a parse error).
+            run = _NEWLINES.match(data, position)
+            if run is not None:
+                number += run.end() - position
+                position = run.end()
+            continue
         try:
             value = fast_loads(raw)
         except refused:
