@@ -290,7 +290,7 @@ def test_turn_end_spills_huge_results(tmp_path: Path, compat: str) -> None:
         await agent.tools([("a", "read", {}, big), ("b", "read", {}, "B" * BIG)])
 
     run(scenario())
-    [index] = custom_entries(session, "context-prune-index")
+    index, *refs = custom_entries(session, "context-prune-index")
     [rec] = index["data"]["toolCalls"]
     blob = tmp_path / "s1-blobs" / f"a_{rec['resultTimestamp']}.txt"
     assert rec["spillPath"] == str(blob)
@@ -299,6 +299,23 @@ def test_turn_end_spills_huge_results(tmp_path: Path, compat: str) -> None:
     assert agent.condenser.pending_count == 1  # only "b" is still queued
     rendered = agent.condenser.context(list(agent.messages))
     assert str(blob) in jsjson.dumps(rendered.messages)
+    if compat == "reference":
+        # the reference gives a spilled record no short ref: its stub names the bare id
+        assert refs == []
+        assert "ref `a`" in jsjson.dumps(rendered.messages)
+    else:
+        # ours: a ref of its own at once, in the entry shape the reference reads refs from
+        ref = {"shortId": "t1", "toolCallId": "a", "resultTimestamp": rec["resultTimestamp"]}
+        assert [e["data"] for e in refs] == [{"toolCalls": [], "backfilled": True, "refs": [ref]}]
+        assert "ref `t1`" in jsjson.dumps(rendered.messages)
+    # a host whose model cannot read local files: the stub names only the ref (ours), and
+    # compat "reference" keeps the reference's stub, path and all
+    agent.condenser.spill_paths = False
+    stubbed = jsjson.dumps(agent.condenser.context(list(agent.messages)).messages)
+    assert (str(blob) in stubbed) == (compat == "reference")
+    assert ("read this file" in stubbed) == (compat == "reference")
+    if compat != "reference":
+        assert "Full output \u2014 use context_tree_query with ref `t1` (an answer" in stubbed
 
 
 def test_in_memory_sessions_do_not_spill_by_default() -> None:

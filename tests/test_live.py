@@ -286,14 +286,56 @@ def test_a_config_dict_is_enabled_unless_it_says_otherwise(tmp_path: Path) -> No
 
 def test_default_session_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.delenv("PI_CONDENSE_SESSION_DIR", raising=False)
     driver = LiveDriver(PiCodec(), cwd="/work/project", clock=Clock())
+    run_agent(driver, prompts=1, turns=1)
     path = driver.session.path
     assert path is not None
     expected = default_session_path("/work/project", driver.session.session_id, 0)
     assert path.parent == expected.parent == tmp_path / "agent" / "sessions" / "--work-project--"
     assert path.name.endswith(f"_{driver.session.session_id}.jsonl")
-    run_agent(driver, prompts=1, turns=1)
     assert SessionFile.load(path).build_context().messages
+
+
+def test_default_session_is_found_again_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session=None: the same conversation in a new process finds its session and its refs
+    (the session is named by the conversation's beginning); another conversation gets its
+    own; a first history without a user message gets a new one, with a warning."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "hooks"))
+    first = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    history, _, _ = run_agent(first, prompts=3, turns=3)
+    before = first.condense(history)
+    refs = refs_in(before)
+    assert len(refs) >= 6
+    answers = {ref: first.execute("context_tree_query", {"toolCallIds": [ref]}) for ref in refs}
+    first.close()
+
+    second = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock(start=1_900_000_000_000))
+    again = second.condense(history)
+    assert second.session.path == first.session.path
+    assert json.dumps(again) == json.dumps(before)
+    for ref in refs:
+        assert second.execute("context_tree_query", {"toolCallIds": [ref]}) == answers[ref]
+    history, _, _ = run_agent(second, prompts=2, turns=3, history=history, start=3)
+    assert_refs_return_their_own_output(second, second.condense(history))
+    second.close()
+    assert len(list((tmp_path / "hooks").glob("*.jsonl"))) == 1
+
+    other = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    run_agent(other, prompts=1, turns=1, history=[user("another task")])
+    assert other.session.path != first.session.path
+    other.close()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lone = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+        lone.condense([final("hello")])
+        lone.close()
+    assert any("cannot be found again after a restart" in str(w.message) for w in caught)
+    assert lone.session.path is not None
+    assert len(list((tmp_path / "hooks").glob("*.jsonl"))) == 3
 
 
 def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:

@@ -178,6 +178,9 @@ class SpillSettings:
     session_id: str
     write: Optional[Callable[[str, str], None]] = None
     """Writes one sidecar ``(path, text)``; None: :func:`write_blob`."""
+    refs: bool = False
+    """Give every spilled record its own short ref ``tN`` at once (ours; the reference
+    leaves spilled records without one, so their stubs name the bare tool-call id)."""
 
 
 def spill_batch(
@@ -194,6 +197,12 @@ def spill_batch(
     (``spillBytes``, ``resultPreview``, ``spillPath``, ``contentHash``, ``resultText = ""``);
     the spilled ones are then indexed as one ``context-prune-index`` entry. Returns the ids of
     the handled calls. A failed write is reported to ``on_error`` and leaves the call raw.
+
+    With ``settings.refs`` the spilled records then get fresh short refs, written as a second
+    ``context-prune-index`` entry ``{"toolCalls": [], "backfilled": true, "refs": [...]}``:
+    the shape the reference's reader registers refs from (spec 02 section 1), so a session we
+    wrote renders and answers the same there. The records' own entry stays a plain one (its
+    hashes seed the dedup map).
     """
     handled: set[str] = set()
     spilled = []
@@ -235,4 +244,8 @@ def spill_batch(
         records = index_records(spill)
         state.add_batch(records)
         append("context-prune-index", {"toolCalls": records})
+        if settings.refs:
+            refs = state.allocate_refs((r["toolCallId"], r.get("resultTimestamp")) for r in records)
+            state.register_refs(refs)
+            append("context-prune-index", {"toolCalls": [], "backfilled": True, "refs": refs})
     return handled
