@@ -371,6 +371,8 @@ class LiveDriver(Generic[H]):
         self._prev_units: list[Unit] = []
         self._host_counts: list[int] = [0]  # host messages in the first k previous units
         self._last_out: Optional[list[Any]] = None
+        # (a written-back history a call was given, the raw history it stood for)
+        self._given: Optional[tuple[list[Any], list[Any]]] = None
 
     def _new_condenser(self) -> Condenser:
         explicit, fallback = _summarizers(self._summarizer)
@@ -690,17 +692,28 @@ class LiveDriver(Generic[H]):
         return units, keep
 
     def _unwrite(self, items: list[Any]) -> list[Any]:
-        """A history that starts with our last output stands for the raw history behind it."""
+        """A history that starts with our last output stands for the raw history behind it;
+        so does one that starts with the history a previous call took that way (the same
+        written-back history handed over again, e.g. a retried call)."""
         out = self._last_out
         if out is not None and len(items) >= len(out) and _same_items(items, out) == len(out):
             self.stats.written_back += 1
-            return self._prev_items + items[len(out) :]
+            raw = self._prev_items + items[len(out) :]
+            self._given = (items, raw)
+            return raw
+        if self._given is not None:
+            given, raw = self._given
+            if len(items) >= len(given) and _same_items(items, given) == len(given):
+                self.stats.written_back += 1
+                return raw + items[len(given) :]
+        self._given = None
         return items
 
     async def _ingest(self, items: list[Any]) -> list[Unit]:
         if self._unsettled:
             self._settle(items)
         self._start()
+        given = items
         items = self._unwrite(items)
         previous = self._prev_items
         units, keep = self._decode(items)
@@ -727,7 +740,10 @@ class LiveDriver(Generic[H]):
                 self._last_out = None
                 self.stats.written_back += 1
                 raw_items, cut = recovered
-                return await self._ingest(raw_items + items[cut:])
+                raw = raw_items + items[cut:]
+                units = await self._ingest(raw)
+                self._given = (given, raw)
+                return units
         if forked:
             self._fork_at(shared + matched)
         new = fresh[matched:]
@@ -797,9 +813,29 @@ class LiveDriver(Generic[H]):
                     if u.stop <= cut and not unit_messages(u.message)
                     for item in self._prev_items[u.start : u.stop]
                 ]
-                raw_items = own + self.codec.encode([Out(m, ()) for m in hosts])
+                kept = self._untouched_items(out.messages, len(sent))
+                outs = [Out(m, kept.get(id(m), ())) for m in hosts]
+                raw_items = own + self.codec.encode(outs)
                 return raw_items, cut
         return None
+
+    def _untouched_items(self, rendered: Sequence[Any], count: int) -> dict[int, tuple[Any, ...]]:
+        """The caller's items of the messages the render left untouched (by ``id`` of the
+        message), when the render's first ``count`` messages are the given history's first
+        ones one for one: they then stand for those raw messages as they are (the very bytes
+        the host sends, e.g. a tool call's argument text), instead of a re-encoding."""
+        if len(rendered) != count:
+            return {}
+        kept: dict[int, tuple[Any, ...]] = {}
+        position = 0
+        for unit in self._prev_units:
+            n = len(unit_messages(unit.message))
+            if n == 1 and position < count:
+                kept[id(rendered[position])] = tuple(self._prev_items[unit.start : unit.stop])
+            position += n
+            if position >= count:
+                break
+        return kept
 
     def _items_covering(self, messages: int) -> Optional[int]:
         """How many of the latest decoded items hold exactly the first ``messages`` messages."""
