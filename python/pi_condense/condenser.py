@@ -44,7 +44,7 @@ from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render
 from .runtime import Runtime, Ui
 from .session import SessionFile
-from .spill import SpillSettings, safe_session_id, spill_batch
+from .spill import SpillSettings, give_spilled_refs, safe_session_id, spill_batch
 from .state import PrunerState, Stats
 from .summarize.base import Completion, CompletionRequest, Summarizer
 from .triggers import ContextUsage, evaluate_gate, queued_notice
@@ -135,6 +135,7 @@ class Condenser:
         # (entry count, leaf) the lazily built state was read at, until the first event.
         self._built_at: Optional[tuple[int, Optional[str]]] = None
         self._warned_disabled = False
+        self._refs_given: Optional[PrunerState] = None  # the state give_spilled_refs ran on
 
     @classmethod
     def open(
@@ -381,6 +382,10 @@ class Condenser:
             refs=not config.is_reference,
         )
         try:
+            if settings.refs and rt.state is not self._refs_given:
+                # once per state read from the session: spilled records written without a ref
+                give_spilled_refs(rt.state, rt.append)
+                self._refs_given = rt.state
             spill_batch(
                 batch,
                 rt.state,
