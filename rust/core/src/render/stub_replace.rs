@@ -447,8 +447,10 @@ mod tests {
         let state = TestState::default()
             .record("s@7", record)
             .short_ref_of("s@7", "t4");
-        let mut phase1 = Phase1::default();
-        phase1.spill_ref_only = true;
+        let mut phase1 = Phase1 {
+            spill_ref_only: true,
+            ..Phase1::default()
+        };
         let mut items = stub_replace_deferred(
             &[tool_result("s", 7.0)],
             &state,
