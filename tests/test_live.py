@@ -338,6 +338,29 @@ def test_default_session_is_found_again_after_a_restart(
     assert len(list((tmp_path / "hooks").glob("*.jsonl"))) == 3
 
 
+def test_a_live_default_session_is_not_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two live drivers of the same conversation at once (two runs of one task): the second
+    gets a session of its own, with a warning; once the first is closed, the next one finds
+    the first's session again."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "hooks"))
+    first = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    run_agent(first, prompts=1, turns=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+        run_agent(second, prompts=1, turns=1)
+    assert any("another live process holds" in str(w.message) for w in caught)
+    assert second.session.path != first.session.path
+    second.close()
+    first.close()
+    third = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    third.condense([user("task 0")])
+    assert third.session.path == first.session.path
+    third.close()
+
+
 def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     driver = LiveDriver(PiCodec(), session=path, clock=Clock())

@@ -33,6 +33,7 @@ import logging
 import os
 import threading
 import warnings
+import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
 from .errors import CondenseError, CondenseWarning, SessionError
+from .flock import try_lock
 from .js import json as jsjson
 from .js import time as jstime
 from .render import RenderResult
@@ -144,6 +146,30 @@ def stable_session(
         if target.exists():  # another process of the same conversation made it just now
             return SessionFile.load(target, clock=clock)
         raise
+
+
+class _Claim:
+    """This process's use of a ``session=None`` file: an advisory lock on a hidden file next
+    to it, so a second live process of the same conversation (the same beginning, e.g. two
+    runs of one task at once) gets a session of its own instead of writing into this one."""
+
+    def __init__(self, session_path: Path) -> None:
+        self.fd: Optional[int] = None
+        lock = session_path.parent / f".{session_path.name}.live"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            taken = try_lock(fd)
+        except OSError:
+            taken = True  # a file system without locks: nothing to coordinate with
+        if taken:
+            self.fd = fd
+        else:
+            os.close(fd)
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the lock
 
 
 def open_session(
@@ -345,6 +371,7 @@ class LiveDriver(Generic[H]):
         # session=None: the conversation's own session, known at the first call (its
         # beginning names it); until then an empty stand-in in memory
         self._unsettled = session is None
+        self._claim: Optional[_Claim] = None
         self._session = (
             SessionFile.in_memory(self._cwd, clock=clock)
             if session is None
@@ -401,7 +428,22 @@ class LiveDriver(Generic[H]):
                 CondenseWarning,
                 stacklevel=4,
             )
-        self._session = stable_session(fingerprint, cwd=self._cwd, clock=self._session_clock)
+        session = stable_session(fingerprint, cwd=self._cwd, clock=self._session_clock)
+        if fingerprint is not None and session.path is not None:
+            claim = _Claim(session.path)
+            if claim.fd is None:
+                warnings.warn(
+                    "pi-condense: session=None and another live process holds this "
+                    f"conversation's session file ({session.path}), so this process gets a "
+                    "session file of its own. Pass session=<path> to choose.",
+                    CondenseWarning,
+                    stacklevel=4,
+                )
+                session = stable_session(None, cwd=self._cwd, clock=self._session_clock)
+            else:
+                self._claim = claim
+                weakref.finalize(self, claim.release)
+        self._session = session
         self._condenser = self._new_condenser()
         self._inner_tools = None
 
@@ -466,11 +508,13 @@ class LiveDriver(Generic[H]):
         await self._async(self._flush(None if history is None else list(history)))
 
     def close(self, history: Optional[Sequence[H]] = None) -> None:
-        """:meth:`flush`, then stop the driver's worker thread (it restarts if used again)."""
+        """:meth:`flush`, then stop the driver's worker thread (it restarts if used again);
+        a ``session=None`` file is then free for another process of the conversation."""
         try:
             self.flush(history)
         finally:
             self._loop.stop()
+            self._release()
 
     async def aclose(self, history: Optional[Sequence[H]] = None) -> None:
         """:meth:`close` for async hosts."""
@@ -478,6 +522,13 @@ class LiveDriver(Generic[H]):
             await self.aflush(history)
         finally:
             self._loop.stop()
+            self._release()
+
+    def _release(self) -> None:
+        """This process is done with its ``session=None`` file: another may take it."""
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
 
     # ------------------------------------------------------------------ plumbing
 
