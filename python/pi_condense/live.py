@@ -446,6 +446,7 @@ class LiveDriver(Generic[H]):
         self._session = session
         self._condenser = self._new_condenser()
         self._inner_tools = None
+        self._started = False  # (a flush before the first call started the stand-in)
 
     # ------------------------------------------------------------------ public
 
