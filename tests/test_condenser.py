@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -30,7 +31,9 @@ from pi_condense.config import Config
 from pi_condense.errors import CondenseWarning
 from pi_condense.replay_log import counter_ids
 from pi_condense.session import SessionFile
+from pi_condense.state import PrunerState
 from pi_condense.summarize.conformance import ConformanceSummarizer
+from pi_condense.tools import ContextTreeQuery
 from pi_condense.triggers import ContextUsage
 
 BIG = 1200
@@ -290,7 +293,7 @@ def test_turn_end_spills_huge_results(tmp_path: Path, compat: str) -> None:
         await agent.tools([("a", "read", {}, big), ("b", "read", {}, "B" * BIG)])
 
     run(scenario())
-    [index] = custom_entries(session, "context-prune-index")
+    index, *refs = custom_entries(session, "context-prune-index")
     [rec] = index["data"]["toolCalls"]
     blob = tmp_path / "s1-blobs" / f"a_{rec['resultTimestamp']}.txt"
     assert rec["spillPath"] == str(blob)
@@ -299,6 +302,56 @@ def test_turn_end_spills_huge_results(tmp_path: Path, compat: str) -> None:
     assert agent.condenser.pending_count == 1  # only "b" is still queued
     rendered = agent.condenser.context(list(agent.messages))
     assert str(blob) in jsjson.dumps(rendered.messages)
+    if compat == "reference":
+        # the reference gives a spilled record no short ref: its stub names the bare id
+        assert refs == []
+        assert "ref `a`" in jsjson.dumps(rendered.messages)
+    else:
+        # ours: a ref of its own at once, in the entry shape the reference reads refs from
+        ref = {"shortId": "t1", "toolCallId": "a", "resultTimestamp": rec["resultTimestamp"]}
+        assert [e["data"] for e in refs] == [{"toolCalls": [], "backfilled": True, "refs": [ref]}]
+        assert "ref `t1`" in jsjson.dumps(rendered.messages)
+    # a host whose model cannot read local files: the stub names only the ref (ours), and
+    # compat "reference" keeps the reference's stub, path and all
+    agent.condenser.spill_paths = False
+    stubbed = jsjson.dumps(agent.condenser.context(list(agent.messages)).messages)
+    assert (str(blob) in stubbed) == (compat == "reference")
+    assert ("read this file" in stubbed) == (compat == "reference")
+    if compat != "reference":
+        assert "Full output \u2014 use context_tree_query with ref `t1` (an answer" in stubbed
+
+
+def test_spilled_records_written_without_a_ref_get_one_at_the_next_turn(tmp_path: Path) -> None:
+    """A session whose spill has no short ref (written in compat "reference", or by an earlier
+    version): in default mode the next turn gives it one, so its stub stops naming the bare
+    id, which with reused ids stands for several outputs."""
+    clock = Clock()
+    session = new_session(tmp_path, clock)
+    old, _ = make(config(compat="reference", spillThreshold=2000), session, clock)
+    big = "line\n" * 500
+
+    async def spill(agent: Agent, n: int) -> None:
+        await agent.prompt(f"go {n}")
+        await agent.tools([("a", "read", {"n": n}, big + str(n))])
+        await agent.reply()
+
+    run(spill(old, 1))
+    assert "ref `a`" in jsjson.dumps(old.condenser.context(list(old.messages)).messages)
+    path = session.path
+    assert path is not None
+    reopened = SessionFile.load(path, clock=clock)
+    agent, _ = make(config(spillThreshold=2000), reopened, clock)
+    agent.condenser.session_start()
+    run(spill(agent, 2))  # the same id again, a second spill
+    rendered = jsjson.dumps(agent.condenser.context(list(agent.messages)).messages)
+    assert "ref `a`" not in rendered
+    refs = re.findall(r"ref `(t\d+)`", rendered)
+    assert len(refs) == 2
+    assert len(set(refs)) == 2
+    state = PrunerState.from_session(SessionFile.load(path))
+    answers = [ContextTreeQuery(state, str(tmp_path), "s1").query([r]).text for r in refs]
+    assert [big + "1" in answers[0], big + "2" in answers[1]] == [True, True]
+    assert big + "2" not in answers[0]
 
 
 def test_in_memory_sessions_do_not_spill_by_default() -> None:

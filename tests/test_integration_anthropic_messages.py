@@ -14,6 +14,7 @@ import pytest
 
 from _hook_runs import (
     QUERY,
+    SPILLING,
     Pair,
     Script,
     Text,
@@ -22,6 +23,7 @@ from _hook_runs import (
     check_refs,
     prefix_busts,
     run_read,
+    spill_chain_restart,
 )
 from _llm_servers import LoopbackLLMServer, Recorded, Reply
 from pi_condense.integrations.anthropic_messages import MessagesCondenser
@@ -237,6 +239,19 @@ def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None
     final = second.condense(history2)
     assert check_refs(second.execute, pairs(final), final) >= 15
     second.close()
+
+
+def test_nothing_is_lost_across_spills_chains_and_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38 items 1, 2, 3 and 5 in a Messages loop (see spill_chain_restart)."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "sessions"))
+    spill_chain_restart(
+        lambda: MessagesCondenser(config=SPILLING),
+        lambda hook, script, prompts, stored: run_loop(hook, script, prompts, stored)[:2],
+        saved,
+        lambda hook, history: saved(hook.condense(history, system=SYSTEM)),
+    )
 
 
 def test_untouched_messages_are_the_callers_objects(tmp_path: Path) -> None:

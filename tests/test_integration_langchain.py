@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import openai
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware
@@ -38,6 +39,9 @@ from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
+import _hook_runs as runs
+from _chat_wire import ChatCompletionsModel
+from _llm_servers import LoopbackLLMServer
 from pi_condense.integrations.langchain import CondenseMiddleware
 
 REF = re.compile(r"ref `(t\d+)`")
@@ -595,3 +599,85 @@ def test_codec_reads_provider_shaped_messages_and_writes_valid_ones() -> None:
     assert lonely is anthropic_style
     assert isinstance(answer, ToolMessage)
     assert (answer.tool_call_id, answer.status) == ("c1", "error")
+
+
+class WireChatModel(BaseChatModel):
+    """A chat model that sends its requests over the real ``openai`` client to a loopback
+    Chat Completions server (what a provider integration does)."""
+
+    base_url: str
+
+    @property
+    def _llm_type(self) -> str:
+        return "wire"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: Optional[list[str]] = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        client = openai.OpenAI(base_url=self.base_url, api_key="test", max_retries=0)
+        reply = client.chat.completions.create(
+            model="scripted", messages=wire(messages), tools=kwargs.get("tools")
+        )
+        answer = reply.choices[0].message
+        calls = [
+            {
+                "type": "tool_call",
+                "id": c.id,
+                "name": c.function.name,
+                "args": json.loads(c.function.arguments),
+            }
+            for c in answer.tool_calls or ()
+        ]
+        message = AIMessage(content=answer.content or "", tool_calls=calls)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def wire_loop(
+    hook: CondenseMiddleware,
+    script: runs.Script,
+    prompts: range,
+    stored: Optional[list[BaseMessage]],
+) -> tuple[list[BaseMessage], ChatCompletionsModel]:
+    """LangChain agent runs (``create_agent``, its own tool node) over the wire."""
+    model = ChatCompletionsModel(script)
+
+    def read(path: str) -> str:
+        """Read a file."""
+        return runs.output(path)
+
+    history = list(stored or [])
+    with LoopbackLLMServer(model) as server:
+        agent = create_agent(
+            WireChatModel(base_url=f"{server.url}/v1"),
+            tools=[StructuredTool.from_function(read)],
+            system_prompt=SYSTEM,
+            middleware=[hook],
+        )
+        for p in prompts:
+            prompt = HumanMessage(content=f"task {p}: read the files")
+            history = list(agent.invoke({"messages": [*history, prompt]})["messages"])
+    return history, model
+
+
+@pytest.mark.usefixtures("loopback_only")
+def test_nothing_is_lost_across_spills_chains_and_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38 items 1, 2, 3 and 5 in LangChain agent runs over the wire (see
+    spill_chain_restart)."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "sessions"))
+    runs.spill_chain_restart(
+        lambda: CondenseMiddleware(config=runs.SPILLING),
+        wire_loop,
+        lambda history: messages_from_dict(json.loads(json.dumps(messages_to_dict(history)))),
+        lambda hook, history: wire(hook.condense(history)),
+    )

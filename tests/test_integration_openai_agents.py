@@ -41,6 +41,7 @@ from openai.types.responses import (
 from _chat_wire import ChatCompletionsModel
 from _hook_runs import (
     QUERY,
+    SPILLING,
     Pair,
     Script,
     Text,
@@ -49,6 +50,7 @@ from _hook_runs import (
     check_refs,
     output,
     prefix_busts,
+    spill_chain_restart,
 )
 from _llm_servers import LoopbackLLMServer
 from pi_condense.integrations.openai_agents import CondenseFilter
@@ -320,6 +322,33 @@ def test_chat_completions_model_over_the_wire(tmp_path: Path) -> None:
     assert busts
     assert set(busts) <= set(firsts), (busts, firsts)
     hook.close()
+
+
+def wire_loop(
+    hook: CondenseFilter, script: Script, prompts: range, stored: Optional[list[Any]]
+) -> tuple[list[Any], ChatCompletionsModel]:
+    """Runs of the SDK's own chat completions model over the real client and the wire."""
+    wire = ChatCompletionsModel(script)
+    with LoopbackLLMServer(wire) as server:
+        client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="test", max_retries=0)
+        sdk_model = OpenAIChatCompletionsModel(model="scripted", openai_client=client)
+        items, _ = asyncio.run(run_prompts(hook, sdk_model, prompts, wire.requests, stored))
+    return items, wire
+
+
+def test_nothing_is_lost_across_spills_chains_and_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38 items 1, 2, 3 and 5 in Agents SDK runs (see spill_chain_restart); the SDK's
+    items all carry the id ``__fake_id__`` (call ids stay unique: the SDK drops reused ones)."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "sessions"))
+    spill_chain_restart(
+        lambda: CondenseFilter(config=SPILLING),
+        wire_loop,
+        lambda items: json.loads(json.dumps(items)),
+        lambda hook, items: hook.condense(items),
+        reuse_ids=False,
+    )
 
 
 def test_the_sdk_itself_drops_call_ids_reused_across_runs(tmp_path: Path) -> None:

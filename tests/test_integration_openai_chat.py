@@ -14,12 +14,14 @@ import pytest
 from _chat_wire import ChatCompletionsModel, pairs
 from _hook_runs import (
     QUERY,
+    SPILLING,
     Script,
     chars,
     check_queries,
     check_refs,
     prefix_busts,
     run_read,
+    spill_chain_restart,
 )
 from _llm_servers import LoopbackLLMServer
 from pi_condense.integrations.openai_chat import ChatCondenser
@@ -138,6 +140,19 @@ def test_restart_continues_with_the_same_refs_and_prefix(tmp_path: Path) -> None
     final = second.condense(history2)
     assert check_refs(second.execute, pairs(final), final) >= 15
     second.close()
+
+
+def test_nothing_is_lost_across_spills_chains_and_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38 items 1, 2, 3 and 5 in a Chat Completions loop (see spill_chain_restart)."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "sessions"))
+    spill_chain_restart(
+        lambda: ChatCondenser(config=SPILLING),
+        lambda hook, script, prompts, stored: run_loop(hook, script, prompts, stored)[:2],
+        saved,
+        lambda hook, history: saved(hook.condense(history)),
+    )
 
 
 def test_async_client_and_acondense(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import openai
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
@@ -32,8 +33,13 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import RunContext
 
+import _hook_runs as runs
+from _chat_wire import ChatCompletionsModel
+from _llm_servers import LoopbackLLMServer
 from pi_condense import CondenseWarning
 from pi_condense.adapters.pydantic_ai import PydanticAICodec, RequestPart, assemble, expand
 from pi_condense.integrations.pydantic_ai import CondenseHistory, has_history_processors
@@ -556,3 +562,64 @@ def test_an_unknown_condensed_history_warns_once(tmp_path: Path) -> None:
 
 def dump_load(messages: list[ModelMessage]) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_json(dump(messages))
+
+
+def wire_loop(
+    hook: CondenseHistory,
+    script: runs.Script,
+    prompts: range,
+    stored: Optional[list[ModelMessage]],
+    *,
+    process: bool,
+) -> tuple[list[ModelMessage], ChatCompletionsModel]:
+    """pydantic-ai runs of its own OpenAI chat model over the real client and the wire."""
+    wire = ChatCompletionsModel(script)
+    with LoopbackLLMServer(wire) as server:
+        client = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="test", max_retries=0)
+        model = OpenAIChatModel("scripted", provider=OpenAIProvider(openai_client=client))
+        agent: Agent = Agent(
+            model,
+            system_prompt="You read files.",
+            capabilities=[ProcessHistory(hook.acondense) if process else hook],
+            tools=hook.tools,
+        )
+
+        @agent.tool_plain
+        def read(path: str) -> str:
+            """Read a file."""
+            return runs.output(path)
+
+        history = stored
+        for p in prompts:
+            history = agent.run_sync(f"task {p}: read the files", message_history=history)
+            history = history.all_messages()
+    assert history is not None
+    return history, wire
+
+
+@pytest.mark.usefixtures("loopback_only")
+@pytest.mark.parametrize("process", [False, True], ids=["capability", "process-history"])
+def test_nothing_is_lost_across_spills_chains_and_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, process: bool
+) -> None:
+    """Issue 38 items 1-5 in pydantic-ai runs over the wire, in both modes (see
+    spill_chain_restart): with ProcessHistory the saved history holds the condensed output,
+    which the restarted process recognises in the conversation's own session."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "sessions"))
+    runs.spill_chain_restart(
+        lambda: CondenseHistory(config=runs.SPILLING),
+        lambda hook, script, prompts, stored: wire_loop(
+            hook, script, prompts, stored, process=process
+        ),
+        dump_load,
+        lambda hook, history: seen_parts(hook.condense(history)),
+    )
+
+
+def seen_parts(messages: list[ModelMessage]) -> list[Any]:
+    """What a provider is sent of a history: its parts in order, without the bookkeeping
+    (timestamps, run ids) and the request boundaries, which a restarted process rebuilds
+    (consecutive request parts are consecutive provider messages either way)."""
+    keep = ("part_kind", "content", "tool_name", "args", "tool_call_id")
+    raw = json.loads(dump(messages))
+    return [{k: p.get(k) for k in keep} for m in raw for p in m["parts"]]

@@ -286,14 +286,81 @@ def test_a_config_dict_is_enabled_unless_it_says_otherwise(tmp_path: Path) -> No
 
 def test_default_session_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.delenv("PI_CONDENSE_SESSION_DIR", raising=False)
     driver = LiveDriver(PiCodec(), cwd="/work/project", clock=Clock())
+    run_agent(driver, prompts=1, turns=1)
     path = driver.session.path
     assert path is not None
     expected = default_session_path("/work/project", driver.session.session_id, 0)
     assert path.parent == expected.parent == tmp_path / "agent" / "sessions" / "--work-project--"
     assert path.name.endswith(f"_{driver.session.session_id}.jsonl")
-    run_agent(driver, prompts=1, turns=1)
     assert SessionFile.load(path).build_context().messages
+
+
+def test_default_session_is_found_again_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session=None: the same conversation in a new process finds its session and its refs
+    (the session is named by the conversation's beginning); another conversation gets its
+    own; a first history without a user message gets a new one, with a warning."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "hooks"))
+    first = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    history, _, _ = run_agent(first, prompts=3, turns=3)
+    before = first.condense(history)
+    refs = refs_in(before)
+    assert len(refs) >= 6
+    answers = {ref: first.execute("context_tree_query", {"toolCallIds": [ref]}) for ref in refs}
+    first.close()
+
+    second = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock(start=1_900_000_000_000))
+    second.flush()  # nothing to take in yet: the session is only known at the first call
+    again = second.condense(history)
+    assert second.stats.messages_seen == 0
+    assert second.session.path == first.session.path
+    assert json.dumps(again) == json.dumps(before)
+    for ref in refs:
+        assert second.execute("context_tree_query", {"toolCallIds": [ref]}) == answers[ref]
+    history, _, _ = run_agent(second, prompts=2, turns=3, history=history, start=3)
+    assert_refs_return_their_own_output(second, second.condense(history))
+    second.close()
+    assert len(list((tmp_path / "hooks").glob("*.jsonl"))) == 1
+
+    other = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    run_agent(other, prompts=1, turns=1, history=[user("another task")])
+    assert other.session.path != first.session.path
+    other.close()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lone = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+        lone.condense([final("hello")])
+        lone.close()
+    assert any("cannot be found again after a restart" in str(w.message) for w in caught)
+    assert lone.session.path is not None
+    assert len(list((tmp_path / "hooks").glob("*.jsonl"))) == 3
+
+
+def test_a_live_default_session_is_not_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two live drivers of the same conversation at once (two runs of one task): the second
+    gets a session of its own, with a warning; once the first is closed, the next one finds
+    the first's session again."""
+    monkeypatch.setenv("PI_CONDENSE_SESSION_DIR", str(tmp_path / "hooks"))
+    first = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    run_agent(first, prompts=1, turns=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+        run_agent(second, prompts=1, turns=1)
+    assert any("another live process holds" in str(w.message) for w in caught)
+    assert second.session.path != first.session.path
+    second.close()
+    first.close()
+    third = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
+    third.condense([user("task 0")])
+    assert third.session.path == first.session.path
+    third.close()
 
 
 def test_final_reply_is_flushed_at_close(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import tarfile
 from pathlib import Path
 from typing import Any, Optional
@@ -386,6 +387,53 @@ def test_result_text_over_the_byte_budget_is_cut_at_a_line(session_dir: Path) ->
     text = body(run(st, ["big@1"]))
     # 51 lines of 1000 bytes + 50 separators = 51050 <= 51200; a 52nd line would not fit.
     assert text == "\n".join(["x" * 1000] * 51) + "\n[Output truncated: 51/60 lines shown]"
+
+
+def pages(tool: ContextTreeQuery, ref: str) -> list[str]:
+    """Every part of ``ref``'s output, following each answer's note to the next part."""
+    parts = []
+    asked: Optional[str] = ref
+    while asked is not None:
+        text = tool.query([asked]).text
+        assert text.startswith(f"## toolRef: {asked}\n")
+        content, _, notes = body(text).partition("\n[Output ")
+        parts.append(content)
+        found = re.search(r"with ref `([^`]+)`", notes)
+        asked = found.group(1) if found else None
+        assert len(parts) < 20
+    return parts
+
+
+@pytest.mark.parametrize("final_newline", ["", "\n"])
+def test_paging_gives_every_part_of_a_long_spill_exactly(
+    session_dir: Path, final_newline: str
+) -> None:
+    blob = session_dir / f"{SID}-blobs" / "long.txt"
+    original = "\n".join(f"line {i} " + "y" * (i % 70) for i in range(5200)) + final_newline
+    blob.write_text(original)
+    state = spilled(str(blob))
+    state.register_refs([{"shortId": "t1", "toolCallId": "s", "resultTimestamp": 7}])
+    tool = ContextTreeQuery(state, str(session_dir), SID, paging=True)
+    parts = pages(tool, "t1")
+    assert len(parts) >= 3
+    assert "\n".join(parts) == original
+    assert all(len(p.encode()) <= 50 * 1024 for p in parts)
+    first = tool.query(["t1"]).text
+    assert "[Output truncated: " in first  # the reference's note stays, the next part follows
+    assert "`t1#" in first
+    assert body(tool.query(["t1#99999"]).text) == "[No line 99999: the output has 5200 lines]"
+    # without paging (the reference) a part ref is unknown and a cut answer names no next part
+    plain = ContextTreeQuery(state, str(session_dir), SID)
+    assert "`t1#" not in plain.query(["t1"]).text
+    assert NOT_FOUND in plain.query(["t1#2001"]).text
+
+
+def test_paging_refuses_a_part_of_an_ambiguous_id(session_dir: Path) -> None:
+    st = PrunerState()
+    st.add_batch([record("dup", "a\n" * 3000, 1), record("dup", "b\n" * 3000, 2)])
+    tool = ContextTreeQuery(st, str(session_dir), SID, paging=True)
+    assert NOT_FOUND in tool.query(["dup#2001"]).text
+    assert body(tool.query(["dup@2#2001"]).text) == "b\n" * 1000
 
 
 def test_truncate_head_untruncated() -> None:

@@ -199,6 +199,7 @@ class RenderOptions:
         protected_tools: list[str] = ...,
         protected_paths: list[str] = ...,
         protected_tools_substring: str | None = None,
+        spill_stub_ref_only: bool = False,
     ) -> RenderOptions: ...
     def is_protected_tool(self, name: str) -> bool: ...
 

@@ -44,7 +44,13 @@ from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render
 from .runtime import Runtime, Ui
 from .session import SessionFile
-from .spill import SpillSettings, safe_session_id, session_blob_writer, spill_batch
+from .spill import (
+    SpillSettings,
+    give_spilled_refs,
+    safe_session_id,
+    session_blob_writer,
+    spill_batch,
+)
 from .state import PrunerState, Stats
 from .summarize.base import Completion, CompletionRequest, Summarizer
 from .triggers import ContextUsage, evaluate_gate, queued_notice
@@ -90,7 +96,8 @@ class Condenser:
     nor one that :meth:`context` returned (the replay hands the same copies on every call):
     each render then reuses what the previous ones learnt of those objects without walking
     them again, and hands out its own unchanged new messages again (``render``'s
-    ``frozen``).
+    ``frozen``). ``spill_paths=False`` is for a host whose model cannot read local files:
+    spill stubs then name only their ref (see :func:`~pi_condense.render.render`).
     """
 
     def __init__(
@@ -107,8 +114,12 @@ class Condenser:
         emit: Optional[Callable[[str, Any], None]] = None,
         write_blob: Optional[Callable[[str, str], None]] = None,
         frozen_messages: bool = False,
+        spill_paths: bool = True,
     ) -> None:
         self._session = session
+        self.spill_paths = spill_paths
+        """Whether spill stubs tell the model to read the sidecar file (``render``'s
+        ``spill_paths``: False for a host whose model has no file-reading tool)."""
         self._frozen_messages = frozen_messages
         self._write_blob = write_blob
         self._fixed_config = config
@@ -130,6 +141,7 @@ class Condenser:
         # (entry count, leaf) the lazily built state was read at, until the first event.
         self._built_at: Optional[tuple[int, Optional[str]]] = None
         self._warned_disabled = False
+        self._refs_given: Optional[PrunerState] = None  # the state give_spilled_refs ran on
 
     @classmethod
     def open(
@@ -375,8 +387,13 @@ class Condenser:
             session_dir=session_dir,
             session_id=session_id,
             write=rt.write_blob,
+            refs=not config.is_reference,
         )
         try:
+            if settings.refs and rt.state is not self._refs_given:
+                # once per state read from the session: spilled records written without a ref
+                give_spilled_refs(rt.state, rt.append)
+                self._refs_given = rt.state
             spill_batch(
                 batch,
                 rt.state,
@@ -428,7 +445,13 @@ class Condenser:
         if rt.live_summaries:
             # The placer's own list: render reads it; the host gets a copy (below) if any.
             source = rt.placer.place_shared(messages, rt.live_summaries)
-        result = render(source, rt.state, rt.config, frozen=self._frozen_messages)
+        result = render(
+            source,
+            rt.state,
+            rt.config,
+            frozen=self._frozen_messages,
+            spill_paths=self.spill_paths,
+        )
         for diagnostic in result.diagnostics:
             rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
         if result.threw:
@@ -503,7 +526,7 @@ class Condenser:
         else:
             messages = self._session.build_context(leaf).messages
             state = PrunerState.from_session(self._session, leaf)
-        return render(messages, state, self.config)
+        return render(messages, state, self.config, spill_paths=self.spill_paths)
 
 
 # ------------------------------------------------------------------------------ chains seam

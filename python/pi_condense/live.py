@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import logging
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,15 +44,25 @@ from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
 from .cooperation import try_side_lock
-from .errors import CondenseError
+from .errors import CondenseError, CondenseWarning, SessionError
+from .js import json as jsjson
 from .js import time as jstime
 from .render import RenderResult
 from .session import SessionFile
 from .summarize.base import Summarizer
-from .tools.registry import ToolRegistry, condense_tools
+from .tools.base import ToolResult
+from .tools.registry import Tool, ToolRegistry, condense_tools
 from .triggers import ContextUsage
 
-__all__ = ["LiveDriver", "LiveStats", "SessionSpec", "default_session_path", "open_session"]
+__all__ = [
+    "ENV_SESSION_DIR",
+    "LiveDriver",
+    "LiveStats",
+    "SessionSpec",
+    "default_session_path",
+    "open_session",
+    "stable_session",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +71,12 @@ T = TypeVar("T")
 
 SessionSpec = Union[SessionFile, str, "os.PathLike[str]", None]
 """A session: a :class:`SessionFile`, a path (loaded, or created when missing), ``":memory:"``
-(kept in memory only), or None (a new file in Pi's sessions directory)."""
+(kept in memory only), or None (the conversation's own file, found again after a restart:
+see :func:`stable_session`)."""
+
+ENV_SESSION_DIR = "PI_CONDENSE_SESSION_DIR"
+"""Where the hooks keep the sessions of ``session=None`` (default: Pi's sessions directory
+for the working directory)."""
 
 MEMORY = ":memory:"
 
@@ -74,6 +91,142 @@ def default_session_path(cwd: str, session_id: str, now_ms: int) -> Path:
     encoded = trimmed.replace("/", "-").replace("\\", "-").replace(":", "-")
     stamp = jstime.to_iso_string(now_ms).replace(":", "-").replace(".", "-")
     return agent_dir() / "sessions" / f"--{encoded}--" / f"{stamp}_{session_id}.jsonl"
+
+
+def _fingerprint_text(item: Any) -> str:
+    """What of a host-only item (a system prompt) identifies a conversation: its role and
+    content, not ids or timestamps a framework may give it."""
+    if isinstance(item, Mapping):
+        return jsjson.dumps({k: item[k] for k in ("role", "type", "content") if k in item})
+    part = getattr(item, "part", item)
+    content = getattr(part, "content", None)
+    kind = getattr(part, "part_kind", type(part).__name__)
+    return jsjson.dumps([str(kind), content if isinstance(content, str) else repr(content)])
+
+
+def conversation_fingerprint(items: Sequence[Any], units: Sequence[Unit]) -> Optional[str]:
+    """A hash of a history's beginning: its host-only items (system prompts) and messages up to
+    and including its first user message; None when it has no user message yet."""
+    import hashlib
+
+    parts: list[str] = []
+    for unit in units:
+        messages = unit_messages(unit.message)
+        if not messages:
+            parts.extend(_fingerprint_text(i) for i in items[unit.start : unit.stop])
+            continue
+        for message in messages:
+            parts.append(jsjson.dumps(_bare(message)))
+            if message.get("role") == "user":
+                return hashlib.sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()
+    return None
+
+
+def stable_session(
+    fingerprint: Optional[str], *, cwd: str, clock: Optional[Callable[[], int]] = None
+) -> SessionFile:
+    """The session file of the conversation with this fingerprint: found again by its session
+    id (derived from the fingerprint) in ``$PI_CONDENSE_SESSION_DIR``, else in Pi's sessions
+    directory for ``cwd``; created there (as Pi names a new session) when there is none.
+    Without a fingerprint: a new session with a random id, in the same directory."""
+    import uuid
+
+    session_id = str(uuid.UUID(fingerprint[:32], version=4) if fingerprint else uuid.uuid4())
+    configured = os.environ.get(ENV_SESSION_DIR)
+    now = clock() if clock is not None else jstime.now_ms()
+    path = default_session_path(cwd, session_id, now)
+    directory = Path(configured).expanduser() if configured else path.parent
+    found = sorted(directory.glob(f"*_{session_id}.jsonl")) if directory.is_dir() else []
+    if found:
+        return SessionFile.load(found[-1], clock=clock)
+    target = directory / path.name
+    try:
+        return SessionFile.create(target, cwd, session_id=session_id, clock=clock)
+    except SessionError:
+        if target.exists():  # another process of the same conversation made it just now
+            return SessionFile.load(target, clock=clock)
+        raise
+
+
+class _Writers:
+    """One live driver writes a session file at a time: two (two hooks given the same path)
+    would each store every message. Across processes, the first holds an ``flock`` on
+    ``.<session name>.pi-condense-live.lock`` beside the session and another process's driver
+    is refused when it is made. In one process, a new driver takes the session over (a
+    restarted agent, a notebook cell run again) and the one it replaced refuses its next call;
+    :meth:`LiveDriver.close` hands it back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # path -> (the flock's descriptor, -1 if none can be taken; the writing driver)
+        self._owners: dict[str, tuple[int, weakref.ref[Any]]] = {}
+
+    def claim(self, driver: Any, path: Optional[Path]) -> None:
+        if path is None:
+            return
+        key = os.fspath(path)
+        with self._lock:
+            held = self._owners.get(key)
+            if held is not None:
+                fd = held[0]
+            else:
+                taken = try_side_lock(path, "live")
+                if taken is None:
+                    raise CondenseError(
+                        f"{key}: another process's pi-condense hook (or LiveDriver) is writing "
+                        "this session; two would store every message twice: give each "
+                        "conversation its own session file"
+                    )
+                fd = taken
+            self._owners[key] = (fd, weakref.ref(driver))
+
+    def try_claim(self, driver: Any, path: Path) -> bool:
+        """:meth:`claim` for ``session=None``: False, and nothing taken, while another live
+        driver of this process or another process writes the session (two runs of one task
+        at once share a beginning, so the later one gets a file of its own)."""
+        with self._lock:
+            held = self._owners.get(os.fspath(path))
+            if held is not None and held[1]() not in (None, driver):
+                return False
+        try:
+            self.claim(driver, path)
+        except CondenseError:
+            return False
+        return True
+
+    def check(self, driver: Any, path: Optional[Path]) -> bool:
+        """Raises if another driver took the session over; True if it was taken again."""
+        if path is None:
+            return False
+        key = os.fspath(path)
+        with self._lock:
+            held = self._owners.get(key)
+            owner = held[1]() if held is not None else None
+        if held is None:
+            self.claim(driver, path)
+            return True
+        if owner is not driver:
+            raise CondenseError(
+                f"{key}: a newer pi-condense hook (or LiveDriver) on this session took it "
+                "over, so this one no longer writes it (two would store every message "
+                "twice): use the newer one, or close() it to use this one again"
+            )
+        return False
+
+    def release(self, driver: Any, path: Optional[Path]) -> None:
+        if path is None:
+            return
+        key = os.fspath(path)
+        with self._lock:
+            held = self._owners.get(key)
+            if held is None or held[1]() is not driver:
+                return
+            del self._owners[key]
+        if held[0] >= 0:
+            os.close(held[0])
+
+
+_WRITERS = _Writers()
 
 
 def open_session(
@@ -240,73 +393,6 @@ class _Loop:
             loop.close()
 
 
-class _Writers:
-    """One live driver writes a session file at a time: two (two hooks given the same path)
-    would each store every message. Across processes, the first holds an ``flock`` on
-    ``.<session name>.pi-condense-live.lock`` beside the session and another process's driver
-    is refused when it is made. In one process, a new driver takes the session over (a
-    restarted agent, a notebook cell run again) and the one it replaced refuses its next call;
-    :meth:`LiveDriver.close` hands it back."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # path -> (the flock's descriptor, -1 if none can be taken; the writing driver)
-        self._owners: dict[str, tuple[int, weakref.ref[Any]]] = {}
-
-    def claim(self, driver: Any, path: Optional[Path]) -> None:
-        if path is None:
-            return
-        key = os.fspath(path)
-        with self._lock:
-            held = self._owners.get(key)
-            if held is not None:
-                fd = held[0]
-            else:
-                taken = try_side_lock(path, "live")
-                if taken is None:
-                    raise CondenseError(
-                        f"{key}: another process's pi-condense hook (or LiveDriver) is writing "
-                        "this session; two would store every message twice: give each "
-                        "conversation its own session file"
-                    )
-                fd = taken
-            self._owners[key] = (fd, weakref.ref(driver))
-
-    def check(self, driver: Any, path: Optional[Path]) -> bool:
-        """Raises if another driver took the session over; True if it was taken again."""
-        if path is None:
-            return False
-        key = os.fspath(path)
-        with self._lock:
-            held = self._owners.get(key)
-            owner = held[1]() if held is not None else None
-        if held is None:
-            self.claim(driver, path)
-            return True
-        if owner is not driver:
-            raise CondenseError(
-                f"{key}: a newer pi-condense hook (or LiveDriver) on this session took it "
-                "over, so this one no longer writes it (two would store every message "
-                "twice): use the newer one, or close() it to use this one again"
-            )
-        return False
-
-    def release(self, driver: Any, path: Optional[Path]) -> None:
-        if path is None:
-            return
-        key = os.fspath(path)
-        with self._lock:
-            held = self._owners.get(key)
-            if held is None or held[1]() is not driver:
-                return
-            del self._owners[key]
-        if held[0] >= 0:
-            os.close(held[0])
-
-
-_WRITERS = _Writers()
-
-
 class LiveDriver(Generic[H]):
     """pi-condense for a host that hands over its whole history on every model call.
 
@@ -318,6 +404,8 @@ class LiveDriver(Generic[H]):
     summarizer object or a spec string (``"openai:gpt-4o-mini"``, ...); the default is the
     offline summarizer, which is also the fallback when an API summarizer fails.
     ``context_window`` sizes the budget triggers' usage estimate; ``clock`` gives epoch ms.
+    ``spill_paths``: the host's model has a tool that reads local files (a spill stub then
+    also names the sidecar's path, as Pi's does); by default it names only its ref.
     """
 
     def __init__(
@@ -331,27 +419,32 @@ class LiveDriver(Generic[H]):
         context_window: int = 200_000,
         clock: Optional[Callable[[], int]] = None,
         notify: Optional[Callable[[str, str], None]] = None,
+        spill_paths: bool = False,
     ) -> None:
         self.codec = codec
         self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
-        self._session = open_session(session, cwd=cwd, clock=clock)
-        self._claim_session()
+        self._session_clock = clock
+        self._cwd = cwd if cwd is not None else os.getcwd()
+        # session=None: the conversation's own session, known at the first call (its
+        # beginning names it); until then an empty stand-in in memory
+        self._unsettled = session is None
+        self._session = (
+            SessionFile.in_memory(self._cwd, clock=clock)
+            if session is None
+            else open_session(session, cwd=cwd, clock=clock)
+        )
         self._window = context_window
         self._notify_sink = notify
-        explicit, fallback = _summarizers(summarizer)
-        self._condenser = Condenser(
-            self._session,
-            _config(config),
-            summarizer=explicit,
-            session_model=fallback,
-            clock=self._clock,
-            context_usage=self._context_usage,
-            notify=self._notify,
-        )
+        self._claim_session()
+        self._summarizer = summarizer
+        self._spill_paths = spill_paths
+        self._settings = _config(config)
+        self._condenser = self._new_condenser()
         self._loop = _Loop()
         self._serial: Optional[asyncio.Lock] = None
         self.stats = LiveStats()
         self._tools: Optional[ToolRegistry] = None
+        self._inner_tools: Optional[ToolRegistry] = None
         self._started = False
         self._raw: list[Any] = []
         self._known: list[_Known] = []
@@ -362,6 +455,52 @@ class LiveDriver(Generic[H]):
         self._prev_units: list[Unit] = []
         self._host_counts: list[int] = [0]  # host messages in the first k previous units
         self._last_out: Optional[list[Any]] = None
+        # (a written-back history a call was given, the raw history it stood for)
+        self._given: Optional[tuple[list[Any], list[Any]]] = None
+
+    def _new_condenser(self) -> Condenser:
+        explicit, fallback = _summarizers(self._summarizer)
+        return Condenser(
+            self._session,
+            self._settings,
+            summarizer=explicit,
+            session_model=fallback,
+            clock=self._clock,
+            context_usage=self._context_usage,
+            notify=self._notify,
+            spill_paths=self._spill_paths,
+        )
+
+    def _settle(self, items: list[Any]) -> None:
+        """``session=None``: open the session the history's beginning names (the same one
+        after a restart), or, when it holds no user message yet, a new one with a warning."""
+        self._unsettled = False
+        fingerprint = conversation_fingerprint(items, self.codec.decode(items, 0))
+        if fingerprint is None:
+            warnings.warn(
+                "pi-condense: session=None but the first history holds no user message, so "
+                "this conversation cannot be found again after a restart: it gets a new "
+                "session file, and its refs are not those of an earlier process. Pass "
+                "session=<path> to keep them.",
+                CondenseWarning,
+                stacklevel=4,
+            )
+        session = stable_session(fingerprint, cwd=self._cwd, clock=self._session_clock)
+        if session.path is not None and not _WRITERS.try_claim(self, session.path):
+            warnings.warn(
+                "pi-condense: session=None and another live hook holds this conversation's "
+                f"session file ({session.path}), so this one gets a session file of its own. "
+                "Pass session=<path> to choose.",
+                CondenseWarning,
+                stacklevel=4,
+            )
+            session = stable_session(None, cwd=self._cwd, clock=self._session_clock)
+            self._session = session
+            self._claim_session()
+        self._session = session
+        self._condenser = self._new_condenser()
+        self._inner_tools = None
+        self._started = False  # (a flush before the first call started the stand-in)
 
     # ------------------------------------------------------------------ public
 
@@ -379,8 +518,23 @@ class LiveDriver(Generic[H]):
     def tools(self) -> ToolRegistry:
         """``context_tree_query`` and the session recovery tools over this session."""
         if self._tools is None:
-            self._tools = condense_tools(self._session, refresh=False)
+            # each tool runs against the session of the moment (session=None settles it at
+            # the first call, after a host may have taken the tools)
+            self._tools = ToolRegistry(
+                Tool(t.spec, functools.partial(self._run_tool, t.name)) for t in self._inner()
+            )
         return self._tools
+
+    def _inner(self) -> ToolRegistry:
+        if self._inner_tools is None:
+            paging = not self._condenser.config.is_reference
+            self._inner_tools = condense_tools(self._session, refresh=False, paging=paging)
+        return self._inner_tools
+
+    def _run_tool(
+        self, name: str, arguments: Mapping[str, Any], tool_call_id: Optional[str]
+    ) -> ToolResult:
+        return self._inner()[name].runner(arguments, tool_call_id)
 
     def execute(
         self,
@@ -456,6 +610,7 @@ class LiveDriver(Generic[H]):
                 self._started = False
                 self._prev_items, self._prev_units, self._host_counts = [], [], [0]
                 self._last_out = None
+                self._given = None
         except CondenseError:
             coro.close()
             raise
@@ -662,15 +817,28 @@ class LiveDriver(Generic[H]):
         return units, keep
 
     def _unwrite(self, items: list[Any]) -> list[Any]:
-        """A history that starts with our last output stands for the raw history behind it."""
+        """A history that starts with our last output stands for the raw history behind it;
+        so does one that starts with the history a previous call took that way (the same
+        written-back history handed over again, e.g. a retried call)."""
         out = self._last_out
         if out is not None and len(items) >= len(out) and _same_items(items, out) == len(out):
             self.stats.written_back += 1
-            return self._prev_items + items[len(out) :]
+            raw = self._prev_items + items[len(out) :]
+            self._given = (items, raw)
+            return raw
+        if self._given is not None:
+            given, raw = self._given
+            if len(items) >= len(given) and _same_items(items, given) == len(given):
+                self.stats.written_back += 1
+                return raw + items[len(given) :]
+        self._given = None
         return items
 
     async def _ingest(self, items: list[Any]) -> list[Unit]:
+        if self._unsettled:
+            self._settle(items)
         self._start()
+        given = items
         items = self._unwrite(items)
         previous = self._prev_items
         units, keep = self._decode(items)
@@ -697,7 +865,10 @@ class LiveDriver(Generic[H]):
                 self._last_out = None
                 self.stats.written_back += 1
                 raw_items, cut = recovered
-                return await self._ingest(raw_items + items[cut:])
+                raw = raw_items + items[cut:]
+                units = await self._ingest(raw)
+                self._given = (given, raw)
+                return units
         if forked:
             self._fork_at(shared + matched)
         new = fresh[matched:]
@@ -748,7 +919,7 @@ class LiveDriver(Generic[H]):
                     continue
                 raw = self._session.build_context(leaf_id).messages
                 state = PrunerState.from_session(self._session, leaf_id)
-                out = render(raw, state, config)
+                out = render(raw, state, config, spill_paths=self._condenser.spill_paths)
                 if not out.pruned:
                     continue
                 encoded = self.codec.encode([Out(m, ()) for m in out.messages])
@@ -767,9 +938,29 @@ class LiveDriver(Generic[H]):
                     if u.stop <= cut and not unit_messages(u.message)
                     for item in self._prev_items[u.start : u.stop]
                 ]
-                raw_items = own + self.codec.encode([Out(m, ()) for m in hosts])
+                kept = self._untouched_items(out.messages, len(sent))
+                outs = [Out(m, kept.get(id(m), ())) for m in hosts]
+                raw_items = own + self.codec.encode(outs)
                 return raw_items, cut
         return None
+
+    def _untouched_items(self, rendered: Sequence[Any], count: int) -> dict[int, tuple[Any, ...]]:
+        """The caller's items of the messages the render left untouched (by ``id`` of the
+        message), when the render's first ``count`` messages are the given history's first
+        ones one for one: they then stand for those raw messages as they are (the very bytes
+        the host sends, e.g. a tool call's argument text), instead of a re-encoding."""
+        if len(rendered) != count:
+            return {}
+        kept: dict[int, tuple[Any, ...]] = {}
+        position = 0
+        for unit in self._prev_units:
+            n = len(unit_messages(unit.message))
+            if n == 1 and position < count:
+                kept[id(rendered[position])] = tuple(self._prev_items[unit.start : unit.stop])
+            position += n
+            if position >= count:
+                break
+        return kept
 
     def _items_covering(self, messages: int) -> Optional[int]:
         """How many of the latest decoded items hold exactly the first ``messages`` messages."""

@@ -84,10 +84,11 @@ def _count(value: Optional[int]) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def render_options(config: Config) -> _core.RenderOptions:
+def render_options(config: Config, *, spill_paths: bool = True) -> _core.RenderOptions:
     """What render (and chain detection) read of ``config``, compiled for ``_core`` once per
     distinct value: the grace window, phases 2 and 3, and the protection rule (tool names, or
-    in reference mode a string ``protectedTools`` matched by substring; path globs)."""
+    in reference mode a string ``protectedTools`` matched by substring; path globs).
+    ``spill_paths=False`` makes spill stubs name only their ref (see :func:`render`)."""
     purge = config.purge_errors
     chain = config.chain_compression
     return _compiled_options(
@@ -100,6 +101,7 @@ def render_options(config: Config) -> _core.RenderOptions:
         tuple(config.protected_tools),
         tuple(config.protected_paths),
         config.protected_tools_substring,
+        not spill_paths and not config.is_reference,
     )
 
 
@@ -114,6 +116,7 @@ def _compiled_options(
     tools: tuple[str, ...],
     paths: tuple[str, ...],
     substring: Optional[str],
+    spill_ref_only: bool,
 ) -> _core.RenderOptions:
     # Keyed by value, not by Config object: a derived Config (``with_value``, ``model_copy``)
     # never sees another's options, and equal configs share one compiled matcher.
@@ -127,11 +130,17 @@ def _compiled_options(
         protected_tools=list(tools),
         protected_paths=list(paths),
         protected_tools_substring=substring,
+        spill_stub_ref_only=spill_ref_only,
     )
 
 
 def render(
-    messages: list[Any], state: PrunerState, config: Config, *, frozen: bool = False
+    messages: list[Any],
+    state: PrunerState,
+    config: Config,
+    *,
+    frozen: bool = False,
+    spill_paths: bool = True,
 ) -> RenderResult:
     """Rewrite ``messages`` (Pi ``AgentMessage`` dicts, in context order) for the model.
 
@@ -148,9 +157,14 @@ def render(
     for the same plan item from the very same objects as in the previous frozen render is
     that render's object again. A broken promise renders stale lengths, stubs or messages,
     never unsafe memory.
+
+    ``spill_paths`` says whether the model can read local files (Pi's ``read`` tool): the
+    reference's spill stub tells it to read the sidecar at its absolute path. With False the
+    stub names only its ``context_tree_query`` ref (ours; ``compat: "reference"`` always gives
+    the reference's stub).
     """
     try:
-        rendered = _render(messages, state, config, frozen)
+        rendered = _render(messages, state, config, frozen, spill_paths)
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
@@ -171,6 +185,11 @@ def render(
 
 
 def _render(
-    messages: list[Any], state: PrunerState, config: Config, frozen: bool = False
+    messages: list[Any],
+    state: PrunerState,
+    config: Config,
+    frozen: bool = False,
+    spill_paths: bool = True,
 ) -> _core.RenderOutcome:
-    return _core.render(messages, state.index, render_options(config), state.sizes, frozen)
+    options = render_options(config, spill_paths=spill_paths)
+    return _core.render(messages, state.index, options, state.sizes, frozen)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 from .blob_write import write_blob_bytes
 from .capture import CapturedBatch, call_key
 from .js import json as jsjson
-from .js.values import to_string
+from .js.values import to_string, truthy
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
 from .tools.spill_access import plain_session_id
@@ -35,6 +35,7 @@ __all__ = [
     "alias_entry_data",
     "blob_dir",
     "blob_path",
+    "give_spilled_refs",
     "head_preview",
     "index_records",
     "js_utf8",
@@ -199,6 +200,9 @@ class SpillSettings:
     session_id: str
     write: Optional[Callable[[str, str], None]] = None
     """Writes one sidecar ``(path, text)``; None: :func:`write_blob`."""
+    refs: bool = False
+    """Give every spilled record its own short ref ``tN`` at once (ours; the reference
+    leaves spilled records without one, so their stubs name the bare tool-call id)."""
 
 
 def spill_batch(
@@ -215,6 +219,12 @@ def spill_batch(
     (``spillBytes``, ``resultPreview``, ``spillPath``, ``contentHash``, ``resultText = ""``);
     the spilled ones are then indexed as one ``context-prune-index`` entry. Returns the ids of
     the handled calls. A failed write is reported to ``on_error`` and leaves the call raw.
+
+    With ``settings.refs`` the spilled records then get fresh short refs, written as a second
+    ``context-prune-index`` entry ``{"toolCalls": [], "backfilled": true, "refs": [...]}``:
+    the shape the reference's reader registers refs from (spec 02 section 1), so a session we
+    wrote renders and answers the same there. The records' own entry stays a plain one (its
+    hashes seed the dedup map).
     """
     handled: set[str] = set()
     spilled = []
@@ -256,4 +266,29 @@ def spill_batch(
         records = index_records(spill)
         state.add_batch(records)
         append("context-prune-index", {"toolCalls": records})
+        if settings.refs:
+            _give_refs(state, records, append)
     return handled
+
+
+def give_spilled_refs(state: PrunerState, append: Append) -> int:
+    """Give every spilled record of ``state`` that has no short ref one (a session written by
+    an earlier version, or in ``compat: "reference"``, whose spill stubs name the bare id),
+    written as :func:`spill_batch` writes them. Returns how many got one."""
+    index = state.index
+    records = []
+    keys: list[str] = index.keys()  # a native method, not a dict view
+    for key in keys:
+        if index.short_ref(key) is None:
+            record = index.get_record(key)
+            if record is not None and truthy(record.get("spillPath")):
+                records.append(record)
+    if records:
+        _give_refs(state, records, append)
+    return len(records)
+
+
+def _give_refs(state: PrunerState, records: list[dict[str, Any]], append: Append) -> None:
+    refs = state.allocate_refs((r["toolCallId"], r.get("resultTimestamp")) for r in records)
+    state.register_refs(refs)
+    append("context-prune-index", {"toolCalls": [], "backfilled": True, "refs": refs})

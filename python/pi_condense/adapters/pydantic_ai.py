@@ -372,10 +372,14 @@ def _response(message: PiMessage) -> ModelResponse:
                 )
             )
     model = message.get("model")
+    provider = message.get("provider")
     return ModelResponse(
         parts=parts,
         model_name=model if isinstance(model, str) and model else None,
         timestamp=_datetime(message),
+        # the provider a response came from is part of what it decodes to: without it a
+        # restarted process could not tell its own earlier output (ProcessHistory) again
+        provider_name=provider if isinstance(provider, str) and provider != _API else None,
     )
 
 

@@ -58,8 +58,10 @@ class MessagesCondenser(LiveHook[Any]):
     """Condenses an Anthropic Messages ``messages`` list before every model call.
 
     ``session``: where the conversation and the pruner's entries are kept (a path, a
-    :class:`~pi_condense.session.SessionFile`, ``":memory:"``, or None for a new file in Pi's
-    sessions directory); pass the same path after a restart to keep the refs. ``config``: a
+    :class:`~pi_condense.session.SessionFile`, ``":memory:"``, or None for the conversation's
+    own file, which a restarted process finds again by the conversation's beginning: see
+    :func:`~pi_condense.live.stable_session`); pass the same path after a restart to keep the
+    refs. ``config``: a
     ``contextPrune`` dict (enabled unless it says ``"enabled": False``) or a
     :class:`~pi_condense.config.Config`. ``summarizer``: an object or a spec such as
     ``"anthropic:claude-haiku-4-5"``; the default is the offline summarizer.

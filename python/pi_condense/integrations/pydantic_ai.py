@@ -70,11 +70,13 @@ class CondenseHistory(LiveHook[HostItem], AbstractCapability[Any]):
 
     ``session`` is where the conversation and the pruner's entries are kept: a path (loaded, or
     created when missing; pass the same path after a restart), a
-    :class:`~pi_condense.session.SessionFile`, ``":memory:"``, or None for a new file in Pi's
-    sessions directory. ``config`` is a :class:`~pi_condense.config.Config` or a
-    ``contextPrune`` dict (enabled unless it says ``"enabled": false``); ``summarizer`` a
-    summarizer object or spec string (``"openai:gpt-4o-mini"``), the offline summarizer by
-    default. ``context_window`` sizes the budget triggers; ``clock`` gives epoch ms.
+    :class:`~pi_condense.session.SessionFile`, ``":memory:"``, or None for the conversation's
+    own file, which a restarted process finds again by the conversation's beginning (see
+    :func:`~pi_condense.live.stable_session`). ``config`` is a
+    :class:`~pi_condense.config.Config` or a ``contextPrune`` dict (enabled unless it says
+    ``"enabled": false``); ``summarizer`` a summarizer object or spec string
+    (``"openai:gpt-4o-mini"``), the offline summarizer by default. ``context_window`` sizes
+    the budget triggers; ``clock`` gives epoch ms.
     """
 
     def _codec(self) -> PydanticAICodec:

@@ -8,11 +8,17 @@ reused yields every occurrence, dedup aliases included, labelled ``id@<resultTim
 Spilled outputs are read back from their sidecar file, but only from inside the session's
 blob directory (see :mod:`pi_condense.tools.spill_access`); a refused path falls back to the
 stored preview and the block says why.
+
+Paging (ours, with ``paging=True``; the reference only cuts an output at 2000 lines / 50 KB
+and points the model at the spill file): a cut output ends with a note naming the ref of the
+next part, ``<ref>#<line>`` (the output from that 1-based line on, cut the same way). The
+parts, joined with one line break, are the original output exactly.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -61,6 +67,9 @@ QUERY_TOOL = ToolSpec(
 )
 """Registration of ``context_tree_query`` (spec 06 A.1)."""
 
+_PAGE = re.compile(r"^(.+)#([1-9][0-9]{0,8})$")
+"""``<ref>#<line>``: a part of an output, from a 1-based line on (paging)."""
+
 _NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
 _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
 
@@ -86,6 +95,7 @@ class ContextTreeQuery:
     up under ``session_dir`` instead (see :mod:`pi_condense.tools.spill_access`).
     ``full`` leaves outputs whole instead of cutting them at 2000 lines / 50 KB as the tool
     does for the model (for people reading an output, e.g. ``pi-condense query --full``).
+    ``paging`` makes a cut output say how to get the rest (module docstring).
     """
 
     spec = QUERY_TOOL
@@ -98,8 +108,10 @@ class ContextTreeQuery:
         *,
         recorded_session_dir: Optional[str] = None,
         full: bool = False,
+        paging: bool = False,
     ) -> None:
         self.full = full
+        self.paging = paging
         self.state = state
         self.session_dir = session_dir
         self.session_id = session_id
@@ -124,6 +136,12 @@ class ContextTreeQuery:
         for id_ in ids:
             records = self.state.records_for_id(id_)
             if not records:
+                page = self._page(id_)
+                if page is not None:
+                    record, first_line = page
+                    results[id_] = record
+                    blocks.append(self._block(id_, record, False, first_line))
+                    continue
                 blocks.append(f"## toolRef: {id_}\n{_NOT_FOUND}")
                 continue
             several = len(records) > 1
@@ -134,7 +152,15 @@ class ContextTreeQuery:
                 blocks.append(self._block(label, record, several and stamp is None))
         return ToolResult("\n\n---\n\n".join(blocks), {"results": results})
 
-    def _block(self, label: str, record: ToolCallRecord, legacy: bool) -> str:
+    def _page(self, id_: str) -> Optional[tuple[ToolCallRecord, int]]:
+        """``<ref>#<line>`` naming one record: that record and the line (paging only)."""
+        match = _PAGE.match(id_) if self.paging and not self.full else None
+        if match is None:
+            return None
+        records = self.state.records_for_id(match.group(1))
+        return (records[0], int(match.group(2))) if len(records) == 1 else None
+
+    def _block(self, label: str, record: ToolCallRecord, legacy: bool, first_line: int = 1) -> str:
         header = [f"## toolRef: {label}"]
         if legacy:
             header.append("Occurrence: legacy (no resultTimestamp)")
@@ -146,23 +172,48 @@ class ContextTreeQuery:
             f"Turn: {_field(record, 'turnIndex')}",
             "",
         ]
-        raw, refused, total_lines = self._raw(record)
+        raw, refused, total_lines = self._raw(record, whole=first_line > 1)
         if self.full:
             body = raw
+        elif first_line > 1:
+            body = self._part(label, raw, first_line)
         else:
             cut = truncate_head(raw, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
             body = cut.content
             if cut.truncated:
                 total = cut.total_lines if total_lines is None else total_lines
                 body += f"\n[Output truncated: {cut.output_lines}/{total} lines shown]"
+                if self.paging and cut.output_lines:
+                    body += _next_note(label, cut.output_lines + 1, total)
         if refused is not None:
             body += f"\n[Spill file not read: {refused}]"
         return "\n".join(header) + "\n" + body
 
-    def _raw(self, record: ToolCallRecord) -> tuple[str, Optional[str], Optional[int]]:
+    def _part(self, label: str, raw: str, first_line: int) -> str:
+        """The output from 1-based line ``first_line`` on, cut as a first part is, with a note
+        saying which lines it holds and the ref of the next part."""
+        base = _PAGE.match(label)
+        ref = base.group(1) if base is not None else label
+        starts = _line_starts(raw)
+        total = len(starts)
+        if first_line > total:
+            return f"[No line {first_line}: the output has {total} lines]"
+        rest = raw[starts[first_line - 1] :]
+        cut = truncate_head(rest, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
+        if not cut.truncated:
+            return rest
+        last = first_line + cut.output_lines - 1
+        note = f"\n[Output part: lines {first_line}-{last} of {total} shown]"
+        if cut.output_lines:
+            note += _next_note(ref, last + 1, total)
+        return cut.content + note
+
+    def _raw(
+        self, record: ToolCallRecord, *, whole: bool = False
+    ) -> tuple[str, Optional[str], Optional[int]]:
         """The record's output (a spill file's head only when the file is larger than the
-        truncation can show), why its spill file was refused (None if it was not), and the
-        whole file's line count when only its head was read."""
+        truncation can show, unless ``whole``), why its spill file was refused (None if it
+        was not), and the whole file's line count when only its head was read."""
         spill_path = record.get("spillPath")
         if not truthy(spill_path):
             return _text(record.get("resultText")), None, None
@@ -171,7 +222,7 @@ class ContextTreeQuery:
             self.session_dir,
             self.session_id,
             self.recorded_session_dir,
-            max_bytes=None if self.full else DEFAULT_MAX_BYTES,
+            max_bytes=None if self.full or whole else DEFAULT_MAX_BYTES,
             record=record,
         )
         if read.text is not None:
@@ -183,3 +234,22 @@ class ContextTreeQuery:
         preview = record.get("resultPreview")
         fallback = preview if isinstance(preview, str) else _SPILL_MISSING
         return fallback, read.refused, None
+
+
+def _next_note(ref: str, line: int, total: int) -> str:
+    return (
+        f"\n[Next part (lines {line}-{total}): context_tree_query with ref `{ref}#{line}`; "
+        "the parts joined with one line break are the whole output]"
+    )
+
+
+def _line_starts(text: str) -> list[int]:
+    """Where each line starts, lines counted as :func:`truncate_head` counts them."""
+    if not text:
+        return []
+    starts = [0]
+    at = text.find("\n")
+    while at != -1 and at + 1 < len(text):
+        starts.append(at + 1)
+        at = text.find("\n", at + 1)
+    return starts

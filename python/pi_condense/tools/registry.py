@@ -217,6 +217,7 @@ def condense_tools(
     state: Optional[PrunerState] = None,
     recorded_session_dir: Optional[str] = None,
     refresh: bool = True,
+    paging: bool = False,
 ) -> ToolRegistry:
     """``context_tree_query`` and the four session recovery tools over one session.
 
@@ -226,6 +227,8 @@ def condense_tools(
     ``recorded_session_dir`` is where the session was written when it has moved since (see
     :class:`~pi_condense.tools.query.ContextTreeQuery`). With ``refresh`` (default), a
     file-backed session picks up entries appended to the file before every call.
+    ``paging`` makes a ``context_tree_query`` answer that is cut say how to get the rest
+    (``<ref>#<line>``, see :mod:`pi_condense.tools.query`; off: the reference's answers).
     """
     if not isinstance(session, SessionFile):
         session = SessionFile.load(Path(session))
@@ -238,6 +241,7 @@ def condense_tools(
             current.session_dir,
             current.session_id,
             recorded_session_dir=recorded_session_dir,
+            paging=paging,
         )
         return tool.execute(args)
 

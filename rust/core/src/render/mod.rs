@@ -122,6 +122,9 @@ pub struct RenderConfig<'a> {
     pub chain: Option<ChainConfig>,
     /// The protection config for the render-time re-check, when one is passed.
     pub protection: Option<&'a dyn Protection>,
+    /// The spill stub names only the ref, not the sidecar path (ours, for hosts without a
+    /// file-reading tool; `false` is the reference's stub).
+    pub spill_stub_ref_only: bool,
 }
 
 /// Values render computes only when a decision needs them.
@@ -304,6 +307,7 @@ where
     };
     // Phases 1 and 2 map the list one to one: `slots[i]` is what stands at i.
     let mut phase1 = stub_replace::Phase1::with_keys(std::mem::take(keys));
+    phase1.spill_ref_only = cfg.spill_stub_ref_only;
     let mut current: Option<Vec<Item>> =
         stub_replace::stub_replace_deferred(msgs, state, cfg.protection, &in_grace, &mut phase1);
     if let Some(purge) = &cfg.purge {
@@ -373,6 +377,7 @@ mod tests {
             purge,
             chain,
             protection: None,
+            spill_stub_ref_only: false,
         }
     }
 

@@ -53,12 +53,13 @@ pub(crate) fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
     Some(found)
 }
 
-/// The text of the stub of toolResult `index` showing `found`.
-pub(crate) fn stub_text(index: usize, found: Summarized<'_>) -> Text {
+/// The text of the stub of toolResult `index` showing `found` (`spill_ref_only`: see
+/// [`spill_stub`]).
+pub(crate) fn stub_text(index: usize, found: Summarized<'_>, spill_ref_only: bool) -> Text {
     if let Some(exact) = found.short_ref_exact {
         let reference = Piece::js(exact);
         return match found.record {
-            Some(rec) if rec.spill_path.is_truthy() => spill_stub(rec, reference),
+            Some(rec) if rec.spill_path.is_truthy() => spill_stub(rec, reference, spill_ref_only),
             _ => summary_stub(reference),
         };
     }
@@ -68,7 +69,7 @@ pub(crate) fn stub_text(index: usize, found: Summarized<'_>) -> Text {
                 Some(short) => Piece::Lit(short.to_owned()),
                 None => Piece::ToolCallId(index),
             };
-            spill_stub(rec, reference)
+            spill_stub(rec, reference, spill_ref_only)
         }
         (_, Some(short)) => summary_stub_text(short),
         (_, None) => summary_stub(Piece::ToolCallId(index)),
@@ -97,8 +98,10 @@ pub(crate) fn summary_stub(reference: Piece) -> Text {
     text
 }
 
-/// The six-line spill stub.
-pub(crate) fn spill_stub(rec: &Record, reference: Piece) -> Text {
+/// The six-line spill stub; with `ref_only` (ours, for a host whose model has no tool that
+/// reads local files) its last two lines are one that names only the ref, and says how a
+/// long answer comes in parts.
+pub(crate) fn spill_stub(rec: &Record, reference: Piece, ref_only: bool) -> Text {
     let mut text = Text::default();
     text.lit("[Oversized output spilled to file \u{2014} ");
     text.lit(&template_or(&rec.spill_bytes, "?"));
@@ -108,6 +111,12 @@ pub(crate) fn spill_stub(rec: &Record, reference: Piece) -> Text {
     if !rec.result_preview.is_nullish() {
         text.push_field(&rec.result_preview);
     }
+    if ref_only {
+        text.lit("\nFull output \u{2014} use context_tree_query with ref `");
+        text.push(reference);
+        text.lit(SPILL_PARTS);
+        return text;
+    }
     text.lit("\nFull output \u{2014} read this file (offset/limit supported): ");
     text.push_field(&rec.spill_path);
     text.lit("\nOr use context_tree_query with ref `");
@@ -115,6 +124,11 @@ pub(crate) fn spill_stub(rec: &Record, reference: Piece) -> Text {
     text.lit("`.");
     text
 }
+
+/// The end of a ref-only spill stub: the query cuts an answer at 2000 lines / 50 KB, and a
+/// cut answer names the ref of its next part.
+const SPILL_PARTS: &str = "` (an answer over 2000 lines or 50 KB comes in parts, \
+    each naming the ref of the next).";
 
 /// Phase 1 over the whole list: `None` when no toolResult is replaced (tests: the render
 /// defers the stub texts).
@@ -140,6 +154,8 @@ pub(crate) struct Phase1<'s> {
     pub(crate) keys: ResultKeys,
     /// The stubs whose text is not written yet, by ascending message index.
     deferred: Vec<(usize, Summarized<'s>)>,
+    /// Spill stubs name only the ref ([`spill_stub`]).
+    pub(crate) spill_ref_only: bool,
 }
 
 impl Phase1<'_> {
@@ -148,6 +164,7 @@ impl Phase1<'_> {
         Phase1 {
             keys,
             deferred: Vec::new(),
+            spill_ref_only: false,
         }
     }
 
@@ -155,7 +172,7 @@ impl Phase1<'_> {
     pub(crate) fn stub_text(&self, i: usize) -> Option<Text> {
         let at = self.deferred.binary_search_by_key(&i, |&(at, _)| at).ok()?;
         let &(_, found) = self.deferred.get(at)?;
-        Some(stub_text(i, found))
+        Some(stub_text(i, found, self.spill_ref_only))
     }
 
     /// Writes the texts of the deferred stubs still among `items` (in list order).
@@ -167,7 +184,7 @@ impl Phase1<'_> {
             };
             while deferred.next_if(|&&(at, _)| at < *src).is_some() {}
             if let Some(&(_, found)) = deferred.next_if(|&&(at, _)| at == *src) {
-                *text = stub_text(*src, found);
+                *text = stub_text(*src, found, self.spill_ref_only);
             }
         }
     }
@@ -420,6 +437,33 @@ mod tests {
             stub_text(&items[0]).map(lit),
             Some(
                 "[Oversized output spilled to file \u{2014} 99 bytes.]\nTool: fetch\nPreview (head):\nHEAD\nFull output \u{2014} read this file (offset/limit supported): /b/s_7.txt\nOr use context_tree_query with ref `t4`."
+            )
+        );
+    }
+
+    #[test]
+    fn ref_only_spill_stub_names_no_path() {
+        let record = spilled("fetch", "/b/s_7.txt", Some(99.0), Some("HEAD"));
+        let state = TestState::default()
+            .record("s@7", record)
+            .short_ref_of("s@7", "t4");
+        let mut phase1 = Phase1 {
+            spill_ref_only: true,
+            ..Phase1::default()
+        };
+        let mut items = stub_replace_deferred(
+            &[tool_result("s", 7.0)],
+            &state,
+            None,
+            &HashSet::new(),
+            &mut phase1,
+        )
+        .unwrap_or_default();
+        phase1.finish(&mut items);
+        assert_eq!(
+            stub_text(&items[0]).map(lit),
+            Some(
+                "[Oversized output spilled to file \u{2014} 99 bytes.]\nTool: fetch\nPreview (head):\nHEAD\nFull output \u{2014} use context_tree_query with ref `t4` (an answer over 2000 lines or 50 KB comes in parts, each naming the ref of the next)."
             )
         );
     }

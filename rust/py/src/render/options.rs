@@ -18,6 +18,7 @@ pub(crate) struct PyRenderOptions {
     purge: Option<PurgeConfig>,
     chain: Option<ChainConfig>,
     pub(crate) matcher: ProtectedMatcher,
+    spill_stub_ref_only: bool,
     /// Names these options (`crate::stamp`): a resumed render checks it.
     pub(crate) stamp: u64,
 }
@@ -30,6 +31,7 @@ impl PyRenderOptions {
             purge: self.purge,
             chain: self.chain,
             protection: Some(&self.matcher as &dyn Protection),
+            spill_stub_ref_only: self.spill_stub_ref_only,
         }
     }
 }
@@ -51,6 +53,7 @@ impl PyRenderOptions {
         protected_tools = Vec::new(),
         protected_paths = Vec::new(),
         protected_tools_substring = None,
+        spill_stub_ref_only = false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
@@ -63,6 +66,7 @@ impl PyRenderOptions {
         protected_tools: Vec<Bound<'_, PyString>>,
         protected_paths: Vec<Bound<'_, PyString>>,
         protected_tools_substring: Option<Bound<'_, PyString>>,
+        spill_stub_ref_only: bool,
     ) -> PyResult<Self> {
         let paths: Vec<String> = protected_paths.iter().map(text).collect();
         let matcher = match protected_tools_substring {
@@ -91,6 +95,7 @@ impl PyRenderOptions {
                 strip_final_assistant_thinking,
             }),
             matcher,
+            spill_stub_ref_only,
             stamp: crate::stamp::fresh(),
         })
     }

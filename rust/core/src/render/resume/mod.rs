@@ -600,7 +600,7 @@ where
                 if let Some(slot) = items.get_mut(j) {
                     *slot = Item::Stub {
                         src: j,
-                        text: stub_text(j, found),
+                        text: stub_text(j, found, cfg.spill_stub_ref_only),
                     };
                 }
             }

@@ -192,6 +192,7 @@ fn config(rng: &mut Rng) -> RenderConfig<'static> {
             strip_final_assistant_thinking: rng.chance(50),
         }),
         protection: rng.chance(50).then_some(keep_rule() as &dyn Protection),
+        spill_stub_ref_only: rng.chance(50),
     }
 }
 
@@ -464,6 +465,7 @@ fn cfg_all() -> RenderConfig<'static> {
             strip_final_assistant_thinking: true,
         }),
         protection: None,
+        spill_stub_ref_only: false,
     }
 }
 
