@@ -353,7 +353,7 @@ def test_a_live_default_session_is_not_shared(
         warnings.simplefilter("always")
         second = LiveDriver(PiCodec(), cwd=str(tmp_path), clock=Clock())
         run_agent(second, prompts=1, turns=1)
-    assert any("another live process holds" in str(w.message) for w in caught)
+    assert any("another live hook holds" in str(w.message) for w in caught)
     assert second.session.path != first.session.path
     second.close()
     first.close()
