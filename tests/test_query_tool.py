@@ -428,6 +428,45 @@ def test_paging_gives_every_part_of_a_long_spill_exactly(
     assert NOT_FOUND in plain.query(["t1#2001"]).text
 
 
+def pieces(tool: ContextTreeQuery, ref: str) -> str:
+    """``ref``'s output put back together from its parts, each joined to the next as its
+    note says (with a line break, or without one inside a long line)."""
+    whole = ""
+    asked: Optional[str] = ref
+    for _ in range(40):
+        if asked is None:
+            return whole
+        content, _, notes = body(tool.query([asked]).text).partition("\n[Output ")
+        assert len(content.encode()) <= 50 * 1024
+        found = re.search(r"with ref `([^`]+)`", notes)
+        asked = found.group(1) if found else None
+        whole += content + ("" if asked is None or "same line" in notes else "\n")
+    raise AssertionError("more than 40 parts")
+
+
+@pytest.mark.parametrize("lines", [["L" * 130_000], ["a", "\u00e9" * 70_000 + "z", "tail"]])
+def test_paging_cuts_a_line_longer_than_a_part_inside_the_line(
+    session_dir: Path, lines: list[str]
+) -> None:
+    # A minified file or a one-line log: 130 KB on one line (and 140 KB of two-byte
+    # characters between short lines). Pi's cut shows no whole line; paging shows the line
+    # in pieces of at most 50 KB, each naming the next as <ref>#<line>.<column>.
+    blob = session_dir / f"{SID}-blobs" / "long.txt"
+    original = "\n".join(lines)
+    blob.write_text(original)
+    state = spilled(str(blob))
+    state.register_refs([{"shortId": "t1", "toolCallId": "s", "resultTimestamp": 7}])
+    tool = ContextTreeQuery(state, str(session_dir), SID, paging=True)
+    assert pieces(tool, "t1") == original
+    long_line = 1 if len(lines) == 1 else 2
+    first_part = tool.query([f"t1#{long_line}"]).text
+    assert f"`t1#{long_line}." in first_part
+    assert body(tool.query(["t1#1.999999"]).text).startswith("[No column 999999 in line 1:")
+    # the reference (no paging) still shows nothing of such a line
+    plain = ContextTreeQuery(state, str(session_dir), SID)
+    assert "`t1#" not in plain.query(["t1"]).text
+
+
 def test_paging_refuses_a_part_of_an_ambiguous_id(session_dir: Path) -> None:
     st = PrunerState()
     st.add_batch([record("dup", "a\n" * 3000, 1), record("dup", "b\n" * 3000, 2)])

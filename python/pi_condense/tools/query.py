@@ -12,7 +12,9 @@ stored preview and the block says why.
 Paging (ours, with ``paging=True``; the reference only cuts an output at 2000 lines / 50 KB
 and points the model at the spill file): a cut output ends with a note naming the ref of the
 next part, ``<ref>#<line>`` (the output from that 1-based line on, cut the same way). The
-parts, joined with one line break, are the original output exactly.
+parts, joined with one line break, are the original output exactly. A single line longer
+than a part (a minified file, a one-line log) is cut inside the line: the next part is
+``<ref>#<line>.<column>`` and its note says to join it without a line break.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..js import json as jsjson
+from ..js.json import utf8_len
 from ..js.values import to_string, truthy
 from ..state import PrunerState, ToolCallRecord
 from .base import ToolResult, ToolSpec
@@ -67,8 +70,9 @@ QUERY_TOOL = ToolSpec(
 )
 """Registration of ``context_tree_query`` (spec 06 A.1)."""
 
-_PAGE = re.compile(r"^(.+)#([1-9][0-9]{0,8})$")
-"""``<ref>#<line>``: a part of an output, from a 1-based line on (paging)."""
+_PAGE = re.compile(r"^(.+)#([1-9][0-9]{0,8})(?:\.([1-9][0-9]{0,9}))?$")
+"""``<ref>#<line>`` or ``<ref>#<line>.<column>``: a part of an output, from a 1-based line
+(and column) on (paging)."""
 
 _NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
 _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
@@ -138,9 +142,9 @@ class ContextTreeQuery:
             if not records:
                 page = self._page(id_)
                 if page is not None:
-                    record, first_line = page
+                    record, start = page
                     results[id_] = record
-                    blocks.append(self._block(id_, record, False, first_line))
+                    blocks.append(self._block(id_, record, False, start))
                     continue
                 blocks.append(f"## toolRef: {id_}\n{_NOT_FOUND}")
                 continue
@@ -152,15 +156,20 @@ class ContextTreeQuery:
                 blocks.append(self._block(label, record, several and stamp is None))
         return ToolResult("\n\n---\n\n".join(blocks), {"results": results})
 
-    def _page(self, id_: str) -> Optional[tuple[ToolCallRecord, int]]:
-        """``<ref>#<line>`` naming one record: that record and the line (paging only)."""
+    def _page(self, id_: str) -> Optional[tuple[ToolCallRecord, tuple[int, int]]]:
+        """``<ref>#<line>[.<column>]`` naming one record: that record and where its part
+        starts (paging only)."""
         match = _PAGE.match(id_) if self.paging and not self.full else None
         if match is None:
             return None
         records = self.state.records_for_id(match.group(1))
-        return (records[0], int(match.group(2))) if len(records) == 1 else None
+        if len(records) != 1:
+            return None
+        return records[0], (int(match.group(2)), int(match.group(3) or 1))
 
-    def _block(self, label: str, record: ToolCallRecord, legacy: bool, first_line: int = 1) -> str:
+    def _block(
+        self, label: str, record: ToolCallRecord, legacy: bool, start: tuple[int, int] = (1, 1)
+    ) -> str:
         header = [f"## toolRef: {label}"]
         if legacy:
             header.append("Occurrence: legacy (no resultTimestamp)")
@@ -172,41 +181,58 @@ class ContextTreeQuery:
             f"Turn: {_field(record, 'turnIndex')}",
             "",
         ]
-        raw, refused, total_lines = self._raw(record, whole=first_line > 1)
+        # A part, and with paging a first part too (its first line may be longer than what a
+        # head read holds), reads the whole output.
+        raw, refused, total_lines = self._raw(record, whole=self.paging or start != (1, 1))
         if self.full:
             body = raw
-        elif first_line > 1:
-            body = self._part(label, raw, first_line)
+        elif start != (1, 1):
+            body = self._part(label, raw, *start)
         else:
             cut = truncate_head(raw, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
             body = cut.content
             if cut.truncated:
                 total = cut.total_lines if total_lines is None else total_lines
-                body += f"\n[Output truncated: {cut.output_lines}/{total} lines shown]"
-                if self.paging and cut.output_lines:
-                    body += _next_note(label, cut.output_lines + 1, total)
+                note = f"\n[Output truncated: {cut.output_lines}/{total} lines shown]"
+                if not self.paging:
+                    body += note
+                elif cut.output_lines:
+                    body += note + _next_note(_base_ref(label), cut.output_lines + 1, total)
+                else:
+                    piece = _line_piece(raw)
+                    body = piece + note + _continue_note(_base_ref(label), 1, len(piece) + 1)
         if refused is not None:
             body += f"\n[Spill file not read: {refused}]"
         return "\n".join(header) + "\n" + body
 
-    def _part(self, label: str, raw: str, first_line: int) -> str:
-        """The output from 1-based line ``first_line`` on, cut as a first part is, with a note
-        saying which lines it holds and the ref of the next part."""
-        base = _PAGE.match(label)
-        ref = base.group(1) if base is not None else label
+    def _part(self, label: str, raw: str, first_line: int, column: int) -> str:
+        """The output from 1-based line ``first_line`` (and ``column``) on, cut as a first
+        part is, with a note saying what it holds and the ref of the next part."""
+        ref = _base_ref(label)
         starts = _line_starts(raw)
         total = len(starts)
         if first_line > total:
             return f"[No line {first_line}: the output has {total} lines]"
-        rest = raw[starts[first_line - 1] :]
+        begin = starts[first_line - 1]
+        line_end = raw.find("\n", begin)
+        width = (len(raw) if line_end < 0 else line_end) - begin
+        if column > max(width, 1):
+            return f"[No column {column} in line {first_line}: it has {width} characters]"
+        rest = raw[begin + column - 1 :]
         cut = truncate_head(rest, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
         if not cut.truncated:
             return rest
+        where = f"line {first_line}" + (f" from column {column}" if column > 1 else "")
+        if not cut.output_lines:
+            piece = _line_piece(rest)
+            return (
+                piece
+                + f"\n[Output part: {where}, {len(piece)} characters shown]"
+                + _continue_note(ref, first_line, column + len(piece))
+            )
         last = first_line + cut.output_lines - 1
-        note = f"\n[Output part: lines {first_line}-{last} of {total} shown]"
-        if cut.output_lines:
-            note += _next_note(ref, last + 1, total)
-        return cut.content + note
+        note = f"\n[Output part: {where} to line {last} of {total} shown]"
+        return cut.content + note + _next_note(ref, last + 1, total)
 
     def _raw(
         self, record: ToolCallRecord, *, whole: bool = False
@@ -241,6 +267,35 @@ def _next_note(ref: str, line: int, total: int) -> str:
         f"\n[Next part (lines {line}-{total}): context_tree_query with ref `{ref}#{line}`; "
         "the parts joined with one line break are the whole output]"
     )
+
+
+def _base_ref(label: str) -> str:
+    """The ref a part's label (``<ref>#<line>[.<column>]``) is a part of."""
+    base = _PAGE.match(label)
+    return base.group(1) if base is not None else label
+
+
+def _continue_note(ref: str, line: int, column: int) -> str:
+    return (
+        f"\n[Next part (line {line} from column {column}): context_tree_query with ref "
+        f"`{ref}#{line}.{column}`; it continues the same line: join it to this part without "
+        "a line break]"
+    )
+
+
+def _line_piece(text: str) -> str:
+    """The longest start of ``text``'s first line within a part's byte budget (that line is
+    longer than the budget)."""
+    end = text.find("\n")
+    line = text if end < 0 else text[:end]
+    low, high = 1, min(len(line), DEFAULT_MAX_BYTES)  # a character is at least one byte
+    while low < high:
+        middle = (low + high + 1) // 2
+        if utf8_len(line[:middle]) <= DEFAULT_MAX_BYTES:
+            low = middle
+        else:
+            high = middle - 1
+    return line[:low]
 
 
 def _line_starts(text: str) -> list[int]:
