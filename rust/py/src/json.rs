@@ -21,7 +21,7 @@ use pi_condense_core::json::{
     self, array_index, array_index_units, escape, fixed_width, js_key_order, write, write::Mark,
     JsonWriter, NumberLens, MAX_DEPTH,
 };
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -119,6 +119,12 @@ impl Text {
 unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
     // SAFETY: the caller upholds this function's `# Safety` contract.
     unsafe {
+        // A lone surrogate is found from the code units: CPython's UTF-8 encoder would build
+        // (and this would clear) a `UnicodeEncodeError`, whose allocation may run the cyclic
+        // collector and finalizers while the caller borrows.
+        if crate::cpython::has_lone_surrogate(obj) {
+            return Ok(Text::Units(code_units(py, obj)?));
+        }
         #[cfg(not(windows))]
         {
             let mut size: ffi::Py_ssize_t = 0;
@@ -142,11 +148,7 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
                 });
             }
         }
-        let err = PyErr::fetch(py);
-        if !err.is_instance_of::<PyUnicodeEncodeError>(py) {
-            return Err(err);
-        }
-        Ok(Text::Units(code_units(py, obj)?))
+        Err(PyErr::fetch(py))
     }
 }
 
@@ -277,16 +279,10 @@ unsafe fn int_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number
             // Round to the nearest double, ties to even, as float(i) and JS do.
             return Ok(Number::Double(value as f64));
         }
-        let x = ffi::PyLong_AsDouble(obj);
-        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-            let err = PyErr::fetch(py);
-            if err.is_instance_of::<PyOverflowError>(py) {
-                // Beyond the double range: JS reads such a literal as +-Infinity.
-                return Ok(Number::Double(f64::INFINITY * f64::from(overflow.signum())));
-            }
-            return Err(err);
-        }
-        Ok(Number::Double(x))
+        // Beyond the double range: +-Infinity, told from the digits (nothing raised).
+        Ok(Number::Double(crate::jsread::big_int_to_double(
+            py, obj, overflow,
+        )?))
     }
 }
 

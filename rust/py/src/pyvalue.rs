@@ -7,13 +7,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 /// A Python `str` as a [`JsStr`]: its lossy text, plus its exact bytes when it holds lone
-/// surrogates (encoded in C with `surrogatepass`: a subclass's `encode` is not run).
+/// surrogates (from its code points: a subclass's `encode` is not run, nothing is raised).
 pub(crate) fn js_str_of(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
-    if let Ok(text) = s.to_cow() {
+    if let Some(text) = crate::cpython::str_cow(s) {
         return Ok(JsStr::new(text.into_owned()));
     }
-    let encoded = crate::jsread::encode_surrogatepass(s, pyo3::ffi::c_str!("utf-8"))?;
-    Ok(JsStr::from_wtf8(encoded.as_bytes()))
+    Ok(JsStr::from_wtf8(&crate::cpython::wtf8_of(s)))
 }
 
 /// Generalized UTF-8 (lone surrogates as 3-byte sequences) as a Python `str`.
