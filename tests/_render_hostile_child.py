@@ -71,8 +71,21 @@ class HostileKey(str):
         return 7  # every such key collides with the others
 
 
+class Collider(str):
+    """A key that collides with ``"content"`` and ``"arguments"``: a hash lookup of either
+    (or a copy of the dict) would compare it with its ``__eq__``."""
+
+    def __eq__(self, other: object) -> bool:
+        _free_everything()
+        return str.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        return hash(str(self)[1:])
+
+
 def session(n: int, hooks: bool) -> list[Any]:
-    """``n`` answered calls; every string is a fresh object (freed with its message)."""
+    """``n`` answered calls, every fourth an error; every string is a fresh object (freed
+    with its message)."""
     messages: list[Any] = []
     for i in range(n):
         cid = "call-" + "q" * 30 + str(i)
@@ -80,7 +93,12 @@ def session(n: int, hooks: bool) -> list[Any]:
         assistant: dict[Any, Any] = {
             "role": "assistant",
             "content": [
-                {"type": "toolCall", "id": "".join(cid), "name": "read", "arguments": {}},
+                {
+                    "type": "toolCall",
+                    "id": "".join(cid),
+                    "name": "read",
+                    "arguments": {"path": "p" * 600 + str(i)},
+                },
                 {"type": "thinking", "thinking": "t" * 10},
             ],
             "timestamp": HostileFloat(1001.0 + i) if hooks else 1001 + i,
@@ -88,6 +106,10 @@ def session(n: int, hooks: bool) -> list[Any]:
         if hooks:
             assistant[HostileKey("extra")] = "x"
             assistant[HostileKey("more")] = "y"
+            # First in their dicts: a lookup of the real key meets them first.
+            assistant = {Collider("_content"): "c", **assistant}
+            call = assistant["content"][0]
+            assistant["content"][0] = {Collider("_arguments"): "a", **call}
         messages += [
             {"role": "user", "content": "u" + str(i), "timestamp": ts},
             assistant,
@@ -96,7 +118,7 @@ def session(n: int, hooks: bool) -> list[Any]:
                 "toolCallId": (cid + "!")[:-1],
                 "toolName": "read",
                 "content": [{"type": "text", "text": "r" * 50 + str(i)}],
-                "isError": False,
+                "isError": i % 4 == 1,  # errored calls: their arguments are purged
                 "timestamp": 1002 + i,
             },
         ]

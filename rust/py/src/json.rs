@@ -1251,8 +1251,12 @@ fn encode_with<'py, T>(
     finish: impl FnOnce(Python<'py>, &[u8]) -> PyResult<T>,
 ) -> PyResult<T> {
     let py = value.py();
+    let _paused = crate::cpython::GcPaused::new();
     let mut w = JsonWriter::from_buffer(indent_width(indent), BUFFER.with(Cell::take));
-    // SAFETY: `value` is alive for the call and the GIL is held.
+    // SAFETY: `value` is alive for the call (the caller's argument reference) and the GIL is
+    // held; the members the walk borrows are owned by their containers, which nothing
+    // changes: the collector is paused and the walk calls no Python code (no method of a
+    // value is called, nothing is raised and cleared), so no finalizer or thread runs.
     let written = unsafe { encode(py, &mut w, value.as_ptr()) };
     let result = written.and_then(|()| finish(py, w.as_bytes()));
     let buffer = w.into_buffer();
@@ -1285,12 +1289,14 @@ fn stringify_bytes<'py>(
 /// `JSON.stringify(value).length` in UTF-16 code units, without building the text.
 #[pyfunction]
 fn stringify_len(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let _paused = crate::cpython::GcPaused::new();
     stringify_len_of(value)
 }
 
 /// JS `s.length`: UTF-16 code units.
 #[pyfunction]
 fn utf16_len(s: &Bound<'_, PyString>) -> PyResult<usize> {
+    let _paused = crate::cpython::GcPaused::new();
     // SAFETY: `s` is a live str and the GIL is held.
     let text = unsafe { read_text(s.py(), s.as_ptr())? };
     Ok(match text.view() {
@@ -1302,6 +1308,7 @@ fn utf16_len(s: &Bound<'_, PyString>) -> PyResult<usize> {
 /// `Buffer.byteLength(s, "utf8")`: a lone surrogate counts 3 bytes (U+FFFD).
 #[pyfunction]
 fn utf8_len(s: &Bound<'_, PyString>) -> PyResult<usize> {
+    let _paused = crate::cpython::GcPaused::new();
     // SAFETY: `s` is a live str and the GIL is held.
     let text = unsafe { read_text(s.py(), s.as_ptr())? };
     Ok(match text.view() {
