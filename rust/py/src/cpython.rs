@@ -401,7 +401,7 @@ impl DictMembers {
         } else {
             None
         };
-        // SAFETY: the caller's contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { Self::with_table(dict, pos, table) }
     }
 
@@ -536,7 +536,7 @@ unsafe fn str_header(data_at: usize, obj: Obj) -> Option<(u32, usize)> {
 /// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
 #[inline(always)]
 unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
     if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
         return None;
@@ -577,7 +577,7 @@ pub enum StrChars<'a> {
 #[inline(always)]
 pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
     let layout = Layout::get();
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
     if state & STR_COMPACT_ASCII == STR_COMPACT_ASCII {
         // SAFETY: the state says compact ASCII, of the verified layout.
@@ -653,11 +653,11 @@ pub unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
 /// alive (the caller picks `'a` accordingly).
 #[inline]
 pub unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     if let Some(text) = unsafe { ascii_text(Layout::get(), obj) } {
         return Some(text);
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { str_utf8_api(obj) }
 }
 
@@ -680,7 +680,8 @@ pub fn str_cow<'a>(s: &'a Bound<'_, PyString>) -> Option<std::borrow::Cow<'a, st
 
 /// Whether a `str` (or str subclass) holds a lone surrogate, read from its code units:
 /// in place for an exact compact str (only 2 and 4-byte kinds can hold one), else from a
-/// copy of its code points ([`code_points`]). Runs no Python code, raises nothing, allocates no Python object.
+/// copy of its code points ([`code_points`]). Runs no Python code, raises nothing,
+/// allocates no Python object.
 ///
 /// # Safety
 /// `obj` must be a live `str` object and the GIL held.
@@ -691,7 +692,7 @@ pub unsafe fn has_lone_surrogate(obj: Obj) -> bool {
         Some(StrChars::Ascii(_) | StrChars::Latin1(_)) => false,
         Some(StrChars::Bmp(units)) => units.iter().any(|&u| surrogate(u32::from(u))),
         Some(StrChars::CodePoints(points)) => points.iter().any(|&c| surrogate(c)),
-        // SAFETY: the caller's contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         None => unsafe { code_points_of(obj) }.iter().any(|&c| surrogate(c)),
     }
 }

@@ -91,39 +91,40 @@ pub fn present(value: Option<Obj>) -> Option<Obj> {
 // # Safety (every `unsafe fn` below)
 // Object arguments must be live objects and the GIL held; returned borrowed references are
 // valid while the container they were read from holds them, and returned text while the
-// object it was read from is alive.
+// object it was read from is alive. Callers meet this by the borrow rule (lib.rs): every
+// object is reached from a root the native call owns, and no Python code runs meanwhile.
 
 #[inline(always)]
 pub(crate) unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { ffi::Py_TYPE(obj) == ty }
 }
 
 /// A `str` or str subclass.
 #[inline]
 pub(crate) unsafe fn is_str(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0 }
 }
 
 /// A `dict` or dict subclass.
 #[inline]
 pub(crate) unsafe fn is_dict(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0 }
 }
 
 /// A `list` or list subclass.
 #[inline]
 pub(crate) unsafe fn is_list(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
 }
 
 /// A `tuple` or tuple subclass.
 #[inline]
 unsafe fn is_tuple(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { ffi::PyTuple_Check(obj) != 0 }
 }
 
@@ -131,7 +132,7 @@ unsafe fn is_tuple(obj: Obj) -> bool {
 
 /// `list[i]` (borrowed; `None` past the end).
 pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let index = ffi::Py_ssize_t::try_from(i).ok()?;
         if index >= ffi::PyList_Size(list) {
@@ -147,7 +148,7 @@ pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
 /// # Safety
 /// `list` must be a live list, the GIL held, and the list not changed while iterating.
 pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract (no Python code runs
+    // SAFETY: `# Safety` above (the borrow rule, lib.rs: no Python code runs
     // while iterating, so the in-place item array stays valid).
     unsafe {
         let slice = list_slice(list);
@@ -189,7 +190,7 @@ fn surrogate_text(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
 ///
 /// `owned` copies the text (the caller cannot keep the object alive for `'a`).
 pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         match borrowed_utf8(obj) {
             Some(text) if owned => Cow::Owned(text.to_owned()),
@@ -212,7 +213,7 @@ pub fn text(s: &Bound<'_, PyString>) -> String {
 /// `value === expected` for a str value (no match for a str holding lone surrogates).
 #[inline]
 pub(crate) unsafe fn str_is(value: Option<Obj>, expected: &str) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
     }
@@ -347,7 +348,7 @@ pub fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
 
 /// A message timestamp: absent, a number, or something else.
 pub(crate) unsafe fn timestamp(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         Ok(match present(value) {
             None => Ts::Absent,
@@ -374,7 +375,7 @@ pub(crate) unsafe fn js_id<'a>(
     value: Option<Obj>,
     owned: bool,
 ) -> PyResult<CowId<'a>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let Some(value) = present(value) else {
             return Ok(JsIdOf::Undefined);
@@ -416,7 +417,7 @@ pub fn js_id_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<pi_condense_cor
 
 /// The role a message's `role` value names (`Other` for anything else).
 pub(crate) unsafe fn role(value: Option<Obj>) -> Role {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let Some(value) = present(value).filter(|v| is_str(*v)) else {
             return Role::Other;
@@ -489,7 +490,7 @@ unsafe fn push_js_string(
     path: &mut Vec<Obj>,
     out: &mut JsBuf,
 ) -> PyResult<()> {
-    // SAFETY: the caller upholds this function's `# Safety` contract; every item read is
+    // SAFETY: `# Safety` above (the borrow rule, lib.rs); every item read is
     // taken as a new reference before anything else is read.
     unsafe {
         if is_absent(obj) {
@@ -625,7 +626,7 @@ const NO_FIELD: u8 = u8::MAX;
 /// `key` must be a live object and the GIL held; the text is valid while the key is alive.
 #[inline(always)]
 unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         if is_str(key) {
             borrowed_utf8(key)
@@ -718,7 +719,7 @@ impl<'py> Keys<'py> {
     ) -> [Option<Obj>; N] {
         let mut found = [None; N];
         let mut pos = 0;
-        // SAFETY: the caller's contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { self.scan(dict, &mut pos, &fields, &mut found, u32::MAX) };
         found
     }
@@ -774,7 +775,7 @@ impl<'py> Keys<'py> {
     /// `dict` must be a live dict and the GIL held.
     #[inline]
     pub(crate) unsafe fn get(&self, dict: Obj, key: K) -> Option<Obj> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         let [found] = unsafe { self.fields_of(dict, [key]) };
         present(found)
     }
@@ -784,7 +785,7 @@ impl<'py> Keys<'py> {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     pub(crate) unsafe fn get_of(&self, obj: Obj, key: K) -> Option<Obj> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if is_dict(obj) {
                 self.get(obj, key)

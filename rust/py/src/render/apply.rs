@@ -106,7 +106,8 @@ enum Part<'py> {
 impl<'py> Writer<'_, 'py> {
     /// Borrowed input message `i`.
     fn message(&self, i: usize) -> Option<Obj> {
-        // SAFETY: the list is alive and the GIL is held.
+        // SAFETY: the list (`render`'s snapshot, owned for the whole call) is alive and the
+        // GIL is held.
         unsafe { list_item(self.messages.as_ptr(), i) }
     }
 
@@ -389,7 +390,7 @@ pub(super) fn apply<'py>(
     // decision), so they are requested a few slots ahead.
     let ahead_header = |pos: usize| {
         if let Some(Item::Keep(i)) = items.get(pos + KEEP_AHEAD) {
-            // SAFETY: the input list is alive and the GIL is held.
+            // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive, GIL held.
             if let Some(message) = unsafe { list_item(messages.as_ptr(), *i) } {
                 prefetch(message);
             }
@@ -400,7 +401,7 @@ pub(super) fn apply<'py>(
         let mut keep_as = None;
         if let (Some((outputs, released)), false) = (reuse.as_mut(), matches!(item, Item::Keep(_)))
         {
-            // SAFETY: the input list is alive and the GIL is held.
+            // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive, GIL held.
             match unsafe { outputs.find(py, messages.as_ptr(), index, item, released) } {
                 Ok((message, len)) => {
                     out_lens.push(len);
@@ -461,8 +462,8 @@ pub(super) fn build<'py>(
     {
         let message: Obj = match item {
             Item::Keep(i) => {
-                // SAFETY: the input list is alive and the GIL is held; the borrowed item
-                // gets its own reference for the output list.
+                // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive,
+                // GIL held; the borrowed item gets its own reference for the output list.
                 let Some(message) = (unsafe { list_item(messages.as_ptr(), *i) }) else {
                     return Err(PyValueError::new_err(
                         "the message list changed during render",

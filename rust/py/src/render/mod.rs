@@ -126,7 +126,7 @@ fn render<'py>(
     // until the views are dropped.
     let resume_from;
     let (plan, measured) = {
-        // SAFETY: the list is alive (the caller holds it) and the GIL is held; see above for
+        // SAFETY: the snapshot is alive (owned here) and the GIL is held; see above for
         // the lifetime of the borrowed strings.
         let extracted = unsafe {
             extract(
@@ -170,9 +170,9 @@ fn render<'py>(
         }
         if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens) {
             if guard.0.frozen {
-                // SAFETY: the list is alive and the GIL held; these are the views `extract`
-                // read of this list, the first `lent` of them lent by the memo and only read
-                // by the decision.
+                // SAFETY: the snapshot is alive (owned here) and the GIL held; these are the
+                // views `extract` read of this list, the first `lent` of them lent by the memo
+                // and only read by the decision.
                 unsafe {
                     let items: Vec<Obj> = list_items(messages.as_ptr()).collect();
                     guard
@@ -195,7 +195,7 @@ fn render<'py>(
         if let Some(guard) = memo_guard.as_mut() {
             guard.0.drop_outputs(); // none of them handed out
             if let Some(core) = resume_from {
-                // SAFETY: the list is alive and the GIL is held.
+                // SAFETY: the snapshot is alive (owned here) and the GIL is held.
                 let cont = unsafe {
                     let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
                     resume::Continuation::new(core, &index, &options, &inputs, None, None)
@@ -228,7 +228,7 @@ fn render<'py>(
     if let Some(guard) = memo_guard.as_mut() {
         guard.0.outputs_measured(&out_lens);
         if let Some(core) = resume_from {
-            // SAFETY: the list is alive and the GIL is held.
+            // SAFETY: the snapshot is alive (owned here) and the GIL is held.
             let cont = unsafe {
                 let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
                 resume::Continuation::new(
