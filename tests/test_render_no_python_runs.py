@@ -25,8 +25,10 @@ import pytest
 CHILD = Path(__file__).resolve().parent / "_render_hostile_child.py"
 
 
-def run_child(scenario: str, trigger: str, *extra: str) -> dict[str, Any]:
+def run_child(scenario: str, trigger: str, *extra: str, layout: str = "") -> dict[str, Any]:
     env = dict(os.environ, PYTHONMALLOC="debug", PYTHONFAULTHANDLER="1")
+    if layout:
+        env["PI_CONDENSE_LAYOUT"] = layout
     proc = subprocess.run(
         [sys.executable, str(CHILD), scenario, trigger, *extra],
         env=env,
@@ -41,11 +43,24 @@ def run_child(scenario: str, trigger: str, *extra: str) -> dict[str, Any]:
     return result
 
 
+SCENARIOS = ["finalizer", "thread", "hooks"]
+
+
 @pytest.mark.parametrize("trigger", ["surrogate", "bigint", "both"])
-@pytest.mark.parametrize("scenario", ["finalizer", "thread", "hooks"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_render_runs_no_python_code_while_it_borrows(scenario: str, trigger: str) -> None:
-    got = run_child(scenario, trigger)
-    expected = run_child(scenario, trigger, "unarmed")
+    check(scenario, trigger)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_with_the_layout_reads_off_too(scenario: str) -> None:
+    """Every str and list read through the C API (``PI_CONDENSE_LAYOUT=off``)."""
+    check(scenario, "both", layout="off")
+
+
+def check(scenario: str, trigger: str, layout: str = "") -> None:
+    got = run_child(scenario, trigger, layout=layout)
+    expected = run_child(scenario, trigger, "unarmed", layout=layout)
     assert got["fired"] == 0, "Python code ran during the render"
     assert got["pruned"]
     assert got["messages"] == expected["messages"]
