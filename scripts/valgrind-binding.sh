@@ -78,6 +78,10 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])')"
+if [ -z "$tests" ]; then
+    echo "valgrind: no Rust test binary of pi-condense-py was built" >&2
+    exit 1
+fi
 for test in $tests; do
     PYTHONMALLOC=malloc "${memcheck[@]}" --log-file="$work/valgrind.log" "$test" --quiet --test-threads=1 || {
         status=$?
