@@ -401,7 +401,7 @@ impl DictMembers {
         } else {
             None
         };
-        // SAFETY: the caller's contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { Self::with_table(dict, pos, table) }
     }
 
@@ -536,7 +536,7 @@ unsafe fn str_header(data_at: usize, obj: Obj) -> Option<(u32, usize)> {
 /// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
 #[inline(always)]
 unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
     if state & STR_COMPACT_ASCII != STR_COMPACT_ASCII {
         return None;
@@ -577,7 +577,7 @@ pub enum StrChars<'a> {
 #[inline(always)]
 pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
     let layout = Layout::get();
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     let (state, length) = unsafe { str_header(layout.ascii_data, obj) }?;
     if state & STR_COMPACT_ASCII == STR_COMPACT_ASCII {
         // SAFETY: the state says compact ASCII, of the verified layout.
@@ -643,20 +643,113 @@ pub unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
 
 /// The UTF-8 text of a `str` (or str subclass) object, borrowed from the object, when
 /// CPython can hand it out without a copy; `None` otherwise (a string holding lone
-/// surrogates, or a platform without the call), with no Python error left set. Runs no
-/// Python code.
+/// surrogates, or a platform without the call). Runs no Python code and raises nothing: a
+/// lone surrogate is found from the str's code units ([`has_lone_surrogate`]) before
+/// CPython is asked for UTF-8 (which would build a `UnicodeEncodeError`, a GC-tracked object
+/// whose allocation may start the cyclic collector and with it any finalizer).
 ///
 /// # Safety
 /// `obj` must be a live `str` object and the GIL held; the text is valid while `obj` is
 /// alive (the caller picks `'a` accordingly).
 #[inline]
 pub unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     if let Some(text) = unsafe { ascii_text(Layout::get(), obj) } {
         return Some(text);
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { str_utf8_api(obj) }
+}
+
+/// [`str_utf8`] of an owned str: its text, or `None` when it holds lone surrogates (no
+/// Python error is raised, unlike `PyString::to_cow`).
+pub fn str_cow<'a>(s: &'a Bound<'_, PyString>) -> Option<std::borrow::Cow<'a, str>> {
+    // SAFETY: `s` is alive for `'a` (borrowed for it) and the GIL is held (a `Bound`).
+    if let Some(text) = unsafe { str_utf8(s.as_ptr()) } {
+        return Some(std::borrow::Cow::Borrowed(text));
+    }
+    #[cfg(windows)]
+    {
+        // SAFETY: as above.
+        if !unsafe { has_lone_surrogate(s.as_ptr()) } {
+            return s.to_cow().ok();
+        }
+    }
+    None
+}
+
+/// Whether a `str` (or str subclass) holds a lone surrogate, read from its code units:
+/// in place for an exact compact str (only 2 and 4-byte kinds can hold one), else from a
+/// copy of its code points ([`code_points`]). Runs no Python code, raises nothing,
+/// allocates no Python object.
+///
+/// # Safety
+/// `obj` must be a live `str` object and the GIL held.
+pub unsafe fn has_lone_surrogate(obj: Obj) -> bool {
+    let surrogate = |c: u32| (0xD800..=0xDFFF).contains(&c);
+    // SAFETY: the caller's contract; the slices live while `obj` does (this call).
+    match unsafe { str_chars(obj) } {
+        Some(StrChars::Ascii(_) | StrChars::Latin1(_)) => false,
+        Some(StrChars::Bmp(units)) => units.iter().any(|&u| surrogate(u32::from(u))),
+        Some(StrChars::CodePoints(points)) => points.iter().any(|&c| surrogate(c)),
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
+        None => unsafe { code_points_of(obj) }.iter().any(|&c| surrogate(c)),
+    }
+}
+
+/// The code points of a `str` (or str subclass), lone surrogates kept: a copy made in C
+/// (`PyUnicode_AsUCS4` into a buffer of the str's own length: it cannot fail, no codec is
+/// looked up, nothing is raised, no Python code runs).
+pub fn code_points(s: &Bound<'_, PyString>) -> Vec<u32> {
+    // SAFETY: `s` is a live str and the GIL is held (a `Bound`).
+    unsafe { code_points_of(s.as_ptr()) }
+}
+
+/// [`code_points`] of a borrowed str.
+///
+/// # Safety
+/// `obj` must be a live `str` object and the GIL held.
+unsafe fn code_points_of(obj: Obj) -> Vec<u32> {
+    // SAFETY: `obj` is a live str (the caller's contract): its length is read in C.
+    let length = unsafe { ffi::PyUnicode_GetLength(obj) };
+    let Ok(len) = usize::try_from(length) else {
+        return Vec::new();
+    };
+    let mut points = vec![0u32; len + 1];
+    // SAFETY: `points` (owned here) holds the str's length plus the NUL: the copy cannot
+    // fail; `obj` is live.
+    let copied = unsafe { ffi::PyUnicode_AsUCS4(obj, points.as_mut_ptr(), length + 1, 1) };
+    if copied.is_null() {
+        return Vec::new();
+    }
+    points.truncate(len);
+    points
+}
+
+/// The generalized UTF-8 of a `str` (each code point on its own, a lone surrogate as its
+/// 3-byte form: what `encode("utf-8", "surrogatepass")` gives), made in Rust from
+/// [`code_points`].
+pub fn wtf8_of(s: &Bound<'_, PyString>) -> Vec<u8> {
+    let points = code_points(s);
+    let mut out = Vec::with_capacity(points.len() + 8);
+    for c in points {
+        match c {
+            0..=0x7F => out.push(c as u8),
+            0x80..=0x7FF => out.extend([0xC0 | (c >> 6) as u8, 0x80 | (c & 0x3F) as u8]),
+            0x800..=0xFFFF => out.extend([
+                0xE0 | (c >> 12) as u8,
+                0x80 | ((c >> 6) & 0x3F) as u8,
+                0x80 | (c & 0x3F) as u8,
+            ]),
+            _ => out.extend([
+                0xF0 | (c >> 18) as u8,
+                0x80 | ((c >> 12) & 0x3F) as u8,
+                0x80 | ((c >> 6) & 0x3F) as u8,
+                0x80 | (c & 0x3F) as u8,
+            ]),
+        }
+    }
+    out
 }
 
 /// [`str_utf8`] through the C API.
@@ -666,9 +759,14 @@ pub unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
 unsafe fn str_utf8_api<'a>(obj: Obj) -> Option<&'a str> {
     #[cfg(not(windows))]
     {
+        // SAFETY: `obj` is a live str and the GIL held (the caller's contract).
+        if unsafe { has_lone_surrogate(obj) } {
+            return None;
+        }
         let mut size: ffi::Py_ssize_t = 0;
-        // SAFETY: `obj` is a live str and the GIL held; the UTF-8 CPython hands out
-        // lives as long as the str.
+        // SAFETY: `obj` is a live str without lone surrogates and the GIL held: CPython
+        // encodes it without error (out of memory aside: its preallocated `MemoryError` is
+        // cleared, nothing is collected) and the UTF-8 it hands out lives as long as the str.
         unsafe {
             let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
             if data.is_null() {
@@ -738,4 +836,29 @@ pub fn features(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
     features.set_item("prefetch", layout.prefetch)?;
     features.set_item("dict_entries", layout.dict_entries)?;
     Ok(features)
+}
+
+/// The cyclic garbage collector paused for the life of the guard (a whole native call that
+/// borrows from Python objects): a collection runs finalizers, Python code that could free
+/// or change what a borrowed view points into, or let another thread take the GIL and do
+/// so. Dropped on every way out (a return, an error, a panic unwinding to PyO3's boundary),
+/// it resumes the collector only if it was running. Pausing also spares the collector
+/// walking the thousands of young containers a render builds (it runs once, afterwards).
+pub(crate) struct GcPaused(bool);
+
+impl GcPaused {
+    pub(crate) fn new() -> Self {
+        // SAFETY: the GIL is held (every caller is a native call made with it); part of the
+        // stable ABI since 3.10.
+        GcPaused(unsafe { ffi::PyGC_Disable() } == 1)
+    }
+}
+
+impl Drop for GcPaused {
+    fn drop(&mut self) {
+        if self.0 {
+            // SAFETY: the GIL is still held (the guard lives inside the native call).
+            unsafe { ffi::PyGC_Enable() };
+        }
+    }
 }

@@ -21,7 +21,7 @@ use pi_condense_core::json::{
     self, array_index, array_index_units, escape, fixed_width, js_key_order, write, write::Mark,
     JsonWriter, NumberLens, MAX_DEPTH,
 };
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyUnicodeEncodeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -117,8 +117,14 @@ impl Text {
 /// # Safety
 /// `obj` must be a live `str` object and the GIL held.
 unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
+        // A lone surrogate is found from the code units: CPython's UTF-8 encoder would build
+        // (and this would clear) a `UnicodeEncodeError`, whose allocation may run the cyclic
+        // collector and finalizers while the caller borrows.
+        if crate::cpython::has_lone_surrogate(obj) {
+            return Ok(Text::Units(code_units(py, obj)?));
+        }
         #[cfg(not(windows))]
         {
             let mut size: ffi::Py_ssize_t = 0;
@@ -142,11 +148,7 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
                 });
             }
         }
-        let err = PyErr::fetch(py);
-        if !err.is_instance_of::<PyUnicodeEncodeError>(py) {
-            return Err(err);
-        }
-        Ok(Text::Units(code_units(py, obj)?))
+        Err(PyErr::fetch(py))
     }
 }
 
@@ -158,7 +160,7 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
 #[cold]
 #[inline(never)]
 unsafe fn str_len_via_api(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     Ok(unsafe { read_text(py, obj) }?.escaped_len())
 }
 
@@ -169,7 +171,7 @@ unsafe fn str_len_via_api(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<u
 #[cold]
 #[inline(never)]
 unsafe fn code_units(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Vec<u16>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let len = ffi::PyUnicode_GetLength(obj);
         if len < 0 {
@@ -204,7 +206,7 @@ enum Kind {
 /// `obj` must be a live object and the GIL held.
 #[inline(always)]
 unsafe fn kind(obj: *mut ffi::PyObject) -> Kind {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let ty = ffi::Py_TYPE(obj);
         if ty == addr_of_mut!(ffi::PyUnicode_Type) {
@@ -263,7 +265,7 @@ impl Number {
 /// # Safety
 /// `obj` must be a live `int` object and the GIL held.
 unsafe fn int_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let mut overflow: std::os::raw::c_int = 0;
         let value = ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow);
@@ -277,23 +279,17 @@ unsafe fn int_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number
             // Round to the nearest double, ties to even, as float(i) and JS do.
             return Ok(Number::Double(value as f64));
         }
-        let x = ffi::PyLong_AsDouble(obj);
-        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-            let err = PyErr::fetch(py);
-            if err.is_instance_of::<PyOverflowError>(py) {
-                // Beyond the double range: JS reads such a literal as +-Infinity.
-                return Ok(Number::Double(f64::INFINITY * f64::from(overflow.signum())));
-            }
-            return Err(err);
-        }
-        Ok(Number::Double(x))
+        // Beyond the double range: +-Infinity, told from the digits (nothing raised).
+        Ok(Number::Double(crate::jsread::big_int_to_double(
+            py, obj, overflow,
+        )?))
     }
 }
 
 /// # Safety
 /// `obj` must be a live `float` object and the GIL held.
 unsafe fn float_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let x = ffi::PyFloat_AsDouble(obj);
         if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
@@ -344,7 +340,7 @@ unsafe fn type_error(
 #[cold]
 #[inline(never)]
 unsafe fn unsupported(py: Python<'_>, obj: *mut ffi::PyObject) -> PyErr {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         type_error(py, obj, |name| {
             format!("Object of type {name} is not JSON serializable")
@@ -355,7 +351,7 @@ unsafe fn unsupported(py: Python<'_>, obj: *mut ffi::PyObject) -> PyErr {
 /// # Safety
 /// `key` must be a live object and the GIL held.
 unsafe fn read_key(py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<Text> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         if ffi::PyUnicode_Check(key) != 0 {
             read_text(py, key)
@@ -394,7 +390,7 @@ unsafe fn seq_item(
     is_list: bool,
     i: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         if is_list {
             ffi::PyList_GetItem(seq, i)
@@ -408,7 +404,7 @@ unsafe fn seq_item(
 /// `seq` must be a live list (when `is_list`) or tuple and the GIL held.
 #[inline]
 unsafe fn seq_len(seq: *mut ffi::PyObject, is_list: bool) -> ffi::Py_ssize_t {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         if is_list {
             ffi::PyList_Size(seq)
@@ -476,7 +472,7 @@ impl KeyOrder {
 #[cold]
 #[inline(never)]
 unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let mut members: Vec<(Text, *mut ffi::PyObject)> = Vec::new();
         let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
@@ -497,7 +493,7 @@ unsafe fn sorted_dict(py: Python<'_>, dict: *mut ffi::PyObject) -> PyResult<Open
 /// # Safety
 /// `key` must be a live object and the GIL held.
 unsafe fn key_index(py: Python<'_>, key: *mut ffi::PyObject) -> Option<u32> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { read_key(py, key) }
         .ok()
         .and_then(|text| text.array_index())
@@ -509,7 +505,7 @@ unsafe fn key_index(py: Python<'_>, key: *mut ffi::PyObject) -> Option<u32> {
 /// `dict` must be a live dict and the GIL held.
 #[cold]
 unsafe fn reorders(py: Python<'_>, dict: *mut ffi::PyObject) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let mut order = KeyOrder::default();
         let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
@@ -530,7 +526,7 @@ unsafe fn reorders(py: Python<'_>, dict: *mut ffi::PyObject) -> bool {
 /// # Safety
 /// `root` must be a live object and the GIL held.
 unsafe fn encode(py: Python<'_>, w: &mut JsonWriter, root: *mut ffi::PyObject) -> PyResult<()> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let mut stack: Vec<Open> = Vec::new();
         let mut pending = Some(root);
@@ -735,7 +731,7 @@ impl Measurer {
         dict: *mut ffi::PyObject,
         depth: u32,
     ) -> usize {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let mut members = Vec::new();
             let (mut pos, mut key, mut value) = (0, ptr::null_mut(), ptr::null_mut());
@@ -781,7 +777,7 @@ impl Measurer {
     /// `key` must be a live object and the GIL held.
     #[inline]
     unsafe fn key_len(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         Ok(unsafe { self.key_info(py, key) }? >> 1)
     }
 
@@ -798,7 +794,7 @@ impl Measurer {
                 return Ok(info);
             }
         }
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { self.key_info_missed(py, key, slot) }
     }
 
@@ -815,7 +811,7 @@ impl Measurer {
         key: *mut ffi::PyObject,
         slot: usize,
     ) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         let text = unsafe { read_key(py, key)? };
         let info = (text.escaped_len() + 1) << 1 | usize::from(text.array_index().is_some());
         if let Some(entry) = self.keys.get_mut(slot) {
@@ -863,7 +859,7 @@ impl Measurer {
     /// `obj` must be a live str and the GIL held.
     #[inline(always)]
     unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             Ok(match str_chars(obj) {
                 Some(StrChars::Ascii(text)) => escape::str_len(text),
@@ -891,7 +887,7 @@ impl Measurer {
         dict: *mut ffi::PyObject,
         depth: u32,
     ) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let base = self.steps.len();
             let mut count = 0usize;
@@ -943,7 +939,7 @@ impl Measurer {
         py: Python<'_>,
         root: *mut ffi::PyObject,
     ) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if self.trail.is_none() {
                 let mut lens = [0usize];
@@ -966,7 +962,7 @@ impl Measurer {
         root: *mut ffi::PyObject,
         depth: u32,
     ) -> PyResult<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             self.steps.clear();
             self.steps.push(Step::Value(root, depth));
@@ -986,7 +982,7 @@ impl Measurer {
         py: Python<'_>,
         root: *mut ffi::PyObject,
     ) -> PyResult<(usize, Option<Recorded>)> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             self.trail = Some(self.spare.take().unwrap_or_default());
             let len = self.len(py, root);
@@ -1016,7 +1012,7 @@ impl Measurer {
         list: *mut ffi::PyObject,
         then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
     ) -> PyResult<(Vec<usize>, Vec<Option<Recorded>>)> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             self.trail = Some(Trail::default());
             self.trails.clear();
@@ -1059,7 +1055,7 @@ impl Measurer {
         list: *mut ffi::PyObject,
         mut then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
     ) -> PyResult<Vec<usize>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let len = ffi::PyList_Size(list);
             if len < 0 {
@@ -1119,7 +1115,7 @@ impl Measurer {
         lens: &mut [usize],
         ended: &mut dyn FnMut(usize) -> PyResult<()>,
     ) -> PyResult<()> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let mut element_start = *total;
             while let Some(step) = self.steps.pop() {
@@ -1255,8 +1251,12 @@ fn encode_with<'py, T>(
     finish: impl FnOnce(Python<'py>, &[u8]) -> PyResult<T>,
 ) -> PyResult<T> {
     let py = value.py();
+    let _paused = crate::cpython::GcPaused::new();
     let mut w = JsonWriter::from_buffer(indent_width(indent), BUFFER.with(Cell::take));
-    // SAFETY: `value` is alive for the call and the GIL is held.
+    // SAFETY: `value` is alive for the call (the caller's argument reference) and the GIL is
+    // held; the members the walk borrows are owned by their containers, which nothing
+    // changes: the collector is paused and the walk calls no Python code (no method of a
+    // value is called, nothing is raised and cleared), so no finalizer or thread runs.
     let written = unsafe { encode(py, &mut w, value.as_ptr()) };
     let result = written.and_then(|()| finish(py, w.as_bytes()));
     let buffer = w.into_buffer();
@@ -1289,12 +1289,14 @@ fn stringify_bytes<'py>(
 /// `JSON.stringify(value).length` in UTF-16 code units, without building the text.
 #[pyfunction]
 fn stringify_len(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let _paused = crate::cpython::GcPaused::new();
     stringify_len_of(value)
 }
 
 /// JS `s.length`: UTF-16 code units.
 #[pyfunction]
 fn utf16_len(s: &Bound<'_, PyString>) -> PyResult<usize> {
+    let _paused = crate::cpython::GcPaused::new();
     // SAFETY: `s` is a live str and the GIL is held.
     let text = unsafe { read_text(s.py(), s.as_ptr())? };
     Ok(match text.view() {
@@ -1306,6 +1308,7 @@ fn utf16_len(s: &Bound<'_, PyString>) -> PyResult<usize> {
 /// `Buffer.byteLength(s, "utf8")`: a lone surrogate counts 3 bytes (U+FFFD).
 #[pyfunction]
 fn utf8_len(s: &Bound<'_, PyString>) -> PyResult<usize> {
+    let _paused = crate::cpython::GcPaused::new();
     // SAFETY: `s` is a live str and the GIL is held.
     let text = unsafe { read_text(s.py(), s.as_ptr())? };
     Ok(match text.view() {

@@ -24,11 +24,10 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use pi_condense_core::jsnum::format_number;
 use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::render::{CowId, JsIdOf, Role, Ts};
-use pyo3::exceptions::PyOverflowError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::PyString;
 
 use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8, DictMembers};
 
@@ -92,39 +91,40 @@ pub fn present(value: Option<Obj>) -> Option<Obj> {
 // # Safety (every `unsafe fn` below)
 // Object arguments must be live objects and the GIL held; returned borrowed references are
 // valid while the container they were read from holds them, and returned text while the
-// object it was read from is alive.
+// object it was read from is alive. Callers meet this by the borrow rule (lib.rs): every
+// object is reached from a root the native call owns, and no Python code runs meanwhile.
 
 #[inline(always)]
 pub(crate) unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { ffi::Py_TYPE(obj) == ty }
 }
 
 /// A `str` or str subclass.
 #[inline]
 pub(crate) unsafe fn is_str(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { type_is(obj, addr_of_mut!(ffi::PyUnicode_Type)) || ffi::PyUnicode_Check(obj) != 0 }
 }
 
 /// A `dict` or dict subclass.
 #[inline]
 pub(crate) unsafe fn is_dict(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { type_is(obj, addr_of_mut!(ffi::PyDict_Type)) || ffi::PyDict_Check(obj) != 0 }
 }
 
 /// A `list` or list subclass.
 #[inline]
 pub(crate) unsafe fn is_list(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { type_is(obj, addr_of_mut!(ffi::PyList_Type)) || ffi::PyList_Check(obj) != 0 }
 }
 
 /// A `tuple` or tuple subclass.
 #[inline]
 unsafe fn is_tuple(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe { ffi::PyTuple_Check(obj) != 0 }
 }
 
@@ -132,18 +132,14 @@ unsafe fn is_tuple(obj: Obj) -> bool {
 
 /// `list[i]` (borrowed; `None` past the end).
 pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let index = ffi::Py_ssize_t::try_from(i).ok()?;
         if index >= ffi::PyList_Size(list) {
             return None;
         }
         let item = ffi::PyList_GetItem(list, index);
-        if item.is_null() {
-            ffi::PyErr_Clear();
-            return None;
-        }
-        Some(item)
+        (!item.is_null()).then_some(item)
     }
 }
 
@@ -152,7 +148,7 @@ pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
 /// # Safety
 /// `list` must be a live list, the GIL held, and the list not changed while iterating.
 pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
-    // SAFETY: the caller upholds this function's `# Safety` contract (no Python code runs
+    // SAFETY: `# Safety` above (the borrow rule, lib.rs: no Python code runs
     // while iterating, so the in-place item array stays valid).
     unsafe {
         let slice = list_slice(list);
@@ -164,13 +160,13 @@ pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
             if let Some(items) = slice {
                 return items.get(i as usize).copied();
             }
-            let item = ffi::PyList_GetItem(list, i);
-            if item.is_null() {
-                ffi::PyErr_Clear();
-                None
-            } else {
-                Some(item)
+            // Bounds checked first: an index past the end would raise (and this clear) an
+            // `IndexError`.
+            if i >= ffi::PyList_Size(list) {
+                return None;
             }
+            let item = ffi::PyList_GetItem(list, i);
+            (!item.is_null()).then_some(item)
         })
     }
 }
@@ -184,31 +180,9 @@ pub(crate) fn text_is(text: &str, literal: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// `s.encode(encoding, "surrogatepass")` as a C call (`PyUnicode_AsEncodedString`): a str
-/// subclass's own `encode` (Python code) is never run.
-pub(crate) fn encode_surrogatepass<'py>(
-    s: &Bound<'py, PyString>,
-    encoding: &std::ffi::CStr,
-) -> PyResult<Bound<'py, PyBytes>> {
-    // SAFETY: `s` is a live str and the GIL is held; the arguments are NUL-terminated C
-    // strings, and the result is a new reference (or NULL with an error set).
-    let encoded = unsafe {
-        Bound::from_owned_ptr_or_err(
-            s.py(),
-            ffi::PyUnicode_AsEncodedString(
-                s.as_ptr(),
-                encoding.as_ptr(),
-                ffi::c_str!("surrogatepass").as_ptr(),
-            ),
-        )?
-    };
-    Ok(encoded.downcast_into::<PyBytes>()?)
-}
-
 /// The exact text of a `str` holding lone surrogates.
 fn surrogate_text(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
-    let encoded = encode_surrogatepass(s, ffi::c_str!("utf-8"))?;
-    Ok(JsStr::from_wtf8(encoded.as_bytes()))
+    Ok(JsStr::from_wtf8(&crate::cpython::wtf8_of(s)))
 }
 
 /// The UTF-8 text of a str, borrowed when CPython holds it; a str holding lone surrogates
@@ -216,7 +190,7 @@ fn surrogate_text(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
 ///
 /// `owned` copies the text (the caller cannot keep the object alive for `'a`).
 pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         match borrowed_utf8(obj) {
             Some(text) if owned => Cow::Owned(text.to_owned()),
@@ -239,7 +213,7 @@ pub fn text(s: &Bound<'_, PyString>) -> String {
 /// `value === expected` for a str value (no match for a str holding lone surrogates).
 #[inline]
 pub(crate) unsafe fn str_is(value: Option<Obj>, expected: &str) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         value.is_some_and(|v| is_str(v) && borrowed_utf8(v).is_some_and(|t| text_is(t, expected)))
     }
@@ -305,17 +279,65 @@ unsafe fn number_slow(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
             }
             return Ok(Some(small as f64));
         }
-        let x = ffi::PyLong_AsDouble(obj);
-        if x == -1.0 && !ffi::PyErr_Occurred().is_null() {
-            let err = PyErr::fetch(py);
-            if err.is_instance_of::<PyOverflowError>(py) {
-                // Beyond the double range: JS reads such a literal as +-Infinity.
-                return Ok(Some(f64::INFINITY * f64::from(overflow.signum())));
-            }
-            return Err(err);
-        }
-        Ok(Some(x))
+        Ok(Some(big_int_to_double(py, obj, overflow)?))
     }
+}
+
+/// An int beyond `long long` (`overflow`: its sign) rounded to the nearest double, or
+/// +-Infinity beyond the double range, as JS reads such a literal. The range is told from
+/// the int's digits before `PyLong_AsDouble` is called, so no `OverflowError` is ever
+/// built and cleared (an exception is a GC-tracked object: building one may start the
+/// cyclic collector, and with it finalizers, while the caller borrows).
+///
+/// # Safety
+/// `obj` must be a live `int` (or int subclass) object and the GIL held.
+#[cold]
+pub(crate) unsafe fn big_int_to_double(
+    py: Python<'_>,
+    obj: Obj,
+    overflow: std::os::raw::c_int,
+) -> PyResult<f64> {
+    // SAFETY: `obj` is live (the caller's contract); the int's own C slots read its digits
+    // whatever its type (a subclass's `__abs__` or `__rshift__` is never looked up) and
+    // return new exact ints (not GC-tracked), owned here.
+    let beyond = unsafe {
+        let abs = int_slot(ffi::Py_nb_absolute);
+        let rshift = int_slot(ffi::Py_nb_rshift);
+        let (Some(abs), Some(rshift)) = (abs, rshift) else {
+            return Err(PyErr::fetch(py));
+        };
+        let abs: ffi::unaryfunc = std::mem::transmute(abs);
+        let rshift: ffi::binaryfunc = std::mem::transmute(rshift);
+        let magnitude = Bound::from_owned_ptr_or_err(py, abs(obj))?;
+        // |x| rounds to a double beyond DBL_MAX = (2^53 - 1) * 2^971 exactly when
+        // |x| >= DBL_MAX + 2^970 (half an ulp; the tie goes to the even 2^1024), that is when
+        // |x| >> 970 >= 2^54 - 1.
+        let shift = Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromLong(970))?;
+        let top = Bound::from_owned_ptr_or_err(py, rshift(magnitude.as_ptr(), shift.as_ptr()))?;
+        let mut top_overflow: std::os::raw::c_int = 0;
+        let top = ffi::PyLong_AsLongLongAndOverflow(top.as_ptr(), &mut top_overflow);
+        top_overflow != 0 || top >= (1i64 << 54) - 1
+    };
+    if beyond {
+        return Ok(f64::INFINITY * f64::from(overflow.signum()));
+    }
+    // SAFETY: as above; within the double range the conversion cannot fail.
+    let x = unsafe { ffi::PyLong_AsDouble(obj) };
+    // SAFETY: the GIL is held.
+    if x == -1.0 && unsafe { !ffi::PyErr_Occurred().is_null() } {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(x)
+}
+
+/// `int`'s own implementation of a number slot (a C function of the static type).
+///
+/// # Safety
+/// The GIL must be held.
+unsafe fn int_slot(slot: std::os::raw::c_int) -> Option<*mut std::ffi::c_void> {
+    // SAFETY: `PyLong_Type` is a static type, which `PyType_GetSlot` reads since 3.10.
+    let f = unsafe { ffi::PyType_GetSlot(addr_of_mut!(ffi::PyLong_Type), slot) };
+    (!f.is_null()).then_some(f)
 }
 
 /// [`number`] of an owned value.
@@ -326,7 +348,7 @@ pub fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
 
 /// A message timestamp: absent, a number, or something else.
 pub(crate) unsafe fn timestamp(py: Python<'_>, value: Option<Obj>) -> PyResult<Ts> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         Ok(match present(value) {
             None => Ts::Absent,
@@ -353,7 +375,7 @@ pub(crate) unsafe fn js_id<'a>(
     value: Option<Obj>,
     owned: bool,
 ) -> PyResult<CowId<'a>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let Some(value) = present(value) else {
             return Ok(JsIdOf::Undefined);
@@ -395,7 +417,7 @@ pub fn js_id_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<pi_condense_cor
 
 /// The role a message's `role` value names (`Other` for anything else).
 pub(crate) unsafe fn role(value: Option<Obj>) -> Role {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let Some(value) = present(value).filter(|v| is_str(*v)) else {
             return Role::Other;
@@ -468,7 +490,7 @@ unsafe fn push_js_string(
     path: &mut Vec<Obj>,
     out: &mut JsBuf,
 ) -> PyResult<()> {
-    // SAFETY: the caller upholds this function's `# Safety` contract; every item read is
+    // SAFETY: `# Safety` above (the borrow rule, lib.rs); every item read is
     // taken as a new reference before anything else is read.
     unsafe {
         if is_absent(obj) {
@@ -503,13 +525,16 @@ unsafe fn push_js_string(
                 ffi::PyTuple_Size(obj)
             };
             for i in 0..len.max(0) {
-                let item = if list {
+                // A tuple does not change; a list is checked again (an index past its end
+                // would raise and this clear an `IndexError`).
+                let item = if !list {
+                    ffi::PyTuple_GetItem(obj, i)
+                } else if i < ffi::PyList_Size(obj) {
                     ffi::PyList_GetItem(obj, i)
                 } else {
-                    ffi::PyTuple_GetItem(obj, i)
+                    std::ptr::null_mut()
                 };
                 if item.is_null() {
-                    ffi::PyErr_Clear();
                     break;
                 }
                 // Held while it is printed (nothing here runs Python code, but the item
@@ -601,7 +626,7 @@ const NO_FIELD: u8 = u8::MAX;
 /// `key` must be a live object and the GIL held; the text is valid while the key is alive.
 #[inline(always)]
 unsafe fn key_text<'a>(key: Obj) -> Option<&'a str> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         if is_str(key) {
             borrowed_utf8(key)
@@ -694,7 +719,7 @@ impl<'py> Keys<'py> {
     ) -> [Option<Obj>; N] {
         let mut found = [None; N];
         let mut pos = 0;
-        // SAFETY: the caller's contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { self.scan(dict, &mut pos, &fields, &mut found, u32::MAX) };
         found
     }
@@ -750,7 +775,7 @@ impl<'py> Keys<'py> {
     /// `dict` must be a live dict and the GIL held.
     #[inline]
     pub(crate) unsafe fn get(&self, dict: Obj, key: K) -> Option<Obj> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         let [found] = unsafe { self.fields_of(dict, [key]) };
         present(found)
     }
@@ -760,7 +785,7 @@ impl<'py> Keys<'py> {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     pub(crate) unsafe fn get_of(&self, obj: Obj, key: K) -> Option<Obj> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if is_dict(obj) {
                 self.get(obj, key)

@@ -10,7 +10,7 @@ use pi_condense_core::{jsstr, keys};
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use crate::jsread::{encode_surrogatepass, js_number};
+use crate::jsread::js_number;
 use crate::pyvalue::str_of_wtf8;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySlice, PyString};
 
@@ -22,27 +22,25 @@ enum Text<'a> {
 
 impl<'a> Text<'a> {
     fn of(s: &'a Bound<'_, PyString>) -> PyResult<Self> {
-        match s.to_cow() {
-            Ok(text) => Ok(Text::Utf8(text)),
-            Err(_) => Ok(Text::Utf16(utf16_of(s)?)),
+        match crate::cpython::str_cow(s) {
+            Some(text) => Ok(Text::Utf8(text)),
+            None => Ok(Text::Utf16(utf16_of(s)?)),
         }
     }
 }
 
-/// The UTF-16 code units of a str (encoded in C: a subclass's `encode` is not run).
+/// The UTF-16 code units of a str, from its code points (no codec: a subclass's `encode`
+/// is not run, nothing is raised).
 fn utf16_of(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
-    let encoded = encode_surrogatepass(s, pyo3::ffi::c_str!("utf-16-le"))?;
-    let bytes = encoded.as_bytes();
-    Ok(bytes
-        .chunks_exact(2)
-        .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
-        .collect())
+    Ok(pi_condense_core::json::utf16_of(
+        &crate::cpython::code_points(s),
+    ))
 }
 
 fn units_of(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
-    match s.to_cow() {
-        Ok(text) => Ok(text.encode_utf16().collect()),
-        Err(_) => utf16_of(s),
+    match crate::cpython::str_cow(s) {
+        Some(text) => Ok(text.encode_utf16().collect()),
+        None => utf16_of(s),
     }
 }
 
@@ -59,12 +57,12 @@ fn str_from_utf16<'py>(py: Python<'py>, units: &[u16]) -> PyResult<Bound<'py, Py
 /// string itself unless it holds lone surrogates or U+FDD0. Every id and key the native
 /// index holds is in this form, so a lone surrogate keeps its own slot.
 pub(crate) fn key_of(s: &Bound<'_, PyString>) -> PyResult<String> {
-    match s.to_cow() {
-        Ok(text) => Ok(match jsstr::key_form_str(&text) {
+    match crate::cpython::str_cow(s) {
+        Some(text) => Ok(match jsstr::key_form_str(&text) {
             Cow::Borrowed(_) => text.into_owned(),
             Cow::Owned(key) => key,
         }),
-        Err(_) => Ok(jsstr::key_form_units(&utf16_of(s)?)),
+        None => Ok(jsstr::key_form_units(&utf16_of(s)?)),
     }
 }
 
@@ -181,7 +179,10 @@ fn hash_tool_result(
     tool_name: &Bound<'_, PyString>,
     text: &Bound<'_, PyString>,
 ) -> PyResult<String> {
-    if let (Ok(name), Ok(body)) = (tool_name.to_cow(), text.to_cow()) {
+    if let (Some(name), Some(body)) = (
+        crate::cpython::str_cow(tool_name),
+        crate::cpython::str_cow(text),
+    ) {
         return Ok(keys::hash_tool_result(&name, &body));
     }
     Ok(keys::hash_tool_result_utf16(

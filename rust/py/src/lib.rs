@@ -1,4 +1,31 @@
 //! Thin PyO3 bindings: convert Python values to core views and back. No logic lives here.
+//!
+//! # The borrow rule
+//!
+//! Reads borrow: a view holds `*mut PyObject`s and `&str`s pointing into the caller's
+//! objects without owning them. That is sound because every native call that borrows keeps
+//! three promises for as long as any borrow lives, so nothing it points into can be freed or
+//! changed:
+//!
+//! 1. **An owned root.** Every borrowed pointer is reached from an object the call owns a
+//!    strong reference to for the whole call: `render` reads a snapshot of the caller's list
+//!    (a new list holding a reference to each message, taken before anything is read), the
+//!    other calls the argument objects the caller's frame holds. An object reached from the
+//!    root is owned by its container (a dict its members, a list its items, a str its
+//!    characters), and no container can change, by promise 2.
+//! 2. **No Python code runs.** The cyclic collector is paused for the whole call
+//!    (`cpython::GcPaused`: a collection runs finalizers, which could free or change
+//!    anything, or let another thread take the GIL); nothing read raises and clears an
+//!    exception (building one allocates); lone surrogates are found from a str's code units
+//!    and ints beyond the double range from their digits; values of any type, subclasses
+//!    included, are read through the base type's C data, never through their own methods
+//!    (`__eq__`, `__hash__`, `__float__`, `__index__`, `__iter__`, `__len__`, `__getitem__`):
+//!    dict members are found by walking the table, not by a hash lookup, and copies are made
+//!    under exact keys ([`jsread`], `render::apply`).
+//! 3. **The GIL is held** throughout (`gil_used = true`).
+//!
+//! A call that must run Python code (the chain scan's protection predicate, `list_prefix`'s
+//! `==`) holds owned references (`Bound`) to what it reads instead of borrowed ones.
 
 #![warn(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 

@@ -74,6 +74,9 @@ fn splice<'py>(
             "splice: one ascending position per group",
         ));
     }
+    // No Python code runs while the lists are read (the collector paused, nothing called
+    // back), so their item arrays do not change under `put`.
+    let _paused = crate::cpython::GcPaused::new();
     let py = messages.py();
     let len = messages.len();
     let inserted: usize = groups.iter().map(|g| g.len()).sum();

@@ -9,9 +9,9 @@
 //! besides messages, an id that is not an exact `str`) goes back as data, or ends the fast
 //! part: the caller goes on from there with its own loop.
 
+use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::exceptions::PyOverflowError;
 use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
 /// What the fast part did (see `SessionFile._index_all`).
@@ -90,14 +90,15 @@ pub(crate) fn index_entries<'py>(
             Some(k) => match k.downcast_exact::<PyString>() {
                 // A `type` that is not a str, or holds lone surrogates: the caller's loop
                 // reads it (and what follows).
-                Ok(k) => match k.to_str() {
-                    Ok(text) => Some(text),
-                    Err(_) => break,
+                Ok(k) => match crate::cpython::str_cow(k) {
+                    Some(text) => Some(text),
+                    None => break,
                 },
                 Err(_) if k.is_none() => None,
                 Err(_) => break,
             },
         };
+        let kind_text = kind_text.as_deref();
         if kind_text == Some("session") {
             warnings.append((line()?, "extra-header", py.None()))?;
             read += 1;
@@ -137,8 +138,11 @@ pub(crate) fn index_entries<'py>(
                 (None, _) if count == 1 => true,
                 (Some(parent), _) if count == 1 => parent.is_none(),
                 (Some(parent), Some(previous)) => match parent.downcast_exact::<PyString>() {
-                    Ok(parent) => match (parent.to_str(), previous.to_str()) {
-                        (Ok(a), Ok(b)) => a == b,
+                    Ok(parent) => match (
+                        crate::cpython::str_cow(parent),
+                        crate::cpython::str_cow(previous),
+                    ) {
+                        (Some(a), Some(b)) => a == b,
                         _ => parent.as_any().eq(previous)?,
                     },
                     Err(_) => false,

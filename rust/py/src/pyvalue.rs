@@ -2,30 +2,65 @@
 //! values as JavaScript would is `crate::jsread`.
 
 use pi_condense_core::jsstr::JsStr;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyList, PyString};
 
 /// A Python `str` as a [`JsStr`]: its lossy text, plus its exact bytes when it holds lone
-/// surrogates (encoded in C with `surrogatepass`: a subclass's `encode` is not run).
+/// surrogates (from its code points: a subclass's `encode` is not run, nothing is raised).
 pub(crate) fn js_str_of(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
-    if let Ok(text) = s.to_cow() {
+    if let Some(text) = crate::cpython::str_cow(s) {
         return Ok(JsStr::new(text.into_owned()));
     }
-    let encoded = crate::jsread::encode_surrogatepass(s, pyo3::ffi::c_str!("utf-8"))?;
-    Ok(JsStr::from_wtf8(encoded.as_bytes()))
+    Ok(JsStr::from_wtf8(&crate::cpython::wtf8_of(s)))
 }
 
-/// Generalized UTF-8 (lone surrogates as 3-byte sequences) as a Python `str`.
+/// Generalized UTF-8 (lone surrogates as 3-byte sequences) as a Python `str`: its valid
+/// runs and its surrogates (`chr`) joined in C. No codec runs (decoding with
+/// `surrogatepass` would build and clear a `UnicodeDecodeError` per surrogate).
 pub(crate) fn str_of_wtf8<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> {
     if let Ok(text) = std::str::from_utf8(bytes) {
         return Ok(PyString::new(py, text));
     }
-    let decoded = PyBytes::new(py, bytes).call_method1(
-        intern!(py, "decode"),
-        (intern!(py, "utf-8"), intern!(py, "surrogatepass")),
-    )?;
-    Ok(decoded.downcast_into::<PyString>()?)
+    let pieces = PyList::empty(py);
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let valid = match std::str::from_utf8(rest) {
+            Ok(text) => text,
+            Err(e) => {
+                // SAFETY: `from_utf8` checked these bytes.
+                unsafe { std::str::from_utf8_unchecked(&rest[..e.valid_up_to()]) }
+            }
+        };
+        if !valid.is_empty() {
+            pieces.append(PyString::new(py, valid))?;
+        }
+        rest = &rest[valid.len()..];
+        match rest {
+            [] => {}
+            [0xED, b1 @ 0xA0..=0xBF, b2 @ 0x80..=0xBF, ..] => {
+                let unit = 0xD000 | (u32::from(b1 & 0x3F) << 6) | u32::from(b2 & 0x3F);
+                // SAFETY: the GIL is held; a surrogate is a valid ordinal (a new reference).
+                let surrogate = unsafe {
+                    Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyUnicode_FromOrdinal(unit as _))?
+                };
+                pieces.append(surrogate)?;
+                rest = &rest[3..];
+            }
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "not generalized UTF-8: a byte sequence neither a character nor a surrogate",
+                ))
+            }
+        }
+    }
+    // SAFETY: the GIL is held; the pieces are exact strs (a new reference is returned).
+    let joined = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyUnicode_Join(PyString::new(py, "").as_ptr(), pieces.as_ptr()),
+        )?
+    };
+    Ok(joined.downcast_into::<PyString>()?)
 }
 
 /// A [`JsStr`] as a Python `str`, lone surrogates included.

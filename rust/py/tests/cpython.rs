@@ -1,8 +1,12 @@
 //! The in-place layout reads (`_core::cpython`) against an embedded interpreter: each agrees
 //! with the C API, whether the layout reads are on or not.
 
-use _core::cpython::{features, init, list_items, str_chars, str_utf8, DictMembers, StrChars};
+use _core::cpython::{
+    features, has_lone_surrogate, init, list_items, str_chars, str_utf8, DictMembers, StrChars,
+};
 use pyo3::prelude::*;
+
+mod support;
 use pyo3::types::{PyDict, PyList, PyString};
 
 #[test]
@@ -243,6 +247,35 @@ samples = [
             });
             assert_eq!(stopped.is_err(), api.len() >= 3);
             assert_eq!(seen.as_slice(), &api[..api.len().min(3)]);
+        }
+    });
+}
+
+/// Lone surrogates are found from the code units, for exact strs of every width and for str
+/// subclasses (read through the API), and nothing is raised: no exception object is ever
+/// built on the read path (building one could start the cyclic collector).
+#[test]
+fn lone_surrogates_are_found_without_raising() {
+    Python::with_gil(|py| {
+        init(py);
+        let code = pyo3::ffi::c_str!(
+            "(lambda S: [(s, any(0xD800 <= ord(c) <= 0xDFFF for c in s)) for s in \
+             ['', 'a', 'caf\\xe9', '\\u2500', 'x\\ud800', '\\udfff', '\\U0001f600', \
+              '\\U0001f600\\udc00', 'ok\\u2500\\ud83d\\ude00'] + \
+             [S(t) for t in ['b', '\\xe9', 'y\\ud801', '\\U0001f600']]])\
+             (type('S', (str,), {}))"
+        );
+        let samples = py.eval(code, None, None).unwrap();
+        for pair in samples.downcast::<PyList>().unwrap().iter() {
+            let (s, expected): (Bound<'_, PyString>, bool) = pair.extract().unwrap();
+            // SAFETY: `s` is alive for the whole block and the GIL is held.
+            let ((found, utf8), collected) = support::collects_during(py, || unsafe {
+                (has_lone_surrogate(s.as_ptr()), str_utf8(s.as_ptr()))
+            });
+            assert_eq!(found, expected, "{s:?}");
+            assert_eq!(utf8.is_none(), expected, "{s:?}");
+            assert!(PyErr::take(py).is_none());
+            assert!(!collected, "the collector ran while {s:?} was read");
         }
     });
 }

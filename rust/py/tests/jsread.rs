@@ -5,6 +5,8 @@ use _core::jsread::{
 };
 use pi_condense_core::render::{JsIdOf, Ts};
 use pyo3::prelude::*;
+
+mod support;
 use pyo3::types::{PyDict, PyList, PyModule};
 
 /// Runs `f` with the GIL and a module holding `ABSENT` (`_core.ABSENT`).
@@ -179,5 +181,46 @@ fn keys_find_members_by_walking_the_dict() {
             keys.key(K::ToolCallId).extract::<String>().unwrap(),
             "toolCallId"
         );
+    });
+}
+
+/// Ints beyond `long long` read as the nearest double, or +-Infinity beyond the double range
+/// (exactly where `float(i)` overflows), told from the digits with nothing raised.
+#[test]
+fn big_ints_round_or_overflow_as_float_does_without_raising() {
+    with_module(|py, m| {
+        for code in [
+            "2**63",
+            "-(2**63) - 1",
+            "10**300",
+            "(2**53 - 1) * 2**971",
+            "(2**53 - 1) * 2**971 + 2**970 - 1",
+            "(2**53 - 1) * 2**971 + 2**970",
+            "-((2**53 - 1) * 2**971 + 2**970)",
+            "2**1024",
+            "10**400",
+            "-(10**400)",
+            "type('I', (int,), {'__float__': lambda s: 1.0})(10**400)",
+        ] {
+            let value = eval(py, m, code);
+            // The oracle: float() of the int's value, +-Infinity where it overflows.
+            let code_float = std::ffi::CString::new(format!("float(int.__int__({code}))")).unwrap();
+            let expected = match py.eval(&code_float, None, None) {
+                Ok(x) => x.extract::<f64>().unwrap(),
+                Err(err) => {
+                    assert!(err.is_instance_of::<pyo3::exceptions::PyOverflowError>(py));
+                    let negative = code.starts_with('-');
+                    if negative {
+                        f64::NEG_INFINITY
+                    } else {
+                        f64::INFINITY
+                    }
+                }
+            };
+            let (got, collected) = support::collects_during(py, || js_number(&value));
+            assert_eq!(got.unwrap(), Some(expected), "{code}");
+            assert!(PyErr::take(py).is_none());
+            assert!(!collected, "the collector ran while {code} was read");
+        }
     });
 }

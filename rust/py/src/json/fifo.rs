@@ -170,7 +170,7 @@ impl Measurer {
         queue: &mut Fifo,
     ) -> PyResult<(usize, u32)> {
         let Queued { obj, owner, depth } = item;
-        // SAFETY: the caller's contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             Ok(match kind(obj) {
                 Kind::Str => (self.str_len(py, obj)?, 0),

@@ -12,9 +12,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use pyo3::{intern, IntoPyObjectExt};
 
-use crate::cpython::{prefetch, str_utf8 as borrowed_utf8};
+use std::ptr::addr_of_mut;
+
+use crate::cpython::{prefetch, str_utf8 as borrowed_utf8, DictMembers};
 use crate::index::PyIndex;
-use crate::jsread::{js_string, list_item, str_is, Keys, Obj, K};
+use crate::jsread::{js_string, list_item, str_is, type_is, Keys, Obj, K};
 use crate::pyvalue::{str_of_js, str_of_wtf8};
 
 use crate::json::Measurer;
@@ -34,6 +36,47 @@ fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
         return (x as i64).into_py_any(py);
     }
     x.into_py_any(py)
+}
+
+/// A new dict of the members of `src` (a dict or dict subclass), in its order, for a copy
+/// of an input message or block (`{...src}`). The members are read in C (no method of
+/// `src` is called) and inserted under keys whose hashing and comparing run no Python code
+/// (a `PyDict_Copy` or a lookup in a copy would compare colliding keys with their `__eq__`):
+/// a str key as an exact str (a subclass's text copied), a key of an exact `int`, `float`,
+/// `bool` or `None` as it is; any other key, no JSON member name, is left out. Of keys of
+/// the same text the first is kept, the one the reader reads.
+fn fresh_copy<'py>(src: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
+    let py = src.py();
+    let out = PyDict::new(py);
+    // SAFETY: `src` is a live dict (a `Bound` the caller owns) and the GIL is held. Each
+    // member is borrowed from `src` only until it is inserted (the new dict takes its own
+    // references); inserting runs no Python code (exact keys only, in a dict holding only
+    // exact keys), so `src` does not change during the walk.
+    unsafe {
+        let mut members = DictMembers::new(src.as_ptr(), 0);
+        members.try_each(|key, value| -> PyResult<()> {
+            let exact = key == ffi::Py_None()
+                || ffi::PyBool_Check(key) != 0
+                || type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
+                || type_is(key, addr_of_mut!(ffi::PyLong_Type))
+                || type_is(key, addr_of_mut!(ffi::PyFloat_Type));
+            let key = if exact {
+                Bound::from_borrowed_ptr(py, key)
+            } else if ffi::PyUnicode_Check(key) != 0 {
+                // The whole of a str subclass: an exact copy of its characters.
+                let len = ffi::PyUnicode_GetLength(key);
+                Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(key, 0, len))?
+            } else {
+                return Ok(());
+            };
+            match ffi::PyDict_Contains(out.as_ptr(), key.as_ptr()) {
+                0 if ffi::PyDict_SetItem(out.as_ptr(), key.as_ptr(), value) == 0 => Ok(()),
+                1 => Ok(()),
+                _ => Err(PyErr::fetch(py)),
+            }
+        })?;
+    }
+    Ok(out)
 }
 
 /// A persisted field as a Python value; `None` when absent (the key is omitted).
@@ -63,7 +106,8 @@ enum Part<'py> {
 impl<'py> Writer<'_, 'py> {
     /// Borrowed input message `i`.
     fn message(&self, i: usize) -> Option<Obj> {
-        // SAFETY: the list is alive and the GIL is held.
+        // SAFETY: the list (`render`'s snapshot, owned for the whole call) is alive and the
+        // GIL is held.
         unsafe { list_item(self.messages.as_ptr(), i) }
     }
 
@@ -110,8 +154,8 @@ impl<'py> Writer<'_, 'py> {
             return Ok(());
         }
         let mut first = true;
-        for item in content.try_iter()? {
-            let item = item?;
+        // By index (a list subclass's `__iter__` is not called).
+        for item in content.downcast::<PyList>()?.iter() {
             if !item.is_instance_of::<PyDict>() {
                 continue;
             }
@@ -175,7 +219,14 @@ impl<'py> Writer<'_, 'py> {
                 Part::Py(v) => list.append(v)?,
             }
         }
-        PyString::new(py, "").call_method1(intern!(py, "join"), (list,))
+        // SAFETY: the GIL is held; `PyUnicode_Join` reads the items' characters in C (str
+        // subclasses included, no method of theirs is called) and returns a new reference.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyUnicode_Join(PyString::new(py, "").as_ptr(), list.as_ptr()),
+            )
+        }
     }
 
     fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
@@ -227,15 +278,15 @@ impl<'py> Writer<'_, 'py> {
             .get_item(src)?
             .downcast_into::<PyDict>()
             .map_err(PyErr::from)?;
-        let content = original
-            .get_item(self.key(K::Content))?
+        let content = self
+            .field(src, K::Content)?
             .ok_or_else(|| pyo3::exceptions::PyKeyError::new_err("content"))?;
         let blocks = content.downcast::<PyList>()?;
         let new_content = PyList::empty(py);
         let mut removed = Vec::new();
         for (b, block) in blocks.iter().enumerate() {
             if let Some(purge) = purged.iter().find(|p| p.block == b) {
-                let copy = block.downcast::<PyDict>()?.copy()?;
+                let copy = fresh_copy(block.downcast::<PyDict>()?)?;
                 let marker = PyDict::new(py);
                 marker.set_item(intern!(py, "_purged"), purge.marker())?;
                 copy.set_item(self.key(K::Arguments), marker)?;
@@ -253,7 +304,7 @@ impl<'py> Writer<'_, 'py> {
             }
             new_content.append(block)?;
         }
-        let copy = original.copy()?;
+        let copy = fresh_copy(&original)?;
         copy.set_item(self.key(K::Content), new_content)?;
         Ok((copy, removed, blocks.len()))
     }
@@ -339,7 +390,7 @@ pub(super) fn apply<'py>(
     // decision), so they are requested a few slots ahead.
     let ahead_header = |pos: usize| {
         if let Some(Item::Keep(i)) = items.get(pos + KEEP_AHEAD) {
-            // SAFETY: the input list is alive and the GIL is held.
+            // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive, GIL held.
             if let Some(message) = unsafe { list_item(messages.as_ptr(), *i) } {
                 prefetch(message);
             }
@@ -350,7 +401,7 @@ pub(super) fn apply<'py>(
         let mut keep_as = None;
         if let (Some((outputs, released)), false) = (reuse.as_mut(), matches!(item, Item::Keep(_)))
         {
-            // SAFETY: the input list is alive and the GIL is held.
+            // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive, GIL held.
             match unsafe { outputs.find(py, messages.as_ptr(), index, item, released) } {
                 Ok((message, len)) => {
                     out_lens.push(len);
@@ -411,8 +462,8 @@ pub(super) fn build<'py>(
     {
         let message: Obj = match item {
             Item::Keep(i) => {
-                // SAFETY: the input list is alive and the GIL is held; the borrowed item
-                // gets its own reference for the output list.
+                // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive,
+                // GIL held; the borrowed item gets its own reference for the output list.
                 let Some(message) = (unsafe { list_item(messages.as_ptr(), *i) }) else {
                     return Err(PyValueError::new_err(
                         "the message list changed during render",

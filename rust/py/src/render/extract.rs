@@ -71,7 +71,7 @@ impl Reader<'_, '_> {
     /// [`js_id`], the str it borrows from (if any) logged in `borrowed`.
     #[inline]
     unsafe fn js_id<'a>(&self, value: Option<Obj>) -> PyResult<CowId<'a>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let id = jsread::js_id(self.py, value, false)?;
             if let (JsIdOf::Str(Cow::Borrowed(_)), Some(obj)) = (&id, value) {
@@ -82,7 +82,7 @@ impl Reader<'_, '_> {
     }
 
     unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if item == ffi::Py_None() || is_absent(item) {
                 return Ok(Block::Nullish);
@@ -108,7 +108,7 @@ impl Reader<'_, '_> {
     }
 
     unsafe fn content_of<'a>(&self, value: Option<Obj>) -> PyResult<Content<Cow<'a, str>>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let Some(value) = value else {
                 return Ok(Content::Nullish);
@@ -132,7 +132,7 @@ impl Reader<'_, '_> {
 
     /// `msg.content?.[0]?.text` matched against the synthetic chain marker.
     unsafe fn synthetic_id_of(&self, content: Option<Obj>) -> PyResult<Option<Box<str>>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let py = self.py;
             let Some(list) = content.filter(|c| is_list(*c)) else {
@@ -155,7 +155,7 @@ impl Reader<'_, '_> {
         &self,
         details: Option<Obj>,
     ) -> PyResult<SummaryRefs<Cow<'a, str>>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let py = self.py;
             let Some(details) = details.filter(|d| is_dict(*d)) else {
@@ -199,7 +199,7 @@ impl Reader<'_, '_> {
 
     /// Reads message `msg` into `view` (a fresh [`MsgView::new`] of role `Other`).
     unsafe fn read_into<'a>(&self, msg: Obj, view: &mut MsgView<Cow<'a, str>>) -> PyResult<()> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let mut fetched = Fetched::default();
             self.fetch_role(msg, &mut fetched)?;
@@ -212,7 +212,7 @@ impl Reader<'_, '_> {
     /// prefetched.
     #[inline]
     unsafe fn fetch_role(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             fetched.dict = is_dict(msg);
             if fetched.dict {
@@ -236,7 +236,7 @@ impl Reader<'_, '_> {
     /// Stage 2: the role, and the values it needs (prefetched).
     #[inline]
     unsafe fn fetch_fields(&self, msg: Obj, fetched: &mut Fetched) -> PyResult<()> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if !fetched.dict {
                 return Ok(());
@@ -312,7 +312,7 @@ impl Reader<'_, '_> {
     /// Stage 3 (assistants): the item array of the content list.
     #[inline]
     unsafe fn fetch_items(&self, fetched: &Fetched) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if fetched.kind == Role::Assistant {
                 if let Some(content) = fetched.a {
@@ -325,7 +325,7 @@ impl Reader<'_, '_> {
     /// Stage 4 (assistants): the first content blocks (`body`: their hash tables too).
     #[inline]
     unsafe fn fetch_blocks(&self, fetched: &Fetched, body: bool) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if fetched.kind != Role::Assistant {
                 return;
@@ -352,7 +352,7 @@ impl Reader<'_, '_> {
         fetched: &Fetched,
         view: &mut MsgView<Cow<'a, str>>,
     ) -> PyResult<()> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let py = self.py;
             let needs = &self.needs;
@@ -404,7 +404,7 @@ impl Reader<'_, '_> {
         &self,
         items: &[Obj],
     ) -> PyResult<Vec<MsgView<Cow<'a, str>>>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let n = items.len();
             let mut fetched = vec![Fetched::default(); n];
@@ -551,7 +551,7 @@ pub(super) unsafe fn extract<'a>(
             Err(_) => {}
         }
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     let views = unsafe {
         let items: Vec<Obj> = list_items(list).collect();
         reader.read_all(&items)?

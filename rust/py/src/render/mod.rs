@@ -51,6 +51,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::cpython::GcPaused;
 use crate::index::PyIndex;
 use crate::jsread::{list_items, Keys, Obj};
 use crate::size_memo::PySizeMemo;
@@ -74,8 +75,19 @@ fn render<'py>(
     frozen: bool,
 ) -> PyResult<PyRenderOutcome> {
     let py = messages.py();
-    // `None` only when a render up this thread's stack holds the memo (Python code run by a
-    // hash lookup of the apply step: a key's `__eq__`): this one then does without it.
+    // No Python code runs from here to the return, by construction: the cyclic collector
+    // (and with it any finalizer, or a thread switch a finalizer could allow) is paused for
+    // the whole call, nothing read raises and clears an exception (`crate::jsread`), and no
+    // value's own methods are called. The views then borrow from `snapshot`: a new exact
+    // list holding a strong reference to each of the caller's items, taken before anything
+    // is read, so even a caller's list changed meanwhile could not free what they point
+    // into (each item owns its members, which nothing can change while no Python code runs).
+    let _paused = GcPaused::new();
+    let original = messages;
+    let snapshot = snapshot_of(messages)?;
+    let messages = &snapshot;
+    // `None` only when a render up this thread's stack holds the memo: this one then does
+    // without it.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
     // The keys of the latest frozen render, taken out: only a frozen render whose decision
     // is made puts its own back (the prefix it lends is that render's leading messages).
@@ -94,7 +106,7 @@ fn render<'py>(
         if !resuming {
             guard.0.forget_resume();
         } else if let Some(outcome) =
-            resume::resume(messages, &index, &options, &keys, &mut guard.0)?
+            resume::resume(original, messages, &index, &options, &keys, &mut guard.0)?
         {
             release_retired(&mut memo_guard);
             return Ok(outcome);
@@ -114,7 +126,7 @@ fn render<'py>(
     // until the views are dropped.
     let resume_from;
     let (plan, measured) = {
-        // SAFETY: the list is alive (the caller holds it) and the GIL is held; see above for
+        // SAFETY: the snapshot is alive (owned here) and the GIL is held; see above for
         // the lifetime of the borrowed strings.
         let extracted = unsafe {
             extract(
@@ -158,9 +170,9 @@ fn render<'py>(
         }
         if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens) {
             if guard.0.frozen {
-                // SAFETY: the list is alive and the GIL held; these are the views `extract`
-                // read of this list, the first `lent` of them lent by the memo and only read
-                // by the decision.
+                // SAFETY: the snapshot is alive (owned here) and the GIL held; these are the
+                // views `extract` read of this list, the first `lent` of them lent by the memo
+                // and only read by the decision.
                 unsafe {
                     let items: Vec<Obj> = list_items(messages.as_ptr()).collect();
                     guard
@@ -183,7 +195,7 @@ fn render<'py>(
         if let Some(guard) = memo_guard.as_mut() {
             guard.0.drop_outputs(); // none of them handed out
             if let Some(core) = resume_from {
-                // SAFETY: the list is alive and the GIL is held.
+                // SAFETY: the snapshot is alive (owned here) and the GIL is held.
                 let cont = unsafe {
                     let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
                     resume::Continuation::new(core, &index, &options, &inputs, None, None)
@@ -193,7 +205,7 @@ fn render<'py>(
             }
         }
         release_retired(&mut memo_guard);
-        return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, plan.threw);
+        return PyRenderOutcome::new(py, original.clone(), false, 0, 0, diagnostics, plan.threw);
     };
 
     // Apply, measuring each input message once and each new message.
@@ -209,7 +221,6 @@ fn render<'py>(
         messages,
     };
     let (out, known) = {
-        let _paused = GcPause::new();
         let reuse = memo_guard.as_deref_mut().map(|g| g.0.outputs_for_apply());
         apply(&writer, &index, &items, &lens, reuse.flatten())?
     };
@@ -217,7 +228,7 @@ fn render<'py>(
     if let Some(guard) = memo_guard.as_mut() {
         guard.0.outputs_measured(&out_lens);
         if let Some(core) = resume_from {
-            // SAFETY: the list is alive and the GIL is held.
+            // SAFETY: the snapshot is alive (owned here) and the GIL is held.
             let cont = unsafe {
                 let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
                 resume::Continuation::new(
@@ -238,25 +249,17 @@ fn render<'py>(
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false)
 }
 
-/// The cyclic garbage collector paused while the output is built: the new messages are
-/// thousands of young containers, each batch of which would otherwise start a collection
-/// that walks them again (the collector runs once, at the next allocation, instead). The
-/// collector is resumed only if it was running.
-struct GcPause(bool);
-
-impl GcPause {
-    fn new() -> Self {
-        // SAFETY: the GIL is held (a render runs with it); part of the stable ABI since 3.10.
-        GcPause(unsafe { ffi::PyGC_Disable() } == 1)
-    }
-}
-
-impl Drop for GcPause {
-    fn drop(&mut self) {
-        if self.0 {
-            // SAFETY: the GIL is still held (dropped inside the render).
-            unsafe { ffi::PyGC_Enable() };
-        }
+/// A new exact list holding the items of `messages` (strong references, taken in C: a list
+/// subclass's methods are not called).
+fn snapshot_of<'py>(messages: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: `messages` is a live list and the GIL is held; `PyList_GetSlice` copies the
+    // item pointers and takes a reference to each (a new list, owned here).
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            messages.py(),
+            ffi::PyList_GetSlice(messages.as_ptr(), 0, ffi::PY_SSIZE_T_MAX),
+        )
+        .map(|list| list.downcast_into_unchecked::<PyList>())
     }
 }
 

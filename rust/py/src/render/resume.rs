@@ -185,7 +185,10 @@ impl ResumeStats {
 
 /// The render of `messages` resumed from the memo's continuation, or `None` when there is
 /// none that applies (the caller renders the whole list; the continuation is retired).
+/// `messages` is the render's snapshot of the caller's list `original` (the same items,
+/// owned by the snapshot); an unchanged render hands `original` back.
 pub(super) fn resume(
+    original: &Bound<'_, PyList>,
     messages: &Bound<'_, PyList>,
     index: &PyIndex,
     options: &PyRenderOptions,
@@ -196,7 +199,8 @@ pub(super) fn resume(
     let Some(mut cont) = memo.resume.take() else {
         return Ok(None);
     };
-    // SAFETY: the list is alive (the caller holds it) and the GIL is held.
+    // SAFETY: the snapshot is alive (the render holds it) and the GIL is held; the items
+    // are owned by the snapshot for the whole render.
     let items: Vec<Obj> = unsafe { crate::jsread::list_items(messages.as_ptr()) }.collect();
     let n_old = cont.inputs.len();
     let same = cont.index == index.instance()
@@ -292,7 +296,7 @@ pub(super) fn resume(
         cont.input_lens = None;
         counted(memo);
         memo.resume = Some(cont);
-        return PyRenderOutcome::new(py, messages.clone(), false, 0, 0, diagnostics, false)
+        return PyRenderOutcome::new(py, original.clone(), false, 0, 0, diagnostics, false)
             .map(Some);
     };
     // The lengths of the messages from the restart point on: remembered, or measured now.

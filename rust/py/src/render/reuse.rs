@@ -62,7 +62,7 @@ pub(crate) struct Outputs {
 /// # Safety
 /// `list` must be a live list and the GIL held.
 unsafe fn sources(py: Python<'_>, list: Obj, index: &PyIndex, item: &Item) -> Option<Made> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     let found = unsafe { borrowed_sources(py, list, index, item) };
     if let Some((_, objects)) = &found {
         for &object in objects {
@@ -84,7 +84,7 @@ unsafe fn borrowed_sources(
     index: &PyIndex,
     item: &Item,
 ) -> Option<Made> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let at = |i: usize| list_item(list, i);
         let quoted = |text: &pi_condense_core::render::Text, out: &mut Vec<Obj>| -> Option<()> {
@@ -145,7 +145,7 @@ impl Outputs {
         item: &Item,
         released: &mut Vec<usize>,
     ) -> Result<(Obj, Option<usize>), Option<Made>> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         let Some((key, sources)) = (unsafe { sources(py, list, index, item) }) else {
             return Err(None);
         };
@@ -185,7 +185,7 @@ impl Outputs {
         message: Obj,
         released: &mut Vec<usize>,
     ) {
-        // SAFETY: the caller upholds this function's `# Safety` contract: the message is
+        // SAFETY: `# Safety` above (the borrow rule, lib.rs): the message is
         // live, and the kept output now owns one reference to it.
         unsafe { ffi::Py_IncRef(message) };
         let kept = Kept {

@@ -25,7 +25,8 @@ pub(super) struct ArgLens<'a, 'py> {
 impl ArgLens<'_, '_> {
     /// `messages[msg][key]` (borrowed; held by the message).
     fn field(&self, msg: usize, key: K) -> PyResult<Option<Obj>> {
-        // SAFETY: the list is alive (the caller holds it) and the GIL is held.
+        // SAFETY: the list (`render`'s snapshot, owned for the whole call) is alive and the
+        // GIL is held.
         unsafe {
             match list_item(self.messages.as_ptr(), msg) {
                 Some(m) => Ok(self.keys.get_of(m, key)),
@@ -48,8 +49,8 @@ impl ArgLens<'_, '_> {
     /// `JSON.stringify(block.arguments).length`; `None` without `arguments`.
     fn measure(&mut self, msg: usize, block: usize) -> PyResult<Option<usize>> {
         let py = self.messages.py();
-        // SAFETY: the list and everything read from it are alive (the caller holds the
-        // list) and the GIL is held; the measurement runs no Python code.
+        // SAFETY: the list (`render`'s snapshot, owned for the whole call) and everything
+        // read from it are alive and the GIL is held; the measurement runs no Python code.
         unsafe {
             let message = list_item(self.messages.as_ptr(), msg);
             let content = match message {

@@ -114,7 +114,7 @@ pub(crate) struct SizeMemo {
 /// `obj` must be a live object and the GIL held.
 #[inline]
 unsafe fn is_plain_leaf(obj: Obj) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let ty = ffi::Py_TYPE(obj);
         ty == addr_of_mut!(ffi::PyUnicode_Type)
@@ -157,7 +157,7 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     pub(crate) unsafe fn discard(&mut self) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             release(&self.words);
             self.words.clear();
@@ -168,7 +168,7 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     unsafe fn spoil(&mut self) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if !self.spoiled {
                 self.spoiled = true;
@@ -181,7 +181,7 @@ impl Trail {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     unsafe fn push_object(&mut self, obj: Obj, tag: usize) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if obj as usize & TAG_MASK != 0 {
                 self.spoil();
@@ -197,7 +197,7 @@ impl Trail {
     /// # Safety
     /// `obj` must be a live object and the GIL held.
     pub(crate) unsafe fn leaf(&mut self, obj: Obj) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if is_plain_leaf(obj) {
                 self.push_object(obj, TAG_LEAF);
@@ -212,7 +212,7 @@ impl Trail {
     /// # Safety
     /// `dict` must be a live object and the GIL held.
     pub(crate) unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
                 self.spoil();
@@ -231,7 +231,7 @@ impl Trail {
     /// # Safety
     /// `key` must be a live object and the GIL held.
     pub(crate) unsafe fn key(&mut self, key: Obj) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             self.push_object(key, TAG_LEAF);
         }
@@ -242,7 +242,7 @@ impl Trail {
     /// # Safety
     /// The GIL must be held.
     pub(crate) unsafe fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if !plain {
                 self.spoil();
@@ -257,7 +257,7 @@ impl Trail {
     /// # Safety
     /// `list` must be a live object and the GIL held.
     pub(crate) unsafe fn list(&mut self, list: Obj, count: usize, depth: u32) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH
             {
@@ -279,7 +279,7 @@ impl Trail {
 /// `obj` must be a live object and the GIL held; every object of `trail` must be alive
 /// (the memo holds them).
 unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let Some(&word) = trail.get(*pos) else {
             return false;
@@ -371,7 +371,7 @@ impl SmallValues {
 /// # Safety
 /// The GIL must be held and the trail's references owned by the caller.
 pub(crate) unsafe fn release(trail: &[usize]) {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         for &word in trail {
             if word & TAG_MASK != TAG_COUNT {
@@ -393,7 +393,7 @@ impl SizeMemo {
     /// # Safety
     /// The GIL must be held.
     unsafe fn remember(&mut self, msg: Obj, len: usize, trail: Recorded, view: Option<KeptView>) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let entry = Entry {
                 len,
@@ -416,7 +416,7 @@ impl SizeMemo {
     /// The GIL must be held. Releasing may free objects (of plain JSON types only: no
     /// Python code runs).
     unsafe fn sweep(&mut self) {
-        // SAFETY: the caller upholds this function's `# Safety` contract.
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let generation = self.generation;
             let mut stale = Vec::new();
@@ -693,7 +693,7 @@ fn prefetch_headers(trail: &[usize]) {
 /// # Safety
 /// The trail's objects must be alive (the memo holds them) and the GIL held.
 unsafe fn prefetch_tables(trail: &[usize]) {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         for &word in trail {
             let tag = word & TAG_MASK;
@@ -709,7 +709,7 @@ unsafe fn prefetch_tables(trail: &[usize]) {
 /// # Safety
 /// `list` must be a live list and the GIL held.
 unsafe fn items_of(py: Python<'_>, list: Obj) -> PyResult<Vec<Obj>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
         let mut items = Vec::with_capacity(count);
@@ -789,7 +789,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
     borrowed: &RefCell<Vec<Obj>>,
     mut read: impl FnMut(usize, Obj) -> PyResult<View<'a>>,
 ) -> PyResult<Measured<'a>> {
-    // SAFETY: the caller upholds this function's `# Safety` contract.
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
         let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
         // One view per message: allocated at once (a view is large; growing the vector
