@@ -114,3 +114,21 @@ def server() -> Iterator[Any]:
 
     with LoopbackLLMServer() as srv:
         yield srv
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A banner naming what a run without a browser did not check (test_report.py)."""
+    unchecked = [
+        report.nodeid
+        for report in terminalreporter.stats.get("skipped", [])
+        if "NOT CHECKED" in str(report.longrepr)
+    ]
+    if unchecked:
+        terminalreporter.write_sep("!", "NOT CHECKED: no chromium on PATH", red=True, bold=True)
+        terminalreporter.write_line(
+            f"{len(unchecked)} browser tests did not run: the report page's JavaScript, charts "
+            "and screenshot are unchecked. Install Debian's chromium (apt-get install -y "
+            "chromium) and run them again; .ci/run fails without it."
+        )
+        for nodeid in unchecked:
+            terminalreporter.write_line(f"  not run: {nodeid}")

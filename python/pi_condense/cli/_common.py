@@ -53,6 +53,7 @@ __all__ = [
     "open_at_leaf",
     "open_session",
     "out",
+    "plural",
     "print_warnings",
     "quiet_option",
     "read_session",
@@ -88,6 +89,11 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 T = TypeVar("T")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 tool``, ``2 tools``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def fail(message: str) -> NoReturn:

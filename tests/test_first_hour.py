@@ -1,0 +1,126 @@
+"""What a new user meets in their first hour (issue 40): a test run without a browser, the
+figures the CLI prints adding up, help texts that say what the options do."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pi_condense.cli._common import EXAMPLE_SESSION, plural
+from pi_condense.session import SessionFile
+
+CLI = [sys.executable, "-c", "from pi_condense.cli import main; main()"]
+TESTS = Path(__file__).resolve().parent
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PI_CODING_AGENT_DIR": str(cwd / "agent"), "COLUMNS": "200"}
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, cwd=cwd, env=environ, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def condensed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example's first 801 entries, condensed (several chains left to compact)."""
+    root = tmp_path_factory.mktemp("condensed")
+    leaf = SessionFile.load(EXAMPLE_SESSION).branch()[800]["id"]
+    target = root / "condensed.jsonl"
+    proc = run("condense", str(EXAMPLE_SESSION), "--leaf", leaf, "-o", str(target), "-q", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    return target
+
+
+def test_compact_rows_add_up_to_the_total_it_prints(condensed: Path, tmp_path: Path) -> None:
+    proc = run("compact", str(condensed), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    total = re.search(r"reclaiming ~(\d+) tokens$", proc.stdout, re.M)
+    assert total, proc.stdout
+    shown = [int(m.replace(",", "")) for m in re.findall(r"│\s+([\d,]+) │$", proc.stdout, re.M)]
+    assert len(shown) >= 2, proc.stdout
+    assert sum(shown) == int(total.group(1))
+    report = json.loads(run("compact", str(condensed), "--json", cwd=tmp_path).stdout)
+    assert [row["reclaimTokens"] for row in report["entries"]] == shown
+    assert report["reclaimedTokens"] == int(total.group(1))
+
+
+def test_counts_are_spelled_in_the_singular_for_one() -> None:
+    assert plural(1, "flush point") == "1 flush point"
+    assert plural(24, "flush point") == "24 flush points"
+    assert plural(1_018, "entry point") == "1,018 entry points"
+
+
+def test_the_report_line_uses_the_counts(condensed: Path, tmp_path: Path) -> None:
+    proc = run("report", str(condensed), "-o", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"report -> \S+ \(\d+ model calls?, \d+ flush points?, \d+ chain points?\)", line
+    ), line
+    assert not re.search(r"\b1 \w+ points\b", line)
+
+
+def test_recover_help_says_the_scope_defaults_to_the_current_branch(tmp_path: Path) -> None:
+    for args in (["recover", "--help"], ["--help"]):
+        text = " ".join(run(*args, cwd=tmp_path).stdout.split())
+        text = text.replace("│ ", "").replace(" │", "")
+        assert "raw entries, every branch" not in text
+    text = " ".join(run("recover", "--help", cwd=tmp_path).stdout.split())
+    assert "the current branch, or every branch with --scope all" in text
+
+
+# ------------------------------------------------------------- the tests without a browser
+
+
+def pytest_report(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The report module's browser tests in a child pytest, with no chromium on PATH."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    python = Path(sys.executable)
+    environ = {k: v for k, v in os.environ.items() if k != "PI_CONDENSE_REQUIRE_BROWSER"}
+    environ.update(env, PATH=f"{bare}:{python.parent}")
+    assert shutil.which("chromium", path=environ["PATH"]) is None
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "probe_sees_console_errors or screenshot",
+            f"--rootdir={TESTS.parent}",
+            str(TESTS / "test_report.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environ,
+        timeout=300,
+    )
+
+
+def test_without_a_browser_the_report_tests_say_what_they_did_not_check(
+    tmp_path: Path,
+) -> None:
+    proc = pytest_report(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "2 skipped" in proc.stdout
+    assert "NOT CHECKED: no chromium on PATH" in proc.stdout
+    assert "apt-get install -y chromium" in proc.stdout
+    assert "not run: " in proc.stdout
+
+
+def test_ci_makes_a_missing_browser_an_error(tmp_path: Path) -> None:
+    proc = pytest_report(tmp_path, PI_CONDENSE_REQUIRE_BROWSER="1")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "2 errors" in proc.stdout or "2 failed" in proc.stdout, proc.stdout[-3000:]
+    assert "PI_CONDENSE_REQUIRE_BROWSER is set but there is no chromium on PATH" in proc.stdout
