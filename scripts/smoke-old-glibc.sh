@@ -9,7 +9,7 @@
 # with debootstrap from deb.debian.org and builds CPython 3.11 inside it from Debian's own
 # python3.11 source package (bullseye ships 3.9 and pi-condense needs >= 3.11); that takes
 # about 10 minutes on 2 cores, later runs under a minute. Needs root (debootstrap, chroot,
-# mount) and network access to deb.debian.org and PyPI.
+# mount), deb.debian.org, and a host python3 whose pip reaches PyPI.
 set -euo pipefail
 
 wheel="$(realpath "${1:?usage: scripts/smoke-old-glibc.sh WHEEL [ROOT]}")"
@@ -59,23 +59,24 @@ if [ ! -x "$root$python_prefix/bin/python3.11" ]; then
         && make -s -j\"\$(nproc)\" >/dev/null && make -s altinstall >/dev/null"
 fi
 
-step "install the wheel into a fresh venv in the root"
+step "install the wheel into a fresh venv in the root (dependencies fetched by the host's pip)"
+# The host's pip (its proxy and CA settings) downloads manylinux2014 wheels of the
+# dependencies; the root installs them offline.
 rm -rf "$root/opt/venv" "$root/opt/wheels"
 mkdir -p "$root/opt/wheels"
 cp "$wheel" "$root/opt/wheels/"
+python3 -m pip download -q --only-binary=:all: --platform manylinux2014_x86_64 \
+    --python-version 3.11 --implementation cp -d "$root/opt/wheels" "$wheel" pip
 in_root "$python_prefix/bin/python3.11" -m venv --without-pip /opt/venv
-# No ensurepip in the root's build (no bundled wheels in Debian's source): the host's pip
-# installs into the root's venv as a zipapp-free module run from the host's wheel cache.
-if [ ! -e "$root/opt/pip.pyz" ]; then
-    python3 -m pip download -q --no-deps --only-binary=:all: -d "$root/opt/pipwheel" pip
-    cp "$root"/opt/pipwheel/pip-*.whl "$root/opt/pip.pyz"
-fi
-in_root /opt/venv/bin/python /opt/pip.pyz/pip install -q --disable-pip-version-check \
-    "/opt/wheels/$(basename "$wheel")"
+# No ensurepip in the root's build: pip's own wheel runs as a zip (python pip.whl/pip).
+pip_wheel="$(cd "$root/opt/wheels" && ls pip-*.whl)"
+in_root /opt/venv/bin/python "/opt/wheels/$pip_wheel/pip" install -q --no-index \
+    --find-links /opt/wheels --disable-pip-version-check "/opt/wheels/$(basename "$wheel")"
 
 step "smoke test: glibc, import, CLI"
-in_root ldd --version | head -1
-glibc="$(in_root ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$')"
+ldd_line="$(in_root ldd --version | sed -n 1p)"
+echo "$ldd_line"
+glibc="$(grep -oE '[0-9]+\.[0-9]+$' <<<"$ldd_line")"
 case "$glibc" in
     2.3[4-9] | 2.[4-9]*) echo "the root's glibc is $glibc: not old enough to test" >&2; exit 1 ;;
 esac
@@ -89,7 +90,8 @@ print("import ok:", pi_condense.__version__, core.__file__, n, "messages in the 
 '
 in_root /opt/venv/bin/pi-condense --version
 in_root sh -c 'cd /tmp && rm -rf smoke && mkdir smoke && cd smoke \
-    && /opt/venv/bin/pi-condense condense --example >out.txt && tail -3 out.txt \
-    && /opt/venv/bin/pi-condense status "$(ls ./*.jsonl | head -1)" | head -5'
+    && /opt/venv/bin/pi-condense condense --example >out.txt && sed -n "1p;10,13p" out.txt \
+    && /opt/venv/bin/pi-condense status example-session.condensed.jsonl >status.txt \
+    && sed -n 1,4p status.txt'
 echo
 echo "smoke test passed on glibc $glibc"

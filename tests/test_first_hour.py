@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,58 @@ def test_ci_makes_a_missing_browser_an_error(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "2 errors" in proc.stdout or "2 failed" in proc.stdout, proc.stdout[-3000:]
     assert "PI_CONDENSE_REQUIRE_BROWSER is set but there is no chromium on PATH" in proc.stdout
+
+
+# ------------------------------------------------------------------ config warnings
+
+
+def test_a_disabled_config_in_the_cli_is_one_line_without_python_source(tmp_path: Path) -> None:
+    config = tmp_path / "settings.json"
+    config.write_text('{"contextPrune": {"enabled": false}}')
+    leaf = SessionFile.load(EXAMPLE_SESSION).branch()[100]["id"]
+    out = tmp_path / "out.jsonl"
+    proc = run(
+        "condense", str(EXAMPLE_SESSION), "--leaf", leaf, "--config", str(config), "-o", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "pi-condense: pruning is disabled (contextPrune.enabled is false), so this Condenser "
+        "changes nothing; pass a config with enabled: true"
+    ]
+
+
+def test_an_unknown_key_warns_once_in_the_cli(tmp_path: Path) -> None:
+    config = tmp_path / "settings.json"
+    config.write_text('{"contextPrune": {"enabled": true, "protectedTool": ["read"]}}')
+    leaf = SessionFile.load(EXAMPLE_SESSION).branch()[100]["id"]
+    out = tmp_path / "out.jsonl"
+    proc = run(
+        "condense", str(EXAMPLE_SESSION), "--leaf", leaf, "--config", str(config), "-o", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "pi-condense: warning: contextPrune.protectedTool: unknown setting, ignored (kept in "
+        "the file); did you mean protectedTools?"
+    ]
+
+
+def test_an_unknown_key_warns_once_in_the_api_and_the_hooks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pi_condense import Condenser, CondenseWarning, Config, errors
+    from pi_condense.adapters.pi_messages import PiCodec
+    from pi_condense.integrations.openai_chat import ChatCondenser
+    from pi_condense.live import LiveDriver
+
+    monkeypatch.setattr(errors, "_WARNED", set(), raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ChatCondenser(session=":memory:", config={"protectedTool": ["read"]})
+        LiveDriver(PiCodec(), session=":memory:", config={"protectedTool": ["read"]})
+        Condenser(SessionFile.in_memory(), Config.from_settings_dict({"protectedTool": ["x"]}))
+    texts = [str(w.message) for w in caught if issubclass(w.category, CondenseWarning)]
+    assert len(texts) == 1, texts
+    assert "contextPrune.protectedTool: unknown setting" in texts[0]
+    assert "did you mean protectedTools?" in texts[0]
