@@ -130,9 +130,10 @@ def test_ci_makes_a_missing_browser_an_error(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ config warnings
 
 
-def test_a_disabled_config_in_the_cli_is_one_line_without_python_source(tmp_path: Path) -> None:
+def condense_with(settings: str, tmp_path: Path) -> list[str]:
+    """stderr of a condense of the example's first 101 entries with ``settings``."""
     config = tmp_path / "settings.json"
-    config.write_text('{"contextPrune": {"enabled": false}}')
+    config.write_text(settings)
     leaf = SessionFile.load(EXAMPLE_SESSION).branch()[100]["id"]
     out = tmp_path / "out.jsonl"
     proc = run(
@@ -140,23 +141,19 @@ def test_a_disabled_config_in_the_cli_is_one_line_without_python_source(tmp_path
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines() == [
+    return proc.stderr.splitlines()
+
+
+def test_a_disabled_config_in_the_cli_is_one_line_without_python_source(tmp_path: Path) -> None:
+    assert condense_with('{"contextPrune": {"enabled": false}}', tmp_path) == [
         "pi-condense: pruning is disabled (contextPrune.enabled is false), so this Condenser "
         "changes nothing; pass a config with enabled: true"
     ]
 
 
 def test_an_unknown_key_warns_once_in_the_cli(tmp_path: Path) -> None:
-    config = tmp_path / "settings.json"
-    config.write_text('{"contextPrune": {"enabled": true, "protectedTool": ["read"]}}')
-    leaf = SessionFile.load(EXAMPLE_SESSION).branch()[100]["id"]
-    out = tmp_path / "out.jsonl"
-    proc = run(
-        "condense", str(EXAMPLE_SESSION), "--leaf", leaf, "--config", str(config), "-o", str(out),
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.splitlines() == [
+    settings = '{"contextPrune": {"enabled": true, "protectedTool": ["read"]}}'
+    assert condense_with(settings, tmp_path) == [
         "pi-condense: warning: contextPrune.protectedTool: unknown setting, ignored (kept in "
         "the file); did you mean protectedTools?"
     ]
