@@ -177,3 +177,17 @@ def test_an_unknown_key_warns_once_in_the_api_and_the_hooks(
     assert len(texts) == 1, texts
     assert "contextPrune.protectedTool: unknown setting" in texts[0]
     assert "did you mean protectedTools?" in texts[0]
+
+
+def test_printing_a_hooks_stats_is_one_short_line(tmp_path: Path) -> None:
+    from pi_condense.adapters.pi_messages import PiCodec
+    from pi_condense.live import LiveDriver
+
+    driver = LiveDriver(PiCodec(), session=tmp_path / "s.jsonl")
+    history = SessionFile.load(EXAMPLE_SESSION).build_context().messages[:200]
+    driver.condense(history)
+    assert driver.stats.last is not None  # the full render is still there to read
+    text = str(driver.stats)
+    assert text.startswith("LiveStats(calls=1, messages_seen=")
+    assert "last=" not in text
+    assert len(text) < 200, len(text)
