@@ -191,3 +191,22 @@ def test_printing_a_hooks_stats_is_one_short_line(tmp_path: Path) -> None:
     assert text.startswith("LiveStats(calls=1, messages_seen=")
     assert "last=" not in text
     assert len(text) < 200, len(text)
+
+
+def test_status_of_a_session_a_hook_pruned_says_who_pruned_it(tmp_path: Path) -> None:
+    from pi_condense.adapters.pi_messages import PiCodec
+    from pi_condense.live import LiveDriver
+
+    session = tmp_path / "hook.jsonl"
+    driver = LiveDriver(PiCodec(), session=session)
+    messages = SessionFile.load(EXAMPLE_SESSION).build_context().messages[:300]
+    driver.condense(messages)
+    driver.close()
+    proc = run("status", str(session), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "  enabled:  false" in proc.stdout  # Pi's settings (none here) say so
+    summaries = int(re.search(r"summaries:\s+(\d+)", proc.stdout).group(1))  # type: ignore[union-attr]
+    assert summaries > 0
+    assert "pruned by:        a pruner with its own settings" in proc.stdout
+    facts = json.loads(run("status", str(session), "--json", cwd=tmp_path).stdout)
+    assert facts["settingsEnabled"] is False
