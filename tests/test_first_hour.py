@@ -229,3 +229,24 @@ def test_status_of_a_session_a_hook_pruned_says_who_pruned_it(tmp_path: Path) ->
     assert "pruned by:        a pruner with its own settings" in proc.stdout
     facts = json.loads(run("status", str(session), "--json", cwd=tmp_path).stdout)
     assert facts["settingsEnabled"] is False
+
+
+def test_the_summarizer_chart_with_no_tokens_has_whole_ticks_from_zero(condensed: Path) -> None:
+    import plotly.graph_objects as go
+
+    from pi_condense.config import Config
+    from pi_condense.report.data import collect
+    from pi_condense.report.html import _summarizer_figure
+    from pi_condense.summarize.factory import make_summarizer
+
+    offline = make_summarizer("default")  # the embedded offline summarizer: no tokens
+    data = collect(SessionFile.load(condensed), Config(), offline, title="t", top_outputs=3)
+    assert data.summarizer
+    assert all(u["inputTokens"] == 0 for u in data.summarizer)
+    layout = _summarizer_figure(data, go).layout
+    assert tuple(layout.yaxis.range) == (0, 1)
+    assert layout.yaxis.dtick == 1
+    assert layout.yaxis2.rangemode == "tozero"
+    assert layout.yaxis2.tickformat == "d"
+    assert float(layout.yaxis2.dtick).is_integer()
+    assert layout.margin.r >= 60
