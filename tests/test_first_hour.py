@@ -250,3 +250,28 @@ def test_the_summarizer_chart_with_no_tokens_has_whole_ticks_from_zero(condensed
     assert layout.yaxis2.tickformat == "d"
     assert float(layout.yaxis2.dtick).is_integer()
     assert layout.margin.r >= 60
+
+
+def test_no_example_writes_the_users_real_pi_settings() -> None:
+    """The docs' examples run with PI_CODING_AGENT_DIR pointed away (tests/test_readme.py);
+    as a user runs them, none may save to Pi's real settings file."""
+    pages = [TESTS.parent / "README.md", *sorted((TESTS.parent / "docs").rglob("*.md"))]
+    for page in pages:
+        for code in re.findall(r"```python\n(.*?)```", page.read_text("utf-8"), re.S):
+            for call in re.findall(r"^[^#\n]*\bsave_config\((.*)\)", code, re.M):
+                assert "," in call, f"{page.name}: save_config({call}) writes Pi's settings"
+
+
+def test_the_docs_name_only_commands_that_exist(tmp_path: Path) -> None:
+    pages = [TESTS.parent / "README.md", *sorted((TESTS.parent / "docs").rglob("*.md"))]
+    command = re.compile(r"`pi-condense ([a-z][a-z-]*)(?: ([a-z][\w.-]*))?")
+    named = {m for page in pages for m in command.findall(page.read_text("utf-8"))}
+    listed = re.compile(r"^│ ([a-z][a-z-]+) ", re.M)
+    commands = set(listed.findall(run("--help", cwd=tmp_path).stdout))
+    assert {"condense", "session", "corpus", "recover", "config"} <= commands
+    groups = {"session", "corpus", "config"}  # recover takes SESSION before its subcommand
+    subcommands = {g: set(listed.findall(run(g, "--help", cwd=tmp_path).stdout)) for g in groups}
+    for name, sub in sorted(named):
+        assert name in commands, f"`pi-condense {name}` is no command"
+        if name in groups and sub:
+            assert sub in subcommands[name], f"`pi-condense {name} {sub}` is no command"
