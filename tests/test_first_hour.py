@@ -275,3 +275,20 @@ def test_the_docs_name_only_commands_that_exist(tmp_path: Path) -> None:
         assert name in commands, f"`pi-condense {name}` is no command"
         if name in groups and sub:
             assert sub in subcommands[name], f"`pi-condense {name} {sub}` is no command"
+
+
+def test_corpus_condense_counts_failures_apart_from_condensed(tmp_path: Path) -> None:
+    sessions = tmp_path / "in"
+    sessions.mkdir()
+    raw = SessionFile.load(EXAMPLE_SESSION).branch()[:61]
+    lines = EXAMPLE_SESSION.read_text("utf-8").splitlines()[:1]
+    lines += [json.dumps(entry) for entry in raw]
+    for name in ("a", "b"):
+        (sessions / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    (sessions / "broken.jsonl").write_text("garbage{\n")
+    proc = run("corpus", "condense", str(sessions), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    summary = [line for line in proc.stdout.splitlines() if " condensed (" in line]
+    assert summary == [
+        "2 condensed (2 now, 0 from cache), 0 already condensed in place (skipped), 1 failed "
+        f"-> {tmp_path / 'out'}"
+    ], proc.stdout
