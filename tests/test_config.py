@@ -10,7 +10,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from hypothesis import given, settings
@@ -31,8 +31,10 @@ from pi_condense.config import (
     settings_path,
 )
 from pi_condense.errors import ConfigError
+from pi_condense.keys import ProtectedMatcher
 
-# DEFAULT_CONFIG of the reference, in its saved key order (spec 07 section 2).
+# DEFAULT_CONFIG of the reference, in its saved key order (spec 07 section 2), as of 2.11.3:
+# 2.10.2 adds "**/gauntlet-overrides.md", 2.10.0 and 2.11.0 the two token/image limits.
 REFERENCE_DEFAULTS: dict[str, Any] = {
     "enabled": False,
     "showPruneStatusLine": True,
@@ -46,7 +48,7 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "summarizerIdleTimeoutMs": 20000,
     "summarizerMaxTimeoutMs": 180000,
     "protectedTools": [],
-    "protectedPaths": ["**/skills/**/*.md"],
+    "protectedPaths": ["**/skills/**/*.md", "**/gauntlet-overrides.md"],
     "chainCompression": {
         "enabled": True,
         "rollingWindow": 3,
@@ -59,6 +61,8 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "spillThreshold": 65536,
     "spillPreviewBytes": 2048,
     "budgetTurnDelta": None,
+    "frontierGapThresholdTokens": None,
+    "maxImagesPerRequest": None,
 }
 
 MODES = ("default", "reference")
@@ -704,7 +708,8 @@ def test_save_config_exact_bytes_and_preserved_keys(agent: Path) -> None:
     "summarizerMaxTimeoutMs": 180000,
     "protectedTools": [],
     "protectedPaths": [
-      "**/skills/**/*.md"
+      "**/skills/**/*.md",
+      "**/gauntlet-overrides.md"
     ],
     "chainCompression": {
       "enabled": true,
@@ -721,7 +726,9 @@ def test_save_config_exact_bytes_and_preserved_keys(agent: Path) -> None:
     "autoBudgetThreshold": null,
     "spillThreshold": 65536,
     "spillPreviewBytes": 2048,
-    "budgetTurnDelta": null
+    "budgetTurnDelta": null,
+    "frontierGapThresholdTokens": null,
+    "maxImagesPerRequest": null
   },
   "packages": [
     "a"
@@ -1077,3 +1084,32 @@ def test_reference_mode_never_raises(source: dict[str, Any]) -> None:
             assert out[key] == value
     assert config.chain_compression.auto_compress_count(5) >= 0
     config.purge_errors.should_purge(3, 600)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, None), (30, 30), (30.9, 30), (0, None), (0.5, None), (-3, None), ("30", None)],
+)
+def test_token_and_image_limits_are_positive_counts_or_null(
+    mode: str, raw: Any, expected: Optional[int]
+) -> None:
+    config = Config.from_settings_dict(
+        {"frontierGapThresholdTokens": raw, "maxImagesPerRequest": raw}, compat=mode
+    )
+    assert config.frontier_gap_threshold_tokens == expected
+    assert config.max_images_per_request == expected
+    assert bool(config.warnings) == (raw is not None and expected is None)
+
+
+def test_gauntlet_overrides_reads_are_protected_by_default() -> None:
+    # pi-condense 2.10.2: "**/gauntlet-overrides.md", also under .pi/ and doc/.
+    config = Config()
+    matcher = ProtectedMatcher(list(config.protected_tools), list(config.protected_paths))
+    for path in (
+        "gauntlet-overrides.md",
+        ".pi/gauntlet-overrides.md",
+        "doc\\gauntlet-overrides.md",
+    ):
+        assert matcher.is_protected("read", {"path": path})
+    assert not matcher.is_protected("read", {"path": "gauntlet-overrides.txt"})

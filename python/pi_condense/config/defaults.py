@@ -60,7 +60,7 @@ LEGACY_PRUNE_ON = ("every-turn", "on-context-tag", "agentic-auto")
 
 
 def default_settings() -> dict[str, Any]:
-    """A fresh copy of the reference's ``DEFAULT_CONFIG``, in its saved key order."""
+    """A fresh copy of the reference's (2.11.3) ``DEFAULT_CONFIG``, in its saved key order."""
     return {
         "enabled": False,
         "showPruneStatusLine": True,
@@ -74,7 +74,7 @@ def default_settings() -> dict[str, Any]:
         "summarizerIdleTimeoutMs": 20000,
         "summarizerMaxTimeoutMs": 180000,
         "protectedTools": [],
-        "protectedPaths": ["**/skills/**/*.md"],
+        "protectedPaths": ["**/skills/**/*.md", "**/gauntlet-overrides.md"],
         "chainCompression": {
             "enabled": True,
             "rollingWindow": 3,
@@ -87,6 +87,8 @@ def default_settings() -> dict[str, Any]:
         "spillThreshold": 65536,
         "spillPreviewBytes": 2048,
         "budgetTurnDelta": None,
+        "frontierGapThresholdTokens": None,
+        "maxImagesPerRequest": None,
     }
 
 
