@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Optional
@@ -350,7 +351,12 @@ def test_user_visible_output_matches_the_vector(
     conformance_dir: Path, fixtures_dir: Path, tmp_path: Path
 ) -> None:
     """Status line, notifications and cost events of a replay's first 400 source entries are
-    the reference's, in order (`ui.jsonl`; the boot widget aside)."""
+    the reference's, in order (`ui.jsonl`; the boot widget aside).
+
+    The vector is 2.9.1's: its status lines show the live reclaim measured on the JSON array
+    (brackets and commas counted); 2.11.2 sums the messages' lengths (images priced flat), so
+    the reclaim figures are masked here (test_render_conformance checks 2.11.2's measure
+    against the 2.11.3 reference's render.json)."""
     root = conformance_dir / "replay" / "large-default"  # no spills: no paths in sizes
     settings = json.loads((root / "config.json").read_text())
     cfg = Config.from_settings_dict(settings, compat="reference")
@@ -390,7 +396,13 @@ def test_user_visible_output_matches_the_vector(
         elif item["kind"] == "events.emit":
             want.append(("emit", item["channel"], jsjson.dumps(item["payload"])))
     assert len(shown) > 300
-    assert shown == want[: len(shown)]
+    reclaim = re.compile(r"prune: ON \u00b7 [0-9.]+k->[0-9.]+k \(-\d+%\)")
+    assert any(reclaim.search(str(item)) for item in shown)
+
+    def unsized(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return [tuple(reclaim.sub("prune: ON (reclaim)", str(x)) for x in item) for item in items]
+
+    assert unsized(shown) == unsized(want[: len(shown)])
     assert any(kind == "notify" and "compressed" in str(rest) for kind, *rest in shown)
 
 

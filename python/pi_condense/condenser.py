@@ -436,9 +436,11 @@ class Condenser:
         if source is not messages and not result.pruned:
             before = jsjson.length(messages)
             placed = list(source)
-            result = RenderResult(placed, True, before, jsjson.length(placed), result.diagnostics)
+            result = RenderResult(
+                placed, True, before, jsjson.length(placed), result.diagnostics, source=messages
+            )
         if result.pruned:
-            rt.stats.set_live_reclaim(result.before_chars, result.after_chars)
+            rt.stats.set_live_reclaim(result.before_size, result.after_size)
         rt.refresh_status()
         return result
 

@@ -21,16 +21,25 @@ wraps the result.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
 from . import _core
+from .js import json as jsjson
 
 if TYPE_CHECKING:
     from .config import Config
     from .state import PrunerState
 
-__all__ = ["DiagnosticKind", "RenderDiagnostic", "RenderResult", "render", "render_options"]
+__all__ = [
+    "IMAGE_TOKEN_ESTIMATE",
+    "DiagnosticKind",
+    "RenderDiagnostic",
+    "RenderResult",
+    "render",
+    "render_options",
+    "sized",
+]
 
 DiagnosticKind = Literal["unresolved-range", "range-id-mismatch", "orphan-sweep"]
 """The ``context-prune-diagnostic`` kinds a render reports."""
@@ -64,7 +73,8 @@ class RenderResult:
 
     ``pruned`` is False when nothing changed: ``messages`` is then the input list itself and
     both char counts are 0. Otherwise ``messages`` is a new list and the counts are the UTF-16
-    lengths of ``JSON.stringify`` of the input and of the output (hidden fields included).
+    lengths of ``JSON.stringify`` of the input and of the output (hidden fields included);
+    :attr:`before_size` / :attr:`after_size` are the reference's own measure of the two.
 
     ``diagnostics`` are in report order, one per ``(kind, dedup_key)``; the caller persists
     them (deduplicated per session). ``threw`` marks inputs on which the reference throws (a
@@ -78,6 +88,43 @@ class RenderResult:
     after_chars: int
     diagnostics: tuple[RenderDiagnostic, ...] = ()
     threw: bool = False
+    source: Optional[list[Any]] = field(default=None, repr=False, compare=False)
+    """The input list (for :attr:`before_size`)."""
+
+    @functools.cached_property
+    def before_size(self) -> int:
+        """The reference's (2.11.3) ``beforeChars``: the sum of the input messages' JSON
+        lengths with every image block priced at 1,600 tokens (see :func:`sized`); 0 when
+        nothing changed."""
+        if not self.pruned:
+            return 0
+        return sized(self.before_chars, self.messages if self.source is None else self.source)
+
+    @functools.cached_property
+    def after_size(self) -> int:
+        """:attr:`before_size` of the output list."""
+        return sized(self.after_chars, self.messages) if self.pruned else 0
+
+
+IMAGE_TOKEN_ESTIMATE = 1600
+"""Tokens an image block counts for in sizes (the reference's flat estimate, 4 chars each)."""
+_IMAGE_MARK_LEN = len('{"type":"image"}')
+
+
+def sized(list_chars: int, messages: list[Any]) -> int:
+    """The reference's ``sizeMessages(messages)`` (2.11.2) given ``list_chars``, the UTF-16
+    length of ``JSON.stringify(messages)``: the per-message lengths summed (no brackets or
+    commas), each image block counted as ``{"type":"image"}`` plus 1,600 tokens of 4 chars."""
+    if not messages:
+        return 0
+    size = list_chars - len(messages) - 1
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "image":
+                    size += _IMAGE_MARK_LEN + IMAGE_TOKEN_ESTIMATE * 4 - jsjson.length(block)
+    return size
 
 
 def _count(value: Optional[int]) -> Optional[float]:
@@ -167,6 +214,7 @@ def render(
             for kind, key, detail in rendered.diagnostics
         ),
         threw=rendered.threw,
+        source=messages,
     )
 
 
