@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from .blob_write import write_blob_bytes
 from .capture import CapturedBatch, call_key
 from .js import json as jsjson
-from .js.values import to_string
+from .js.values import js_utf8, to_string
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
 from .tools.spill_access import plain_session_id
@@ -53,15 +53,6 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RECORD_SPILL_KEYS = ("spillPath", "spillBytes", "resultPreview", "contentHash")
 _NAME_MAX = 255
 _CAPPED_PREFIX = _NAME_MAX - len(".") - 16 - len(".txt")
-
-
-def js_utf8(text: str) -> bytes:
-    """UTF-8 bytes of a JavaScript string: surrogate pairs joined, lone surrogates as U+FFFD."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        units = text.encode("utf-16-le", "surrogatepass")
-        return units.decode("utf-16-le", "replace").encode("utf-8")
 
 
 def sanitize_id(key: str) -> str:

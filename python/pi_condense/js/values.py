@@ -28,6 +28,7 @@ __all__ = [
     "get_field",
     "is_number",
     "is_undefined",
+    "js_utf8",
     "map_key",
     "parse_float",
     "parse_int",
@@ -228,3 +229,12 @@ def map_key(value: Any) -> Any:
     if value is ABSENT or value is MISSING:
         return ("#undefined",)
     return ("#object", id(value))
+
+
+def js_utf8(text: str) -> bytes:
+    """UTF-8 bytes of a JavaScript string: surrogate pairs joined, lone surrogates as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        units = text.encode("utf-16-le", "surrogatepass")
+        return units.decode("utf-16-le", "replace").encode("utf-8")

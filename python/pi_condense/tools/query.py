@@ -8,14 +8,22 @@ reused yields every occurrence, dedup aliases included, labelled ``id@<resultTim
 Spilled outputs are read back from their sidecar file, but only from inside the session's
 blob directory (see :mod:`pi_condense.tools.spill_access`); a refused path falls back to the
 stored preview and the block says why.
+
+Images (pi-condense 2.11.2): a captured result's text starts with one ``[image returned:
+<type> sha256:<8 hex>]`` marker per image it carried. Given the session branch, the tool
+appends after its text block the image blocks of the branch's tool results whose data hash
+those markers name, in record order and then marker order; a record without markers, or
+whose images are not on the branch, gives text only.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any, Optional
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable, Optional
 
+from ..capture import image_digest
 from ..js import json as jsjson
 from ..js.values import to_string, truthy
 from ..state import PrunerState, ToolCallRecord
@@ -34,7 +42,8 @@ QUERY_TOOL = ToolSpec(
         "Retrieve original tool call results that have been pruned from active context. "
         "Pass the short refs listed in a pruner-summary message, e.g. "
         'context_tree_query({ toolCallIds: ["t12", "t3"] }), to get back the full original '
-        "outputs. A raw id that was reused returns every occurrence, each labelled id@timestamp."
+        "outputs. A raw id that was reused returns every occurrence, each labelled id@timestamp. "
+        "Results include the original image blocks when the pruned output carried images."
     ),
     # Key order as TypeBox builds it (options first), which is how Pi serializes it.
     parameters={
@@ -61,6 +70,8 @@ QUERY_TOOL = ToolSpec(
 )
 """Registration of ``context_tree_query`` (spec 06 A.1)."""
 
+_MARKER = re.compile(r"\[image returned: [^\n]*? sha256:([0-9a-f]{8})\]")
+
 _NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
 _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
 
@@ -68,6 +79,28 @@ _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
 def _field(record: Mapping[str, Any], key: str) -> str:
     """A record field inside a JS template literal (a missing key prints ``undefined``)."""
     return to_string(record[key]) if key in record else "undefined"
+
+
+def image_marker_digests(text: str) -> list[str]:
+    """The ``sha256:<8 hex>`` digests of the image markers in ``text``, in order."""
+    return _MARKER.findall(text)
+
+
+def branch_images(entries: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """digest -> image block, over the image blocks of the toolResult messages of a branch
+    (session entries); the first block of a digest wins (equal digests are equal data)."""
+    images: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or entry.get("type") != "message":
+            continue
+        message = entry.get("message")
+        if not isinstance(message, Mapping) or message.get("role") != "toolResult":
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "image":
+                images.setdefault(image_digest(block.get("data")), block)
+    return images
 
 
 def _text(value: Any) -> str:
@@ -86,6 +119,8 @@ class ContextTreeQuery:
     up under ``session_dir`` instead (see :mod:`pi_condense.tools.spill_access`).
     ``full`` leaves outputs whole instead of cutting them at 2000 lines / 50 KB as the tool
     does for the model (for people reading an output, e.g. ``pi-condense query --full``).
+    ``branch`` returns the session branch (its entries), where recovered images are looked up
+    (without it, outputs are text only).
     """
 
     spec = QUERY_TOOL
@@ -98,8 +133,10 @@ class ContextTreeQuery:
         *,
         recorded_session_dir: Optional[str] = None,
         full: bool = False,
+        branch: Optional[Callable[[], Iterable[Any]]] = None,
     ) -> None:
         self.full = full
+        self.branch = branch
         self.state = state
         self.session_dir = session_dir
         self.session_id = session_id
@@ -121,6 +158,7 @@ class ContextTreeQuery:
         """The blocks for ``ids`` in order, joined by ``---`` separators (spec 06 A.2)."""
         blocks: list[str] = []
         results: dict[str, ToolCallRecord] = {}
+        digests: list[str] = []
         for id_ in ids:
             records = self.state.records_for_id(id_)
             if not records:
@@ -131,10 +169,14 @@ class ContextTreeQuery:
                 stamp = record.get("resultTimestamp")
                 label = f"{id_}@{to_string(stamp)}" if several and stamp is not None else id_
                 results[label] = record
-                blocks.append(self._block(label, record, several and stamp is None))
-        return ToolResult("\n\n---\n\n".join(blocks), {"results": results})
+                blocks.append(self._block(label, record, several and stamp is None, digests))
+        images: tuple[dict[str, Any], ...] = ()
+        if digests and self.branch is not None:
+            found = branch_images(self.branch())
+            images = tuple(found[d] for d in digests if d in found)
+        return ToolResult("\n\n---\n\n".join(blocks), {"results": results}, images=images)
 
-    def _block(self, label: str, record: ToolCallRecord, legacy: bool) -> str:
+    def _block(self, label: str, record: ToolCallRecord, legacy: bool, digests: list[str]) -> str:
         header = [f"## toolRef: {label}"]
         if legacy:
             header.append("Occurrence: legacy (no resultTimestamp)")
@@ -147,6 +189,7 @@ class ContextTreeQuery:
             "",
         ]
         raw, refused, total_lines = self._raw(record)
+        digests += image_marker_digests(raw)
         if self.full:
             body = raw
         else:

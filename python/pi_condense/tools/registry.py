@@ -238,6 +238,7 @@ def condense_tools(
             current.session_dir,
             current.session_id,
             recorded_session_dir=recorded_session_dir,
+            branch=lambda: current.branch(leaf),
         )
         return tool.execute(args)
 
