@@ -324,9 +324,10 @@ class Condenser:
             return None
         pushed = False
         if has_results:
-            index: Any = turn_index
-            if not config.is_reference:
-                index = rt.facts().turn_index(message)
+            # The session-wide index of the turn (pi-condense 2.10.5, #16): the reference
+            # takes the branch's last assistant; ours finds this message on the branch.
+            facts = rt.facts()
+            index = len(facts.assistants) - 1 if config.is_reference else facts.turn_index(message)
             batch = capture_batch(message, list(tool_results), index, self._clock())
             protected = rt.protection()
             batch.tool_calls = [

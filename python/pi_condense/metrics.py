@@ -604,9 +604,9 @@ def status_text(
     config: Config,
     reclaim: Optional[LiveReclaim] = None,
     diagnostics: Optional[Mapping[str, int]] = None,
-    metrics: Optional[MetricsSnapshot] = None,
 ) -> str:
-    """``pruneStatusText`` (spec 08 section 7), without the widget's ``"│ "`` prefix."""
+    """``pruneStatusText`` (spec 08 section 7), without the widget's ``"│ "`` prefix: the
+    context metrics are no longer shown there (pi-condense 2.9.2; ``status`` shows them)."""
     if not config.enabled:
         return "prune: OFF"
     parts = [
@@ -615,12 +615,6 @@ def status_text(
         if diagnostics and diagnostics.get(kind)
     ]
     suffix = f" \u00b7 diag {'/'.join(parts)}" if parts else ""
-    if metrics is not None and metrics["frontierGapTokens"] > 0:
-        suffix += (
-            f" \u00b7 think {cc(metrics['openCycleThinkingTokens'])}"
-            f" \u00b7 gap {cc(metrics['frontierGapTokens'])}"
-            f" \u00b7 chain {metrics['largestChainSharePct']}%"
-        )
     if reclaim is None or reclaim["beforeChars"] <= 0:
         return f"prune: ON{suffix}"
     before = js_round(reclaim["beforeChars"] / 4)
