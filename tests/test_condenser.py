@@ -429,3 +429,20 @@ def test_session_tree_rebuilds_the_state_of_the_new_branch() -> None:
     agent.condenser.session_tree()
     assert agent.condenser.state.get_record("go0") is None
     assert agent.condenser.state.frontier is None
+
+
+def test_flush_now_summarizes_nothing_while_pruning_is_disabled() -> None:
+    agent, _ = make(config(pruneOn="on-demand"))
+    run(one_prompt(agent, "A" * BIG))  # a raw call waits for a flush
+    before = pruner_types(agent.session)
+    summarizer = ScriptedSummarizer()
+    off, host = make(config(enabled=False), session=agent.session, summarizer=summarizer)
+    with pytest.warns(CondenseWarning, match="pruning is disabled"):
+        result_ = run(off.condenser.flush_now())
+    assert (result_.ok, result_.reason) == (False, "disabled")
+    assert summarizer.prompts == []
+    assert pruner_types(agent.session) == before
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once: a second call is quiet
+        assert run(off.condenser.flush_now()).reason == "disabled"
+    assert [level for _, level in host.notes] == ["warning"]

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pi_condense.config import (
+    RECOVERY_GRACE_PRESETS,
     ChainCompressionConfig,
     Config,
     PurgeErrorsConfig,
@@ -1113,3 +1114,16 @@ def test_gauntlet_overrides_reads_are_protected_by_default() -> None:
     ):
         assert matcher.is_protected("read", {"path": path})
     assert not matcher.is_protected("read", {"path": "gauntlet-overrides.txt"})
+
+
+def test_recovery_grace_presets_are_the_references() -> None:
+    # src/types.ts RECOVERY_GRACE_PRESETS of the reference (2.9.1, unchanged in 2.11.3).
+    assert RECOVERY_GRACE_PRESETS == (
+        ("0", "0 (disabled)"),
+        ("1", "1"),
+        ("3", "3 (default)"),
+        ("5", "5"),
+        ("8", "8"),
+    )
+    default = str(Config().recovery_grace_turns)
+    assert [label for value, label in RECOVERY_GRACE_PRESETS if value == default] == ["3 (default)"]

@@ -463,8 +463,13 @@ class Condenser:
         return self._runtime().capture_pending()
 
     async def flush_now(self, *, on_progress: Optional[ProgressCallback] = None) -> FlushResult:
-        """Summarize everything pending now (``/pruner now``; runtime delivery)."""
+        """Summarize everything pending now (``/pruner now``; runtime delivery).
+
+        With pruning disabled nothing is summarized (the result's reason is ``"disabled"``)
+        and the Condenser warns once, as ``/pruner now`` and ``pi-condense flush`` refuse."""
         rt = self._runtime()
+        if self._disabled(rt):
+            return FlushResult(False, "disabled")
         options = FlushOptions(
             trigger="manual",
             delivery="runtime",

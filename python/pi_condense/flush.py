@@ -81,7 +81,8 @@ class FlushOptions:
 class FlushResult:
     """Outcome of a flush. ``ok`` with ``reason`` ``flushed`` / ``skipped-oversized`` /
     ``skipped-trivial`` / ``skipped-deduped``, or not ``ok`` with ``empty`` /
-    ``already-flushing`` / ``summarizer-failed`` / ``failed`` (``error`` set)."""
+    ``already-flushing`` / ``summarizer-failed`` / ``failed`` (``error`` set) / ``disabled``
+    (:meth:`~pi_condense.condenser.Condenser.flush_now` with pruning off)."""
 
     ok: bool
     reason: str

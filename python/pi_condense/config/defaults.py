@@ -12,6 +12,7 @@ __all__ = [
     "LEGACY_PRUNE_ON",
     "OURS_DEFAULTS",
     "PRUNE_ON_MODES",
+    "RECOVERY_GRACE_PRESETS",
     "SETTINGS_KEY",
     "SUMMARIZER_PRICE_KEYS",
     "SUMMARIZER_THINKING_LEVELS",
@@ -55,6 +56,16 @@ BATCHING_MODES: tuple[tuple[str, str], ...] = (
     ("agent-message", "Per agent message"),
 )
 """``(value, label)`` of every batching mode, in UI order."""
+
+RECOVERY_GRACE_PRESETS: tuple[tuple[str, str], ...] = (
+    ("0", "0 (disabled)"),
+    ("1", "1"),
+    ("3", "3 (default)"),
+    ("5", "5"),
+    ("8", "8"),
+)
+"""``(value, label)`` of the settings editor's ``recoveryGraceTurns`` cycle (the reference's
+``RECOVERY_GRACE_PRESETS``; a value not in it shows as ``"3"``)."""
 
 LEGACY_PRUNE_ON = ("every-turn", "on-context-tag", "agentic-auto")
 
