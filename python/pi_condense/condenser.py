@@ -38,6 +38,7 @@ from .chains import (
 from .config import Config, load_config
 from .errors import CondenseWarning
 from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
+from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
 from .metrics import DiagnosticSink, StatsAccumulator
@@ -90,7 +91,9 @@ class Condenser:
     nor one that :meth:`context` returned (the replay hands the same copies on every call):
     each render then reuses what the previous ones learnt of those objects without walking
     them again, and hands out its own unchanged new messages again (``render``'s
-    ``frozen``).
+    ``frozen``). ``model_api`` is the wire API of the model the context goes to (Pi's
+    ``model.api``, e.g. ``"anthropic-messages"``): it decides the default image cap
+    (``maxImagesPerRequest``, see :mod:`pi_condense.image_cap`); it may be set later.
     """
 
     def __init__(
@@ -107,7 +110,9 @@ class Condenser:
         emit: Optional[Callable[[str, Any], None]] = None,
         write_blob: Optional[Callable[[str, str], None]] = None,
         frozen_messages: bool = False,
+        model_api: Optional[str] = None,
     ) -> None:
+        self.model_api = model_api
         self._session = session
         self._frozen_messages = frozen_messages
         self._write_blob = write_blob
@@ -417,12 +422,34 @@ class Condenser:
     def context(self, messages: list[Any]) -> RenderResult:
         """Condense ``messages`` (the list about to be sent to the model).
 
-        Returns the input list itself (``pruned`` false) when the condenser is disabled or
-        nothing changes. Diagnostics the render reports are written to the session once each.
+        Returns the input list itself (``pruned`` false) when nothing changes; with pruning
+        disabled only the image cap (``maxImagesPerRequest``) may change it. Diagnostics the
+        render reports are written to the session once each.
         """
         rt = self._runtime()
+        limit = image_limit(rt.config.max_images_per_request, self.model_api)
+        capped = cap_images(messages, limit) if limit is not None else None
         if self._disabled(rt):
-            return RenderResult(messages, False, 0, 0)
+            # The image cap keeps a request valid: it applies with pruning off too.
+            if capped is None:
+                return RenderResult(messages, False, 0, 0)
+            before = jsjson.length(messages)
+            return RenderResult(capped, True, before, jsjson.length(capped), source=messages)
+        if capped is not None:
+            result = self._render(rt, capped)
+            if result.threw:  # the reference's handler throws: the host keeps its own list
+                return dataclasses.replace(result, messages=messages)
+            if result.pruned:
+                return result
+            # Only the cap changed the list: no reclaim to show (as the reference).
+            before = jsjson.length(messages)
+            out = result.messages
+            return RenderResult(
+                out, True, before, jsjson.length(out), result.diagnostics, source=messages
+            )
+        return self._render(rt, messages)
+
+    def _render(self, rt: Runtime, messages: list[Any]) -> RenderResult:
         source = messages
         if rt.live_summaries:
             # The placer's own list: render reads it; the host gets a copy (below) if any.
