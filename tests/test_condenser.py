@@ -446,3 +446,25 @@ def test_flush_now_summarizes_nothing_while_pruning_is_disabled() -> None:
         warnings.simplefilter("error")  # said once: a second call is quiet
         assert run(off.condenser.flush_now()).reason == "disabled"
     assert [level for _, level in host.notes] == ["warning"]
+
+
+@pytest.mark.parametrize(("threshold", "flushes"), [(None, False), (200, True), (10**6, False)])
+def test_frontier_gap_gate_flushes_at_turn_end(threshold: Optional[int], flushes: bool) -> None:
+    # pi-condense 2.10.0: opt-in, fires once the unsummarized tail reaches the token count
+    # (a 1200-char result is about 300 tokens), with trigger "frontier-gap".
+    agent, host = make(config(frontierGapThresholdTokens=threshold, pruneOn="on-demand"))
+
+    async def scenario() -> Any:
+        await agent.prompt("go")
+        return await agent.tools([("a", "read", {}, "A" * BIG)])
+
+    outcome = run(scenario())
+    assert (outcome is not None and outcome.reason == "flushed") == flushes
+    notice = (
+        "pruner: un-pruned tail exceeded frontier gap threshold \u2014 compacting 1 pending turn"
+    )
+    assert ((notice, "info") in host.notes) == flushes
+    triggers = [
+        e["data"]["trigger"] for e in custom_entries(agent.session, "context-prune-flush-metrics")
+    ]
+    assert triggers == (["frontier-gap"] if flushes else [])

@@ -303,3 +303,28 @@ def test_status_text_forms() -> None:
     # 2.9.2 took the metrics suffix (think/gap/chain) off the status line.
     assert status_text(on, None, diag) == "prune: ON \u00b7 diag u2/o1"
     assert status_text(on, None, {"backfill-empty": 3}) == "prune: ON \u00b7 diag b3"
+
+
+def test_frontier_gap_prices_an_image_at_1600_tokens() -> None:
+    # Expected 1642: the pi-condense 2.11.3 reference's computeContextMetrics on this branch
+    # (2.11.1 prices image blocks flat; 2.9.1 counted the base64 and gave 551).
+    img = {"type": "image", "data": "QUJD" * 500, "mimeType": "image/png"}
+    branch = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}], "timestamp": 1},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.png"}}
+            ],
+            "timestamp": 2,
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "Read image file [image/png]"}, img],
+            "isError": False,
+            "timestamp": 3,
+        },
+    ]
+    assert metrics(branch)["frontierGapTokens"] == 1642

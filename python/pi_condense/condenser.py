@@ -351,6 +351,11 @@ class Condenser:
         if not pushed and not rt.rearmed:
             return None
         usage = self._context_usage() if self._context_usage is not None else None
+        gap_threshold = config.frontier_gap_threshold_tokens
+        gap: Optional[int] = None
+        if gap_threshold is not None:  # the metrics are walked only for this opt-in trigger
+            snapshot = rt.compute_metrics()
+            gap = snapshot["frontierGapTokens"] if snapshot is not None else None
         decision = evaluate_gate(
             usage,
             pending=len(rt.pending),
@@ -359,6 +364,8 @@ class Condenser:
             previous_fraction=rt.previous_fraction,
             threshold=config.auto_budget_threshold,
             delta=config.budget_turn_delta,
+            gap_tokens=gap,
+            gap_threshold=gap_threshold,
         )
         rt.previous_fraction = decision.previous_fraction
         if not decision.flush or decision.trigger is None or decision.notice is None:

@@ -25,6 +25,7 @@ from .config import Config
 from .js import json as jsjson
 from .js.values import MISSING, get_field, strict_equal, to_string
 from .keys import occ_key, result_timestamp_of
+from .render import image_price
 from .state import Frontier, Stats, normalize_stats
 from .summarize.base import Usage
 
@@ -212,10 +213,11 @@ class ContextMetrics:
         return out
 
     def chars(self, message: Any) -> int:
-        """``JSON.stringify(message).length`` (cached per object)."""
+        """The reference's ``charsOf(message)``: ``JSON.stringify(message).length`` with image
+        blocks at a flat 1,600 tokens (2.11.1; cached per object)."""
         cached = self._chars.get(id(message))
         if cached is None or cached[0] is not message:
-            cached = (message, jsjson.length(message))
+            cached = (message, jsjson.length(message) + image_price(message))
             self._chars[id(message)] = cached
         return cached[1]
 

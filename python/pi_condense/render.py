@@ -36,6 +36,7 @@ __all__ = [
     "DiagnosticKind",
     "RenderDiagnostic",
     "RenderResult",
+    "image_price",
     "render",
     "render_options",
     "sized",
@@ -119,12 +120,22 @@ def sized(list_chars: int, messages: list[Any]) -> int:
         return 0
     size = list_chars - len(messages) - 1
     for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "image":
-                    size += _IMAGE_MARK_LEN + IMAGE_TOKEN_ESTIMATE * 4 - jsjson.length(block)
+        size += image_price(message)
     return size
+
+
+def image_price(message: Any) -> int:
+    """What the reference's ``charsOf(message)`` (2.11.1) adds to ``JSON.stringify(message)
+    .length``: each image block counts as ``{"type":"image"}`` plus 1,600 tokens of 4 chars
+    instead of its JSON (0 for a message without image blocks)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return 0
+    delta = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "image":
+            delta += _IMAGE_MARK_LEN + IMAGE_TOKEN_ESTIMATE * 4 - jsjson.length(block)
+    return delta
 
 
 def _count(value: Optional[int]) -> Optional[float]:
