@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any, Optional
 
+import pytest
+
 from _agent import assistant, config, result, user
+from pi_condense.branch_facts import branch_facts
 from pi_condense.capture import (
     CapturedBatch,
     branch_turn_index,
@@ -13,11 +17,13 @@ from pi_condense.capture import (
     extract_tool_result_text,
     group_batches,
     image_digest,
+    is_chain_anchor_custom,
     is_final_assistant,
     protection_predicate,
     rescan_branch,
     trim_batch,
 )
+from pi_condense.session import SessionFile
 from pi_condense.spill import index_records
 from pi_condense.state import Frontier, PrunerState, normalize_frontier
 from pi_condense.summarize.prompt import batch_prompt
@@ -364,3 +370,48 @@ def test_protection_predicate_rules() -> None:
     assert protection_predicate(reference)("grep", None)
     assert protection_predicate(reference)("ba", None)  # substring, as String.includes
     assert not protection_predicate(reference)("read", None)
+
+
+# pi-condense 2.10.0 (#13): src/batch-capture.test.ts "custom-anchor group boundary".
+def anchored_branch(custom_type: str) -> list[dict[str, Any]]:
+    head = entries(user("go", 1000), assistant(1100, ("tc1", "bash", {})))
+    tail = entries(result("tc1", "bash", "ok1", 1150))
+    custom = {
+        "type": "custom_message",
+        "id": "c1",
+        "customType": custom_type,
+        "content": "c",
+        "display": True,
+        "details": {},
+        "timestamp": "2026-08-31T10:00:00.000Z",
+    }
+    more = entries(assistant(2100, ("tc2", "bash", {})), result("tc2", "bash", "ok2", 2150))
+    return [*head, *tail, custom, *more]
+
+
+@pytest.mark.parametrize(
+    ("custom_type", "separate"),
+    [("pi-gauntlet-transition-recovery", True), ("context-prune-summary", False)],
+)
+def test_a_non_pruner_custom_message_starts_a_new_user_turn_group(
+    custom_type: str, separate: bool
+) -> None:
+    branch = anchored_branch(custom_type)
+    batches = rescan_branch(branch, PrunerState(), never, lambda: 0)
+    assert len(batches) == 2
+    assert (batches[0].user_turn_group != batches[1].user_turn_group) == separate
+    assert len(group_batches(batches, "agent-message")) == (2 if separate else 1)
+    assert is_chain_anchor_custom({"role": "custom", "customType": custom_type}) == separate
+    assert is_chain_anchor_custom({"role": "custom"})  # no customType: an anchor
+    assert not is_chain_anchor_custom({"role": "user"})
+
+
+def test_the_live_rescan_counts_custom_anchors_too(tmp_path: Path) -> None:
+    session = SessionFile.create(tmp_path / "s.jsonl", "/w")
+    for entry in anchored_branch("gauntlet-gate"):
+        if entry["type"] == "message":
+            session.append_message(entry["message"])
+        else:
+            session.append_custom_message(entry["customType"], entry["content"], True, {})
+    facts = branch_facts(session)
+    assert facts.user_groups == [1, 2]

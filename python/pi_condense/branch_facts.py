@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .capture import is_chain_anchor_custom
 from .js.values import MISSING, get_field
 from .metrics import BranchMetrics, ContextMetrics, project_custom_message
 from .replay_log import reported_usage
@@ -56,7 +57,8 @@ class BranchFacts:
         self.assistants: list[int] = []
         """Positions in :attr:`messages` of the assistant messages (turn k at ``[k]``)."""
         self.user_groups: list[int] = []
-        """For each assistant, how many user messages precede it."""
+        """For each assistant, how many user messages (and non-pruner custom messages, the
+        chain anchors of pi-condense 2.10.0) precede it."""
         self.last_anchor: Optional[tuple[Any, Any]] = None
         """``(role, timestamp)`` of the last message entry holding an object."""
         self._truthy_messages: list[Any] = []
@@ -88,7 +90,9 @@ class BranchFacts:
             self.usage_since_compaction = False
             return
         if kind == "custom_message":
-            self.metrics.add(project_custom_message(entry))
+            custom = project_custom_message(entry)
+            self.metrics.add(custom)
+            self._users += is_chain_anchor_custom(custom)  # a user-turn group boundary (2.10.0)
             return
         if kind != "message":
             return
@@ -107,7 +111,7 @@ class BranchFacts:
         role = message.get("role")
         stamp = message.get("timestamp")
         self.last_anchor = (role, stamp)
-        if role == "user":
+        if role == "user" or is_chain_anchor_custom(message):
             self._users += 1
         elif role == "assistant":
             key = _match_key(get_field(message, "timestamp"))

@@ -52,6 +52,7 @@ __all__ = [
     "group_batches",
     "image_digest",
     "image_marker",
+    "is_chain_anchor_custom",
     "is_final_assistant",
     "protection_predicate",
     "raw_chars",
@@ -224,6 +225,16 @@ def _entry_time(entry: Mapping[str, Any], message: Any, now: Callable[[], int]) 
     return now() if _nullish(fallback) else fallback
 
 
+def is_chain_anchor_custom(message: Any) -> bool:
+    """A non-pruner custom message (``role: "custom"``, ``customType`` not prefixed
+    ``context-prune-``): since pi-condense 2.10.0 it opens a chain like a user message and, in
+    a rescan, starts a new user-turn group."""
+    if not strict_equal(get_field(message, "role"), "custom"):
+        return False
+    kind = get_field(message, "customType")
+    return not to_string("" if _nullish(kind) else kind).startswith("context-prune-")
+
+
 def rescan_branch(
     branch: Sequence[Mapping[str, Any]],
     state: PrunerState,
@@ -241,12 +252,23 @@ def rescan_branch(
     assistants: list[int] = []
     user_groups: list[int] = []
     users = 0
-    for i, message in enumerate(messages):
+    position = -1
+    for entry in branch:
+        kind = entry.get("type")
+        if kind == "custom_message":
+            users += is_chain_anchor_custom(
+                {"role": "custom", "customType": entry.get("customType")}
+            )
+            continue
+        if kind != "message":
+            continue
+        position += 1
+        message = entry.get("message")
         role = get_field(message, "role")
-        if strict_equal(role, "user"):
+        if strict_equal(role, "user") or is_chain_anchor_custom(message):
             users += 1
         elif strict_equal(role, "assistant"):
-            assistants.append(i)
+            assistants.append(position)
             user_groups.append(users)
     return rescan_turns(entries, messages, assistants, user_groups, 0, state, exclude, now)
 
