@@ -65,6 +65,8 @@ class BranchFacts:
         self._lent = 0  # open lends of _truthy_messages (see lend_chain_messages)
         self.compacted = False
         self.usage_since_compaction = False
+        self.has_images = False
+        """Some message on the branch holds an image block (sizes then price images)."""
         self.metrics = BranchMetrics(self._sizes.chars)
         self._users = 0
         self._assistant_by_stamp: dict[Any, int] = {}
@@ -108,6 +110,12 @@ class BranchFacts:
             self._truthy_messages.append(message)
         if not isinstance(message, dict):
             return
+        if not self.has_images:
+            content = message.get("content")
+            if isinstance(content, list):
+                self.has_images = any(
+                    isinstance(b, dict) and b.get("type") == "image" for b in content
+                )
         role = message.get("role")
         stamp = message.get("timestamp")
         self.last_anchor = (role, stamp)

@@ -42,7 +42,7 @@ from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
 from .metrics import DiagnosticSink, StatsAccumulator
-from .render import RenderResult, render
+from .render import RenderResult, render, sized_without_images
 from .runtime import Runtime, Ui
 from .session import SessionFile
 from .spill import SpillSettings, safe_session_id, spill_batch
@@ -475,7 +475,7 @@ class Condenser:
                 placed, True, before, jsjson.length(placed), result.diagnostics, source=messages
             )
         if result.pruned:
-            rt.stats.set_live_reclaim(result.before_size, result.after_size)
+            rt.stats.set_live_reclaim(*_reclaim_sizes(rt, result))
         rt.refresh_status()
         return result
 
@@ -598,3 +598,15 @@ async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any
         raise
     _count_fusions(rt, result)
     return result.block_ids
+
+
+def _reclaim_sizes(rt: Runtime, result: RenderResult) -> tuple[int, int]:
+    """The reference's live reclaim figure of a pruning render; images are looked for (a
+    walk over both lists) only when the branch holds one."""
+    if rt.facts().has_images:
+        return result.before_size, result.after_size
+    source = result.source if result.source is not None else result.messages
+    return (
+        sized_without_images(result.before_chars, len(source)),
+        sized_without_images(result.after_chars, len(result.messages)),
+    )

@@ -40,6 +40,7 @@ __all__ = [
     "render",
     "render_options",
     "sized",
+    "sized_without_images",
 ]
 
 DiagnosticKind = Literal["unresolved-range", "range-id-mismatch", "orphan-sweep"]
@@ -110,6 +111,12 @@ class RenderResult:
 IMAGE_TOKEN_ESTIMATE = 1600
 """Tokens an image block counts for in sizes (the reference's flat estimate, 4 chars each)."""
 _IMAGE_MARK_LEN = len('{"type":"image"}')
+
+
+def sized_without_images(list_chars: int, count: int) -> int:
+    """:func:`sized` of a list of ``count`` messages known to hold no image block: its JSON
+    length less the brackets and commas (no walk)."""
+    return list_chars - count - 1 if count else 0
 
 
 def sized(list_chars: int, messages: list[Any]) -> int:
