@@ -795,23 +795,16 @@ def test_load_save_load_round_trip(agent: Path, compat: str) -> None:
         assert saved["contextPrune"]["chainCompression"]["enabled"] is True
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("text", ["{broken", "[]", '"settings"'])
-def test_save_config_default_mode_refuses_to_overwrite_invalid_file(agent: Path, text: str) -> None:
+def test_save_config_refuses_to_overwrite_invalid_file(agent: Path, text: str, mode: str) -> None:
+    # Both modes: pi-condense 2.10.4 (#15) no longer replaces such a file (2.9.1 did).
     path = agent / "settings.json"
     path.write_text(text)
     with pytest.raises(ConfigError, match="not overwriting"):
-        save_config(Config())
+        save_config(normalize({"compat": mode}))
     assert path.read_text() == text
     assert sorted(p.name for p in agent.iterdir()) == ["settings.json"]
-
-
-def test_save_config_reference_mode_replaces_invalid_file(agent: Path) -> None:
-    path = agent / "settings.json"
-    path.write_text("{broken")
-    save_config(normalize({"compat": "reference"}))
-    document = json.loads(path.read_text())
-    assert list(document) == ["contextPrune"]
-    assert document["contextPrune"]["compat"] == "reference"
 
 
 def test_save_config_failed_rename_leaves_no_temp_file(
