@@ -35,12 +35,17 @@ SYSTEM_PROMPT = (
     "Keep each tool call to 1-3 bullet points. Skip calls that succeeded with nothing reusable "
     "to record. Be concise.\n"
     "\n"
+    "A result line of the form [image returned: <type> sha256:<hash>] means the tool returned an "
+    "image you cannot see: state that an image was returned, and never describe or guess its "
+    "content.\n"
+    "\n"
     "Begin the first bullet of each tool call with that tool's [[N:toolname]] label, copied "
     "verbatim (both the number and the name) from its line in the input, as the plain, first "
     "thing on the line - no bold, backticks, or list numbering around it. Do not renumber, "
     "rename, or invent labels; if you skip a tool, skip its label too."
 )
-"""Instructions of a batch summary request (9 lines, no trailing newline)."""
+"""Instructions of a batch summary request (11 lines, no trailing newline; the image paragraph
+is pi-condense 2.11.2's)."""
 
 RANGE_SYSTEM_PROMPT = (
     "You are fusing several per-step summaries of one CLOSED sub-task from an AI coding "
