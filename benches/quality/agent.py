@@ -2,11 +2,12 @@
 
 A probe is answered when its answer is visible in the request. When it is not, the agent looks
 at what the context offers: every line holding a ref (a stub, a summary bullet, a chain's
-summary) becomes a document, with the tool call its stub answers; the documents are ranked
-with BM25 against the question, and the agent calls ``context_tree_query`` on the best refs
-(following the refs and part refs an answer hands back), then ``session_search`` on the
-question's subject, within :data:`MAX_CALLS` extra tool calls. A probe fails when the answer
-cannot be reached.
+summary) becomes a document, with the tool call its stub answers, ranked with BM25 against the
+question. When a document names the call the question is about (its path, command, pattern or
+url), the agent first calls ``context_tree_query`` on the best such ref (following the part
+refs a paged answer hands back); then it calls ``session_search`` with the question's subject;
+then it tries the other refs (and the step refs a chain's answer names), within
+:data:`MAX_CALLS` extra tool calls. A probe fails when the answer cannot be reached.
 """
 
 from __future__ import annotations
@@ -100,31 +101,40 @@ def answer(probe: Probe, visible: str, messages: list[dict[str, Any]], strategy:
     if not strategy.recovers:
         return Answer(False, False, 0)
     docs = ref_documents(messages)
+    question = probe.fact.question
+    locator = question[3 : question.index(", what is ")] if ", what is " in question else ""
+    named = [d for d in docs if locator and (locator in d[1] or json.dumps(locator)[1:-1] in d[1])]
+    pool = named or docs
     queue: list[str] = []
-    if docs:
-        scores = BM25([words(t) for _, t in docs]).scores(words(probe.fact.question))
-        ranked = sorted(range(len(docs)), key=lambda i: -scores[i])
-        for i in ranked:
-            if scores[i] > 0 and docs[i][0] not in queue:
-                queue.append(docs[i][0])
+    if pool:
+        scores = BM25([words(t) for _, t in pool]).scores(words(question))
+        for i in sorted(range(len(pool)), key=lambda i: -scores[i]):
+            if (named or scores[i] > 0) and pool[i][0] not in queue:
+                queue.append(pool[i][0])
+    # the best ref when a stub or summary line names the call the question is about, else
+    # (and after it) a literal search for the question's subject, then the other refs
+    plan: list[tuple[str, str]] = [("ref", r) for r in queue[:1] if named]
+    plan.append(("search", probe.fact.subject))
+    plan += [("ref", r) for r in queue if ("ref", r) not in plan]
     calls = 0
     asked: set[str] = set()
-    while queue and calls < MAX_CALLS - 1:
-        ref = queue.pop(0)
-        if ref in asked:
+    while plan and calls < MAX_CALLS:
+        kind, value = plan.pop(0)
+        if kind == "search":
+            calls += 1
+            if target in strategy.execute("session_search", {"query": value}):
+                return Answer(True, False, calls)
             continue
-        asked.add(ref)
+        if value in asked:
+            continue
+        asked.add(value)
         calls += 1
-        text = strategy.execute("context_tree_query", {"toolCallIds": [ref]})
+        text = strategy.execute("context_tree_query", {"toolCallIds": [value]})
         if target in text:
             return Answer(True, False, calls)
-        # part refs (a paged answer) first, then refs the answer names (a chain's steps)
-        parts = [r for r in _BARE_REF.findall(text) if r.startswith(ref + "#") and r not in asked]
-        named = [r for r in _REF.findall(text) if "#" not in r and r not in asked and r != ref]
-        queue = parts + queue + named
-    if calls < MAX_CALLS:
-        calls += 1
-        text = strategy.execute("session_search", {"query": probe.fact.subject})
-        if target in text:
-            return Answer(True, False, calls)
+        # the next part of a paged answer first, refs the answer names (a chain's steps) last
+        base = value.split("#")[0]
+        parts = [r for r in _BARE_REF.findall(text) if r.startswith(base + "#") and r not in asked]
+        inner = [r for r in _REF.findall(text) if "#" not in r and r not in asked and r != base]
+        plan = [("ref", r) for r in parts[:1]] + plan + [("ref", r) for r in inner]
     return Answer(False, False, calls)
