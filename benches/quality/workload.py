@@ -22,6 +22,7 @@ REAL_SESSION = REPO / "tests" / "data" / "fixtures" / "pi-sessions" / "large-ses
 
 SIZES = (100, 400, 1500, 3000, 5000, 8000, 20000, 60000, 120000, 300000)
 SPILL_BYTES = 65536  # pi-condense's default spillThreshold
+HEAD_CHARS = 2000
 
 # a 1x1 PNG; screenshots differ by a trailing comment chunk so each image is distinct
 _PNG = base64.b64decode(
@@ -65,7 +66,7 @@ class Fact:
     output_chars: int
     position: str  # head | middle | tail | caption
     prompt: int  # the prompt whose run produced the output
-    head: str  # the output's first 80 chars (to find it in a summarizer's input)
+    head: str  # the output's first 2,000 chars: every cut of a summarizer's input keeps them
     tags: tuple[str, ...] = ()
 
 
@@ -209,9 +210,10 @@ class _Builder:
             if kind == "screenshot":
                 caption = f"Screenshot of {locator}: the {w} dashboard renders its settings panel."
                 if fact is not None:
-                    f = self._fact(call_id, str(locator), "caption", len(caption), caption[:80])
+                    f = self._fact(call_id, str(locator), "caption", len(caption), "")
                     caption += f" The banner shows {f.subject} is {f.answer}."
                     f.tags = ("image",)
+                    f.head = caption
                 png = _PNG + f"{call_id}".encode()
                 content = [
                     {"type": "text", "text": caption},
@@ -236,6 +238,7 @@ class _Builder:
                     f = self._fact(call_id, str(locator), fact, 0, head)
                     lines.insert(at, f"NOTE: {f.subject} is {f.answer}")
                     f.output_chars = len("\n".join(lines))
+                    f.head = "\n".join(lines)[:HEAD_CHARS]
                     if len("\n".join(lines).encode()) > SPILL_BYTES:
                         f.tags = ("spilled",)
                 content = "\n".join(lines)
@@ -405,6 +408,7 @@ def real(seed: int, prompts: int = 12) -> Workload:
                 lines.insert(at, f"NOTE: {f.subject} is {f.answer}")
                 block["content"] = "\n".join(lines)
                 f.output_chars = len(block["content"])
+                f.head = block["content"][:HEAD_CHARS]
             if run and run[-1]["role"] == "user" and isinstance(run[-1]["content"], list):
                 run[-1]["content"].append(block)  # parallel calls: results in one message
                 continue
