@@ -143,3 +143,30 @@ def test_agent_recovers_a_fact_behind_a_ref_and_fails_on_a_gone_one() -> None:
                   plain)  # fmt: skip
     assert not lost.found
     assert lost.calls == 0
+
+
+def _row(success: float, calls: float, tokens: float, cost: float) -> dict[str, object]:
+    return {
+        "probe success": success,
+        "extra calls / probe": calls,
+        "tokens vs none": tokens,
+        "cache cost": cost,
+        "cache cost vs none": cost,
+        "rule breaks": 0,
+        "fidelity <=8k": 1.0,
+    }
+
+
+def test_gate_fails_when_defaults_lose_to_a_peer_or_miss_a_bound() -> None:
+    from benches.quality.run import gate
+
+    rows = {
+        "none": _row(1.0, 0, 1.0, 1.0),
+        "pi-condense defaults": _row(1.0, 0.5, 0.2, 0.3),
+        "peer": _row(0.5, 0, 0.3, 0.6),
+    }
+    assert gate(rows, 0.01) == []
+    cheaper = {**rows, "peer": _row(0.5, 0, 0.3, 0.2)}
+    assert [m.split(" (")[0] for m in gate(cheaper, 0.01)] == ["not Pareto-better than peer"]
+    slow = {**rows, "pi-condense defaults": _row(1.0, 1.5, 0.2, 0.3)}
+    assert gate(slow, 0.01) == ["extra calls per probe 1.50 > 1.19"]

@@ -60,7 +60,6 @@ class Tally:
             if self.fidelity_all
             else None,
             "success by tag": {k: v[0] / v[1] for k, v in sorted(self.by_tag.items())},
-            "seconds": round(self.seconds, 1),
         }
 
 
