@@ -4,14 +4,14 @@ the first 2,000 chars never reached it); ``compat: "reference"`` keeps the refer
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from pi_condense.integrations.anthropic_messages import MessagesCondenser
-from pi_condense.summarize.base import Completion, CompletionRequest, ModelRef
+from pi_condense.replay_log import RecordingSummarizer
 from pi_condense.summarize.deterministic import DeterministicSummarizer, summarize_batch_prompt
 from pi_condense.summarize.prompt import batch_prompt, serialize_batch
 
@@ -53,27 +53,11 @@ def test_offline_summarizer_reads_the_true_size_of_a_head_and_tail_cut() -> None
     assert "ValueError: bad config" in ours  # the error at the end reaches the summary
 
 
-@dataclass
-class _Recording:
-    inner: DeterministicSummarizer = field(default_factory=DeterministicSummarizer)
-    prompts: list[str] = field(default_factory=list)
-
-    @property
-    def model(self) -> ModelRef:
-        return self.inner.model
-
-    async def complete(
-        self, request: CompletionRequest, on_event: Callable[[], None]
-    ) -> Completion:
-        self.prompts.append(request.prompt)
-        return await self.inner.complete(request, on_event)
-
-
 @pytest.mark.parametrize(("compat", "reaches"), [("default", True), ("reference", False)])
 def test_a_fact_at_the_end_of_a_5k_output_reaches_the_summarizer(
     tmp_path: Path, compat: str, reaches: bool
 ) -> None:
-    summarizer = _Recording()
+    summarizer = RecordingSummarizer(DeterministicSummarizer())
     hook = MessagesCondenser(
         session=tmp_path / "s.jsonl", config={"compat": compat}, summarizer=summarizer
     )
@@ -95,6 +79,6 @@ def test_a_fact_at_the_end_of_a_5k_output_reaches_the_summarizer(
     ]
     sent = hook.condense(messages)
     hook.close()
-    assert len(summarizer.prompts) == 1
+    assert len(summarizer.calls) == 1
     assert "PORT=4821" not in str(sent)  # the output was summarized
-    assert ("PORT=4821" in summarizer.prompts[0]) is reaches
+    assert ("PORT=4821" in summarizer.calls[0].prompt) is reaches

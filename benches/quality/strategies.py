@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from pi_condense.summarize.base import Completion, CompletionRequest, ModelRef
+from pi_condense.replay_log import RecordingSummarizer
 from pi_condense.summarize.deterministic import DeterministicSummarizer
 
 from .measure import tokens, wire
@@ -43,24 +43,6 @@ class Strategy:
         pass
 
 
-class RecordingSummarizer:
-    """The offline summarizer, keeping every prompt it was given (summary fidelity)."""
-
-    def __init__(self) -> None:
-        self.inner = DeterministicSummarizer()
-        self.prompts: list[str] = []
-
-    @property
-    def model(self) -> ModelRef:
-        return self.inner.model
-
-    async def complete(
-        self, request: CompletionRequest, on_event: Callable[[], None]
-    ) -> Completion:
-        self.prompts.append(request.prompt)
-        return await self.inner.complete(request, on_event)
-
-
 class PiCondense(Strategy):
     """pi-condense through its Anthropic Messages hook (``MessagesCondenser``)."""
 
@@ -72,7 +54,7 @@ class PiCondense(Strategy):
         self.name = name
         self._tmp = tempfile.TemporaryDirectory(prefix="pi-condense-quality-")
         self._clock = iter(range(1_780_000_000_000, 1_790_000_000_000, 1000))
-        self.summarizer = RecordingSummarizer()
+        self.summarizer = RecordingSummarizer(DeterministicSummarizer())
         self.hook = MessagesCondenser(
             session=Path(self._tmp.name) / "session.jsonl",
             config={"enabled": True, **config},
@@ -92,7 +74,7 @@ class PiCondense(Strategy):
         return self.hook.execute(name, args)
 
     def summarizer_inputs(self) -> list[str]:
-        return self.summarizer.prompts
+        return [call.prompt for call in self.summarizer.calls]
 
     def close(self) -> None:
         self.hook.close()
