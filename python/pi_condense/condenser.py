@@ -377,7 +377,7 @@ class Condenser:
             rearmed=rt.rearmed,
             flushing=rt.flushing,
             previous_fraction=rt.previous_fraction,
-            threshold=config.auto_budget_threshold,
+            threshold=config.budget_threshold,
             delta=config.budget_turn_delta,
             gap_tokens=gap,
             gap_threshold=gap_threshold,

@@ -198,7 +198,7 @@ class _Flush:
 
         def request(batch: CapturedBatch) -> CompletionRequest:
             return CompletionRequest(
-                prompt=batch_prompt(batch),
+                prompt=batch_prompt(batch, head_tail=not rt.config.is_reference),
                 kind="batch",
                 timestamp=rt.clock(),
                 thinking=_thinking(rt.config),

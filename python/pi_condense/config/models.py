@@ -48,10 +48,17 @@ from .defaults import (
 )
 
 __all__ = [
+    "DEFAULT_BUDGET_THRESHOLD",
     "ChainCompressionConfig",
     "Config",
     "PurgeErrorsConfig",
 ]
+
+
+DEFAULT_BUDGET_THRESHOLD = 0.5
+"""Ours: the budget trigger's threshold when ``autoBudgetThreshold`` is unset (the reference
+has none): a flush at the turn end where the context reaches half the window (at most 150k of
+the 300k-token cap)."""
 
 
 class SettingsModel(BaseModel):
@@ -296,6 +303,16 @@ class Config(SettingsModel):
     def is_reference(self) -> bool:
         """True in ``compat: "reference"`` mode."""
         return self.compat == "reference"
+
+    @property
+    def budget_threshold(self) -> Optional[float]:
+        """The budget trigger's threshold in effect: ``autoBudgetThreshold``; when it is unset,
+        ours is :data:`DEFAULT_BUDGET_THRESHOLD` (a long run of one prompt is condensed before
+        its final reply), the reference's (``compat: "reference"``) is none. ``1`` turns it
+        off in practice (it fires only at the whole window)."""
+        if self.auto_budget_threshold is None and not self.is_reference:
+            return DEFAULT_BUDGET_THRESHOLD
+        return self.auto_budget_threshold
 
     def is_protected_tool(self, tool_name: str) -> bool:
         """Whether ``protectedTools`` protects ``tool_name`` (exact name match).
