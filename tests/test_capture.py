@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any, Optional
 
+import pytest
+
 from _agent import assistant, config, result, user
+from pi_condense.branch_facts import branch_facts
 from pi_condense.capture import (
     CapturedBatch,
     branch_turn_index,
     capture_batch,
     extract_tool_result_text,
     group_batches,
+    image_digest,
+    is_chain_anchor_custom,
     is_final_assistant,
     protection_predicate,
     rescan_branch,
     trim_batch,
 )
+from pi_condense.session import SessionFile
+from pi_condense.spill import index_records
 from pi_condense.state import Frontier, PrunerState, normalize_frontier
+from pi_condense.summarize.prompt import batch_prompt
+from pi_condense.tools.query import image_marker_digests
 
 
 def entries(
@@ -57,17 +68,84 @@ def record(call_id: str, ts: Optional[int], text: str = "x") -> dict[str, Any]:
 # ---------------------------------------------------------------------------- live capture
 
 
-def test_extract_tool_result_text_joins_text_blocks_only() -> None:
+def test_extract_tool_result_text_joins_text_blocks_after_image_markers() -> None:
     message = {
         "content": [
             {"type": "text", "text": "a"},
-            {"type": "image", "data": "..."},
+            {"type": "image", "data": "...", "mimeType": "image/png"},
             {"type": "text", "text": "b"},
         ]
     }
-    assert extract_tool_result_text(message) == "a\nb"
+    digest = hashlib.sha256(b"...").hexdigest()[:8]
+    assert extract_tool_result_text(message) == f"[image returned: image/png sha256:{digest}]\na\nb"
+    assert extract_tool_result_text({"content": [{"type": "text", "text": "a"}]}) == "a"
     assert extract_tool_result_text({"content": "plain"}) == ""
     assert extract_tool_result_text(None) == ""
+
+
+# The cases of pi-condense 2.11.2's src/batch-capture.test.ts "image markers" (its spec
+# doc/specs/2026-09-29: one marker line per image, first 8 hex of sha256 of the base64 data).
+def img(data: str, mime: str = "image/png") -> dict[str, Any]:
+    return {"type": "image", "data": data, "mimeType": mime}
+
+
+def test_image_markers_lead_the_text_in_block_order() -> None:
+    text = extract_tool_result_text(
+        {
+            "content": [
+                {"type": "text", "text": "Read image file [image/png]"},
+                img("AAAA"),
+                img("BBBB", "image/jpeg"),
+            ]
+        }
+    )
+    assert text.split("\n") == [
+        f"[image returned: image/png sha256:{image_digest('AAAA')}]",
+        f"[image returned: image/jpeg sha256:{image_digest('BBBB')}]",
+        "Read image file [image/png]",
+    ]
+    assert image_digest("AAAA") == hashlib.sha256(b"AAAA").hexdigest()[:8]
+    only = extract_tool_result_text(
+        {"content": [img("AAAA"), {"type": "text", "text": "x"}, img("BBBB")]}
+    )
+    assert image_marker_digests(only) == [image_digest("AAAA"), image_digest("BBBB")]
+    assert image_marker_digests("no markers here") == []
+
+
+def test_a_long_result_keeps_its_image_marker_in_the_summarizer_input() -> None:
+    message = assistant(1, ("r1", "read", {"path": "a.png"}))
+    results = [
+        {
+            "role": "toolResult",
+            "toolCallId": "r1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "x" * 5000}, img("AAAA")],
+            "isError": False,
+            "timestamp": 2,
+        }
+    ]
+    out = batch_prompt(capture_batch(message, results, 0, 9999))
+    assert f"[image returned: image/png sha256:{image_digest('AAAA')}]" in out
+
+
+def test_screenshots_with_the_same_text_and_other_pixels_are_not_deduplicated() -> None:
+    def read(call_id: str, data: str, ts: int) -> CapturedBatch:
+        result = {
+            "role": "toolResult",
+            "toolCallId": call_id,
+            "toolName": "read",
+            "content": [{"type": "text", "text": "Read image file [image/png]"}, img(data)],
+            "isError": False,
+            "timestamp": ts + 1,
+        }
+        return capture_batch(assistant(ts, (call_id, "read", {"path": "s.png"})), [result], 0, ts)
+
+    state = PrunerState()
+    state.add_batch(index_records(read("r1", "AAAA", 100)))
+    other = read("r2", "BBBB", 200).tool_calls[0]
+    assert state.lookup_by_content(other["toolName"], other["resultText"]) is None
+    same = read("r3", "AAAA", 300).tool_calls[0]
+    assert state.lookup_by_content(same["toolName"], same["resultText"]) == "r1@101"
 
 
 def test_capture_batch_pairs_calls_with_results() -> None:
@@ -292,3 +370,48 @@ def test_protection_predicate_rules() -> None:
     assert protection_predicate(reference)("grep", None)
     assert protection_predicate(reference)("ba", None)  # substring, as String.includes
     assert not protection_predicate(reference)("read", None)
+
+
+# pi-condense 2.10.0 (#13): src/batch-capture.test.ts "custom-anchor group boundary".
+def anchored_branch(custom_type: str) -> list[dict[str, Any]]:
+    head = entries(user("go", 1000), assistant(1100, ("tc1", "bash", {})))
+    tail = entries(result("tc1", "bash", "ok1", 1150))
+    custom = {
+        "type": "custom_message",
+        "id": "c1",
+        "customType": custom_type,
+        "content": "c",
+        "display": True,
+        "details": {},
+        "timestamp": "2026-08-31T10:00:00.000Z",
+    }
+    more = entries(assistant(2100, ("tc2", "bash", {})), result("tc2", "bash", "ok2", 2150))
+    return [*head, *tail, custom, *more]
+
+
+@pytest.mark.parametrize(
+    ("custom_type", "separate"),
+    [("pi-gauntlet-transition-recovery", True), ("context-prune-summary", False)],
+)
+def test_a_non_pruner_custom_message_starts_a_new_user_turn_group(
+    custom_type: str, separate: bool
+) -> None:
+    branch = anchored_branch(custom_type)
+    batches = rescan_branch(branch, PrunerState(), never, lambda: 0)
+    assert len(batches) == 2
+    assert (batches[0].user_turn_group != batches[1].user_turn_group) == separate
+    assert len(group_batches(batches, "agent-message")) == (2 if separate else 1)
+    assert is_chain_anchor_custom({"role": "custom", "customType": custom_type}) == separate
+    assert is_chain_anchor_custom({"role": "custom"})  # no customType: an anchor
+    assert not is_chain_anchor_custom({"role": "user"})
+
+
+def test_the_live_rescan_counts_custom_anchors_too(tmp_path: Path) -> None:
+    session = SessionFile.create(tmp_path / "s.jsonl", "/w")
+    for entry in anchored_branch("gauntlet-gate"):
+        if entry["type"] == "message":
+            session.append_message(entry["message"])
+        else:
+            session.append_custom_message(entry["customType"], entry["content"], True, {})
+    facts = branch_facts(session)
+    assert facts.user_groups == [1, 2]

@@ -148,14 +148,11 @@ def second_prompt_pending(compat: str) -> tuple[int, list[str]]:
     return agent.condenser.pending_count, queued
 
 
-def test_reference_turn_index_quirk_drops_later_prompts_live_batches() -> None:
-    pending, queued = second_prompt_pending("reference")
-    assert pending == 0  # event index 0 < frontier index 1: trimmed away, never queued
-    assert len(queued) == 2
-
-
-def test_default_turn_index_is_branch_global() -> None:
-    pending, queued = second_prompt_pending("default")
+@pytest.mark.parametrize("compat", ["default", "reference"])
+def test_live_turn_index_is_branch_global(compat: str) -> None:
+    # pi-condense 2.10.5 (#16) numbers live batches session-wide; 2.9.1 used the per-prompt
+    # event index, so this batch (event index 0 < frontier index 1) was trimmed away.
+    pending, queued = second_prompt_pending(compat)
     assert pending == 1
     assert len(queued) == 3
 
@@ -485,3 +482,42 @@ def test_session_tree_rebuilds_the_state_of_the_new_branch() -> None:
     agent.condenser.session_tree()
     assert agent.condenser.state.get_record("go0") is None
     assert agent.condenser.state.frontier is None
+
+
+def test_flush_now_summarizes_nothing_while_pruning_is_disabled() -> None:
+    agent, _ = make(config(pruneOn="on-demand"))
+    run(one_prompt(agent, "A" * BIG))  # a raw call waits for a flush
+    before = pruner_types(agent.session)
+    summarizer = ScriptedSummarizer()
+    off, host = make(config(enabled=False), session=agent.session, summarizer=summarizer)
+    with pytest.warns(CondenseWarning, match="pruning is disabled"):
+        result_ = run(off.condenser.flush_now())
+    assert (result_.ok, result_.reason) == (False, "disabled")
+    assert summarizer.prompts == []
+    assert pruner_types(agent.session) == before
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once: a second call is quiet
+        assert run(off.condenser.flush_now()).reason == "disabled"
+    assert [level for _, level in host.notes] == ["warning"]
+
+
+@pytest.mark.parametrize(("threshold", "flushes"), [(None, False), (200, True), (10**6, False)])
+def test_frontier_gap_gate_flushes_at_turn_end(threshold: Optional[int], flushes: bool) -> None:
+    # pi-condense 2.10.0: opt-in, fires once the unsummarized tail reaches the token count
+    # (a 1200-char result is about 300 tokens), with trigger "frontier-gap".
+    agent, host = make(config(frontierGapThresholdTokens=threshold, pruneOn="on-demand"))
+
+    async def scenario() -> Any:
+        await agent.prompt("go")
+        return await agent.tools([("a", "read", {}, "A" * BIG)])
+
+    outcome = run(scenario())
+    assert (outcome is not None and outcome.reason == "flushed") == flushes
+    notice = (
+        "pruner: un-pruned tail exceeded frontier gap threshold \u2014 compacting 1 pending turn"
+    )
+    assert ((notice, "info") in host.notes) == flushes
+    triggers = [
+        e["data"]["trigger"] for e in custom_entries(agent.session, "context-prune-flush-metrics")
+    ]
+    assert triggers == (["frontier-gap"] if flushes else [])

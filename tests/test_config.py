@@ -10,13 +10,14 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pi_condense.config import (
+    RECOVERY_GRACE_PRESETS,
     ChainCompressionConfig,
     Config,
     PurgeErrorsConfig,
@@ -31,8 +32,10 @@ from pi_condense.config import (
     settings_path,
 )
 from pi_condense.errors import ConfigError
+from pi_condense.keys import ProtectedMatcher
 
-# DEFAULT_CONFIG of the reference, in its saved key order (spec 07 section 2).
+# DEFAULT_CONFIG of the reference, in its saved key order (spec 07 section 2), as of 2.11.3:
+# 2.10.2 adds "**/gauntlet-overrides.md", 2.10.0 and 2.11.0 the two token/image limits.
 REFERENCE_DEFAULTS: dict[str, Any] = {
     "enabled": False,
     "showPruneStatusLine": True,
@@ -46,7 +49,7 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "summarizerIdleTimeoutMs": 20000,
     "summarizerMaxTimeoutMs": 180000,
     "protectedTools": [],
-    "protectedPaths": ["**/skills/**/*.md"],
+    "protectedPaths": ["**/skills/**/*.md", "**/gauntlet-overrides.md"],
     "chainCompression": {
         "enabled": True,
         "rollingWindow": 3,
@@ -59,6 +62,8 @@ REFERENCE_DEFAULTS: dict[str, Any] = {
     "spillThreshold": 65536,
     "spillPreviewBytes": 2048,
     "budgetTurnDelta": None,
+    "frontierGapThresholdTokens": None,
+    "maxImagesPerRequest": None,
 }
 
 MODES = ("default", "reference")
@@ -704,7 +709,8 @@ def test_save_config_exact_bytes_and_preserved_keys(agent: Path) -> None:
     "summarizerMaxTimeoutMs": 180000,
     "protectedTools": [],
     "protectedPaths": [
-      "**/skills/**/*.md"
+      "**/skills/**/*.md",
+      "**/gauntlet-overrides.md"
     ],
     "chainCompression": {
       "enabled": true,
@@ -721,7 +727,9 @@ def test_save_config_exact_bytes_and_preserved_keys(agent: Path) -> None:
     "autoBudgetThreshold": null,
     "spillThreshold": 65536,
     "spillPreviewBytes": 2048,
-    "budgetTurnDelta": null
+    "budgetTurnDelta": null,
+    "frontierGapThresholdTokens": null,
+    "maxImagesPerRequest": null
   },
   "packages": [
     "a"
@@ -787,23 +795,16 @@ def test_load_save_load_round_trip(agent: Path, compat: str) -> None:
         assert saved["contextPrune"]["chainCompression"]["enabled"] is True
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("text", ["{broken", "[]", '"settings"'])
-def test_save_config_default_mode_refuses_to_overwrite_invalid_file(agent: Path, text: str) -> None:
+def test_save_config_refuses_to_overwrite_invalid_file(agent: Path, text: str, mode: str) -> None:
+    # Both modes: pi-condense 2.10.4 (#15) no longer replaces such a file (2.9.1 did).
     path = agent / "settings.json"
     path.write_text(text)
     with pytest.raises(ConfigError, match="not overwriting"):
-        save_config(Config())
+        save_config(normalize({"compat": mode}))
     assert path.read_text() == text
     assert sorted(p.name for p in agent.iterdir()) == ["settings.json"]
-
-
-def test_save_config_reference_mode_replaces_invalid_file(agent: Path) -> None:
-    path = agent / "settings.json"
-    path.write_text("{broken")
-    save_config(normalize({"compat": "reference"}))
-    document = json.loads(path.read_text())
-    assert list(document) == ["contextPrune"]
-    assert document["contextPrune"]["compat"] == "reference"
 
 
 def test_save_config_failed_rename_leaves_no_temp_file(
@@ -1077,3 +1078,45 @@ def test_reference_mode_never_raises(source: dict[str, Any]) -> None:
             assert out[key] == value
     assert config.chain_compression.auto_compress_count(5) >= 0
     config.purge_errors.should_purge(3, 600)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [(None, None), (30, 30), (30.9, 30), (0, None), (0.5, None), (-3, None), ("30", None)],
+)
+def test_token_and_image_limits_are_positive_counts_or_null(
+    mode: str, raw: Any, expected: Optional[int]
+) -> None:
+    config = Config.from_settings_dict(
+        {"frontierGapThresholdTokens": raw, "maxImagesPerRequest": raw}, compat=mode
+    )
+    assert config.frontier_gap_threshold_tokens == expected
+    assert config.max_images_per_request == expected
+    assert bool(config.warnings) == (raw is not None and expected is None)
+
+
+def test_gauntlet_overrides_reads_are_protected_by_default() -> None:
+    # pi-condense 2.10.2: "**/gauntlet-overrides.md", also under .pi/ and doc/.
+    config = Config()
+    matcher = ProtectedMatcher(list(config.protected_tools), list(config.protected_paths))
+    for path in (
+        "gauntlet-overrides.md",
+        ".pi/gauntlet-overrides.md",
+        "doc\\gauntlet-overrides.md",
+    ):
+        assert matcher.is_protected("read", {"path": path})
+    assert not matcher.is_protected("read", {"path": "gauntlet-overrides.txt"})
+
+
+def test_recovery_grace_presets_are_the_references() -> None:
+    # src/types.ts RECOVERY_GRACE_PRESETS of the reference (2.9.1, unchanged in 2.11.3).
+    assert RECOVERY_GRACE_PRESETS == (
+        ("0", "0 (disabled)"),
+        ("1", "1"),
+        ("3", "3 (default)"),
+        ("5", "5"),
+        ("8", "8"),
+    )
+    default = str(Config().recovery_grace_turns)
+    assert [label for value, label in RECOVERY_GRACE_PRESETS if value == default] == ["3 (default)"]

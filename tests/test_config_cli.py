@@ -208,7 +208,7 @@ SHOWS = [
     (["min-batch-chars"], "Current minBatchChars: 1000 chars."),
     (["recovery-grace"], "Current recovery grace: 3 user-turn-group(s)."),
     (["protected-tools"], "Protected tools: (none)"),
-    (["protected-paths"], "Protected paths: **/skills/**/*.md"),
+    (["protected-paths"], "Protected paths: **/skills/**/*.md, **/gauntlet-overrides.md"),
     (
         ["dedup", "STATUS"],
         "Content-hash dedup is ON. Pre-flush content-hash dedup. When a captured tool call's "

@@ -124,9 +124,11 @@ def test_summarized_batch_entries_in_the_reference_order(compat: str) -> None:
         "trigger",
         "capturedBatches",
         "processedBatches",
+        "stubCount",
         "outcome",
         "metrics",
     ]
+    assert metrics["stubCount"] == 2  # 2.10.5: the calls this flush stubbed
     assert (metrics["trigger"], metrics["capturedBatches"], metrics["processedBatches"]) == (
         "message-end",
         1,

@@ -303,11 +303,6 @@ def test_diagnostic_sink_dedups_counts_and_retries_failed_appends() -> None:
 
 def test_status_text_forms() -> None:
     on = config()
-    snap: MetricsSnapshot = {
-        "openCycleThinkingTokens": 12000,
-        "largestChainSharePct": 62,
-        "frontierGapTokens": 195000,
-    }
     diag = {"unresolved-range": 2, "range-id-mismatch": 0, "orphan-sweep": 1, "backfill-empty": 0}
     assert status_text(Config()) == "prune: OFF"
     assert status_text(on) == "prune: ON"
@@ -316,8 +311,31 @@ def test_status_text_forms() -> None:
     assert status_text(on, reclaim) == "prune: ON \u00b7 92.0k->14.0k (-85%)"  # type: ignore[arg-type]
     grown = {"beforeChars": 400, "afterChars": 800}
     assert status_text(on, grown).endswith("(-0%)")  # type: ignore[arg-type]
-    assert status_text(on, None, diag, snap) == (
-        "prune: ON \u00b7 diag u2/o1 \u00b7 think 12.0k \u00b7 gap 195.0k \u00b7 chain 62%"
-    )
-    no_gap: MetricsSnapshot = {**snap, "frontierGapTokens": 0}  # type: ignore[misc]
-    assert status_text(on, None, {"backfill-empty": 3}, no_gap) == "prune: ON \u00b7 diag b3"
+    # 2.9.2 took the metrics suffix (think/gap/chain) off the status line.
+    assert status_text(on, None, diag) == "prune: ON \u00b7 diag u2/o1"
+    assert status_text(on, None, {"backfill-empty": 3}) == "prune: ON \u00b7 diag b3"
+
+
+def test_frontier_gap_prices_an_image_at_1600_tokens() -> None:
+    # Expected 1642: the pi-condense 2.11.3 reference's computeContextMetrics on this branch
+    # (2.11.1 prices image blocks flat; 2.9.1 counted the base64 and gave 551).
+    img = {"type": "image", "data": "QUJD" * 500, "mimeType": "image/png"}
+    branch = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}], "timestamp": 1},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.png"}}
+            ],
+            "timestamp": 2,
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "Read image file [image/png]"}, img],
+            "isError": False,
+            "timestamp": 3,
+        },
+    ]
+    assert metrics(branch)["frontierGapTokens"] == 1642

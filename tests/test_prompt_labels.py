@@ -40,9 +40,16 @@ def refs(n: int) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------- prompts
 
 
-def test_system_prompt_is_nine_lines_without_trailing_newline() -> None:
+def test_system_prompt_is_eleven_lines_without_trailing_newline() -> None:
     lines = SYSTEM_PROMPT.split("\n")
-    assert len(lines) == 9
+    assert len(lines) == 11
+    # pi-condense 2.11.2's src/summarizer.ts, the image paragraph (its summarizer test looks
+    # for "means the tool returned an image you cannot see").
+    assert lines[8] == (
+        "A result line of the form [image returned: <type> sha256:<hash>] means the tool "
+        "returned an image you cannot see: state that an image was returned, and never describe "
+        "or guess its content."
+    )
     assert lines[0] == "You are summarizing a batch of tool calls made by an AI coding assistant."
     assert lines[-1].endswith("if you skip a tool, skip its label too.")
     assert RANGE_SYSTEM_PROMPT.count("\n") == 4

@@ -17,9 +17,10 @@ from typing import Any, Optional
 import pytest
 
 from pi_condense import jsjson
+from pi_condense.capture import image_digest
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
-from pi_condense.tools import QUERY_TOOL, ContextTreeQuery, truncate_head
+from pi_condense.tools import QUERY_TOOL, ContextTreeQuery, condense_tools, truncate_head
 
 NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
 SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
@@ -78,7 +79,8 @@ def test_registration_strings_are_the_reference_ones() -> None:
         "Retrieve original tool call results that have been pruned from active context. Pass "
         "the short refs listed in a pruner-summary message, e.g. context_tree_query({ "
         'toolCallIds: ["t12", "t3"] }), to get back the full original outputs. A raw id that '
-        "was reused returns every occurrence, each labelled id@timestamp."
+        "was reused returns every occurrence, each labelled id@timestamp. Results include the "
+        "original image blocks when the pruned output carried images."
     )
     assert QUERY_TOOL.prompt_snippet == "Retrieve original pruned tool outputs by short ref"
     assert QUERY_TOOL.prompt_guidelines == (
@@ -586,3 +588,110 @@ def test_cli_query_prints_the_exact_tool_text(conformance_dir: Path, tmp_path: P
     }
     assert runner.invoke(app, ["query", str(path), "t1", "--leaf", "missing"]).exit_code == 2
     assert runner.invoke(app, ["query", str(tmp_path / "none.jsonl"), "t1"]).exit_code == 2
+
+
+# ----------------------------------------------------------------------- images (2.11.2)
+# The cases of pi-condense 2.11.2's src/query-tool.test.ts "context_tree_query image recovery".
+
+
+def png(data: str) -> dict[str, Any]:
+    return {"type": "image", "data": data, "mimeType": "image/png"}
+
+
+def branch_with(*images: dict[str, Any]) -> list[dict[str, Any]]:
+    content = [{"type": "text", "text": "Read image file [image/png]"}, *images]
+    message = {"role": "toolResult", "toolCallId": "x", "content": content}
+    return [{"type": "message", "message": message}]
+
+
+def marker_text(data: str) -> str:
+    return f"[image returned: image/png sha256:{image_digest(data)}]\nRead image file [image/png]"
+
+
+def query_content(st: PrunerState, ids: list[str], branch: list[Any]) -> list[Any]:
+    tool = ContextTreeQuery(st, "/nonexistent", SID, branch=lambda: branch)
+    return tool.execute({"toolCallIds": ids}).content
+
+
+def test_a_short_ref_returns_only_the_image_its_marker_names() -> None:
+    st = PrunerState()
+    st.add_batch([record("read_1", marker_text("AAAA"), 1150)])
+    st.register_refs([{"shortId": "t1", "toolCallId": "read_1", "resultTimestamp": 1150}])
+    content = query_content(st, ["t1"], branch_with(png("AAAA"), png("BBBB")))
+    assert content[0]["type"] == "text"
+    assert content[1:] == [png("AAAA")]
+    assert query_content(st, ["read_1@1150"], branch_with(png("AAAA")))[1:] == [png("AAAA")]
+
+
+def test_a_bare_alias_id_returns_its_originals_image() -> None:
+    st = PrunerState()
+    st.add_batch([record("read_1", marker_text("AAAA"), 1150)])
+    st.register_duplicate("read_2@2150", "read_1@1150")
+    assert query_content(st, ["read_2"], branch_with(png("AAAA")))[1:] == [png("AAAA")]
+
+
+def test_no_marker_or_no_image_on_the_branch_gives_text_only() -> None:
+    legacy = PrunerState()
+    legacy.add_batch([record("read_1", "Read image file [image/png]")])
+    assert len(query_content(legacy, ["read_1"], branch_with(png("AAAA")))) == 1
+    off_branch = PrunerState()
+    off_branch.add_batch([record("read_1", marker_text("AAAA"), 1150)])
+    assert len(query_content(off_branch, ["read_1"], branch_with(png("BBBB")))) == 1
+    pre_change_alias = PrunerState()
+    pre_change_alias.add_batch([record("read_1", "Read image file [image/png]", 1150)])
+    pre_change_alias.register_duplicate("read_2@2150", "read_1@1150")
+    content = query_content(pre_change_alias, ["read_2"], branch_with(png("AAAA"), png("BBBB")))
+    assert len(content) == 1
+    # Without the branch (a host that cannot give it), text only as well.
+    no_branch = ContextTreeQuery(off_branch, "/nonexistent", SID)
+    assert len(no_branch.execute({"toolCallIds": ["read_1"]}).content) == 1
+
+
+def test_the_registry_query_returns_the_image_from_the_session_branch(tmp_path: Path) -> None:
+    image = png("QUJD" * 10)
+    entries = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": SID,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "cwd": "/w",
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": None,
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "r1", "name": "read", "arguments": {}}],
+                "timestamp": 1,
+            },
+        },
+        {
+            "type": "message",
+            "id": "a2",
+            "parentId": "a1",
+            "timestamp": "2026-01-01T00:00:02.000Z",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "r1",
+                "toolName": "read",
+                "content": [{"type": "text", "text": "Read image file [image/png]"}, image],
+                "isError": False,
+                "timestamp": 2,
+            },
+        },
+        {
+            "type": "custom",
+            "customType": "context-prune-index",
+            "id": "a3",
+            "parentId": "a2",
+            "timestamp": "2026-01-01T00:00:03.000Z",
+            "data": {"toolCalls": [record("r1", marker_text(image["data"]), 2)]},
+        },
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    tool = condense_tools(str(path))["context_tree_query"]
+    assert tool.call({"toolCallIds": ["r1@2"]}).content[1:] == [image]

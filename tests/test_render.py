@@ -32,6 +32,7 @@ from _builders import (
     text,
     thinking,
     user,
+    utf16_len,
 )
 from pi_condense import jsjson
 from pi_condense.config import Config
@@ -685,3 +686,51 @@ def test_render_result_reports_throw_diagnostics() -> None:
     assert res.threw
     assert res.messages is messages
     assert [d.dedup_key for d in res.diagnostics] == ["b9"]
+
+
+def test_sizes_sum_the_messages_and_price_images_flat() -> None:
+    # Expected 13480 / 7125: the pi-condense 2.11.3 reference's render (reference runner,
+    # render.ts) of this same session, not our output. 2.11.2 sums per-message JSON lengths
+    # and counts an image block as {"type":"image"} plus 1,600 tokens of 4 chars.
+    img = {"type": "image", "data": "QUJD" * 50, "mimeType": "image/png"}
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}], "timestamp": 1000},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "a.png"}}
+            ],
+            "stopReason": "toolUse",
+            "timestamp": 1001,
+        },
+        {
+            "role": "toolResult",
+            "toolCallId": "c1",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "Read image file [image/png]"}, img],
+            "isError": False,
+            "timestamp": 1002,
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a cat"}],
+            "stopReason": "stop",
+            "timestamp": 1003,
+        },
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "again"}, dict(img)],
+            "timestamp": 1004,
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}],
+            "stopReason": "stop",
+            "timestamp": 1005,
+        },
+    ]
+    state = state_with(record("c1", 1002, name="read", args={"path": "a.png"}))
+    res = render(messages, state, cfg())
+    assert res.pruned
+    assert (res.before_size, res.after_size) == (13480, 7125)
+    assert res.before_chars == utf16_len(dumps(messages))

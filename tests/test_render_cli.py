@@ -116,7 +116,7 @@ def test_json_bytes_from_a_real_process(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == render_json(name).messages
     # --stats goes to stderr next to --json.
-    assert proc.stderr.decode("utf-8").startswith("928.6k -> 190.2k chars (-80%)\n")
+    assert proc.stderr.decode("utf-8").startswith("927.6k -> 189.8k chars (-80%)\n")
 
 
 # ------------------------------------------------------------------ --leaf, --messages
@@ -310,7 +310,7 @@ def test_pretty_lists_every_rendered_message() -> None:
     assert lines[stub].split()[1:4] == ["*", "toolResult", expected[stub]["toolName"]]
     with_stats = invoke(*vector_args("large-default", "--pretty", "--stats"))
     assert with_stats.stdout.decode("utf-8").splitlines()[: len(lines)] == lines
-    assert with_stats.stdout.decode("utf-8").splitlines()[-2].startswith("928.6k -> 190.2k")
+    assert with_stats.stdout.decode("utf-8").splitlines()[-2].startswith("927.6k -> 189.8k")
 
 
 # ------------------------------------------------------------------------------ errors

@@ -73,7 +73,7 @@ def render_json(result: RenderResult) -> str:
     return (
         f'{{"messages":{jsjson.dumps(result.messages)},'
         f'"pruned":{"true" if result.pruned else "false"},'
-        f'"beforeChars":{result.before_chars},"afterChars":{result.after_chars},'
+        f'"beforeChars":{result.before_size},"afterChars":{result.after_size},'
         f'"diagnostics":{jsjson.dumps(diagnostics)}}}'
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,56 @@ def test_spill_reproduces_the_vector_blob_and_record(conformance_dir: Path, tmp_
         assert extracted is not None
         assert Path(ours["spillPath"]).read_bytes() == extracted.read()
         assert json.dumps({**ours, "spillPath": ""}) == json.dumps({**want, "spillPath": ""})
+
+
+# Expected names printed by the pi-condense 2.11.3 reference's blobPathFor (src/spill.ts, the
+# 2.10.1 #14 cap) for these keys, not computed by our code.
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("x" * 251, "x" * 251 + ".txt"),
+        ("a" * 247 + "@12", "a" * 247 + "_12.txt"),
+        ("x" * 252, "x" * 234 + ".1418c9715d9c6490.txt"),
+        ("x" * 300, "x" * 234 + ".02fd68253071f895.txt"),
+        ("c" * 251 + "@1150", "c" * 234 + ".a584515eefa9698e.txt"),
+        ("id\U0001f600" * 80 + "@7", ("id__" * 80)[:234] + ".aa55bce02c52be26.txt"),
+        ("é" * 260, "_" * 234 + ".c81144fdc32a52ca.txt"),
+        ("q" * 260 + "\ud800", "q" * 234 + ".e22cd604e7027c2a.txt"),
+    ],
+)
+def test_blob_names_are_capped_at_255_bytes_as_the_reference(key: str, expected: str) -> None:
+    assert blob_path("/s/d", "sid", key) == "/s/d/sid-blobs/" + expected
+    assert len(expected.encode()) <= 255
+
+
+def test_a_300_char_tool_call_id_spills_to_a_capped_file(tmp_path: Path) -> None:
+    call_id = "call_" + "k" * 295
+    message = assistant(1, (call_id, "bash", {}))
+    batch = capture_batch(message, [result(call_id, "bash", "big output " * 10, 1150)], 3, 555)
+    failures: list[str] = []
+    appended = Appended()
+    state = PrunerState()
+    handled = spill_batch(
+        batch, state, settings(tmp_path), appended, on_error=lambda p, e: failures.append(repr(e))
+    )
+    assert failures == []
+    assert handled == {call_id}
+    [path] = (tmp_path / "sid-blobs").iterdir()
+    assert len(path.name.encode()) == 255
+    assert path.name.startswith("call_" + "k" * 229 + ".")
+    assert path.read_text() == "big output " * 10
+    assert batch.tool_calls[0]["spillPath"] == str(path)
+    assert state.is_summarized(f"{call_id}@1150")
+
+
+def test_a_leftover_temp_file_of_a_capped_name_fits_and_is_cleaned(tmp_path: Path) -> None:
+    from pi_condense import blob_write
+
+    target = blob_path(str(tmp_path), "sid", "call_" + "k" * 295 + "@1150")
+    temp = Path(blob_write._temp_for(target))
+    assert len(temp.name.encode()) == 255
+    temp.parent.mkdir()
+    temp.write_text("partial")
+    old = os.stat(temp).st_mtime - 2 * blob_write.STALE_AFTER
+    os.utime(temp, (old, old))
+    assert blob_write.clean_stale_temps(str(temp.parent)) == [str(temp)]

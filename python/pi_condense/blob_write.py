@@ -37,13 +37,20 @@ STALE_UNLOCKED = 3600.0
 RESCAN_AFTER = 60.0
 """A process lists a blob directory for leftovers at most this often."""
 
-_TEMP_NAME = re.compile(r"\.[A-Za-z0-9_-]*\.txt\.[0-9a-f]{12}\.tmp")
+_TEMP_NAME = re.compile(r"\.[A-Za-z0-9_-]*(?:\.[0-9a-f]{16})?\.txt\.[0-9a-f]{12}\.tmp")
+_NAME_MAX = 255
 _scanned: dict[str, float] = {}
 _scanned_lock = threading.Lock()
 
 
 def _temp_for(path: str) -> str:
     directory, name = os.path.split(path)
+    # A blob name may itself be 255 bytes (spill.blob_name): shorten its first part so the
+    # temporary name fits too. Blob names are ASCII.
+    excess = len(name) + len("..123456789abc.tmp") - _NAME_MAX
+    if excess > 0:
+        stem, dot, rest = name.partition(".")
+        name = stem[: max(0, len(stem) - excess)] + dot + rest
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
 
 

@@ -14,6 +14,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .capture import is_chain_anchor_custom
 from .js.values import MISSING, get_field
 from .metrics import BranchMetrics, ContextMetrics, project_custom_message
 from .replay_log import reported_usage
@@ -58,13 +59,16 @@ class BranchFacts:
         self.assistants: list[int] = []
         """Positions in :attr:`messages` of the assistant messages (turn k at ``[k]``)."""
         self.user_groups: list[int] = []
-        """For each assistant, how many user messages precede it."""
+        """For each assistant, how many user messages (and non-pruner custom messages, the
+        chain anchors of pi-condense 2.10.0) precede it."""
         self.last_anchor: Optional[tuple[Any, Any]] = None
         """``(role, timestamp)`` of the last message entry holding an object."""
         self._truthy_messages: list[Any] = []
         self._lent = 0  # open lends of _truthy_messages (see lend_chain_messages)
         self.compacted = False
         self.usage_since_compaction = False
+        self.has_images = False
+        """Some message on the branch holds an image block (sizes then price images)."""
         self.metrics = BranchMetrics(self._sizes.chars)
         self._users = 0
         self._assistant_by_stamp: dict[Any, int] = {}
@@ -93,7 +97,9 @@ class BranchFacts:
             self.usage_since_compaction = False
             return
         if kind == "custom_message":
-            self.metrics.add(project_custom_message(entry))
+            custom = project_custom_message(entry)
+            self.metrics.add(custom)
+            self._users += is_chain_anchor_custom(custom)  # a user-turn group boundary (2.10.0)
             return
         if kind != "message":
             return
@@ -109,10 +115,16 @@ class BranchFacts:
             self._truthy_messages.append(message)
         if not isinstance(message, dict):
             return
+        if not self.has_images:
+            content = message.get("content")
+            if isinstance(content, list):
+                self.has_images = any(
+                    isinstance(b, dict) and b.get("type") == "image" for b in content
+                )
         role = message.get("role")
         stamp = message.get("timestamp")
         self.last_anchor = (role, stamp)
-        if role == "user":
+        if role == "user" or is_chain_anchor_custom(message):
             self._users += 1
         elif role == "assistant":
             key = _match_key(get_field(message, "timestamp"))

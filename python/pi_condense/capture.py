@@ -20,6 +20,7 @@ args, resultText, isError, resultTimestamp?``); eager spill adds its fields in p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,15 @@ from typing import Any, Callable, Optional
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
-from .js.values import JS_WHITESPACE, MISSING, get_field, strict_equal, to_string, truthy
+from .js.values import (
+    JS_WHITESPACE,
+    MISSING,
+    get_field,
+    js_utf8,
+    strict_equal,
+    to_string,
+    truthy,
+)
 from .keys import ProtectedMatcher, occ_key, result_timestamp_of
 from .state import Frontier, PrunerState
 
@@ -41,6 +50,9 @@ __all__ = [
     "entry_time",
     "extract_tool_result_text",
     "group_batches",
+    "image_digest",
+    "image_marker",
+    "is_chain_anchor_custom",
     "is_final_assistant",
     "protection_predicate",
     "raw_chars",
@@ -109,9 +121,27 @@ def _blocks(message: Any, kind: str) -> list[Any]:
     return [block for block in content if strict_equal(get_field(block, "type"), kind)]
 
 
+def image_digest(data: Any) -> str:
+    """The first 8 hex digits of the SHA-256 of an image block's ``data`` (the base64 text as
+    stored, JS UTF-8): the key an image marker names its image by."""
+    return hashlib.sha256(js_utf8(to_string(data))).hexdigest()[:8]
+
+
+def image_marker(block: Any) -> str:
+    """``[image returned: <mimeType> sha256:<8 hex>]`` for an image block (pi-condense 2.11.2)."""
+    mime = to_string(get_field(block, "mimeType"))
+    return f"[image returned: {mime} sha256:{image_digest(get_field(block, 'data'))}]"
+
+
 def extract_tool_result_text(message: Any) -> str:
-    """The text blocks of a toolResult message joined with ``"\\n"`` (images ignored)."""
-    return _join_text(_blocks(message, "text"))
+    """The text of a toolResult message: one image marker line per image block, in block order
+    (see :func:`image_marker`), then the text blocks, all joined with ``"\\n"`` (pi-condense
+    2.11.2: the image data is part of the text, so of the dedup key)."""
+    markers = [image_marker(block) for block in _blocks(message, "image")]
+    texts = _blocks(message, "text")
+    if not texts:
+        return "\n".join(markers)
+    return "\n".join([*markers, _join_text(texts)])
 
 
 def raw_chars(tool_calls: Iterable[Mapping[str, Any]]) -> int:
@@ -195,6 +225,16 @@ def _entry_time(entry: Mapping[str, Any], message: Any, now: Callable[[], int]) 
     return now() if _nullish(fallback) else fallback
 
 
+def is_chain_anchor_custom(message: Any) -> bool:
+    """A non-pruner custom message (``role: "custom"``, ``customType`` not prefixed
+    ``context-prune-``): since pi-condense 2.10.0 it opens a chain like a user message and, in
+    a rescan, starts a new user-turn group."""
+    if not strict_equal(get_field(message, "role"), "custom"):
+        return False
+    kind = get_field(message, "customType")
+    return not to_string("" if _nullish(kind) else kind).startswith("context-prune-")
+
+
 def rescan_branch(
     branch: Sequence[Mapping[str, Any]],
     state: PrunerState,
@@ -212,12 +252,23 @@ def rescan_branch(
     assistants: list[int] = []
     user_groups: list[int] = []
     users = 0
-    for i, message in enumerate(messages):
+    position = -1
+    for entry in branch:
+        kind = entry.get("type")
+        if kind == "custom_message":
+            users += is_chain_anchor_custom(
+                {"role": "custom", "customType": entry.get("customType")}
+            )
+            continue
+        if kind != "message":
+            continue
+        position += 1
+        message = entry.get("message")
         role = get_field(message, "role")
-        if strict_equal(role, "user"):
+        if strict_equal(role, "user") or is_chain_anchor_custom(message):
             users += 1
         elif strict_equal(role, "assistant"):
-            assistants.append(i)
+            assistants.append(position)
             user_groups.append(users)
     return rescan_turns(entries, messages, assistants, user_groups, 0, state, exclude, now)
 

@@ -38,10 +38,11 @@ from .chains import (
 from .config import Config, load_config
 from .errors import CondenseWarning, warn_once
 from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
+from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
 from .metrics import DiagnosticSink, StatsAccumulator
-from .render import RenderResult, render
+from .render import RenderResult, render, sized_without_images
 from .runtime import Runtime, Ui
 from .session import SessionFile
 from .spill import (
@@ -98,6 +99,9 @@ class Condenser:
     them again, and hands out its own unchanged new messages again (``render``'s
     ``frozen``). ``spill_paths=False`` is for a host whose model cannot read local files:
     spill stubs then name only their ref (see :func:`~pi_condense.render.render`).
+    ``model_api`` is the wire API of the model the context goes to (Pi's ``model.api``, e.g.
+    ``"anthropic-messages"``): it decides the default image cap (``maxImagesPerRequest``, see
+    :mod:`pi_condense.image_cap`); it may be set later.
     """
 
     def __init__(
@@ -115,7 +119,9 @@ class Condenser:
         write_blob: Optional[Callable[[str, str], None]] = None,
         frozen_messages: bool = False,
         spill_paths: bool = True,
+        model_api: Optional[str] = None,
     ) -> None:
+        self.model_api = model_api
         self._session = session
         self.spill_paths = spill_paths
         """Whether spill stubs tell the model to read the sidecar file (``render``'s
@@ -342,9 +348,10 @@ class Condenser:
             return None
         pushed = False
         if has_results:
-            index: Any = turn_index
-            if not config.is_reference:
-                index = rt.facts().turn_index(message)
+            # The session-wide index of the turn (pi-condense 2.10.5, #16): the reference
+            # takes the branch's last assistant; ours finds this message on the branch.
+            facts = rt.facts()
+            index = len(facts.assistants) - 1 if config.is_reference else facts.turn_index(message)
             batch = capture_batch(message, list(tool_results), index, self._clock())
             protected = rt.protection()
             batch.tool_calls = [
@@ -363,14 +370,21 @@ class Condenser:
         if not pushed and not rt.rearmed:
             return None
         usage = self._context_usage() if self._context_usage is not None else None
+        gap_threshold = config.frontier_gap_threshold_tokens
+        gap: Optional[int] = None
+        if gap_threshold is not None:  # the metrics are walked only for this opt-in trigger
+            snapshot = rt.compute_metrics()
+            gap = snapshot["frontierGapTokens"] if snapshot is not None else None
         decision = evaluate_gate(
             usage,
             pending=len(rt.pending),
             rearmed=rt.rearmed,
             flushing=rt.flushing,
             previous_fraction=rt.previous_fraction,
-            threshold=config.auto_budget_threshold,
+            threshold=config.budget_threshold,
             delta=config.budget_turn_delta,
+            gap_tokens=gap,
+            gap_threshold=gap_threshold,
         )
         rt.previous_fraction = decision.previous_fraction
         if not decision.flush or decision.trigger is None or decision.notice is None:
@@ -439,12 +453,34 @@ class Condenser:
     def context(self, messages: list[Any]) -> RenderResult:
         """Condense ``messages`` (the list about to be sent to the model).
 
-        Returns the input list itself (``pruned`` false) when the condenser is disabled or
-        nothing changes. Diagnostics the render reports are written to the session once each.
+        Returns the input list itself (``pruned`` false) when nothing changes; with pruning
+        disabled only the image cap (``maxImagesPerRequest``) may change it. Diagnostics the
+        render reports are written to the session once each.
         """
         rt = self._runtime()
+        limit = image_limit(rt.config.max_images_per_request, self.model_api)
+        capped = cap_images(messages, limit) if limit is not None else None
         if self._disabled(rt):
-            return RenderResult(messages, False, 0, 0)
+            # The image cap keeps a request valid: it applies with pruning off too.
+            if capped is None:
+                return RenderResult(messages, False, 0, 0)
+            before = jsjson.length(messages)
+            return RenderResult(capped, True, before, jsjson.length(capped), source=messages)
+        if capped is not None:
+            result = self._render(rt, capped)
+            if result.threw:  # the reference's handler throws: the host keeps its own list
+                return dataclasses.replace(result, messages=messages)
+            if result.pruned:
+                return result
+            # Only the cap changed the list: no reclaim to show (as the reference).
+            before = jsjson.length(messages)
+            out = result.messages
+            return RenderResult(
+                out, True, before, jsjson.length(out), result.diagnostics, source=messages
+            )
+        return self._render(rt, messages)
+
+    def _render(self, rt: Runtime, messages: list[Any]) -> RenderResult:
         source = messages
         if rt.live_summaries:
             # The placer's own list: render reads it; the host gets a copy (below) if any.
@@ -465,9 +501,11 @@ class Condenser:
         if source is not messages and not result.pruned:
             before = jsjson.length(messages)
             placed = list(source)
-            result = RenderResult(placed, True, before, jsjson.length(placed), result.diagnostics)
+            result = RenderResult(
+                placed, True, before, jsjson.length(placed), result.diagnostics, source=messages
+            )
         if result.pruned:
-            rt.stats.set_live_reclaim(result.before_chars, result.after_chars)
+            rt.stats.set_live_reclaim(*_reclaim_sizes(rt, result))
         rt.refresh_status()
         return result
 
@@ -489,8 +527,13 @@ class Condenser:
         return self._runtime().capture_pending()
 
     async def flush_now(self, *, on_progress: Optional[ProgressCallback] = None) -> FlushResult:
-        """Summarize everything pending now (``/pruner now``; runtime delivery)."""
+        """Summarize everything pending now (``/pruner now``; runtime delivery).
+
+        With pruning disabled nothing is summarized (the result's reason is ``"disabled"``)
+        and the Condenser warns once, as ``/pruner now`` and ``pi-condense flush`` refuse."""
         rt = self._runtime()
+        if self._disabled(rt):
+            return FlushResult(False, "disabled")
         options = FlushOptions(
             trigger="manual",
             delivery="runtime",
@@ -592,3 +635,15 @@ def _warn_config(config: Config) -> None:
     to defaults) as CondenseWarnings, each once per process: the CLI prints the same ones."""
     for text in config.warnings:
         warn_once(f"pi-condense: warning: {text}", stacklevel=4)
+
+
+def _reclaim_sizes(rt: Runtime, result: RenderResult) -> tuple[int, int]:
+    """The reference's live reclaim figure of a pruning render; images are looked for (a
+    walk over both lists) only when the branch holds one."""
+    if rt.facts().has_images:
+        return result.before_size, result.after_size
+    source = result.source if result.source is not None else result.messages
+    return (
+        sized_without_images(result.before_chars, len(source)),
+        sized_without_images(result.after_chars, len(result.messages)),
+    )

@@ -81,7 +81,8 @@ class FlushOptions:
 class FlushResult:
     """Outcome of a flush. ``ok`` with ``reason`` ``flushed`` / ``skipped-oversized`` /
     ``skipped-trivial`` / ``skipped-deduped``, or not ``ok`` with ``empty`` /
-    ``already-flushing`` / ``summarizer-failed`` / ``failed`` (``error`` set)."""
+    ``already-flushing`` / ``summarizer-failed`` / ``failed`` (``error`` set) / ``disabled``
+    (:meth:`~pi_condense.condenser.Condenser.flush_now` with pruning off)."""
 
     ok: bool
     reason: str
@@ -154,6 +155,8 @@ class _Flush:
         self.reference = rt.config.is_reference
         self.captured = 0
         self.processed_count = 0
+        # Tool calls this flush turned into stubs (summarized or deduplicated; 2.10.5).
+        self.stub_count = 0
         self.outcome = "empty"
         self.batches: list[CapturedBatch] = []
         self.deduped: list[list[dict[str, Any]]] = []
@@ -195,7 +198,7 @@ class _Flush:
 
         def request(batch: CapturedBatch) -> CompletionRequest:
             return CompletionRequest(
-                prompt=batch_prompt(batch),
+                prompt=batch_prompt(batch, head_tail=not rt.config.is_reference),
                 kind="batch",
                 timestamp=rt.clock(),
                 thinking=_thinking(rt.config),
@@ -399,6 +402,7 @@ class _Flush:
                 break
             batch = self.batches[i]
             dedup_count = len(self.deduped[i])
+            self.stub_count += dedup_count
             if slot == "deduped":
                 totals.raw += self.deduped_raw[i]
                 totals.tool_calls += dedup_count
@@ -416,6 +420,7 @@ class _Flush:
             if isinstance(slot, _Recovered):
                 totals.summary += jsjson.utf16_len(slot.text)
                 self.persist_summary(batch, slot.refs, slot.text, write_summary=False)
+                self.stub_count += len(batch.tool_calls)
                 processed.append(i)
                 continue
             assert isinstance(slot, Completion)
@@ -430,6 +435,7 @@ class _Flush:
                 kinds["oversized"].append(i)
             else:
                 self.persist_summary(batch, refs, text, write_summary=True)
+                self.stub_count += len(batch.tool_calls)
             processed.append(i)
 
         if first_failure >= 0:
@@ -483,6 +489,7 @@ class _Flush:
             "trigger": self.options.trigger,
             "capturedBatches": self.captured,
             "processedBatches": self.processed_count,
+            "stubCount": self.stub_count,
             "outcome": self.outcome,
             "metrics": entry_metrics,
         }

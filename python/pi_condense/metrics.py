@@ -24,6 +24,7 @@ from .config import Config
 from .js import json as jsjson
 from .js.values import MISSING, get_field, js_round, strict_equal, to_fixed, to_string
 from .keys import occ_key, result_timestamp_of
+from .render import image_price
 from .state import Frontier, Stats, normalize_stats
 from .summarize.base import Usage
 
@@ -197,10 +198,11 @@ class ContextMetrics:
         return out
 
     def chars(self, message: Any) -> int:
-        """``JSON.stringify(message).length`` (cached per object)."""
+        """The reference's ``charsOf(message)``: ``JSON.stringify(message).length`` with image
+        blocks at a flat 1,600 tokens (2.11.1; cached per object)."""
         cached = self._chars.get(id(message))
         if cached is None or cached[0] is not message:
-            cached = (message, jsjson.length(message))
+            cached = (message, jsjson.length(message) + image_price(message))
             self._chars[id(message)] = cached
         return cached[1]
 
@@ -589,9 +591,9 @@ def status_text(
     config: Config,
     reclaim: Optional[LiveReclaim] = None,
     diagnostics: Optional[Mapping[str, int]] = None,
-    metrics: Optional[MetricsSnapshot] = None,
 ) -> str:
-    """``pruneStatusText`` (spec 08 section 7), without the widget's ``"│ "`` prefix."""
+    """``pruneStatusText`` (spec 08 section 7), without the widget's ``"│ "`` prefix: the
+    context metrics are no longer shown there (pi-condense 2.9.2; ``status`` shows them)."""
     if not config.enabled:
         return "prune: OFF"
     parts = [
@@ -600,12 +602,6 @@ def status_text(
         if diagnostics and diagnostics.get(kind)
     ]
     suffix = f" \u00b7 diag {'/'.join(parts)}" if parts else ""
-    if metrics is not None and metrics["frontierGapTokens"] > 0:
-        suffix += (
-            f" \u00b7 think {cc(metrics['openCycleThinkingTokens'])}"
-            f" \u00b7 gap {cc(metrics['frontierGapTokens'])}"
-            f" \u00b7 chain {metrics['largestChainSharePct']}%"
-        )
     if reclaim is None or reclaim["beforeChars"] <= 0:
         return f"prune: ON{suffix}"
     before = js_round(reclaim["beforeChars"] / 4)

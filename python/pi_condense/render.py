@@ -21,16 +21,27 @@ wraps the result.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
 from . import _core
+from .js import json as jsjson
 
 if TYPE_CHECKING:
     from .config import Config
     from .state import PrunerState
 
-__all__ = ["DiagnosticKind", "RenderDiagnostic", "RenderResult", "render", "render_options"]
+__all__ = [
+    "IMAGE_TOKEN_ESTIMATE",
+    "DiagnosticKind",
+    "RenderDiagnostic",
+    "RenderResult",
+    "image_price",
+    "render",
+    "render_options",
+    "sized",
+    "sized_without_images",
+]
 
 DiagnosticKind = Literal["unresolved-range", "range-id-mismatch", "orphan-sweep"]
 """The ``context-prune-diagnostic`` kinds a render reports."""
@@ -64,7 +75,8 @@ class RenderResult:
 
     ``pruned`` is False when nothing changed: ``messages`` is then the input list itself and
     both char counts are 0. Otherwise ``messages`` is a new list and the counts are the UTF-16
-    lengths of ``JSON.stringify`` of the input and of the output (hidden fields included).
+    lengths of ``JSON.stringify`` of the input and of the output (hidden fields included);
+    :attr:`before_size` / :attr:`after_size` are the reference's own measure of the two.
 
     ``diagnostics`` are in report order, one per ``(kind, dedup_key)``; the caller persists
     them (deduplicated per session). ``threw`` marks inputs on which the reference throws (a
@@ -78,6 +90,59 @@ class RenderResult:
     after_chars: int
     diagnostics: tuple[RenderDiagnostic, ...] = ()
     threw: bool = False
+    source: Optional[list[Any]] = field(default=None, repr=False, compare=False)
+    """The input list (for :attr:`before_size`)."""
+
+    @functools.cached_property
+    def before_size(self) -> int:
+        """The reference's (2.11.3) ``beforeChars``: the sum of the input messages' JSON
+        lengths with every image block priced at 1,600 tokens (see :func:`sized`); 0 when
+        nothing changed."""
+        if not self.pruned:
+            return 0
+        return sized(self.before_chars, self.messages if self.source is None else self.source)
+
+    @functools.cached_property
+    def after_size(self) -> int:
+        """:attr:`before_size` of the output list."""
+        return sized(self.after_chars, self.messages) if self.pruned else 0
+
+
+IMAGE_TOKEN_ESTIMATE = 1600
+"""Tokens an image block counts for in sizes (the reference's flat estimate, 4 chars each)."""
+_IMAGE_MARK_LEN = len('{"type":"image"}')
+
+
+def sized_without_images(list_chars: int, count: int) -> int:
+    """:func:`sized` of a list of ``count`` messages known to hold no image block: its JSON
+    length less the brackets and commas (no walk)."""
+    return list_chars - count - 1 if count else 0
+
+
+def sized(list_chars: int, messages: list[Any]) -> int:
+    """The reference's ``sizeMessages(messages)`` (2.11.2) given ``list_chars``, the UTF-16
+    length of ``JSON.stringify(messages)``: the per-message lengths summed (no brackets or
+    commas), each image block counted as ``{"type":"image"}`` plus 1,600 tokens of 4 chars."""
+    if not messages:
+        return 0
+    size = list_chars - len(messages) - 1
+    for message in messages:
+        size += image_price(message)
+    return size
+
+
+def image_price(message: Any) -> int:
+    """What the reference's ``charsOf(message)`` (2.11.1) adds to ``JSON.stringify(message)
+    .length``: each image block counts as ``{"type":"image"}`` plus 1,600 tokens of 4 chars
+    instead of its JSON (0 for a message without image blocks)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return 0
+    delta = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "image":
+            delta += _IMAGE_MARK_LEN + IMAGE_TOKEN_ESTIMATE * 4 - jsjson.length(block)
+    return delta
 
 
 def _count(value: Optional[int]) -> Optional[float]:
@@ -181,6 +246,7 @@ def render(
             for kind, key, detail in rendered.diagnostics
         ),
         threw=rendered.threw,
+        source=messages,
     )
 
 

@@ -492,6 +492,7 @@ class _Replayer:
             self.options.session_dir,
             self.session.session_id,
             recorded_session_dir=self.options.recorded_session_dir,
+            branch=self.session.branch,
         )
         answer = tool.execute(call.get("arguments") or {})
         self.counts["queryExecs"] += 1

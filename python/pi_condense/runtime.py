@@ -206,9 +206,7 @@ class Runtime:
             return
         text = value
         if text is None:
-            text = status_text(
-                self.config, self.stats.live_reclaim, self.sink.counts(), self.metrics_cache
-            )
+            text = status_text(self.config, self.stats.live_reclaim, self.sink.counts())
         self.ui.status(f"\u2502 {text}")
 
     def emit_cost(self) -> None:

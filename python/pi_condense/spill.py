@@ -1,9 +1,10 @@
 """Eager spill: huge single tool results go to a sidecar file at capture time (spec 05 section 4).
 
 At ``turn_end`` every captured result of at least ``spillThreshold`` UTF-16 units is written
-to ``<sessionDir>/<sessionId>-blobs/<sanitized occurrence key>.txt`` and indexed right away
-with an empty ``resultText``, a head preview, its UTF-8 size and the content hash of the full
-body; render then shows a stub pointing at the file. A result whose content equals an
+to ``<sessionDir>/<sessionId>-blobs/<sanitized occurrence key>.txt`` (a name capped at 255
+bytes, see :func:`blob_name`) and indexed right away with an empty ``resultText``, a head
+preview, its UTF-8 size and the content hash of the full body; render then shows a stub
+pointing at the file. A result whose content equals an
 already-indexed one becomes a dedup alias of it instead (no file).
 
 The file is written before the record is changed or indexed: a failed write leaves the call
@@ -15,6 +16,7 @@ fsynced and renamed over the target, so a crash never leaves a truncated blob be
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -25,7 +27,7 @@ from typing import Any, Callable, Optional
 from .blob_write import write_blob_bytes
 from .capture import CapturedBatch, call_key
 from .js import json as jsjson
-from .js.values import to_string, truthy
+from .js.values import js_utf8, to_string, truthy
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
 from .tools.spill_access import plain_session_id
@@ -34,6 +36,7 @@ __all__ = [
     "SpillSettings",
     "alias_entry_data",
     "blob_dir",
+    "blob_name",
     "blob_path",
     "give_spilled_refs",
     "head_preview",
@@ -51,15 +54,8 @@ Append = Callable[[str, Any], Any]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _RECORD_SPILL_KEYS = ("spillPath", "spillBytes", "resultPreview", "contentHash")
-
-
-def js_utf8(text: str) -> bytes:
-    """UTF-8 bytes of a JavaScript string: surrogate pairs joined, lone surrogates as U+FFFD."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        units = text.encode("utf-16-le", "surrogatepass")
-        return units.decode("utf-16-le", "replace").encode("utf-8")
+_NAME_MAX = 255
+_CAPPED_PREFIX = _NAME_MAX - len(".") - 16 - len(".txt")
 
 
 def sanitize_id(key: str) -> str:
@@ -73,9 +69,21 @@ def blob_dir(session_dir: str, session_id: str) -> str:
     return _node_join(session_dir, f"{session_id}-blobs")
 
 
+def blob_name(key: str) -> str:
+    """The sidecar file name of occurrence ``key``: ``<sanitized key>.txt`` while that fits in
+    255 bytes; a longer one keeps the first 234 sanitized characters, then ``.`` and the first
+    16 hex digits of the SHA-1 of the key itself (JS UTF-8), then ``.txt`` (255 bytes exactly,
+    as pi-condense 2.10.1). The sanitizer never writes ``.``, so the two forms cannot collide."""
+    base = sanitize_id(key)
+    if len(base) <= _NAME_MAX - len(".txt"):
+        return f"{base}.txt"
+    digest = hashlib.sha1(js_utf8(key)).hexdigest()[:16]
+    return f"{base[:_CAPPED_PREFIX]}.{digest}.txt"
+
+
 def blob_path(session_dir: str, session_id: str, key: str) -> str:
     """The sidecar path of occurrence ``key`` (legacy bare ids map the same way)."""
-    return _node_join(blob_dir(session_dir, session_id), f"{sanitize_id(key)}.txt")
+    return _node_join(blob_dir(session_dir, session_id), blob_name(key))
 
 
 def safe_session_id(session_id: str) -> bool:

@@ -3,10 +3,11 @@
 The reference flushes at the end of every final (tool-free) assistant reply when
 ``pruneOn`` is ``agent-message``, and, independently of the mode, at ``turn_end`` when the
 context crosses ``autoBudgetThreshold`` of the window or grew by ``budgetTurnDelta`` of it in
-one turn (spec 08 sections 1-2). The window is capped at :data:`MAX_BUDGET_WINDOW` tokens: the
-threshold caps the level, the delta caps the denominator. After a reload, a rescan that finds
-recoverable work arms the gate once ("rearmed") so the next ``turn_end`` evaluates it even
-without a freshly queued batch.
+one turn (spec 08 sections 1-2), or (pi-condense 2.10.0, opt-in) when the unsummarized tail
+past the prune frontier reaches ``frontierGapThresholdTokens``. The window is capped at
+:data:`MAX_BUDGET_WINDOW` tokens: the threshold caps the level, the delta caps the denominator.
+After a reload, a rescan that finds recoverable work arms the gate once ("rearmed") so the
+next ``turn_end`` evaluates it even without a freshly queued batch.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = [
 MAX_BUDGET_WINDOW = 300_000
 """Token ceiling of the window the budget triggers measure against."""
 
-FlushTrigger = Literal["budget", "delta", "message-end", "manual", "rearmed"]
+FlushTrigger = Literal["budget", "delta", "frontier-gap", "message-end", "manual", "rearmed"]
 """The ``trigger`` of a flush-metrics entry."""
 
 
@@ -106,24 +107,34 @@ def evaluate_gate(
     previous_fraction: Optional[float],
     threshold: Optional[float],
     delta: Optional[float],
+    gap_tokens: Optional[int] = None,
+    gap_threshold: Optional[int] = None,
 ) -> GateDecision:
-    """The budget/delta gate of ``turn_end`` (spec 08 section 1.3 steps 6-7).
+    """The budget/delta/frontier-gap gate of ``turn_end`` (spec 08 section 1.3 steps 6-7).
 
-    Both triggers are evaluated against the old baseline, then the baseline moves to the
-    current fraction (kept when the size is unknown). A flush needs queued or rearmed work,
-    no flush in progress, and a hit; the budget wins when both hit.
+    Budget and delta are evaluated against the old baseline, then the baseline moves to the
+    current fraction (kept when the size is unknown). The frontier gap hits when
+    ``gap_tokens`` (the metrics' ``frontierGapTokens``; None when unknown) reaches
+    ``gap_threshold``. A flush needs queued or rearmed work, no flush in progress, and a hit;
+    budget wins over delta, delta over the gap.
     """
     budget_hit = should_budget_flush(usage, threshold)
     delta_hit = should_delta_flush(usage, previous_fraction, delta)
+    gap_hit = gap_threshold is not None and gap_tokens is not None and gap_tokens >= gap_threshold
     fraction = usage_fraction(usage)
     baseline = previous_fraction if fraction is None else fraction
-    if not ((pending > 0 or rearmed) and not flushing and (budget_hit or delta_hit)):
+    if not ((pending > 0 or rearmed) and not flushing and (budget_hit or delta_hit or gap_hit)):
         return GateDecision(False, None, None, baseline)
-    reason = "context budget reached" if budget_hit else "context jumped this turn"
+    trigger: FlushTrigger
+    if budget_hit:
+        reason, trigger = "context budget reached", "budget"
+    elif delta_hit:
+        reason, trigger = "context jumped this turn", "delta"
+    else:
+        reason, trigger = "un-pruned tail exceeded frontier gap threshold", "frontier-gap"
     if pending > 0:
         plural = "" if pending == 1 else "s"
         notice = f"pruner: {reason} \u2014 compacting {pending} pending turn{plural}"
-        trigger: FlushTrigger = "budget" if budget_hit else "delta"
     else:
         notice = f"pruner: {reason} \u2014 compacting work recovered after reload"
         trigger = "rearmed"

@@ -24,7 +24,7 @@ from ..errors import CondenseError, warn_once
 from ..fsio import read_input
 from ..js import json as jsjson
 from ..js.values import js_round, to_fixed
-from ..render import RenderResult, render
+from ..render import RenderResult, render, sized
 from ..session import SessionFile
 from ._common import err, fail, fail_at, note_loaded, out, print_warnings, resolve_file
 
@@ -134,9 +134,9 @@ def stats_line(before: int, after: int) -> str:
 def _stats_lines(messages: list[Any], result: RenderResult) -> list[str]:
     counts = render_counts(messages, result)
     if result.pruned:
-        head = stats_line(result.before_chars, result.after_chars)
+        head = stats_line(result.before_size, result.after_size)
     else:
-        size = compact_count(jsjson.length(messages))
+        size = compact_count(sized(jsjson.length(messages), messages))
         head = f"{size} -> {size} chars (-0%), unchanged"
     lines = [
         head,
@@ -264,8 +264,8 @@ def _report(result: RenderResult) -> str:
     """``{"pruned","beforeChars","afterChars","diagnostics"}`` as render.json has them."""
     report = {
         "pruned": result.pruned,
-        "beforeChars": result.before_chars,
-        "afterChars": result.after_chars,
+        "beforeChars": result.before_size,
+        "afterChars": result.after_size,
         "diagnostics": [d.entry_data() for d in result.diagnostics],
     }
     return jsjson.dumps(report) + "\n"

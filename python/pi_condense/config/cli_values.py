@@ -53,6 +53,7 @@ _POSITIVE_SETTINGS = frozenset(
     }
 )
 _FRACTION_SETTINGS = frozenset({"autoBudgetThreshold", "budgetTurnDelta"})
+_TOKEN_LIMIT_SETTINGS = frozenset({"frontierGapThresholdTokens", "maxImagesPerRequest"})
 _LIST_SETTINGS = frozenset({"protectedTools", "protectedPaths"})
 
 
@@ -69,6 +70,8 @@ def parse_setting_value(key: str, text: str) -> Any:
     - counts: ``parseInt(text, 10)``, finite and ``>= 0`` (``rollingWindow``,
       ``cooldownTurns``, ``spillThreshold``: ``>= 1``), else the default;
     - ``autoBudgetThreshold`` / ``budgetTurnDelta``: ``parseFloat``, in (0, 1], else ``None``;
+    - ``frontierGapThresholdTokens`` / ``maxImagesPerRequest`` (config-file-only in the
+      reference): ``parseInt``, ``>= 1``, else ``None``;
     - ``protectedTools`` / ``protectedPaths``: trimmed; empty, ``none`` or ``clear`` (any
       case) is ``[]``, else split on whitespace and commas;
     - choices, ``summarizerModel`` and ``compat``: the text as given;
@@ -88,6 +91,9 @@ def parse_setting_value(key: str, text: str) -> Any:
     if path in _FRACTION_SETTINGS:
         number = js_parse_float(text)
         return number if number is not None and 0 < number <= 1 else None
+    if path in _TOKEN_LIMIT_SETTINGS:
+        parsed = js_parse_int(text)
+        return parsed if parsed is not None and parsed >= 1 else None
     if path in _LIST_SETTINGS:
         trimmed = text.strip(JS_WHITESPACE)
         if trimmed.lower() in ("", "none", "clear"):

@@ -12,6 +12,7 @@ __all__ = [
     "LEGACY_PRUNE_ON",
     "OURS_DEFAULTS",
     "PRUNE_ON_MODES",
+    "RECOVERY_GRACE_PRESETS",
     "SETTINGS_KEY",
     "SUMMARIZER_PRICE_KEYS",
     "SUMMARIZER_THINKING_LEVELS",
@@ -56,11 +57,21 @@ BATCHING_MODES: tuple[tuple[str, str], ...] = (
 )
 """``(value, label)`` of every batching mode, in UI order."""
 
+RECOVERY_GRACE_PRESETS: tuple[tuple[str, str], ...] = (
+    ("0", "0 (disabled)"),
+    ("1", "1"),
+    ("3", "3 (default)"),
+    ("5", "5"),
+    ("8", "8"),
+)
+"""``(value, label)`` of the settings editor's ``recoveryGraceTurns`` cycle (the reference's
+``RECOVERY_GRACE_PRESETS``; a value not in it shows as ``"3"``)."""
+
 LEGACY_PRUNE_ON = ("every-turn", "on-context-tag", "agentic-auto")
 
 
 def default_settings() -> dict[str, Any]:
-    """A fresh copy of the reference's ``DEFAULT_CONFIG``, in its saved key order."""
+    """A fresh copy of the reference's (2.11.3) ``DEFAULT_CONFIG``, in its saved key order."""
     return {
         "enabled": False,
         "showPruneStatusLine": True,
@@ -74,7 +85,7 @@ def default_settings() -> dict[str, Any]:
         "summarizerIdleTimeoutMs": 20000,
         "summarizerMaxTimeoutMs": 180000,
         "protectedTools": [],
-        "protectedPaths": ["**/skills/**/*.md"],
+        "protectedPaths": ["**/skills/**/*.md", "**/gauntlet-overrides.md"],
         "chainCompression": {
             "enabled": True,
             "rollingWindow": 3,
@@ -87,6 +98,8 @@ def default_settings() -> dict[str, Any]:
         "spillThreshold": 65536,
         "spillPreviewBytes": 2048,
         "budgetTurnDelta": None,
+        "frontierGapThresholdTokens": None,
+        "maxImagesPerRequest": None,
     }
 
 

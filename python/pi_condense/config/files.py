@@ -100,16 +100,14 @@ def save_config(config: Config, path: Union[str, os.PathLike[str], None] = None)
     ``settings_path()``), keeping every other top-level key in place. Returns the path.
 
     The file is re-read first; the new text goes to ``<path>.<16 hex>.tmp``, is fsynced and
-    renamed over ``path``. In default mode an existing file that is not a JSON object is
-    left untouched and ``ConfigError`` is raised (the reference replaces it with ``{}``).
+    renamed over ``path``. An existing file that is not a JSON object (unreadable, truncated,
+    another type) is left untouched and ``ConfigError`` is raised, in both modes: only a
+    missing file starts from empty (pi-condense 2.10.4; 2.9.1 replaced it with ``{}``).
     """
     file = Path(path) if path is not None else settings_path()
     current, problem = _read_json_object(file)
-    if problem is not None and not config.is_reference:
-        raise ConfigError(
-            f"{file}: {problem}; not overwriting it (fix or remove the file, or use "
-            'compat "reference" to replace it)'
-        )
+    if problem is not None:
+        raise ConfigError(f"{file}: {problem}; not overwriting it (fix or remove the file)")
     document: dict[str, Any] = current if current is not None else {}
     document[SETTINGS_KEY] = config.to_settings_dict()
     try:

@@ -48,10 +48,17 @@ from .defaults import (
 )
 
 __all__ = [
+    "DEFAULT_BUDGET_THRESHOLD",
     "ChainCompressionConfig",
     "Config",
     "PurgeErrorsConfig",
 ]
+
+
+DEFAULT_BUDGET_THRESHOLD = 0.5
+"""Ours: the budget trigger's threshold when ``autoBudgetThreshold`` is unset (the reference
+has none): a flush at the turn end where the context reaches half the window (at most 150k of
+the 300k-token cap)."""
 
 
 class SettingsModel(BaseModel):
@@ -244,7 +251,7 @@ class Config(SettingsModel):
     summarizer_idle_timeout_ms: StrictInt = Field(default=20000, ge=0)
     summarizer_max_timeout_ms: StrictInt = Field(default=180000, ge=0)
     protected_tools: tuple[StrictStr, ...] = ()
-    protected_paths: tuple[StrictStr, ...] = ("**/skills/**/*.md",)
+    protected_paths: tuple[StrictStr, ...] = ("**/skills/**/*.md", "**/gauntlet-overrides.md")
     chain_compression: ChainCompressionConfig = Field(default_factory=ChainCompressionConfig)
     purge_errors: PurgeErrorsConfig = Field(default_factory=PurgeErrorsConfig)
     dedup_by_content_hash: StrictBool = True
@@ -253,6 +260,12 @@ class Config(SettingsModel):
     spill_threshold: StrictInt = Field(default=65536, ge=0)
     spill_preview_bytes: StrictInt = Field(default=2048, ge=0)
     budget_turn_delta: Optional[float] = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    frontier_gap_threshold_tokens: Optional[StrictInt] = Field(default=None, gt=0)
+    """Flush at ``turn_end`` once the unsummarized tail past the prune frontier reaches this
+    many tokens (trigger ``"frontier-gap"``); ``None`` is off."""
+    max_images_per_request: Optional[StrictInt] = Field(default=None, gt=0)
+    """At most this many image blocks per model request (the oldest become a text note);
+    ``None`` is the model API's own limit (100 for Anthropic Messages, else no cap)."""
     summarizer_concurrency: StrictInt = Field(default=4, ge=1)
     """Ours: at most this many summarizer calls in flight at once (not in reference mode)."""
     summarizer_retries: StrictInt = Field(default=2, ge=0)
@@ -290,6 +303,16 @@ class Config(SettingsModel):
     def is_reference(self) -> bool:
         """True in ``compat: "reference"`` mode."""
         return self.compat == "reference"
+
+    @property
+    def budget_threshold(self) -> Optional[float]:
+        """The budget trigger's threshold in effect: ``autoBudgetThreshold``; when it is unset,
+        ours is :data:`DEFAULT_BUDGET_THRESHOLD` (a long run of one prompt is condensed before
+        its final reply), the reference's (``compat: "reference"``) is none. ``1`` turns it
+        off in practice (it fires only at the whole window)."""
+        if self.auto_budget_threshold is None and not self.is_reference:
+            return DEFAULT_BUDGET_THRESHOLD
+        return self.auto_budget_threshold
 
     def is_protected_tool(self, tool_name: str) -> bool:
         """Whether ``protectedTools`` protects ``tool_name`` (exact name match).

@@ -108,6 +108,19 @@ def _norm_fraction(merged: Mapping[str, Any], key: str, warnings: list[str]) -> 
     return None
 
 
+def _norm_positive_or_null(
+    merged: Mapping[str, Any], key: str, warnings: list[str]
+) -> Optional[int]:
+    value = merged[key]
+    if is_number(value) and math.isfinite(value) and value > 0 and math.floor(value) > 0:
+        return as_double(math.floor(cast(float, value)))
+    if value is not None:
+        warnings.append(
+            f"{SETTINGS_KEY}.{key}: {describe(value)} is not a positive number; using null"
+        )
+    return None
+
+
 def _norm_strings(
     merged: Mapping[str, Any],
     key: str,
@@ -240,6 +253,10 @@ def normalize_settings(settings: Mapping[str, Any], compat: Optional[Compat]) ->
         ),
         "spill_preview_bytes": _norm_count(merged, "spillPreviewBytes", warnings),
         "budget_turn_delta": _norm_fraction(merged, "budgetTurnDelta", warnings),
+        "frontier_gap_threshold_tokens": _norm_positive_or_null(
+            merged, "frontierGapThresholdTokens", warnings
+        ),
+        "max_images_per_request": _norm_positive_or_null(merged, "maxImagesPerRequest", warnings),
         "summarizer_concurrency": _norm_our_count(settings, "summarizerConcurrency", 1, warnings),
         "summarizer_retries": _norm_our_count(settings, "summarizerRetries", 0, warnings),
         "summarizer_prices": _norm_prices(settings, warnings, verbatim),

@@ -30,6 +30,7 @@ __all__ = [
     "is_number",
     "is_undefined",
     "js_round",
+    "js_utf8",
     "map_key",
     "parse_float",
     "parse_int",
@@ -244,3 +245,12 @@ def to_fixed(x: float, digits: int) -> str:
     """``Number.prototype.toFixed``: the exact double, ties rounded away from zero."""
     quantum = Decimal(1).scaleb(-digits)
     return str(Decimal(x).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def js_utf8(text: str) -> bytes:
+    """UTF-8 bytes of a JavaScript string: surrogate pairs joined, lone surrogates as U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        units = text.encode("utf-16-le", "surrogatepass")
+        return units.decode("utf-16-le", "replace").encode("utf-8")

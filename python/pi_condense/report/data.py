@@ -120,13 +120,8 @@ def _measured_calls(session: SessionFile, config: Config) -> list[tuple[int, int
         message = entry.get("message") if entry.get("type") == "message" else None
         if not isinstance(message, dict) or message.get("role") != "assistant" or i == 0:
             continue
-        # The context was sent as of the last message before the reply: pruner entries
-        # between them were written while the model call ran (the condense run's figures).
-        sent_at = i
-        while sent_at > 1 and branch[sent_at - 1].get("type") != "message":
-            sent_at -= 1
-        messages = session.build_context(branch[sent_at - 1]["id"]).messages
-        result = render(messages, PrunerState.from_branch(branch[:sent_at]), config)
+        messages = session.build_context(branch[i - 1]["id"]).messages
+        result = render(messages, PrunerState.from_branch(branch[:i]), config)
         sent = result.messages if result.pruned else messages
         texts = [jsjson.dumps(m) for m in sent]
         raw = jsjson.length(raw_conversation(messages))

@@ -34,6 +34,7 @@ _RANGE_CLOSE = "\n</sub-task-summaries>"
 _LABEL = re.compile(r"\[\[([0-9]+):([^\]\n]+)\]\] Tool: ")
 _RESULT = re.compile(r"\nResult \((OK|ERROR)\): ")
 _TRUNCATED = re.compile(r" \.\.\.\[([0-9]+) chars truncated\]\Z")
+_CUT_MIDDLE = re.compile(r"\n\.\.\.\[([0-9]+) chars truncated\]\.\.\.\n")
 _ERROR_WORDS = re.compile(
     r"error|exception|traceback|fail|fatal|panic|denied|not found|no such|cannot|can't|"
     r"unable|invalid|undefined",
@@ -153,9 +154,13 @@ def _parse_call(number: str, label_name: str, section: str) -> _Call:
         args = args_text
     raw_chars = len(text)
     truncated = _TRUNCATED.search(text)
+    middle = _CUT_MIDDLE.search(text)
     if truncated is not None:
         text = text[: truncated.start()]
         raw_chars = len(text) + int(truncated.group(1))
+    elif middle is not None:  # ours: the head and the tail of the output, cut between them
+        text = text[: middle.start()] + "\n" + text[middle.end() :]
+        raw_chars = len(text) - 1 + int(middle.group(1))
     return _Call(number, label_name, name.strip() or label_name, args, status, text, raw_chars)
 
 

@@ -37,11 +37,14 @@ class ToolResult:
     text: str
     details: dict[str, Any] = field(default_factory=dict)
     is_error: bool = False
+    images: tuple[dict[str, Any], ...] = ()
+    """Image blocks that follow the text block (``context_tree_query``'s recovered images)."""
 
     @property
     def content(self) -> list[dict[str, Any]]:
-        """The content blocks, as Pi's tools return them: ``[{"type": "text", "text": ...}]``."""
-        return [{"type": "text", "text": self.text}]
+        """The content blocks, as Pi's tools return them: ``[{"type": "text", "text": ...}]``
+        and then the image blocks, if any."""
+        return [{"type": "text", "text": self.text}, *self.images]
 
     def to_dict(self) -> dict[str, Any]:
         """``{"content", "details"}`` (plus ``"isError": true`` for a refused call)."""

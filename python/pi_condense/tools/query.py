@@ -15,15 +15,22 @@ next part, ``<ref>#<line>`` (the output from that 1-based line on, cut the same 
 parts, joined with one line break, are the original output exactly. A single line longer
 than a part (a minified file, a one-line log) is cut inside the line: the next part is
 ``<ref>#<line>.<column>`` and its note says to join it without a line break.
+
+Images (pi-condense 2.11.2): a captured result's text starts with one ``[image returned:
+<type> sha256:<8 hex>]`` marker per image it carried. Given the session branch, the tool
+appends after its text block the image blocks of the branch's tool results whose data hash
+those markers name, in record order and then marker order; a record without markers, or
+whose images are not on the branch, gives text only.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
-from typing import Any, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable, Optional
 
+from ..capture import image_digest
 from ..js import json as jsjson
 from ..js.json import utf8_len
 from ..js.values import to_string, truthy
@@ -43,7 +50,8 @@ QUERY_TOOL = ToolSpec(
         "Retrieve original tool call results that have been pruned from active context. "
         "Pass the short refs listed in a pruner-summary message, e.g. "
         'context_tree_query({ toolCallIds: ["t12", "t3"] }), to get back the full original '
-        "outputs. A raw id that was reused returns every occurrence, each labelled id@timestamp."
+        "outputs. A raw id that was reused returns every occurrence, each labelled id@timestamp. "
+        "Results include the original image blocks when the pruned output carried images."
     ),
     # Key order as TypeBox builds it (options first), which is how Pi serializes it.
     parameters={
@@ -74,6 +82,8 @@ _PAGE = re.compile(r"^(.+)#([1-9][0-9]{0,8})(?:\.([1-9][0-9]{0,9}))?$")
 """``<ref>#<line>`` or ``<ref>#<line>.<column>``: a part of an output, from a 1-based line
 (and column) on (paging)."""
 
+_MARKER = re.compile(r"\[image returned: [^\n]*? sha256:([0-9a-f]{8})\]")
+
 _NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
 _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
 
@@ -81,6 +91,28 @@ _SPILL_MISSING = "(spilled output unavailable \u2014 sidecar file missing)"
 def _field(record: Mapping[str, Any], key: str) -> str:
     """A record field inside a JS template literal (a missing key prints ``undefined``)."""
     return to_string(record[key]) if key in record else "undefined"
+
+
+def image_marker_digests(text: str) -> list[str]:
+    """The ``sha256:<8 hex>`` digests of the image markers in ``text``, in order."""
+    return _MARKER.findall(text)
+
+
+def branch_images(entries: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """digest -> image block, over the image blocks of the toolResult messages of a branch
+    (session entries); the first block of a digest wins (equal digests are equal data)."""
+    images: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or entry.get("type") != "message":
+            continue
+        message = entry.get("message")
+        if not isinstance(message, Mapping) or message.get("role") != "toolResult":
+            continue
+        content = message.get("content")
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, dict) and block.get("type") == "image":
+                images.setdefault(image_digest(block.get("data")), block)
+    return images
 
 
 def _text(value: Any) -> str:
@@ -100,6 +132,8 @@ class ContextTreeQuery:
     ``full`` leaves outputs whole instead of cutting them at 2000 lines / 50 KB as the tool
     does for the model (for people reading an output, e.g. ``pi-condense query --full``).
     ``paging`` makes a cut output say how to get the rest (module docstring).
+    ``branch`` returns the session branch (its entries), where recovered images are looked up
+    (without it, outputs are text only).
     """
 
     spec = QUERY_TOOL
@@ -113,9 +147,11 @@ class ContextTreeQuery:
         recorded_session_dir: Optional[str] = None,
         full: bool = False,
         paging: bool = False,
+        branch: Optional[Callable[[], Iterable[Any]]] = None,
     ) -> None:
         self.full = full
         self.paging = paging
+        self.branch = branch
         self.state = state
         self.session_dir = session_dir
         self.session_id = session_id
@@ -137,6 +173,7 @@ class ContextTreeQuery:
         """The blocks for ``ids`` in order, joined by ``---`` separators (spec 06 A.2)."""
         blocks: list[str] = []
         results: dict[str, ToolCallRecord] = {}
+        digests: list[str] = []
         for id_ in ids:
             records = self.state.records_for_id(id_)
             if not records:
@@ -144,7 +181,7 @@ class ContextTreeQuery:
                 if page is not None:
                     record, start = page
                     results[id_] = record
-                    blocks.append(self._block(id_, record, False, start))
+                    blocks.append(self._block(id_, record, False, digests, start))
                     continue
                 blocks.append(f"## toolRef: {id_}\n{_NOT_FOUND}")
                 continue
@@ -153,8 +190,12 @@ class ContextTreeQuery:
                 stamp = record.get("resultTimestamp")
                 label = f"{id_}@{to_string(stamp)}" if several and stamp is not None else id_
                 results[label] = record
-                blocks.append(self._block(label, record, several and stamp is None))
-        return ToolResult("\n\n---\n\n".join(blocks), {"results": results})
+                blocks.append(self._block(label, record, several and stamp is None, digests))
+        images: tuple[dict[str, Any], ...] = ()
+        if digests and self.branch is not None:
+            found = branch_images(self.branch())
+            images = tuple(found[d] for d in digests if d in found)
+        return ToolResult("\n\n---\n\n".join(blocks), {"results": results}, images=images)
 
     def _page(self, id_: str) -> Optional[tuple[ToolCallRecord, tuple[int, int]]]:
         """``<ref>#<line>[.<column>]`` naming one record: that record and where its part
@@ -168,7 +209,12 @@ class ContextTreeQuery:
         return records[0], (int(match.group(2)), int(match.group(3) or 1))
 
     def _block(
-        self, label: str, record: ToolCallRecord, legacy: bool, start: tuple[int, int] = (1, 1)
+        self,
+        label: str,
+        record: ToolCallRecord,
+        legacy: bool,
+        digests: list[str],
+        start: tuple[int, int] = (1, 1),
     ) -> str:
         header = [f"## toolRef: {label}"]
         if legacy:
@@ -184,6 +230,7 @@ class ContextTreeQuery:
         # A part, and with paging a first part too (its first line may be longer than what a
         # head read holds), reads the whole output.
         raw, refused, total_lines = self._raw(record, whole=self.paging or start != (1, 1))
+        digests += image_marker_digests(raw)
         if self.full:
             body = raw
         elif start != (1, 1):

@@ -242,6 +242,7 @@ def condense_tools(
             current.session_id,
             recorded_session_dir=recorded_session_dir,
             paging=paging,
+            branch=lambda: current.branch(leaf),
         )
         return tool.execute(args)
 

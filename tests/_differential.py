@@ -1,0 +1,179 @@
+"""Generated raw Pi sessions for the differential test against the TypeScript reference.
+
+A session is a pure function of its seed: prompts, tool turns with reused provider ids,
+repeated outputs (dedup), image results, small errored calls and final replies, written as
+Pi writes a session file. Left out on purpose, because ours does not match pi-condense 2.11.3
+there yet (see the report of issue 38): non-pruner ``custom_message`` entries (2.10.0 chain
+anchors), errored calls whose arguments hold a string over 200 chars (2.11.3 purge) and
+re-reads of a protected path (2.10.3 supersession). ``include_known_gaps=True`` puts them in.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_raw_session"]
+
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "error",
+    "ok",
+    "file",
+    "line",
+    "value",
+    "build",
+    "test",
+    "pass",
+    "fail",
+    "note",
+]
+
+
+def _text(rng: random.Random, chars: int) -> str:
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        line = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 12)))
+        out.append(line)
+        size += len(line) + 1
+    return "\n".join(out)
+
+
+def _iso(second: int) -> str:
+    minutes, seconds = divmod(second, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"2026-03-01T{hours:02d}:{minutes:02d}:{seconds:02d}.000Z"
+
+
+def write_raw_session(path: Path, seed: int, *, include_known_gaps: bool = False) -> Path:
+    """Write the raw session of ``seed`` to ``path`` and return it."""
+    rng = random.Random(seed)
+    lines: list[dict[str, Any]] = [
+        {
+            "type": "session",
+            "version": 3,
+            "id": f"diff-{seed}",
+            "timestamp": _iso(0),
+            "cwd": "/work/project",
+        }
+    ]
+    state = {"n": 0, "parent": None, "ms": 1_770_000_000_000 + seed * 1_000_000, "input": 2000}
+
+    def add(entry: dict[str, Any]) -> None:
+        state["n"] += 1
+        entry_id = f"{state['n']:08x}"
+        lines.append(
+            {**entry, "id": entry_id, "parentId": state["parent"], "timestamp": _iso(state["n"])}
+        )
+        state["parent"] = entry_id
+
+    def stamp() -> int:
+        state["ms"] += rng.randint(500, 5000)
+        return int(state["ms"])
+
+    def assistant(content: list[Any], stop: str) -> dict[str, Any]:
+        state["input"] += rng.randint(500, 4000)
+        return {
+            "role": "assistant",
+            "content": content,
+            "api": "oracle-fake",
+            "provider": "oracle",
+            "model": "oracle-fake-model",
+            "usage": {
+                "input": state["input"],
+                "output": 100,
+                "cacheRead": 0,
+                "cacheWrite": 0,
+                "totalTokens": state["input"] + 100,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
+            },
+            "stopReason": stop,
+            "timestamp": stamp(),
+        }
+
+    repeated = _text(rng, 1500)
+    png = base64.b64encode(bytes(rng.randrange(256) for _ in range(120))).decode()
+    unique = 0
+    for prompt in range(rng.randint(3, 6)):
+        add(
+            {
+                "type": "message",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": f"task {prompt}: {_text(rng, 60)}"}],
+                    "timestamp": stamp(),
+                },
+            }
+        )
+        if include_known_gaps and rng.random() < 0.5:
+            add(
+                {
+                    "type": "custom_message",
+                    "customType": "gauntlet-gate",
+                    "content": "go on",
+                    "display": True,
+                }
+            )
+        for _turn in range(rng.randint(1, 4)):
+            calls = []
+            for _ in range(rng.randint(1, 3)):
+                unique += 1
+                call_id = (
+                    rng.choice(["call_1", "call_2"])
+                    if rng.random() < 0.3
+                    else f"toolu_{seed}_{unique:03d}"
+                )
+                if any(c["id"] == call_id for c in calls):
+                    call_id = f"toolu_{seed}_{unique:03d}"
+                name = rng.choice(["read", "bash", "grep"])
+                args: dict[str, Any] = (
+                    {"path": f"src/file{rng.randint(1, 9)}.py"}
+                    if name == "read"
+                    else {"command": f"{name} {_text(rng, 20)}"}
+                )
+                if include_known_gaps and name == "read" and rng.random() < 0.3:
+                    args = {"path": ".pi/gauntlet-overrides.md"}
+                calls.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
+            add({"type": "message", "message": assistant(calls, "toolUse")})
+            for call in calls:
+                content: list[Any]
+                is_error = rng.random() < 0.1
+                roll = rng.random()
+                if is_error:
+                    content = [{"type": "text", "text": f"Error: {_text(rng, 80)}"}]
+                    if include_known_gaps:
+                        call["arguments"] = {"content": _text(rng, 900)}
+                elif roll < 0.15 and call["name"] == "read":
+                    data = png if rng.random() < 0.5 else png[::-1]
+                    content = [
+                        {"type": "text", "text": "Read image file [image/png]"},
+                        {"type": "image", "data": data, "mimeType": "image/png"},
+                    ]
+                elif roll < 0.3:
+                    content = [{"type": "text", "text": repeated}]
+                else:
+                    content = [{"type": "text", "text": _text(rng, rng.randint(200, 4000))}]
+                message = {
+                    "role": "toolResult",
+                    "toolCallId": call["id"],
+                    "toolName": call["name"],
+                    "content": content,
+                    "isError": is_error,
+                    "timestamp": stamp(),
+                }
+                add({"type": "message", "message": message})
+        add(
+            {
+                "type": "message",
+                "message": assistant([{"type": "text", "text": f"done {prompt}"}], "stop"),
+            }
+        )
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    return path
