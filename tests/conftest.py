@@ -155,6 +155,7 @@ SLOW_TESTS = frozenset(
         "test_adapters_openai_responses.py::test_decode_is_deterministic_and_json_shaped",
         "test_adapters_openai_responses.py::test_generated_histories_round_trip_untouched",
         "test_adapters_openai_responses.py::test_new_messages_encode_to_valid_items_and_decode_back",
+        "test_bench_quality_model.py::test_model_mode_recovers_through_the_tools",
         "test_binding_safety.py::test_probes_under_debug_allocator",
         "test_chains.py::test_vector_chain_entries[large-default]",
         "test_chains.py::test_vector_chain_entries[large-default-restart]",
