@@ -114,3 +114,92 @@ def server() -> Iterator[Any]:
 
     with LoopbackLLMServer() as srv:
         yield srv
+
+
+# `pytest -m "not slow"`: the developer's run (under two minutes on 2 cores); .ci/run and a
+# bare `python -m pytest` run everything. Measured with --durations on the whole suite: these
+# modules are end-to-end CLI subprocesses, kill campaigns, the browser and conformance
+# replays of the large session (about three quarters of the suite's time)...
+SLOW_MODULES = frozenset(
+    {
+        "test_cli.py",
+        "test_cli_polish.py",
+        "test_condense_cli.py",
+        "test_condense_llm.py",
+        "test_corpus.py",
+        "test_corpus_engines.py",
+        "test_corpus_ray.py",
+        "test_layout_off.py",
+        "test_pruner_commands.py",
+        "test_readme_console.py",
+        "test_reliability_appends_cli.py",
+        "test_reliability_corpus.py",
+        "test_reliability_corpus_scan.py",
+        "test_reliability_inplace.py",
+        "test_reliability_inputs.py",
+        "test_reliability_kills.py",
+        "test_reliability_kills_live.py",
+        "test_replay_conformance.py",
+        "test_report.py",
+        "test_first_hour.py",
+    }
+)
+# ...and these single tests took 3 s or more each (debug allocator runs, the large session's
+# chain vectors, generated-history round trips). ``module::function`` marks every parameter.
+SLOW_TESTS = frozenset(
+    {
+        "test_adapters_anthropic.py::test_new_messages_encode_to_a_valid_request_and_decode_back",
+        "test_adapters_openai_chat.py::test_decode_is_deterministic_and_json_shaped",
+        "test_adapters_openai_chat.py::test_generated_histories_round_trip_untouched",
+        "test_adapters_openai_chat.py::test_new_messages_encode_to_a_valid_request_and_decode_back",
+        "test_adapters_openai_responses.py::test_decode_is_deterministic_and_json_shaped",
+        "test_adapters_openai_responses.py::test_generated_histories_round_trip_untouched",
+        "test_adapters_openai_responses.py::test_new_messages_encode_to_valid_items_and_decode_back",
+        "test_bench_quality_model.py::test_model_mode_recovers_through_the_tools",
+        "test_binding_safety.py::test_probes_under_debug_allocator",
+        "test_chains.py::test_vector_chain_entries[large-default]",
+        "test_chains.py::test_vector_chain_entries[large-default-restart]",
+        "test_chains.py::test_vector_chain_entries[large-protect-spill]",
+        "test_chains.py::test_vector_chain_entries[large-recovery-grace0]",
+        "test_config.py::test_normalize_is_idempotent",
+        "test_config.py::test_reference_mode_never_raises",
+        "test_jsjson.py::test_loads_takes_any_depth_as_json_parse[200000]",
+        "test_render_frozen.py::test_the_frozen_replay_writes_what_fresh_copies_write",
+        "test_render_frozen.py::test_under_the_debug_allocator",
+        "test_render_frozen_outputs.py::test_under_the_debug_allocator",
+        "test_render_frozen_prefix.py::test_under_the_debug_allocator",
+        "test_render_resume.py::test_a_frozen_history_grown_step_by_step_renders_as_fresh",
+        "test_render_resume.py::test_under_the_debug_allocator",
+        "test_summarizer_runner.py::test_concurrency_limit",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.name
+        function = getattr(item, "originalname", item.name)
+        if (
+            module in SLOW_MODULES
+            or f"{module}::{function}" in SLOW_TESTS
+            or f"{module}::{item.name}" in SLOW_TESTS
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A banner naming what a run without a browser did not check (test_report.py)."""
+    unchecked = [
+        report.nodeid
+        for report in terminalreporter.stats.get("skipped", [])
+        if "NOT CHECKED" in str(report.longrepr)
+    ]
+    if unchecked:
+        terminalreporter.write_sep("!", "NOT CHECKED: no chromium on PATH", red=True, bold=True)
+        terminalreporter.write_line(
+            f"{len(unchecked)} browser tests did not run: the report page's JavaScript, charts "
+            "and screenshot are unchecked. Install Debian's chromium (apt-get install -y "
+            "chromium) and run them again; .ci/run fails without it."
+        )
+        for nodeid in unchecked:
+            terminalreporter.write_line(f"  not run: {nodeid}")

@@ -1,5 +1,5 @@
-"""The README's console examples marked ``<!-- console: checked by tests/test_readme_console.py
--->`` run as written and print what the README shows.
+"""The console examples of README.md and docs/**/*.md marked ``<!-- console: checked by
+tests/test_readme_console.py -->`` run as written and print what the page shows.
 
 They run in order in one scratch directory holding ``session.jsonl`` (a copy of the bundled
 example) and ``example-session.condensed.jsonl`` (made by the quickstart's
@@ -22,8 +22,9 @@ from conftest import REPO_ROOT
 from pi_condense.cli._common import EXAMPLE_SESSION
 
 MARKER = "<!-- console: checked by tests/test_readme_console.py -->"
-README = (REPO_ROOT / "README.md").read_text("utf-8")
-BLOCKS = re.findall(re.escape(MARKER) + r"\n```console\n(.*?)```", README, re.S)
+PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+CONSOLE = re.compile(re.escape(MARKER) + r"\n```console\n(.*?)```", re.S)
+BLOCKS = [block for page in PAGES for block in CONSOLE.findall(page.read_text("utf-8"))]
 
 
 def steps(block: str) -> list[tuple[str, str]]:

@@ -36,7 +36,7 @@ from .chains import (
     compress_chains_in_flush,
 )
 from .config import Config, load_config
-from .errors import CondenseWarning
+from .errors import CondenseWarning, warn_once
 from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .image_cap import cap_images, image_limit
 from .js import json as jsjson
@@ -129,6 +129,8 @@ class Condenser:
         self._frozen_messages = frozen_messages
         self._write_blob = write_blob
         self._fixed_config = config
+        if config is not None:
+            _warn_config(config)
         self._summarizer = summarizer
         self._session_model = session_model
         self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
@@ -203,6 +205,7 @@ class Condenser:
 
     @config.setter
     def config(self, config: Config) -> None:
+        _warn_config(config)
         self._fixed_config = config
         self._runtime().config = config
         self._runner = None
@@ -320,6 +323,7 @@ class Condenser:
         rt = self._runtime()
         if self._fixed_config is None:
             rt.config = load_config()
+            _warn_config(rt.config)
         self._runner = None
         self._reconstruct()
 
@@ -624,6 +628,13 @@ async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any
         raise
     _count_fusions(rt, result)
     return result.block_ids
+
+
+def _warn_config(config: Config) -> None:
+    """The config's warnings (unknown keys with the closest known one, values that fell back
+    to defaults) as CondenseWarnings, each once per process: the CLI prints the same ones."""
+    for text in config.warnings:
+        warn_once(f"pi-condense: warning: {text}", stacklevel=4)
 
 
 def _reclaim_sizes(rt: Runtime, result: RenderResult) -> tuple[int, int]:

@@ -22,3 +22,18 @@ class JsonError(CondenseError, ValueError):
 class CondenseWarning(UserWarning):
     """Something pi-condense was asked to do will not happen as the caller likely expects
     (pruning disabled, an unknown config key, a message list in another format)."""
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(text: str, stacklevel: int = 2) -> bool:
+    """Issue ``text`` as a :class:`CondenseWarning` the first time this process sees it
+    (a config read by every hook call would otherwise repeat it); True if it was issued."""
+    if text in _WARNED:
+        return False
+    _WARNED.add(text)
+    import warnings
+
+    warnings.warn(text, CondenseWarning, stacklevel=stacklevel + 1)
+    return True

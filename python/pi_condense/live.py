@@ -335,7 +335,8 @@ class _Origin:
 
 @dataclass
 class LiveStats:
-    """What the driver did so far (this process)."""
+    """What the driver did so far (this process). ``last`` is the last render in full; the
+    printed form leaves it out (it holds the whole context)."""
 
     calls: int = 0
     messages_seen: int = 0
@@ -344,7 +345,7 @@ class LiveStats:
     written_back: int = 0
     chars_in: int = 0
     chars_out: int = 0
-    last: Optional[RenderResult] = None
+    last: Optional[RenderResult] = field(default=None, repr=False)
 
 
 @dataclass

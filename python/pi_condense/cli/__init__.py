@@ -36,7 +36,8 @@ import gc
 import importlib
 import os
 import sys
-from typing import Any, Optional
+import warnings
+from typing import Any, Optional, TextIO
 
 import typer
 import typer.main
@@ -147,8 +148,35 @@ def _preload(argv: list[str]) -> None:
             gc.enable()
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Optional[TextIO] = None,
+    line: Optional[str] = None,
+) -> None:
+    """A CondenseWarning is one line of its own text (no Python source location: the user
+    ran a command, not our code); other warnings print as Python prints them."""
+    from ..errors import CondenseWarning
+    from ._common import shown_warnings
+
+    if not issubclass(category, CondenseWarning):
+        _python_show_warning(message, category, filename, lineno, file, line)
+        return
+    text = str(message)
+    shown_warnings.add(text)
+    if not text.startswith("pi-condense:"):
+        text = f"pi-condense: warning: {text}"
+    (file or sys.stderr).write(text + "\n")
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main() -> None:
     """Console-script entry point."""
+    warnings.showwarning = _show_warning
     # A lone surrogate (a tool call id cut inside a pair, a non-UTF-8 argument decoded with
     # surrogateescape) is printed as a \\udXXX escape instead of crashing the print.
     for stream in (sys.stdout, sys.stderr):

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from ..config import Config, load_config
-from ..errors import CondenseError
+from ..errors import CondenseError, warn_once
 from ..fsio import read_input, read_regular
 from ..js import json as jsjson
 from ..session import SessionFile
@@ -53,12 +53,14 @@ __all__ = [
     "open_at_leaf",
     "open_session",
     "out",
+    "plural",
     "print_warnings",
     "quiet_option",
     "read_session",
     "resolve_file",
     "run_with_summarizer",
     "show_progress",
+    "shown_warnings",
     "strict_option",
     "summarizer_option",
 ]
@@ -84,10 +86,18 @@ SUMMARIZER_FORMS = (
 )
 """The `--summarizer` values every command accepts, for help texts."""
 
+shown_warnings: set[str] = set()
+"""The CondenseWarnings this process printed (cli.main's hook): a notification with the same
+text is not printed again."""
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 T = TypeVar("T")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 tool``, ``2 tools``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def fail(message: str) -> NoReturn:
@@ -307,7 +317,8 @@ def load_cli_config(path: Optional[Path], compat: Optional[str], *, enable: bool
     except CondenseError as exc:
         fail(f"{path}: {exc}" if path is not None else str(exc))
     for warning in config.warnings:
-        err.print(f"pi-condense: warning: {warning}", markup=False)
+        # Once per process: the Condenser the command makes issues the same ones.
+        warn_once(f"pi-condense: warning: {warning}")
     return config
 
 

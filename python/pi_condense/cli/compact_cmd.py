@@ -95,7 +95,11 @@ def compact_report(
 ) -> dict[str, Any]:
     """The facts `compact` prints, as a JSON-ready dict."""
     rows = []
-    for entry in result.entries:
+    # Each row is what its chain adds to the running estimate, so the rows add up to the
+    # total the reference's message prints (rounding each chain alone would not).
+    before = 0
+    for i, entry in enumerate(result.entries):
+        upto = estimate_reclaim_tokens(state, result.entries[: i + 1])
         start = entry["startUserTimestamp"]
         rows.append(
             {
@@ -105,9 +109,10 @@ def compact_report(
                 "calls": len(entry["droppedToolCallIds"]),
                 "body": _body(entry),
                 "toolRefs": entry["toolRefs"],
-                "reclaimTokens": estimate_reclaim_tokens(state, [entry]),
+                "reclaimTokens": upto - before,
             }
         )
+        before = upto
     return {
         "output": output,
         "dryRun": dry_run,

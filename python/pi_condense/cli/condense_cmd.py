@@ -58,6 +58,7 @@ from ._common import (
     resolve_file,
     run_with_summarizer,
     show_progress,
+    shown_warnings,
     strict_option,
     summarizer_option,
 )
@@ -147,6 +148,8 @@ def _run(
 def _print_problems(result: ReplayResult) -> None:
     """Notifications, replay warnings and failed events on stderr."""
     for problem in problems(result):
+        if problem["message"] in shown_warnings:
+            continue  # already printed as it happened (cli.main's warning hook)
         times = f" (x{problem['count']})" if problem["count"] > 1 else ""
         err.print(f"pi-condense: {problem['level']}: {problem['message']}{times}", markup=False)
     for warning in dict.fromkeys(result.warnings):

@@ -20,7 +20,7 @@ from rich.text import Text
 from ..adapters import detect_format
 from ..condenser import Condenser
 from ..config import Config, load_config
-from ..errors import CondenseError
+from ..errors import CondenseError, warn_once
 from ..fsio import read_input
 from ..js import json as jsjson
 from ..js.values import js_round, to_fixed
@@ -320,7 +320,7 @@ def render_command(
     path = resolve_file(session_file, example)
     config = _load_config(config_file, compat)
     for warning in config.warnings:
-        err.print(f"pi-condense: warning: {warning}", markup=False)
+        warn_once(f"pi-condense: warning: {warning}")  # the Condenser below says it too
     session = _load_session(path)
     if leaf is not None:
         if session.get_entry(leaf) is None:

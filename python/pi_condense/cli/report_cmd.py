@@ -21,6 +21,7 @@ from ._common import (
     load_cli_config,
     make_cli_summarizers,
     out,
+    plural,
     print_warnings,
     read_session,
     summarizer_option,
@@ -86,7 +87,8 @@ def report_command(
         sys.stdout.write(jsjson.dumps(summary, 2) + "\n")
     else:
         out.print(
-            f"report -> {out_file} ({len(data.calls)} model calls, "
-            f"{len(data.flush_calls)} flush points, {len(data.chain_calls)} chain points)",
+            f"report -> {out_file} ({plural(len(data.calls), 'model call')}, "
+            f"{plural(len(data.flush_calls), 'flush point')}, "
+            f"{plural(len(data.chain_calls), 'chain point')})",
             markup=False,
         )

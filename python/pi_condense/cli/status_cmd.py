@@ -94,6 +94,7 @@ def session_facts(session: SessionFile, config: Config, leaf: Optional[str]) -> 
             "renderedChars": after,
             "renderedTokens": _tokens(after),
         },
+        "settingsEnabled": config.enabled,
         "refs": int(rt.state.next_short_ref_number) - 1,
         "summaries": len(_summaries(branch)),
         "chainsCompressed": len(rt.state.chain_entries()),
@@ -167,8 +168,20 @@ def _session_lines(facts: dict[str, Any]) -> str:
             f"  summaries:        {facts['summaries']}",
             f"  chains:           {facts['chainsCompressed']} compressed",
             f"  pending:          {waiting}",
+            *_pruned_by(facts),
         ]
     )
+
+
+def _pruned_by(facts: dict[str, Any]) -> list[str]:
+    """A session a hook or the CLI pruned, read with Pi's settings off: say who did what."""
+    if facts["settingsEnabled"] or not (facts["summaries"] or facts["chainsCompressed"]):
+        return []
+    return [
+        "  pruned by:        a pruner with its own settings (a hook, `pi-condense condense`,",
+        "                    or Pi; the session does not record them): 'enabled: false'",
+        "                    above is the settings file's value, for Pi's own runs",
+    ]
 
 
 def stats_text(stats: Stats) -> str:

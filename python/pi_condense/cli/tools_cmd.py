@@ -26,7 +26,10 @@ from ._common import (
 )
 
 recover_app = typer.Typer(
-    help="Session recovery tools over a Pi session file (raw entries, every branch).",
+    help=(
+        "Session recovery tools over a Pi session file (raw entries; the current branch, "
+        "or every branch with --scope all)."
+    ),
     no_args_is_help=True,
 )
 

@@ -28,6 +28,7 @@ from ._common import (
     json_option,
     leaf_option,
     out,
+    plural,
     print_warnings,
     read_session,
     strict_option,
@@ -38,10 +39,6 @@ __all__ = ["prune_tree", "tree_command", "tree_lines"]
 SUMMARY = "context-prune-summary"
 NO_ROOTS = "No pruned tool calls found in this session."
 _WS = re.compile(r"\s+")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def locale_time(ms: float) -> str:
@@ -126,7 +123,7 @@ def prune_tree(branch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         turn = details.get("turnIndex") if isinstance(details, dict) else None
         label = (
             f"[pruner] Turn {jsjson.dumps(turn) if turn is not None else '?'} summary "
-            f"({_plural(len(children), 'tool')} \u00b7 {cc(jsjson.utf16_len(text))} chars "
+            f"({plural(len(children), 'tool')} \u00b7 {cc(jsjson.utf16_len(text))} chars "
             f"\u00b7 original {cc(original)})"
         )
         stamp = details.get("timestamp") if isinstance(details, dict) else None
@@ -153,7 +150,7 @@ def prune_tree(branch: list[dict[str, Any]]) -> list[dict[str, Any]]:
             placed[home] = {
                 "kind": "chain",
                 "label": f"[pruner] Chain {chain.get('blockId')} "
-                f"({_plural(len(dropped), 'tool call')} dropped)",
+                f"({plural(len(dropped), 'tool call')} dropped)",
                 "blockId": chain.get("blockId"),
                 "children": [],
             }

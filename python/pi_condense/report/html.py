@@ -149,12 +149,26 @@ def _summarizer_figure(data: ReportData, go: Any) -> Any:
             yaxis="y2",
         )
     )
+    tokens = max((u["inputTokens"] + u["outputTokens"] for u in data.summarizer), default=0)
+    calls = max((u["calls"] for u in data.summarizer), default=0)
+    # Counts are whole: ticks at integers only, both axes from 0 (with no tokens at all, as
+    # with the offline summarizer, plotly would centre an empty axis on 0: -1..1).
+    yaxis: dict[str, Any] = {"title": "tokens", "rangemode": "tozero", "tickformat": ",d"}
+    if tokens == 0:
+        yaxis.update(title="tokens (none used)", range=[0, 1], dtick=1)
     fig.update_layout(
         barmode="stack",
-        yaxis={"title": "tokens"},
-        yaxis2={"title": "calls", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        yaxis=yaxis,
+        yaxis2={
+            "title": "calls",
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "tickformat": "d",
+            "dtick": max(1, -(-calls // 5)),
+        },
         height=320,
-        margin={"t": 30},
+        margin={"t": 30, "r": 70},  # room for the right axis's title
         xaxis_title="stats update (a flush or a compression)",
     )
     return fig
