@@ -2,11 +2,11 @@
 
 A session is a pure function of its seed: prompts, tool turns with reused provider ids,
 repeated outputs (dedup), image results, errored calls (some with arguments holding strings
-over 200 chars, nested in objects and arrays: the 2.11.3 purge) and final replies, written as
-Pi writes a session file. Left out by default, because ours does not match pi-condense 2.11.3
-there yet (see the report of issue 38): non-pruner ``custom_message`` entries (2.10.0 chain
-anchors, gap ``"custom"``) and re-reads of a protected path (2.10.3 supersession, gap
-``"protected"``). ``gaps`` puts the named ones in.
+over 200 chars, nested in objects and arrays: the 2.11.3 purge), non-pruner ``custom_message``
+entries (2.10.0 chain anchors: some open a turn of their own, without a user prompt) and final
+replies, written as Pi writes a session file. Left out by default, because ours does not match
+pi-condense 2.11.3 there yet (see the report of issue 38): re-reads of a protected path (2.10.3
+supersession, gap ``"protected"``). ``gaps`` puts the named ones in.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = ["KNOWN_GAPS", "write_raw_session"]
 
-KNOWN_GAPS = frozenset({"custom", "protected"})
+KNOWN_GAPS = frozenset({"protected"})
 
 _WORDS = [
     "alpha",
@@ -118,21 +118,23 @@ def write_raw_session(path: Path, seed: int, *, gaps: frozenset[str] = frozenset
     png = base64.b64encode(bytes(rng.randrange(256) for _ in range(120))).decode()
     unique = 0
     for prompt in range(rng.randint(3, 6)):
-        add(
-            {
-                "type": "message",
-                "message": {
-                    "role": "user",
-                    "content": [{"type": "text", "text": f"task {prompt}: {_text(rng, 60)}"}],
-                    "timestamp": stamp(),
-                },
-            }
-        )
-        if "custom" in gaps and rng.random() < 0.5:
+        if prompt == 0 or rng.random() < 0.6:
+            add(
+                {
+                    "type": "message",
+                    "message": {
+                        "role": "user",
+                        "content": [{"type": "text", "text": f"task {prompt}: {_text(rng, 60)}"}],
+                        "timestamp": stamp(),
+                    },
+                }
+            )
+        if prompt > 0 and rng.random() < 0.6:
+            # After a user prompt it is passed over; alone it opens the turn's chain.
             add(
                 {
                     "type": "custom_message",
-                    "customType": "gauntlet-gate",
+                    "customType": rng.choice(["gauntlet-gate", "gauntlet-gate", "note"]),
                     "content": "go on",
                     "display": True,
                 }

@@ -23,8 +23,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::jsread::{
-    self, is_absent, js_id_bound as js_id, js_string, str_is_bound, text, timestamp_bound, truthy,
-    Keys, K,
+    self, anchor_custom_type, is_absent, js_id_bound as js_id, js_string, str_is_bound, text,
+    timestamp_bound, truthy, Keys, K,
 };
 use crate::keys::keys_to_py;
 use crate::pyvalue::{js_str_of, str_of_js};
@@ -262,7 +262,14 @@ fn read_message(
             recovery = str_is_bound(name.as_ref(), "context_tree_query");
             view.body = MsgBody::ToolResult { id, protected };
         }
-        Role::Custom | Role::Other => {}
+        Role::Custom => {
+            let kind = keys.get_bound(dict.as_any(), K::CustomType);
+            // SAFETY: `kind` is an owned reference and the GIL is held.
+            if unsafe { anchor_custom_type(msg.py(), kind.as_ref().map(Bound::as_ptr))? } {
+                view.body = MsgBody::Anchor;
+            }
+        }
+        Role::Other => {}
     }
     Ok((view, recovery))
 }

@@ -483,6 +483,23 @@ pub fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
     Ok(out.finish())
 }
 
+/// `isChainAnchorCustom`'s test of a custom message's `customType` (pi-condense 2.10.0):
+/// `String(customType ?? "")` does not start with `context-prune-`.
+pub(crate) unsafe fn anchor_custom_type(py: Python<'_>, value: Option<Obj>) -> PyResult<bool> {
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
+    unsafe {
+        let Some(value) = value.filter(|&v| !is_absent(v) && v != ffi::Py_None()) else {
+            return Ok(true);
+        };
+        if is_str(value) {
+            return Ok(!str_text(py, value, false).starts_with("context-prune-"));
+        }
+        let mut out = JsBuf::new();
+        push_js_string(py, value, &mut Vec::new(), &mut out)?;
+        Ok(!out.finish().into_string().starts_with("context-prune-"))
+    }
+}
+
 /// Appends `String(obj)` to `out`; `path` holds the arrays being joined.
 unsafe fn push_js_string(
     py: Python<'_>,

@@ -514,6 +514,11 @@ where
                     .and_then(strict_key)
                     .and_then(|k| resume.chains.starts.get(&k))
             }
+            Role::Custom if msg.anchor => msg
+                .timestamp
+                .num()
+                .and_then(strict_key)
+                .and_then(|k| resume.chains.starts.get(&k)),
             Role::Assistant => match msg.timestamp {
                 Ts::Num(x) => strict_key(x).and_then(|k| resume.chains.finals.get(&k)),
                 Ts::Absent => Some(&resume.chains.absent_finals),
