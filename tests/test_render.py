@@ -553,6 +553,24 @@ def test_protected_outputs_are_relocated() -> None:
     assert [m["role"] for m in res.messages] == ["user", "user", "assistant"]
 
 
+def test_relocated_protected_outputs_carry_image_markers() -> None:
+    # pi-condense 2.11.2: one marker line per image block, then the texts. Expected text: the
+    # 2.11.3 reference's extractToolResultText of this content (batch-capture.ts, run in Deno).
+    messages, state = protected_chain()
+    messages[2]["content"] = [
+        {"type": "text", "text": "SKILL BODY"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        {"type": "text", "text": "line 2"},
+        {"type": "image", "data": "R0lGODlh", "mimeType": "image/gif"},
+    ]
+    res = render(messages, state, cfg())
+    assert synthetic_text(res) == (
+        '<compressed-chain id="b2" tools="t7">\nS\n\n<protected-output tool="read">\n'
+        "[image returned: image/png sha256:929e08d5]\n[image returned: image/gif sha256:ccfa6192]"
+        "\nSKILL BODY\nline 2\n</protected-output>\n</compressed-chain>"
+    )
+
+
 def test_user_and_foreign_custom_messages_inside_a_range_survive() -> None:
     messages = chain_messages()
     foreign = {"role": "custom", "customType": "other", "content": "x", "timestamp": 250}

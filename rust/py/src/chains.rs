@@ -292,8 +292,8 @@ fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
 
 // ----- apply -----
 
-/// The text of a toolResult's `type: "text"` blocks joined with `"\n"` (the original text
-/// objects; `""` when content is not an array).
+/// The text of a toolResult: a marker line per image block, then its `type: "text"` blocks,
+/// joined with `"\n"` (the original text objects; `""` when content is not an array).
 fn tool_result_text<'py>(
     keys: &Keys<'py>,
     msg: &Bound<'py, PyDict>,
@@ -306,6 +306,12 @@ fn tool_result_text<'py>(
         return Ok(PyString::new(py, "").into_any());
     };
     let parts = PyList::empty(py);
+    // One marker line per image block first (pi-condense 2.11.2), then the texts.
+    for item in list.iter() {
+        if let Some(marker) = jsread::image_marker(keys, &item)? {
+            parts.append(marker)?;
+        }
+    }
     for item in list.iter() {
         if item.is_none() || absent(&item) {
             return Err(PyTypeError::new_err(

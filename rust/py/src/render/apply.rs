@@ -16,7 +16,7 @@ use std::ptr::addr_of_mut;
 
 use crate::cpython::{prefetch, str_utf8 as borrowed_utf8, DictMembers};
 use crate::index::PyIndex;
-use crate::jsread::{js_string, list_item, str_is, type_is, Keys, Obj, K};
+use crate::jsread::{image_marker, js_string, list_item, str_is, type_is, Keys, Obj, K};
 use crate::pyvalue::{str_of_js, str_of_wtf8};
 
 use crate::json::Measurer;
@@ -169,6 +169,16 @@ impl<'py> Writer<'_, 'py> {
             return Ok(());
         }
         let mut first = true;
+        // One marker line per image block first (pi-condense 2.11.2), then the texts.
+        for item in content.downcast::<PyList>()?.iter() {
+            if let Some(marker) = image_marker(self.keys, &item)? {
+                if !first {
+                    parts.push(Part::Text(Cow::Borrowed("\n")));
+                }
+                first = false;
+                parts.push(Part::Text(Cow::Owned(marker)));
+            }
+        }
         // By index (a list subclass's `__iter__` is not called).
         for item in content.downcast::<PyList>()?.iter() {
             if !item.is_instance_of::<PyDict>() {
