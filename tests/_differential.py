@@ -1,11 +1,12 @@
 """Generated raw Pi sessions for the differential test against the TypeScript reference.
 
 A session is a pure function of its seed: prompts, tool turns with reused provider ids,
-repeated outputs (dedup), image results, small errored calls and final replies, written as
-Pi writes a session file. Left out on purpose, because ours does not match pi-condense 2.11.3
-there yet (see the report of issue 38): non-pruner ``custom_message`` entries (2.10.0 chain
-anchors), errored calls whose arguments hold a string over 200 chars (2.11.3 purge) and
-re-reads of a protected path (2.10.3 supersession). ``include_known_gaps=True`` puts them in.
+repeated outputs (dedup), image results, errored calls (some with arguments holding strings
+over 200 chars, nested in objects and arrays: the 2.11.3 purge), non-pruner ``custom_message``
+entries (2.10.0 chain anchors: some open a turn of their own, without a user prompt) and final
+replies, written as Pi writes a session file. Left out by default, because ours does not match
+pi-condense 2.11.3 there yet (see the report of issue 38): re-reads of a protected path (2.10.3
+supersession, gap ``"protected"``). ``gaps`` puts the named ones in.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_raw_session"]
+__all__ = ["KNOWN_GAPS", "write_raw_session"]
+
+KNOWN_GAPS = frozenset({"protected"})
 
 _WORDS = [
     "alpha",
@@ -46,13 +49,26 @@ def _text(rng: random.Random, chars: int) -> str:
     return "\n".join(out)
 
 
+def _long_args(rng: random.Random) -> dict[str, Any]:
+    """Arguments of a failed write: strings around the 200-char line, nested, astral chars."""
+    return {
+        "path": f"src/out{rng.randint(1, 9)}.py",
+        "content": _text(rng, rng.choice([150, 199, 400, 900])),
+        "edits": [
+            {"old": _text(rng, rng.randint(10, 300)), "new": "\U0001f600" * rng.randint(90, 110)}
+            for _ in range(rng.randint(0, 2))
+        ],
+        "flags": [True, None, rng.randint(0, 9)],
+    }
+
+
 def _iso(second: int) -> str:
     minutes, seconds = divmod(second, 60)
     hours, minutes = divmod(minutes, 60)
     return f"2026-03-01T{hours:02d}:{minutes:02d}:{seconds:02d}.000Z"
 
 
-def write_raw_session(path: Path, seed: int, *, include_known_gaps: bool = False) -> Path:
+def write_raw_session(path: Path, seed: int, *, gaps: frozenset[str] = frozenset()) -> Path:
     """Write the raw session of ``seed`` to ``path`` and return it."""
     rng = random.Random(seed)
     lines: list[dict[str, Any]] = [
@@ -102,21 +118,23 @@ def write_raw_session(path: Path, seed: int, *, include_known_gaps: bool = False
     png = base64.b64encode(bytes(rng.randrange(256) for _ in range(120))).decode()
     unique = 0
     for prompt in range(rng.randint(3, 6)):
-        add(
-            {
-                "type": "message",
-                "message": {
-                    "role": "user",
-                    "content": [{"type": "text", "text": f"task {prompt}: {_text(rng, 60)}"}],
-                    "timestamp": stamp(),
-                },
-            }
-        )
-        if include_known_gaps and rng.random() < 0.5:
+        if prompt == 0 or rng.random() < 0.6:
+            add(
+                {
+                    "type": "message",
+                    "message": {
+                        "role": "user",
+                        "content": [{"type": "text", "text": f"task {prompt}: {_text(rng, 60)}"}],
+                        "timestamp": stamp(),
+                    },
+                }
+            )
+        if prompt > 0 and rng.random() < 0.6:
+            # After a user prompt it is passed over; alone it opens the turn's chain.
             add(
                 {
                     "type": "custom_message",
-                    "customType": "gauntlet-gate",
+                    "customType": rng.choice(["gauntlet-gate", "gauntlet-gate", "note"]),
                     "content": "go on",
                     "display": True,
                 }
@@ -138,7 +156,7 @@ def write_raw_session(path: Path, seed: int, *, include_known_gaps: bool = False
                     if name == "read"
                     else {"command": f"{name} {_text(rng, 20)}"}
                 )
-                if include_known_gaps and name == "read" and rng.random() < 0.3:
+                if "protected" in gaps and name == "read" and rng.random() < 0.3:
                     args = {"path": ".pi/gauntlet-overrides.md"}
                 calls.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
             add({"type": "message", "message": assistant(calls, "toolUse")})
@@ -148,8 +166,8 @@ def write_raw_session(path: Path, seed: int, *, include_known_gaps: bool = False
                 roll = rng.random()
                 if is_error:
                     content = [{"type": "text", "text": f"Error: {_text(rng, 80)}"}]
-                    if include_known_gaps:
-                        call["arguments"] = {"content": _text(rng, 900)}
+                    if rng.random() < 0.6:
+                        call["arguments"] = _long_args(rng)
                 elif roll < 0.15 and call["name"] == "read":
                     data = png if rng.random() < 0.5 else png[::-1]
                     content = [

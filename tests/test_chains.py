@@ -530,6 +530,35 @@ class TestDeterministicBackfill:
         assert log.diagnostics == []
         assert res.skipped == [(1000, "no-summary")]
 
+    def test_backfilled_result_text_carries_image_markers(self) -> None:
+        # pi-condense 2.11.2: marker lines first. Expected: the 2.11.3 reference's
+        # extractToolResultText of this content (batch-capture.ts, run in Deno).
+        content = [
+            {"type": "text", "text": "SKILL BODY"},
+            {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+            {"type": "text", "text": "line 2"},
+            {"type": "image", "data": "R0lGODlh", "mimeType": "image/gif"},
+        ]
+        msgs = [
+            user(1000),
+            tool_use(1100, {"type": "toolCall", "id": "e1", "name": "look", "arguments": {}}),
+            {
+                "role": "toolResult",
+                "toolCallId": "e1",
+                "toolName": "look",
+                "content": content,
+                "timestamp": 1110,
+            },
+            final(1400),
+        ]
+        state, log = PrunerState(), Log()
+        compact(deps(state, log), msgs)
+        (record,) = log.of(INDEX)[0]["toolCalls"]
+        assert record["resultText"] == (
+            "[image returned: image/png sha256:929e08d5]\n"
+            "[image returned: image/gif sha256:ccfa6192]\nSKILL BODY\nline 2"
+        )
+
     def test_empty_args_and_results_still_compress(self) -> None:
         msgs = [
             user(1000),

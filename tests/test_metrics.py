@@ -120,7 +120,7 @@ def test_chain_share_closed_chain_versus_open_segment() -> None:
     )
 
 
-def test_custom_messages_count_in_the_denominator_only() -> None:
+def test_custom_messages_count_and_open_chains_while_idle() -> None:
     custom = {
         "role": "custom",
         "customType": "note",
@@ -132,11 +132,12 @@ def test_custom_messages_count_in_the_denominator_only() -> None:
     total = sum(jsjson.length(m) for m in msgs)
     share = metrics(msgs)["largestChainSharePct"]
     assert share == js_round(100 * total / total)  # the chain spans the custom message
+    # 2.10.0: a custom message first opens a chain of its own, interrupted by the user
+    # message: the largest chain is the custom message alone (78, the 2.11.3 reference's
+    # computeContextMetrics on these three messages).
     only = [custom, user("a", 1), assistant(3, text="b")]
-    expected = js_round(
-        100 * (jsjson.length(only[1]) + jsjson.length(only[2])) / sum(map(jsjson.length, only))
-    )
-    assert metrics(only)["largestChainSharePct"] == expected
+    expected = js_round(100 * jsjson.length(custom) / sum(map(jsjson.length, only)))
+    assert metrics(only)["largestChainSharePct"] == expected == 78
 
 
 def test_interrupted_chains_are_measured_to_the_next_user() -> None:

@@ -338,7 +338,11 @@ def test_errored_args_are_purged_after_the_cooldown() -> None:
     assert purged["content"][0] is messages[1]["content"][0]
     block = purged["content"][1]
     assert list(block) == ["type", "id", "name", "arguments"]
-    assert dumps(block["arguments"]) == '{"_purged":"<purged-errored-args size=\\"626\\"/>"}'
+    # 2.11.3 (#19): keys kept, only the long string replaced (its UTF-16 length)
+    assert (
+        dumps(block["arguments"])
+        == '{"path":"/a","content":"<purged-errored-args size=\\"600\\"/>"}'
+    )
     assert messages == original
     for i in (0, 2, 3, 4, 5, 6):
         assert res.messages[i] is messages[i]
@@ -370,11 +374,61 @@ def test_partial_purge_config_in_reference_mode_purges_immediately() -> None:
         {"enabled": True, "purgeErrors": {"enabled": True}, "chainCompression": {}},
         compat="reference",
     )
-    messages = purge_session({"c": "x"}, later=0)
+    messages = purge_session({"c": "x" * 201}, later=0)
     res = render(messages, PrunerState(), config)
-    assert res.messages[1]["content"][1]["arguments"] == {
-        "_purged": '<purged-errored-args size="9"/>'
-    }
+    assert res.messages[1]["content"][1]["arguments"] == {"c": '<purged-errored-args size="201"/>'}
+    # arguments without a long string are kept however large (2.11.3)
+    messages = purge_session({"c": ["x" * 200] * 3}, later=0)
+    assert render(messages, PrunerState(), config).messages is messages
+
+
+# Expected values: the pi-condense 2.11.3 reference runner's render of this session
+# (tests/data/conformance/harness/render.ts, config {"enabled": true, chain compression off}).
+SHRINK_ARGS: dict[str, Any] = {
+    "path": "/a",
+    "content": "x" * 201,
+    "keep": "k" * 200,
+    "emoji": "\U0001f600" * 100,
+    "emoji2": "\U0001f600" * 101,
+    "n": [1, 2.5, None, True, "y" * 250, {"z": ["w" * 300]}],
+    "o": {},
+}
+SHRUNK_ARGS: dict[str, Any] = {
+    **SHRINK_ARGS,
+    "content": '<purged-errored-args size="201"/>',
+    "emoji2": '<purged-errored-args size="202"/>',
+    "n": [
+        1,
+        2.5,
+        None,
+        True,
+        '<purged-errored-args size="250"/>',
+        {"z": ['<purged-errored-args size="300"/>']},
+    ],
+}
+
+
+def test_purge_replaces_only_long_strings_keeping_keys_types_and_lengths() -> None:
+    messages = purge_session(SHRINK_ARGS)
+    calls = [
+        ("e2", {"parts": ["p" * 100] * 8}),  # 1,000 chars of arguments, no string over 200
+        ("e3", "s" * 600),  # a string as the whole arguments
+    ]
+    for call_id, args in calls:
+        messages[1]["content"].append(
+            {"type": "toolCall", "id": call_id, "name": "write", "arguments": args}
+        )
+        messages.insert(3, result(call_id, 111, "Error: permission denied", isError=True))
+    original = copy.deepcopy(messages)
+    res = render(messages, PrunerState(), NO_CHAIN)
+    blocks = res.messages[1]["content"]
+    assert blocks[1]["arguments"] == SHRUNK_ARGS
+    assert blocks[1]["arguments"]["o"] is messages[1]["content"][1]["arguments"]["o"]
+    assert blocks[2] is messages[1]["content"][2]
+    assert blocks[3]["arguments"] == '<purged-errored-args size="600"/>'
+    assert messages == original
+    # the reference's beforeChars - afterChars for its session (other ids and timestamps)
+    assert res.before_chars - res.after_chars == 4764 - 3386
 
 
 def test_summarized_errored_result_is_no_longer_purged() -> None:
@@ -497,6 +551,24 @@ def test_protected_outputs_are_relocated() -> None:
         "SKILL BODY\nline 2\n</protected-output>\n</compressed-chain>"
     )
     assert [m["role"] for m in res.messages] == ["user", "user", "assistant"]
+
+
+def test_relocated_protected_outputs_carry_image_markers() -> None:
+    # pi-condense 2.11.2: one marker line per image block, then the texts. Expected text: the
+    # 2.11.3 reference's extractToolResultText of this content (batch-capture.ts, run in Deno).
+    messages, state = protected_chain()
+    messages[2]["content"] = [
+        {"type": "text", "text": "SKILL BODY"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        {"type": "text", "text": "line 2"},
+        {"type": "image", "data": "R0lGODlh", "mimeType": "image/gif"},
+    ]
+    res = render(messages, state, cfg())
+    assert synthetic_text(res) == (
+        '<compressed-chain id="b2" tools="t7">\nS\n\n<protected-output tool="read">\n'
+        "[image returned: image/png sha256:929e08d5]\n[image returned: image/gif sha256:ccfa6192]"
+        "\nSKILL BODY\nline 2\n</protected-output>\n</compressed-chain>"
+    )
 
 
 def test_user_and_foreign_custom_messages_inside_a_range_survive() -> None:

@@ -100,6 +100,7 @@ class BranchFacts:
             custom = project_custom_message(entry)
             self.metrics.add(custom)
             self._users += is_chain_anchor_custom(custom)  # a user-turn group boundary (2.10.0)
+            self._push_chain_message(custom)  # it may open a chain (2.10.0)
             return
         if kind != "message":
             return
@@ -108,11 +109,7 @@ class BranchFacts:
         self.messages.append(message)
         if message:
             self.metrics.add(message)
-            if self._lent:
-                # A lent list stays as it was: the messages go on in a copy.
-                self._truthy_messages = list(self._truthy_messages)
-                self._lent = 0
-            self._truthy_messages.append(message)
+            self._push_chain_message(message)
         if not isinstance(message, dict):
             return
         if not self.has_images:
@@ -135,6 +132,13 @@ class BranchFacts:
             if self.compacted and not self.usage_since_compaction:
                 self.usage_since_compaction = reported_usage(message) is not None
 
+    def _push_chain_message(self, message: Any) -> None:
+        if self._lent:
+            # A lent list stays as it was: the messages go on in a copy.
+            self._truthy_messages = list(self._truthy_messages)
+            self._lent = 0
+        self._truthy_messages.append(message)
+
     @property
     def after_compaction_without_usage(self) -> bool:
         """A compaction is on the branch and no message after the last one reported usage
@@ -148,7 +152,9 @@ class BranchFacts:
         return found if found is not None else len(self.assistants)
 
     def chain_messages(self) -> list[Any]:
-        """The branch's truthy ``message`` values (what chain compression scans)."""
+        """The branch's truthy ``message`` values and projected ``custom_message`` entries,
+        in branch order (what chain compression scans: the reference's
+        ``projectBranchMessages``)."""
         return list(self._truthy_messages)
 
     def lend_chain_messages(self) -> list[Any]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, TypedDict, Union
 
-from .capture import ProtectionPredicate, entry_time
+from .capture import ProtectionPredicate, entry_time, is_chain_anchor_custom
 from .config import Config
 from .js import json as jsjson
 from .js.values import MISSING, get_field, js_round, strict_equal, to_fixed, to_string
@@ -295,6 +295,13 @@ class BranchMetrics:
                 if self._in_chain:
                     self._close_chain(None)
                 self._chain_start = get_field(message, "timestamp")
+                self._in_chain = True
+        elif role == "custom" and is_chain_anchor_custom(message):
+            # 2.10.0: a chain's start may be an anchor, and one opens a chain while idle.
+            stamp = get_field(message, "timestamp")
+            self._first_user_by_stamp.setdefault(_stamp_key(stamp), i)
+            if not self._in_chain:
+                self._chain_start = stamp
                 self._in_chain = True
         elif role == "assistant":
             self._assistants.append(i)

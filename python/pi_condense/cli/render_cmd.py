@@ -79,11 +79,8 @@ def _is_synthetic(message: Any) -> bool:
     return isinstance(text, str) and text.startswith(_SYNTHETIC_PREFIX)
 
 
-def _is_purge_marker(block: Any) -> bool:
-    if not isinstance(block, dict) or block.get("type") != "toolCall":
-        return False
-    args = block.get("arguments")
-    return isinstance(args, dict) and list(args) == ["_purged"]
+def _is_tool_call(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "toolCall"
 
 
 def render_counts(messages: list[Any], result: RenderResult) -> RenderCounts:
@@ -113,7 +110,7 @@ def render_counts(messages: list[Any], result: RenderResult) -> RenderCounts:
             stubbed += 1
         elif role == "assistant" and isinstance(message.get("content"), list):
             purged += sum(
-                1 for b in message["content"] if id(b) not in input_blocks and _is_purge_marker(b)
+                1 for b in message["content"] if id(b) not in input_blocks and _is_tool_call(b)
             )
         elif role == "user" and _is_synthetic(message):
             chains += 1

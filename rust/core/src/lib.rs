@@ -27,6 +27,7 @@ pub mod jsstr;
 pub mod keys;
 pub(crate) mod placeholders;
 pub mod render;
+pub mod sha256;
 pub mod view;
 
 /// The former path of [`js::num`].

@@ -338,6 +338,9 @@ pub struct MsgView<S = String> {
     pub synthetic_block_id: Option<Box<str>>,
     /// custom with `customType === "context-prune-summary"`: its refs
     pub summary: Option<Box<SummaryRefs<S>>>,
+    /// custom: a chain anchor (`customType` not prefixed `context-prune-`, pi-condense
+    /// 2.10.0): a chain's range may start at it, as at a user message
+    pub anchor: bool,
 }
 
 impl<S> MsgView<S> {
@@ -353,7 +356,15 @@ impl<S> MsgView<S> {
             content: Content::Nullish,
             synthetic_block_id: None,
             summary: None,
+            anchor: false,
         }
+    }
+
+    /// Whether a chain's range may start here (`resolveRange`'s start: a user message, or
+    /// a chain-anchor custom message since 2.10.0).
+    #[inline]
+    pub fn opens_range(&self) -> bool {
+        self.role == Role::User || (self.role == Role::Custom && self.anchor)
     }
 
     /// The blocks of an assistant's array content, checked the way the reference's

@@ -23,8 +23,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::jsread::{
-    self, is_absent, js_id_bound as js_id, js_string, str_is_bound, text, timestamp_bound, truthy,
-    Keys, K,
+    self, anchor_custom_type, is_absent, js_id_bound as js_id, js_string, str_is_bound, text,
+    timestamp_bound, truthy, Keys, K,
 };
 use crate::keys::keys_to_py;
 use crate::pyvalue::{js_str_of, str_of_js};
@@ -262,7 +262,14 @@ fn read_message(
             recovery = str_is_bound(name.as_ref(), "context_tree_query");
             view.body = MsgBody::ToolResult { id, protected };
         }
-        Role::Custom | Role::Other => {}
+        Role::Custom => {
+            let kind = keys.get_bound(dict.as_any(), K::CustomType);
+            // SAFETY: `kind` is an owned reference and the GIL is held.
+            if unsafe { anchor_custom_type(msg.py(), kind.as_ref().map(Bound::as_ptr))? } {
+                view.body = MsgBody::Anchor;
+            }
+        }
+        Role::Other => {}
     }
     Ok((view, recovery))
 }
@@ -285,8 +292,8 @@ fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
 
 // ----- apply -----
 
-/// The text of a toolResult's `type: "text"` blocks joined with `"\n"` (the original text
-/// objects; `""` when content is not an array).
+/// The text of a toolResult: a marker line per image block, then its `type: "text"` blocks,
+/// joined with `"\n"` (the original text objects; `""` when content is not an array).
 fn tool_result_text<'py>(
     keys: &Keys<'py>,
     msg: &Bound<'py, PyDict>,
@@ -299,6 +306,12 @@ fn tool_result_text<'py>(
         return Ok(PyString::new(py, "").into_any());
     };
     let parts = PyList::empty(py);
+    // One marker line per image block first (pi-condense 2.11.2), then the texts.
+    for item in list.iter() {
+        if let Some(marker) = jsread::image_marker(keys, &item)? {
+            parts.append(marker)?;
+        }
+    }
     for item in list.iter() {
         if item.is_none() || absent(&item) {
             return Err(PyTypeError::new_err(

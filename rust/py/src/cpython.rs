@@ -697,6 +697,29 @@ pub unsafe fn has_lone_surrogate(obj: Obj) -> bool {
     }
 }
 
+/// JS `s.length` of a `str` (or str subclass): its UTF-16 code units (a code point above
+/// U+FFFF counts 2, a lone surrogate 1). Runs no Python code, raises nothing.
+///
+/// # Safety
+/// `obj` must be a live `str` object and the GIL held.
+pub unsafe fn utf16_len_of(obj: Obj) -> usize {
+    let astral = |c: u32| usize::from(c > 0xFFFF);
+    // SAFETY: the caller's contract; the slices live while `obj` does (this call).
+    match unsafe { str_chars(obj) } {
+        Some(StrChars::Ascii(text)) => text.len(),
+        Some(StrChars::Latin1(chars)) => chars.len(),
+        Some(StrChars::Bmp(units)) => units.len(),
+        Some(StrChars::CodePoints(points)) => {
+            points.len() + points.iter().map(|&c| astral(c)).sum::<usize>()
+        }
+        None => {
+            // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
+            let points = unsafe { code_points_of(obj) };
+            points.len() + points.iter().map(|&c| astral(c)).sum::<usize>()
+        }
+    }
+}
+
 /// The code points of a `str` (or str subclass), lone surrogates kept: a copy made in C
 /// (`PyUnicode_AsUCS4` into a buffer of the str's own length: it cannot fail, no codec is
 /// looked up, nothing is raised, no Python code runs).

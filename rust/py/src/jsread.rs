@@ -483,6 +483,23 @@ pub fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
     Ok(out.finish())
 }
 
+/// `isChainAnchorCustom`'s test of a custom message's `customType` (pi-condense 2.10.0):
+/// `String(customType ?? "")` does not start with `context-prune-`.
+pub(crate) unsafe fn anchor_custom_type(py: Python<'_>, value: Option<Obj>) -> PyResult<bool> {
+    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
+    unsafe {
+        let Some(value) = value.filter(|&v| !is_absent(v) && v != ffi::Py_None()) else {
+            return Ok(true);
+        };
+        if is_str(value) {
+            return Ok(!str_text(py, value, false).starts_with("context-prune-"));
+        }
+        let mut out = JsBuf::new();
+        push_js_string(py, value, &mut Vec::new(), &mut out)?;
+        Ok(!out.finish().into_string().starts_with("context-prune-"))
+    }
+}
+
 /// Appends `String(obj)` to `out`; `path` holds the arrays being joined.
 unsafe fn push_js_string(
     py: Python<'_>,
@@ -556,6 +573,29 @@ unsafe fn push_js_string(
     }
 }
 
+/// `[image returned: <String(mimeType)> sha256:<8 hex of the UTF-8 of String(data)>]`, the
+/// marker line of an image block (pi-condense 2.11.2; `capture.image_marker`), when `block`
+/// is a dict whose `type` is `"image"`. Runs no Python code.
+pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    // SAFETY: `block` is alive (borrowed for the call) and the GIL is held; the members are
+    // read in C and held by `block` while they are printed.
+    unsafe {
+        if !is_dict(block.as_ptr()) || !str_is(keys.get(block.as_ptr(), K::Kind), "image") {
+            return Ok(None);
+        }
+        let py = block.py();
+        let field = |key| {
+            keys.get(block.as_ptr(), key)
+                .filter(|&v| !is_absent(v))
+                .map(|v| Borrowed::from_ptr(py, v).to_owned())
+        };
+        let mime = js_string(field(K::MimeType).as_ref())?.into_string();
+        let data = js_string(field(K::Data).as_ref())?.into_string();
+        let digest = pi_condense_core::sha256::digest8(data.as_bytes());
+        Ok(Some(format!("[image returned: {mime} sha256:{digest}]")))
+    }
+}
+
 // ----- member names -----
 
 /// The member names the bindings read and write.
@@ -580,9 +620,11 @@ pub enum K {
     Args,
     Path,
     CompressedAt,
+    MimeType,
+    Data,
 }
 
-const KEY_COUNT: usize = 19;
+const KEY_COUNT: usize = 21;
 
 const KEY_NAMES: [&str; KEY_COUNT] = [
     "role",
@@ -604,6 +646,8 @@ const KEY_NAMES: [&str; KEY_COUNT] = [
     "args",
     "path",
     "compressedAt",
+    "mimeType",
+    "data",
 ];
 
 /// The interned key strings, made once per process (alive for the interpreter's life).

@@ -208,6 +208,12 @@ pub(crate) fn detect_chains_of<'a>(
             continue;
         }
         let Some(chain) = open.as_mut() else {
+            if msg.role == Role::Custom && msg.body == MsgBody::Anchor {
+                open = Some(Open {
+                    start: i,
+                    ..Open::default()
+                });
+            }
             continue;
         };
         match (&msg.role, &msg.body) {
@@ -289,6 +295,27 @@ mod tests {
             let resumed = detect_chains_resumed(&msgs, &full, unchanged).unwrap_or_default();
             assert_eq!(resumed, full, "unchanged = {unchanged}");
         }
+    }
+
+    #[test]
+    fn an_anchor_custom_message_opens_a_chain_only_while_none_is_open() {
+        // pi-condense 2.10.0 (#13): a non-pruner custom message opens a chain when idle; in
+        // a chain it is passed over; a pruner one never opens one.
+        let msgs = vec![
+            custom(1.0, true),
+            assistant(2.0, vec![call("a")]),
+            custom(2.5, true),
+            result("a", 3.0),
+            text(4.0),
+            custom(5.0, false),
+            assistant(6.0, vec![call("b")]),
+            result("b", 7.0),
+            text(8.0),
+        ];
+        let chains = closed(&msgs);
+        assert_eq!(chains.len(), 1);
+        assert_eq!((chains[0].start, chains[0].end), (0, Some(4)));
+        assert_eq!(ids(&chains[0].middle_ids), ["a"]);
     }
 
     #[test]

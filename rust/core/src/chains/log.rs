@@ -487,7 +487,7 @@ mod tests {
             3 => (assistant(ts, vec![call(id)]), false),
             4 => (text(ts), false),
             5 => (result(id, ts), gen.below(2) == 0),
-            _ => (ChainMsg::new(Role::Custom, Ts::Num(ts)), false),
+            _ => (custom(ts, gen.below(2) == 0), false),
         }
     }
 

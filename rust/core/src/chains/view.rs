@@ -51,6 +51,9 @@ pub enum MsgBody {
     },
     /// An assistant message.
     Assistant(AssistantContent),
+    /// A custom message that is a chain anchor (`customType` not prefixed `context-prune-`,
+    /// pi-condense 2.10.0): it opens a chain when none is open.
+    Anchor,
     /// A toolResult message.
     ToolResult {
         /// `msg.toolCallId`.
@@ -119,6 +122,15 @@ pub(crate) mod testing {
     pub fn user(ts: f64) -> ChainMsg {
         let mut m = ChainMsg::new(Role::User, Ts::Num(ts));
         m.body = MsgBody::User { synthetic: false };
+        m
+    }
+
+    /// A custom message: a chain anchor, or a pruner one (`context-prune-...`).
+    pub fn custom(ts: f64, anchor: bool) -> ChainMsg {
+        let mut m = ChainMsg::new(Role::Custom, Ts::Num(ts));
+        if anchor {
+            m.body = MsgBody::Anchor;
+        }
         m
     }
 

@@ -24,17 +24,23 @@ pub(crate) struct Candidate {
     pub(crate) error_turn: usize,
     /// `JSON.stringify(arguments).length`, once asked for.
     pub(crate) size: Option<usize>,
+    /// Whether the arguments hold a string the purge shortens, once asked for.
+    pub(crate) shrinks: Option<bool>,
     pub(crate) purged: bool,
 }
 
 impl Candidate {
-    /// The verdict with `current` assistants: whether the block is purged, its size asked
-    /// of `size` (and remembered) only when the cooldown is over.
-    pub(crate) fn judge(
+    /// The verdict with `current` assistants: whether the block is purged. Of `lazy`, with
+    /// block `at` (message, block) as it knows them, the size is asked (and remembered) only
+    /// when the cooldown is over, and whether the purge changes the arguments at all (2.11.3
+    /// keeps a block whose arguments hold no long string as it is) only when the size is
+    /// large enough.
+    pub(crate) fn judge<L: Lazy + ?Sized>(
         &mut self,
         cfg: &PurgeConfig,
         current: usize,
-        size: impl FnOnce() -> Option<usize>,
+        lazy: &mut L,
+        at: (usize, usize),
     ) -> Result<bool, Throw> {
         let age = current.saturating_sub(self.error_turn) as f64;
         if cfg.cooldown_turns.is_some_and(|c| age < c) {
@@ -43,10 +49,18 @@ impl Candidate {
         // `JSON.stringify(undefined).length` throws.
         let size = match self.size {
             Some(size) => size,
-            None => size().ok_or(Throw)?,
+            None => lazy.args_len(at.0, at.1).ok_or(Throw)?,
         };
         self.size = Some(size);
-        Ok(!cfg.min_arg_chars.is_some_and(|m| (size as f64) < m))
+        if cfg.min_arg_chars.is_some_and(|m| (size as f64) < m) {
+            return Ok(false);
+        }
+        let shrinks = match self.shrinks {
+            Some(shrinks) => shrinks,
+            None => lazy.args_shrink(at.0, at.1),
+        };
+        self.shrinks = Some(shrinks);
+        Ok(shrinks)
     }
 }
 
@@ -184,9 +198,10 @@ pub(crate) fn purge_traced<S: IdStr, L: Lazy + ?Sized>(
                 block: b,
                 error_turn,
                 size: None,
+                shrinks: None,
                 purged: false,
             };
-            candidate.purged = candidate.judge(cfg, current, || lazy.args_len(i, b))?;
+            candidate.purged = candidate.judge(cfg, current, lazy, (i, b))?;
             if let Some(trail) = trail.as_deref_mut() {
                 trail.candidates.push(candidate);
             }
@@ -261,6 +276,16 @@ mod tests {
         lens.0.insert((1, 0), 499);
         assert!(purge(&session(5), &DEFAULTS, &mut lens).is_none());
         lens.0.insert((1, 0), 500);
+        assert!(purge(&session(5), &DEFAULTS, &mut lens).is_some());
+    }
+
+    #[test]
+    fn arguments_without_a_long_string_are_kept() {
+        // 2.11.3 (#19): a block whose arguments the shrink leaves unchanged is not purged.
+        let mut lens = Lens::default();
+        lens.2.insert((1, 0));
+        assert!(purge(&session(5), &DEFAULTS, &mut lens).is_none());
+        lens.2.clear();
         assert!(purge(&session(5), &DEFAULTS, &mut lens).is_some());
     }
 

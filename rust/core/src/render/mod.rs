@@ -134,6 +134,14 @@ pub trait Lazy {
     /// reference throws reading `.length` of `undefined`).
     fn args_len(&mut self, msg: usize, block: usize) -> Option<usize>;
 
+    /// Whether the `arguments` of that block hold a string longer than 200 UTF-16 units, at
+    /// any depth: 2.11.3's purge replaces only those strings (each with
+    /// `<purged-errored-args size="N"/>`) and keeps a block without one as it is. Asked only
+    /// after [`Lazy::args_len`] answered for the block.
+    fn args_shrink(&mut self, _msg: usize, _block: usize) -> bool {
+        true
+    }
+
     /// `msg.toolName === "context_tree_query"` for toolResult `msg`, when the views
     /// leave it out (`None`: [`MsgView::is_recovery`] holds it).
     fn is_recovery(&mut self, _msg: usize) -> Option<bool> {

@@ -86,21 +86,15 @@ impl Text {
     }
 }
 
-/// A toolCall block of an assistant whose `arguments` is replaced by
-/// `{"_purged": "<purged-errored-args size=\"<size>\"/>"}`.
+/// A toolCall block of an assistant whose `arguments` are purged: copied with every string
+/// longer than 200 UTF-16 units replaced by `<purged-errored-args size="<its length>"/>`
+/// (pi-condense 2.11.3, #19; the binding makes the copy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Purge {
     /// index of the block in the message's `content`
     pub block: usize,
     /// `JSON.stringify(arguments).length`
     pub size: usize,
-}
-
-impl Purge {
-    /// The `_purged` marker text.
-    pub fn marker(&self) -> String {
-        format!("<purged-errored-args size=\"{}\"/>", self.size)
-    }
 }
 
 /// One slot of the output list.
@@ -225,18 +219,6 @@ mod tests {
         );
         assert_eq!(t.as_literal(), None);
         assert_eq!(Text::default().as_literal(), Some(""));
-    }
-
-    #[test]
-    fn purge_marker_text() {
-        assert_eq!(
-            Purge {
-                block: 0,
-                size: 612
-            }
-            .marker(),
-            "<purged-errored-args size=\"612\"/>"
-        );
     }
 
     #[test]

@@ -268,10 +268,11 @@ impl RenderState for TestState {
 }
 
 /// Argument lengths by (message, block); 1000 when not listed; blocks in the second
-/// set have no `arguments`.
+/// set have no `arguments`, those in the third hold no string the purge shortens.
 #[derive(Default)]
 pub struct Lens(
     pub HashMap<(usize, usize), usize>,
+    pub HashSet<(usize, usize)>,
     pub HashSet<(usize, usize)>,
 );
 
@@ -281,6 +282,10 @@ impl Lazy for Lens {
             return None;
         }
         Some(self.0.get(&(msg, block)).copied().unwrap_or(1000))
+    }
+
+    fn args_shrink(&mut self, msg: usize, block: usize) -> bool {
+        !self.2.contains(&(msg, block))
     }
 }
 

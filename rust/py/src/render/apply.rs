@@ -16,12 +16,13 @@ use std::ptr::addr_of_mut;
 
 use crate::cpython::{prefetch, str_utf8 as borrowed_utf8, DictMembers};
 use crate::index::PyIndex;
-use crate::jsread::{js_string, list_item, str_is, type_is, Keys, Obj, K};
+use crate::jsread::{image_marker, js_string, list_item, str_is, type_is, Keys, Obj, K};
 use crate::pyvalue::{str_of_js, str_of_wtf8};
 
 use crate::json::Measurer;
 
 use super::reuse::Outputs;
+use super::shrink::shrunk;
 use super::sizes::assistant_copy_len;
 
 /// How many output slots ahead a kept message's header is prefetched.
@@ -46,15 +47,29 @@ fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
 /// `bool` or `None` as it is; any other key, no JSON member name, is left out. Of keys of
 /// the same text the first is kept, the one the reader reads.
 fn fresh_copy<'py>(src: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
+    fresh_copy_with(src, |_, value| value)
+}
+
+/// [`fresh_copy`] with each member's value given by `value_of(position, value)` (the
+/// position of the member in the walk of `src`; the value it returns must stay alive until
+/// the copy is made).
+pub(super) fn fresh_copy_with<'py>(
+    src: &Bound<'py, PyDict>,
+    mut value_of: impl FnMut(usize, Obj) -> Obj,
+) -> PyResult<Bound<'py, PyDict>> {
     let py = src.py();
     let out = PyDict::new(py);
+    let mut at = 0usize;
     // SAFETY: `src` is a live dict (a `Bound` the caller owns) and the GIL is held. Each
     // member is borrowed from `src` only until it is inserted (the new dict takes its own
-    // references); inserting runs no Python code (exact keys only, in a dict holding only
-    // exact keys), so `src` does not change during the walk.
+    // references), a value given by `value_of` is alive (its contract); inserting runs no
+    // Python code (exact keys only, in a dict holding only exact keys), so `src` does not
+    // change during the walk.
     unsafe {
         let mut members = DictMembers::new(src.as_ptr(), 0);
         members.try_each(|key, value| -> PyResult<()> {
+            let value = value_of(at, value);
+            at += 1;
             let exact = key == ffi::Py_None()
                 || ffi::PyBool_Check(key) != 0
                 || type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
@@ -154,6 +169,16 @@ impl<'py> Writer<'_, 'py> {
             return Ok(());
         }
         let mut first = true;
+        // One marker line per image block first (pi-condense 2.11.2), then the texts.
+        for item in content.downcast::<PyList>()?.iter() {
+            if let Some(marker) = image_marker(self.keys, &item)? {
+                if !first {
+                    parts.push(Part::Text(Cow::Borrowed("\n")));
+                }
+                first = false;
+                parts.push(Part::Text(Cow::Owned(marker)));
+            }
+        }
         // By index (a list subclass's `__iter__` is not called).
         for item in content.downcast::<PyList>()?.iter() {
             if !item.is_instance_of::<PyDict>() {
@@ -285,11 +310,19 @@ impl<'py> Writer<'_, 'py> {
         let new_content = PyList::empty(py);
         let mut removed = Vec::new();
         for (b, block) in blocks.iter().enumerate() {
-            if let Some(purge) = purged.iter().find(|p| p.block == b) {
+            if purged.iter().any(|p| p.block == b) {
                 let copy = fresh_copy(block.downcast::<PyDict>()?)?;
-                let marker = PyDict::new(py);
-                marker.set_item(intern!(py, "_purged"), purge.marker())?;
-                copy.set_item(self.key(K::Arguments), marker)?;
+                // SAFETY: `copy` (owned here) holds the arguments, and the GIL is held; the
+                // shrink runs no Python code.
+                let shrunk = unsafe {
+                    match self.keys.get(copy.as_ptr(), K::Arguments) {
+                        Some(args) => shrunk(py, args, 0)?,
+                        None => None,
+                    }
+                };
+                if let Some(args) = shrunk {
+                    copy.set_item(self.key(K::Arguments), args)?;
+                }
                 new_content.append(copy)?;
                 continue;
             }

@@ -255,7 +255,7 @@ impl Reader<'_, '_> {
                 }
                 Role::Assistant => M_CONTENT | if needs.chain { M_TIMESTAMP } else { 0 },
                 Role::User if needs.chain => M_CONTENT | M_TIMESTAMP,
-                Role::Custom if needs.chain => M_CUSTOM_TYPE | M_DETAILS,
+                Role::Custom if needs.chain => M_CUSTOM_TYPE | M_DETAILS | M_TIMESTAMP,
                 _ => 0,
             };
             if wanted != 0 {
@@ -301,6 +301,7 @@ impl Reader<'_, '_> {
                     if needs.chain {
                         fetched.a = fetch(custom_type);
                         fetched.b = fetch(details);
+                        fetched.ts = fetch(timestamp);
                     }
                 }
                 Role::Other => {}
@@ -385,11 +386,17 @@ impl Reader<'_, '_> {
                         view.synthetic_block_id = self.synthetic_id_of(a)?;
                     }
                 }
-                Role::Custom => {
-                    if needs.chain && str_is(a, "context-prune-summary") {
+                Role::Custom if needs.chain => {
+                    if str_is(a, "context-prune-summary") {
                         view.summary = Some(Box::new(self.summary_refs_of(b)?));
                     }
+                    // A chain's range may start at an anchor (2.10.0).
+                    view.anchor = jsread::anchor_custom_type(py, a)?;
+                    if view.anchor {
+                        view.timestamp = jsread::timestamp(py, ts)?;
+                    }
                 }
+                Role::Custom => {}
                 Role::Other => {}
             }
             Ok(())

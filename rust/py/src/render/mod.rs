@@ -41,6 +41,7 @@ mod extract;
 mod options;
 pub(crate) mod resume;
 pub(crate) mod reuse;
+mod shrink;
 mod sizes;
 
 use std::cell::RefCell;

@@ -46,11 +46,10 @@ impl ArgLens<'_, '_> {
         }
     }
 
-    /// `JSON.stringify(block.arguments).length`; `None` without `arguments`.
-    fn measure(&mut self, msg: usize, block: usize) -> PyResult<Option<usize>> {
-        let py = self.messages.py();
+    /// `messages[msg].content[block].arguments` (borrowed; held by its block).
+    fn args(&self, msg: usize, block: usize) -> Option<Obj> {
         // SAFETY: the list (`render`'s snapshot, owned for the whole call) and everything
-        // read from it are alive and the GIL is held; the measurement runs no Python code.
+        // read from it are alive and the GIL is held.
         unsafe {
             let message = list_item(self.messages.as_ptr(), msg);
             let content = match message {
@@ -60,10 +59,20 @@ impl ArgLens<'_, '_> {
             let item = content
                 .filter(|c| is_list(*c))
                 .and_then(|c| list_item(c, block));
-            let args = match item {
+            match item {
                 Some(b) => self.keys.get_of(b, K::Arguments),
                 None => None,
-            };
+            }
+        }
+    }
+
+    /// `JSON.stringify(block.arguments).length`; `None` without `arguments`.
+    fn measure(&mut self, msg: usize, block: usize) -> PyResult<Option<usize>> {
+        let py = self.messages.py();
+        let args = self.args(msg, block);
+        // SAFETY: the arguments are held by their message, in the list (`render`'s snapshot,
+        // owned for the whole call), and the GIL is held; the measurement runs no Python code.
+        unsafe {
             match args {
                 Some(args) => Ok(Some(
                     self.measurer
@@ -85,6 +94,13 @@ impl Lazy for ArgLens<'_, '_> {
                 Some(0)
             }
         }
+    }
+
+    fn args_shrink(&mut self, msg: usize, block: usize) -> bool {
+        // SAFETY: the arguments are held by their message, in the list (`render`'s snapshot,
+        // owned for the whole call), and the GIL is held; the walk runs no Python code.
+        self.args(msg, block)
+            .is_some_and(|args| unsafe { super::shrink::holds_long_string(args) })
     }
 
     fn is_recovery(&mut self, msg: usize) -> Option<bool> {

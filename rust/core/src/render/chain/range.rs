@@ -39,16 +39,14 @@ pub(crate) fn resolve_range<S>(entry: &ChainEntry, msgs: &[MsgView<S>]) -> Optio
     let (mut start, mut start_matches) = (None, 0usize);
     let (mut end, mut end_matches) = (None, 0usize);
     for (i, msg) in msgs.iter().enumerate() {
-        match msg.role {
-            Role::User if msg.timestamp.strict_eq(entry.start_user_timestamp) => {
+        if msg.opens_range() {
+            if msg.timestamp.strict_eq(entry.start_user_timestamp) {
                 start_matches += 1;
                 start.get_or_insert(i);
             }
-            Role::Assistant if ts_strict_eq(msg.timestamp, final_ts) => {
-                end_matches += 1;
-                end.get_or_insert(i);
-            }
-            _ => {}
+        } else if msg.role == Role::Assistant && ts_strict_eq(msg.timestamp, final_ts) {
+            end_matches += 1;
+            end.get_or_insert(i);
         }
     }
     match (start, end) {
@@ -144,7 +142,7 @@ impl RangeIndex {
     /// Counts message `i` (messages are added in list order).
     pub(super) fn add<S>(&mut self, i: usize, msg: &MsgView<S>) {
         let map = match msg.role {
-            Role::User => &mut self.users,
+            _ if msg.opens_range() => &mut self.users,
             Role::Assistant => &mut self.assistants,
             _ => return,
         };

@@ -155,6 +155,18 @@ fn resolve_range_is_fail_closed() {
     let mut odd = chain_msgs();
     odd[0].timestamp = Ts::Other;
     assert_eq!(resolve_range(e, &odd), None);
+    // 2.10.0: a chain-anchor custom message opens a range as a user message does; a pruner
+    // custom message (`context-prune-...`) does not.
+    let mut anchored = chain_msgs();
+    anchored[0] = custom(100.0);
+    assert_eq!(resolve_range(e, &anchored), None);
+    anchored[0].anchor = true;
+    assert_eq!(
+        resolve_range(e, &anchored),
+        Some(Range { start: 0, end: 3 })
+    );
+    anchored.push(user(100.0));
+    assert_eq!(resolve_range(e, &anchored), None);
 }
 
 #[test]

@@ -183,6 +183,10 @@ impl<L: Lazy + ?Sized> Lazy for Shifted<'_, L> {
         self.lazy.args_len(msg + self.offset, block)
     }
 
+    fn args_shrink(&mut self, msg: usize, block: usize) -> bool {
+        self.lazy.args_shrink(msg + self.offset, block)
+    }
+
     fn is_recovery(&mut self, msg: usize) -> Option<bool> {
         self.lazy.is_recovery(msg + self.offset)
     }
@@ -510,6 +514,11 @@ where
                     .and_then(strict_key)
                     .and_then(|k| resume.chains.starts.get(&k))
             }
+            Role::Custom if msg.anchor => msg
+                .timestamp
+                .num()
+                .and_then(strict_key)
+                .and_then(|k| resume.chains.starts.get(&k)),
             Role::Assistant => match msg.timestamp {
                 Ts::Num(x) => strict_key(x).and_then(|k| resume.chains.finals.get(&k)),
                 Ts::Absent => Some(&resume.chains.absent_finals),
@@ -640,7 +649,7 @@ where
             for candidate in &mut trail.candidates {
                 let (msg, block) = (candidate.msg, candidate.block);
                 let now = candidate
-                    .judge(purge_cfg, current, || lazy.lazy.args_len(msg, block))
+                    .judge(purge_cfg, current, &mut *lazy.lazy, (msg, block))
                     .map_err(|_| Fallback::Throws)?;
                 if now != candidate.purged {
                     return Err(Fallback::Cooldown);
@@ -678,10 +687,11 @@ where
                         block: b,
                         error_turn,
                         size: None,
+                        shrinks: None,
                         purged: false,
                     };
                     candidate.purged = candidate
-                        .judge(purge_cfg, current, || lazy.args_len(j, b))
+                        .judge(purge_cfg, current, &mut lazy, (j, b))
                         .map_err(|_| Fallback::Throws)?;
                     if let (true, Some(size)) = (candidate.purged, candidate.size) {
                         purged.push(Purge { block: b, size });

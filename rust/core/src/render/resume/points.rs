@@ -189,6 +189,7 @@ pub(super) fn points<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
                 let judged = verdict(c.msg, c.block);
                 candidates.push(Candidate {
                     size: judged.and_then(|x| x.size).or(c.size),
+                    shrinks: judged.and_then(|x| x.shrinks).or(c.shrinks),
                     purged: judged.map_or(c.purged, |x| x.purged),
                     ..*c
                 });
@@ -215,6 +216,7 @@ pub(super) fn points<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
                             block: b,
                             error_turn,
                             size: judged.and_then(|c| c.size),
+                            shrinks: judged.and_then(|c| c.shrinks),
                             purged: judged.is_some_and(|c| c.purged),
                         });
                     }

@@ -123,6 +123,11 @@ impl Seen {
                         self.users.entry(k).or_default().push(at);
                     }
                 }
+                Role::Custom if msg.anchor => {
+                    if let Some(k) = msg.timestamp.num().and_then(strict_key) {
+                        self.users.entry(k).or_default().push(at);
+                    }
+                }
                 Role::Custom | Role::Other => {}
             }
             if let Some(refs) = &msg.summary {
