@@ -5,8 +5,9 @@ A page line that is exactly one of these markers is replaced:
 - ``<!-- generate: cli-reference -->``: every command's own ``--help``, as the CLI prints it;
 - ``<!-- generate: config-keys -->``: every ``contextPrune`` key with its default and the
   reference's default, read from ``pi_condense.config.defaults``;
-- ``<!-- include: FILE -->``: a file of the repository root (PRUNING.md, COMPAT.md), its links
-  to other root files pointed at their docs pages.
+- ``<!-- include: FILE -->``: a file of the repository (PRUNING.md, COMPAT.md,
+  benches/quality/README.md), its links to other root files pointed at their docs pages and
+  its images of the repository put inline (an SVG plot), so the page shows what the file does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ except ImportError:  # a developer's clone with the built module in python/
     sys.path.insert(0, str(ROOT / "python"))
 
 PAGES = {"PRUNING.md": "algorithm.md", "COMPAT.md": "compatibility.md"}
-MARKER = re.compile(r"^<!-- (generate|include): ([\w.-]+) -->$", re.M)
+MARKER = re.compile(r"^<!-- (generate|include): ([\w./-]+) -->$", re.M)
+IMAGE = re.compile(r"^!\[([^\]]*)\]\(([\w./-]+\.svg)\)$", re.M)
 
 
 def _help(path: list[str]) -> str:
@@ -96,7 +98,14 @@ def config_keys() -> str:
 
 
 def include(name: str, page: str) -> str:
-    text = (ROOT / name).read_text("utf-8")
+    source_file = ROOT / name
+    text = source_file.read_text("utf-8")
+
+    def inline(match: re.Match[str]) -> str:
+        svg = (source_file.parent / match.group(2)).read_text("utf-8").strip()
+        return f'<figure markdown="0" aria-label="{match.group(1)}">{svg}</figure>'
+
+    text = IMAGE.sub(inline, text)
     depth = page.count("/")
     for source, target in PAGES.items():
         text = text.replace(f"]({source})", f"]({'../' * depth}{target})")
