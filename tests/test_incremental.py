@@ -28,7 +28,7 @@ from pi_condense.capture import (
     trim_batch,
 )
 from pi_condense.config import Config
-from pi_condense.metrics import ContextMetrics, project_branch_messages
+from pi_condense.metrics import ContextMetrics, project_branch_messages, project_custom_message
 from pi_condense.replay import ReplayOptions, replay
 from pi_condense.runtime import LiveSummary, LiveSummaryPlacer, last_message_anchor
 from pi_condense.session import SessionFile
@@ -171,8 +171,13 @@ def test_branch_facts_equal_the_full_scans(condensed: SessionFile) -> None:
         )
         trimmed = [t for t in (trim_batch(b, state) for b in got) if t]
         assert group_batches(trimmed, "agent-message") == group_batches(expected, "agent-message")
+        # What chain compression scans: the truthy messages and, since pi-condense 2.10.0
+        # (custom messages can open a chain), the projected custom_message entries.
         assert facts.chain_messages() == [
-            e["message"] for e in branch if e.get("type") == "message" and e.get("message")
+            project_custom_message(e) if e.get("type") == "custom_message" else e["message"]
+            for e in branch
+            if e.get("type") == "custom_message"
+            or (e.get("type") == "message" and e.get("message"))
         ]
 
 
