@@ -563,5 +563,5 @@ def _locator(run: list[dict[str, Any]], call_id: str) -> str:
 def workloads(quick: bool, seed: int = 39) -> list[Workload]:
     """The benchmark's workloads (``quick``: smaller ones, for CI)."""
     if quick:
-        return [coding(seed, prompts=5), autonomous(seed, calls=60), real(seed, prompts=5)]
+        return [coding(seed, prompts=6), autonomous(seed, calls=60), real(seed, prompts=5)]
     return [coding(seed), autonomous(seed), real(seed)]
