@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 from .adapters.base import Codec, Out, Unit, unit_messages
+from .branch_facts import pi_context_usage
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
@@ -631,8 +632,6 @@ class LiveDriver(Generic[H]):
             log.info("%s", text)
 
     def _context_usage(self) -> Optional[ContextUsage]:
-        from .replay_log import pi_context_usage
-
         tokens, percent = pi_context_usage(self._session, self._raw, self._window)
         return ContextUsage(tokens, self._window, percent)
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
+from .branch_facts import pi_context_usage
 from .collector import collector_paused
 from .config import Config
 from .js import json as jsjson
@@ -57,7 +58,6 @@ from .replay_log import (
     counter_ids,
     iso_ms,
     number,
-    pi_context_usage,
 )
 from .session import ABSENT, SessionFile
 from .summarize.base import Summarizer
