@@ -15,8 +15,7 @@ from ..js import json as jsjson
 from ..js.values import MISSING
 from ._common import type_name
 from .defaults import ENV_AGENT_DIR, SETTINGS_KEY, Compat
-from .models import Config
-from .normalize import normalize_settings
+from .models import Config, normalize_settings
 
 __all__ = [
     "agent_dir",
