@@ -99,14 +99,14 @@ def test_a_long_linear_file_is_read_natively_to_the_end(
     ]
     text = json.dumps(HEADER) + "\n" + "".join(json.dumps(e) + "\n" for e in entries)
     calls: list[int] = []
-    real = session_file._core.index_entries
+    real = session_file.index_entries
 
     def counted(items: Any, *args: Any) -> Any:
         done = real(items, *args)
         calls.append(done.read)
         return done
 
-    monkeypatch.setattr(session_file._core, "index_entries", counted)
+    monkeypatch.setattr(session_file, "index_entries", counted)
     session = _load(text, 1, monkeypatch)
     assert calls == [200]  # every entry read by the native loop
     assert len(session.build_context().messages) == 100
@@ -145,13 +145,13 @@ def test_loading_pauses_the_collector_and_leaves_it_as_it_was(
     entries = [_entry("user", n, f"e{n}", f"e{n - 1}" if n else None) for n in range(100)]
     text = json.dumps(HEADER) + "\n" + "".join(json.dumps(e) + "\n" for e in entries)
     seen: list[bool] = []
-    real = session_file._core.index_entries
+    real = session_file.index_entries
 
     def observed(*args: Any) -> Any:
         seen.append(gc.isenabled())
         return real(*args)
 
-    monkeypatch.setattr(session_file._core, "index_entries", observed)
+    monkeypatch.setattr(session_file, "index_entries", observed)
     was = gc.isenabled()
     try:
         (gc.enable if running else gc.disable)()

@@ -20,7 +20,7 @@ import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Optional
 
-from .. import _core
+from .._core import ABSENT as _NATIVE_ABSENT
 
 __all__ = [
     "ABSENT",
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-ABSENT: Any = _core.ABSENT
+ABSENT: Any = _NATIVE_ABSENT
 """An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``.
 
 The native module's own sentinel (``_core.ABSENT``), which the native readers tell by identity;

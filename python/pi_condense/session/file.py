@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union, cast
 
-from .. import _core
+from .._core import index_entries
 from ..collector import collector_paused
 from ..errors import CondenseWarning, SessionError
 from ..flock import unlock
@@ -429,7 +429,7 @@ class SessionFile:
         if isinstance(items, list) and len(items) >= _NATIVE_INDEX_FROM:
             # The common entries at C speed; the loop below reads what it left.
             dangling = cached.dangling if cached is not None else None
-            fast = _core.index_entries(items, by_id, entries, linear, None, 0, dangling)
+            fast = index_entries(items, by_id, entries, linear, None, 0, dangling)
             for line, code, bad_id in fast.warnings:
                 warnings.append(LoadWarning(line, *_INDEX_WARNINGS[code](bad_id)))
             for label_entry in fast.labels:
