@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from .._fs.atomic import read_regular, write_atomic
 from ..errors import ConfigError, JsonError
-from ..fsio import read_regular, write_atomic
 from ..js import json as jsjson
 from ..js.values import MISSING
 from ._common import type_name

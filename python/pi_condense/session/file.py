@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Optional, Union, cast
 
 from .._core import index_entries
+from .._fs.atomic import fsync_dir
+from .._fs.lock import unlock
 from ..collector import collector_paused
 from ..errors import CondenseWarning, SessionError
-from ..flock import unlock
-from ..fsio import fsync_dir
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import ABSENT, map_key, to_number, trim, truthy

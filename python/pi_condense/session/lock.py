@@ -8,8 +8,8 @@ import os
 import stat
 import time
 
+from .._fs.lock import wait_for_lock
 from ..errors import SessionError
-from ..flock import wait_for_lock
 
 __all__ = [
     "LOCK_TIMEOUT_S",

@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Optional
 
-from .flock import HAS_FLOCK, try_lock
-from .fsio import fsync_dir
+from .atomic import fsync_dir
+from .lock import HAS_FLOCK, try_lock
 
 __all__ = ["STALE_AFTER", "STALE_UNLOCKED", "clean_stale_temps", "dir_mode", "write_blob_bytes"]
 

@@ -1,4 +1,5 @@
-"""Durable file writes shared by the session, settings, spill and CLI writers."""
+"""Durable file writes shared by the session, settings, spill and CLI writers, and the bounded
+reads of input files."""
 
 from __future__ import annotations
 
