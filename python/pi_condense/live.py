@@ -44,12 +44,12 @@ from .branch_facts import pi_context_usage
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
-from .cooperation import try_side_lock
 from .errors import CondenseError, CondenseWarning, SessionError
 from .js import json as jsjson
 from .js import time as jstime
 from .render import RenderResult
 from .session import SessionFile
+from .session.lock import try_side_lock
 from .summarize.base import Summarizer
 from .tools.base import ToolResult
 from .tools.registry import Tool, ToolRegistry, condense_tools
