@@ -15,12 +15,12 @@ import typer
 from rich.table import Table
 
 from ..config import BATCHING_MODES, PRUNE_ON_MODES, SUMMARIZER_THINKING_LEVELS, Config
-from ..facts import raw_conversation, stats_report
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..metrics import cc, format_cost
 from ..render import render
 from ..session import SessionFile
+from ..session_stats import raw_conversation, stats_report
 from ..state import Stats
 from ._common import (
     check_leaf,

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..config import Config
-from ..facts import raw_conversation, stats_report
 from ..js import json as jsjson
 from ..render import render
 from ..session import SessionFile
+from ..session_stats import raw_conversation, stats_report
 from ..state import PrunerState
 from ..summarize.base import Summarizer
 
