@@ -14,19 +14,17 @@ from pi_condense.capture import protection_predicate
 from pi_condense.config import Config
 from pi_condense.js.values import js_round, to_fixed
 from pi_condense.keys import occ_key
-from pi_condense.metrics import (
-    ContextMetrics,
+from pi_condense.metrics import ContextMetrics, MetricsSnapshot, project_branch_messages
+from pi_condense.session import SessionFile
+from pi_condense.state import Frontier, PrunerState, normalize_frontier
+from pi_condense.status import (
     DiagnosticSink,
-    MetricsSnapshot,
     StatsAccumulator,
     cc,
     format_char_progress,
     format_cost,
-    project_branch_messages,
     status_text,
 )
-from pi_condense.session import SessionFile
-from pi_condense.state import Frontier, PrunerState, normalize_frontier
 from pi_condense.summarize.base import Cost, Usage
 
 

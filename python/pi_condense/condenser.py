@@ -41,7 +41,6 @@ from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
-from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render, sized_without_images
 from .runtime import Runtime, Ui
 from .session import SessionFile
@@ -53,6 +52,7 @@ from .spill import (
     spill_batch,
 )
 from .state import PrunerState, Stats
+from .status import DiagnosticSink, StatsAccumulator
 from .summarize.base import Completion, CompletionRequest, Summarizer
 from .triggers import ContextUsage, evaluate_gate, queued_notice
 

@@ -28,9 +28,10 @@ from .capture import (
 )
 from .config import Config
 from .js import json as jsjson
-from .metrics import ContextMetrics, DiagnosticSink, MetricsSnapshot, StatsAccumulator, status_text
+from .metrics import ContextMetrics, MetricsSnapshot
 from .session import SessionFile
 from .state import PrunerState
+from .status import DiagnosticSink, StatsAccumulator, status_text
 from .summarize.base import Completion, CompletionRequest
 
 if TYPE_CHECKING:

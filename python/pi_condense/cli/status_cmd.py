@@ -18,11 +18,11 @@ from ..config import BATCHING_MODES, PRUNE_ON_MODES, SUMMARIZER_THINKING_LEVELS,
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import js_round
-from ..metrics import cc, format_cost
 from ..render import render
 from ..session import SessionFile
 from ..session_stats import raw_conversation, stats_report
 from ..state import Stats
+from ..status import cc, format_cost
 from ._common import (
     check_leaf,
     compat_option,
