@@ -24,13 +24,12 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from ._fs.blob import write_blob_bytes
+from ._fs.blob import plain_session_id, write_blob_bytes
 from .capture import CapturedBatch, call_key
 from .js import json as jsjson
 from .js.values import js_utf8, to_string, truthy
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
-from .tools.spill_access import plain_session_id
 
 __all__ = [
     "SpillSettings",

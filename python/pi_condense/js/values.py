@@ -21,6 +21,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Optional
 
 from .._core import ABSENT as _NATIVE_ABSENT
+from .json import dumps
 
 __all__ = [
     "ABSENT",
@@ -118,8 +119,6 @@ def _number_text(value: float) -> str:
         if math.isnan(value):
             return "NaN"
         return "Infinity" if value > 0 else "-Infinity"
-    from .json import dumps  # local import: json imports nothing from here
-
     return dumps(value)
 
 

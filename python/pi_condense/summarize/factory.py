@@ -23,7 +23,9 @@ from typing import Optional
 
 from ..config import Config
 from ..errors import CondenseError
+from .anthropic_client import AnthropicSummarizer
 from .base import Summarizer
+from .openai_client import OpenAISummarizer
 
 __all__ = ["OPENAI_COMPATIBLE_SERVERS", "SummarizerSpecError", "make_summarizer"]
 
@@ -79,16 +81,10 @@ def make_summarizer(
     if not sep or not model:
         raise SummarizerSpecError(f"unknown summarizer {spec!r}; expected one of: {_FORMS}")
     if kind == "openai":
-        from .openai_client import OpenAISummarizer
-
         return OpenAISummarizer(model, base_url=base_url, prices=prices)
     if kind == "anthropic":
-        from .anthropic_client import AnthropicSummarizer
-
         return AnthropicSummarizer(model, base_url=base_url, prices=prices)
     if kind in OPENAI_COMPATIBLE_SERVERS:
-        from .openai_client import OpenAISummarizer
-
         return OpenAISummarizer(
             model,
             base_url=base_url or OPENAI_COMPATIBLE_SERVERS[kind],
