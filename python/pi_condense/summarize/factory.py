@@ -17,7 +17,6 @@ The model part is everything after the first `:` (model ids may hold `/` and `:`
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Optional
 
@@ -25,6 +24,8 @@ from ..config import Config
 from ..errors import CondenseError
 from .anthropic_client import AnthropicSummarizer
 from .base import Summarizer
+from .conformance import ConformanceSummarizer
+from .deterministic import DeterministicSummarizer
 from .openai_client import OpenAISummarizer
 
 __all__ = ["OPENAI_COMPATIBLE_SERVERS", "SummarizerSpecError", "make_summarizer"]
@@ -46,18 +47,6 @@ class SummarizerSpecError(CondenseError, ValueError):
     """A summarizer spec names no known summarizer."""
 
 
-def _builtin(module: str, class_name: str, spec: str) -> Summarizer:
-    try:
-        found = importlib.import_module(f"{__package__}.{module}")
-        cls = getattr(found, class_name)
-    except (ImportError, AttributeError) as exc:
-        raise SummarizerSpecError(
-            f"summarizer {spec!r} is not available in this build ({exc})"
-        ) from exc
-    summarizer: Summarizer = cls()
-    return summarizer
-
-
 def make_summarizer(
     spec: str, *, base_url: Optional[str] = None, config: Optional[Config] = None
 ) -> Summarizer:
@@ -73,8 +62,8 @@ def make_summarizer(
         if base_url is not None:
             raise SummarizerSpecError(f"--base-url does not apply to the {text!r} summarizer")
         if text == "default":
-            return _builtin("deterministic", "DeterministicSummarizer", text)
-        return _builtin("conformance", "ConformanceSummarizer", text)
+            return DeterministicSummarizer()
+        return ConformanceSummarizer()
     kind, sep, model = text.partition(":")
     kind = kind.strip().lower()
     model = model.strip()
