@@ -19,10 +19,10 @@ from pi_condense import jsjson, jstime
 from pi_condense.config import Config
 from pi_condense.render import RenderResult
 from pi_condense.replay import ReplayOptions, ReplayResult, replay
-from pi_condense.replay_log import estimate_tokens
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.summarize.conformance import ConformanceSummarizer
+from pi_condense.usage import estimate_tokens
 
 T0 = 1735689600000  # 2025-01-01T00:00:00.000Z
 SOURCE_ID = "src-session-1"

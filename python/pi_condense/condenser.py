@@ -41,7 +41,6 @@ from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
-from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render, sized_without_images
 from .runtime import Runtime, Ui
 from .session import SessionFile
@@ -53,7 +52,10 @@ from .spill import (
     spill_batch,
 )
 from .state import PrunerState, Stats
+from .status import DiagnosticSink, StatsAccumulator
 from .summarize.base import Completion, CompletionRequest, Summarizer
+from .summarize.resolve import resolve_summarizers
+from .summarize.runner import SummarizerRunner
 from .triggers import ContextUsage, evaluate_gate, queued_notice
 
 __all__ = ["Condenser"]
@@ -246,8 +248,6 @@ class Condenser:
         self._ui.notify(text, level)
 
     def _make_runner(self) -> Any:
-        from .summarize.resolve import resolve_summarizers
-
         notes: list[tuple[str, str]] = []
 
         def note(level: str, text: str) -> None:
@@ -260,8 +260,6 @@ class Condenser:
         self._resolve_notes = notes
         if primary is None:
             return _NoSummarizer(self._ui.notify)
-        from .summarize.runner import SummarizerRunner
-
         return SummarizerRunner(
             primary,
             session_model,

@@ -24,7 +24,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
-from . import _core
+from ._core import RenderOptions, RenderOutcome
+from ._core import render as native_render
 from .js import json as jsjson
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def _count(value: Optional[int]) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def render_options(config: Config, *, spill_paths: bool = True) -> _core.RenderOptions:
+def render_options(config: Config, *, spill_paths: bool = True) -> RenderOptions:
     """What render (and chain detection) read of ``config``, compiled for ``_core`` once per
     distinct value: the grace window, phases 2 and 3, and the protection rule (tool names, or
     in reference mode a string ``protectedTools`` matched by substring; path globs).
@@ -182,10 +183,10 @@ def _compiled_options(
     paths: tuple[str, ...],
     substring: Optional[str],
     spill_ref_only: bool,
-) -> _core.RenderOptions:
+) -> RenderOptions:
     # Keyed by value, not by Config object: a derived Config (``with_value``, ``model_copy``)
     # never sees another's options, and equal configs share one compiled matcher.
-    return _core.RenderOptions(
+    return RenderOptions(
         recovery_grace_turns=grace,
         purge_errors=purge,
         cooldown_turns=cooldown,
@@ -256,6 +257,6 @@ def _render(
     config: Config,
     frozen: bool = False,
     spill_paths: bool = True,
-) -> _core.RenderOutcome:
+) -> RenderOutcome:
     options = render_options(config, spill_paths=spill_paths)
-    return _core.render(messages, state.index, options, state.sizes, frozen)
+    return native_render(messages, state.index, options, state.sizes, frozen)

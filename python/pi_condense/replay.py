@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
+from .branch_facts import pi_context_usage
 from .collector import collector_paused
+from .condenser import Condenser
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
@@ -57,17 +59,14 @@ from .replay_log import (
     counter_ids,
     iso_ms,
     number,
-    pi_context_usage,
 )
 from .session import ABSENT, SessionFile
 from .summarize.base import Summarizer
 from .tools.spill_access import rerooted
+from .triggers import ContextUsage
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
-
-    from .condenser import Condenser
-    from .triggers import ContextUsage
 
     _P = ParamSpec("_P")
 
@@ -252,8 +251,6 @@ class _Replayer:
     def _new_condenser(self) -> Condenser:
         factory = self.factory
         if factory is None:
-            from .condenser import Condenser
-
             factory = Condenser
         extra: dict[str, Any] = {}
         if self.options.recorded_session_dir or self.options.blob_mode is not None:
@@ -278,8 +275,6 @@ class _Replayer:
         spill.write_blob(path, text, mode=self.options.blob_mode)
 
     def _context_usage(self) -> Optional[ContextUsage]:
-        from .triggers import ContextUsage
-
         window = self.options.context_window
         tokens, percent = pi_context_usage(self.session, self.messages, window)
         return ContextUsage(tokens, window, percent)
@@ -485,7 +480,7 @@ class _Replayer:
         if call is None:
             self._warn(f"exec-query-tool: no toolCall/tool for {call_id}")
             return None
-        from .tools.query import ContextTreeQuery
+        from .tools.query import ContextTreeQuery  # deferred: `condense` starts without the tools
 
         tool = ContextTreeQuery(
             self.condenser.state,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from . import _core
+from ._core import list_prefix, splice
 from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
@@ -28,9 +28,10 @@ from .capture import (
 )
 from .config import Config
 from .js import json as jsjson
-from .metrics import ContextMetrics, DiagnosticSink, MetricsSnapshot, StatsAccumulator, status_text
+from .metrics import ContextMetrics, MetricsSnapshot
 from .session import SessionFile
 from .state import PrunerState
+from .status import DiagnosticSink, StatsAccumulator, status_text
 from .summarize.base import Completion, CompletionRequest
 
 if TYPE_CHECKING:
@@ -304,9 +305,9 @@ class LiveSummaryPlacer:
         # Compared as list equality compares (identity first, at C speed): a message
         # replaced by an equal one keeps what was learned from it, which only reads its
         # content.
-        identical = done <= len(messages) and _core.list_prefix(seen, messages) == done
+        identical = done <= len(messages) and list_prefix(seen, messages) == done
         if not identical and (
-            done > len(messages) or _core.list_prefix(seen, messages, equal=True) < done
+            done > len(messages) or list_prefix(seen, messages, equal=True) < done
         ):
             self._seen_reset()
             seen = self._positions
@@ -396,7 +397,7 @@ class LiveSummaryPlacer:
         if (
             moved
             or len(tracked) < len(self._live)
-            or _core.list_prefix(self._live, tracked) < len(self._live)
+            or list_prefix(self._live, tracked) < len(self._live)
         ):
             self._reset_plan()
         if grown:
@@ -421,7 +422,7 @@ class LiveSummaryPlacer:
             # Each summary goes after the last message matching its anchor and after the
             # summaries already following it, in the order they were written (as inserting
             # them one by one would place them).
-            out = _core.splice(messages, self._slots, self._groups)
+            out = splice(messages, self._slots, self._groups)
         self._out, self._out_len = out, len(messages)
         return out
 
