@@ -50,7 +50,7 @@ def _choice(
 def mcp_command(
     session: Optional[Path] = typer.Argument(
         None,
-        metavar="[SESSION]",
+        metavar="SESSION",
         help="The session file the tools read (else --sessions).",
     ),
     sessions: Optional[Path] = typer.Option(
