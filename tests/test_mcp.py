@@ -9,6 +9,7 @@ wrote them) and the outputs the hook's conversation carried.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.types import ImageContent, TextContent
 
 from _cli import run
 from _hook_runs import LISTED, LOG, REF, SPILLING, check_recoverable, fetch, output
 from _mcp import MCP, child_env, connect, http_server, stdio, text
 from conftest import run_dir
+from pi_condense.integrations.anthropic_messages import MessagesCondenser
 from pi_condense.integrations.openai_chat import ChatCondenser
 from pi_condense.tools import condense_tools
 
@@ -260,6 +263,57 @@ def test_newest_session_of_a_directory_is_chosen_at_every_call(
         # written to again, the conversation is the newest once more
         os.utime(other)
         assert mcp.execute(QUERY, {"toolCallIds": [ref]}) == answer
+
+        # the sessions gone: an error result again, and the server still serves
+        other.unlink()
+        newest.unlink()
+        gone = mcp.call(QUERY, {"toolCallIds": [ref]})
+        assert gone.is_error
+        assert text(gone) == f"pi-condense: {directory}: no session file (*.jsonl) yet"
+        assert mcp.tools()[0].name == QUERY
+
+
+def test_an_output_that_carried_an_image_comes_back_with_it(tmp_path: Path) -> None:
+    # An Anthropic Messages loop whose first tool result holds a PNG besides its text
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(200))).decode()
+    path = tmp_path / "messages.jsonl"
+    hook = MessagesCondenser(session=path)
+    history: list[Any] = []
+    for p in range(4):
+        history.append({"role": "user", "content": f"task {p}"})
+        for t in range(3):
+            hook.condense(history)
+            call_id, name = f"toolu_{p}_{t}", f"f{p}_{t}.txt"
+            use = {"type": "tool_use", "id": call_id, "name": "read", "input": {"path": name}}
+            history.append({"role": "assistant", "content": [use]})
+            content: list[Any] = [{"type": "text", "text": output(name)}]
+            if (p, t) == (0, 0):
+                source = {"type": "base64", "media_type": "image/png", "data": png}
+                content.append({"type": "image", "source": source})
+            result = {"type": "tool_result", "tool_use_id": call_id, "content": content}
+            history.append({"role": "user", "content": [result]})
+        hook.condense(history)
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"done {p}"}]})
+    request = hook.condense([*history, {"role": "user", "content": "go on"}])
+    hook.close()
+    assert "t1" in _refs(request)
+
+    with connect(stdio([str(path)], tmp_path)) as mcp:
+        with_image = mcp.call(QUERY, {"toolCallIds": ["t1"]})
+        plain = mcp.call(QUERY, {"toolCallIds": ["t2"]})
+        path.unlink()  # the session named at start is gone: an error result, not a crash
+        gone = mcp.call(QUERY, {"toolCallIds": ["t1"]})
+    assert not with_image.is_error
+    first, image = with_image.content
+    assert isinstance(first, TextContent)
+    assert isinstance(image, ImageContent)
+    assert output("f0_0.txt") in first.text
+    assert (image.mime_type, image.data) == ("image/png", png)
+    (only,) = plain.content
+    assert isinstance(only, TextContent)
+    assert body(only.text) == output("f0_1.txt")
+    assert gone.is_error
+    assert text(gone) == f"pi-condense: {path}: no such file"
 
 
 # ---------------------------------------------------------------------- bad input
