@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -400,3 +401,17 @@ def test_importing_the_package_and_its_mcp_module_loads_no_sdk(tmp_path: Path) -
         check=True,
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    session = tmp_path / "s.jsonl"
+    header = {"type": "session", "version": 3, "id": "s-1", "timestamp": "t", "cwd": "/"}
+    session.write_text(json.dumps(header) + "\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _mcp(["--transport", "http", "--port", str(port), str(session)], tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"pi-condense: cannot listen on 127.0.0.1:{port}: "), line

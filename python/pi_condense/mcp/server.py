@@ -4,6 +4,7 @@ tool registrations as the in-process tools have them, answers from
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from typing import Any, Optional
@@ -91,7 +92,8 @@ def serve_http(tools: SessionTools, host: str, port: int, path: str = "/mcp") ->
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if os.name != "nt":  # (on Windows it would let two servers share the port)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)
     app = create_server(tools).streamable_http_app(streamable_http_path=path, host=host)
