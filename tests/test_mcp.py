@@ -34,6 +34,8 @@ from pi_condense.tools import condense_tools
 QUERY = "context_tree_query"
 NOT_FOUND = "(not found in index \u2014 may not have been summarized yet)"
 
+pytestmark = pytest.mark.usefixtures("loopback_only")  # the HTTP client reaches 127.0.0.1
+
 
 # ---------------------------------------------------------------------------- sessions
 
