@@ -55,6 +55,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("render_cmd", "render_command"),
     "status": ("status_cmd", "status_command"),
     "stats": ("status_cmd", "stats_command"),
+    "mcp": ("mcp_cmd", "mcp_command"),
     "tree": ("tree_cmd", "tree_command"),
     "flush": ("flush_cmd", "flush_command"),
     "report": ("report_cmd", "report_command"),
