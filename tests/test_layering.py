@@ -54,7 +54,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrations", ("integrations",)),
     ("report", ("condense_report", "report")),
     ("corpus", ("corpus",)),
-    ("cli", ("cli", "__init__")),
+    ("servers", ("mcp",)),
+    ("cli", ("cli", "__init__", "__main__")),
 )
 """The layers, lowest first; each names the modules and packages (relative to ``pi_condense``;
 a package covers its modules) that belong to it. ``__init__`` is the package itself, the
@@ -75,6 +76,11 @@ DEFERRED: tuple[tuple[str, str, str], ...] = (
     ),
     ("pi_condense.integrations.openai_agents", "agents", "the openai-agents extra"),
     ("pi_condense.report.html", "plotly", "the report extra"),
+    (
+        "pi_condense.mcp.server",
+        "uvicorn",
+        "only the streamable HTTP transport runs a web server; stdio needs none",
+    ),
     ("pi_condense.corpus", "fsspec", "reading a corpus from a URL needs fsspec (not a dependency)"),
 )
 """Function-level imports allowed: (importing module or package, imported module or package,

@@ -16,7 +16,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from .. import __version__
+from .._core import __version__
 from ..tools.base import ToolResult, ToolSpec
 from .runner import SessionTools
 
