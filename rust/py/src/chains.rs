@@ -39,7 +39,7 @@ use crate::render::PyRenderOptions;
 const SYNTHETIC_PREFIX: &str = "<compressed-chain";
 
 /// `dict[key] ?? ...`: present and not `null`.
-fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
+pub(crate) fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
     keys.get_bound(dict, key).filter(|v| !v.is_none())
 }
 
@@ -99,24 +99,35 @@ impl Protection<'_> {
             let args = args.map_or_else(|| py.None().into_bound(py), Clone::clone);
             return predicate.call1((name, args))?.is_truthy();
         }
-        let path = args_path(keys, args)?;
-        let check = |name: Option<&str>| -> bool {
-            match &path {
-                Some(p) => self.matcher.is_protected(name, Some(&text(p))),
-                None => self.matcher.is_protected(name, None),
-            }
-        };
-        match self.matcher.rule() {
-            // `raw.includes(toolName)` converts the name with `String()`.
-            ToolRule::Substring(_) => {
-                let name = js_string(name)?.to_utf16();
-                Ok(self.matcher.is_protected_tool_utf16(&name) || check(None))
-            }
-            ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
-                Some(name) => Ok(check(Some(&text(name)))),
-                None => Ok(check(None)),
-            },
+        matcher_protects(&self.matcher, keys, name, args)
+    }
+}
+
+/// `isProtected(name, args, cfg)` by the compiled rule alone (no predicate): the tool name,
+/// then `args.path` against the globs.
+pub(crate) fn matcher_protects(
+    matcher: &ProtectedMatcher,
+    keys: &Keys<'_>,
+    name: Option<&Bound<'_, PyAny>>,
+    args: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let path = args_path(keys, args)?;
+    let check = |name: Option<&str>| -> bool {
+        match &path {
+            Some(p) => matcher.is_protected(name, Some(&text(p))),
+            None => matcher.is_protected(name, None),
         }
+    };
+    match matcher.rule() {
+        // `raw.includes(toolName)` converts the name with `String()`.
+        ToolRule::Substring(_) => {
+            let name = js_string(name)?.to_utf16();
+            Ok(matcher.is_protected_tool_utf16(&name) || check(None))
+        }
+        ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
+            Some(name) => Ok(check(Some(&text(name)))),
+            None => Ok(check(None)),
+        },
     }
 }
 
@@ -163,7 +174,7 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
 }
 
 /// `(args ?? ...)?.path` when it is a string.
-fn args_path<'py>(
+pub(crate) fn args_path<'py>(
     keys: &Keys<'py>,
     args: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyString>>> {
