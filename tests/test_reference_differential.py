@@ -11,8 +11,9 @@ Two layers:
   2.11.3 tree; ours must reproduce them (this is what CI checks);
 - with a reference at hand (``PI_CONDENSE_REFERENCE`` = a 2.11.3 tree, ``PI_CONDENSE_DENO`` or
   ``deno`` on PATH): the recorded seeds are re-derived live and more seeds are generated and
-  compared (``PI_CONDENSE_DIFF_SEEDS``, default 4). Without one, the test says loudly what it
-  did not check (a ``ReferenceNotChecked`` warning, which the test run's summary lists).
+  compared (``PI_CONDENSE_DIFF_SEEDS``, default 4, from seed 2000: with protected re-reads and
+  compactions, in three configs). Without one, the test says loudly what it did not check (a
+  ``ReferenceNotChecked`` warning, which the test run's summary lists).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ CONFIGS: dict[str, dict[str, object]] = {
             "fuseRangeSummary": True,
         },
     },
+    # Every read protected by name: each re-read of a file supersedes the earlier reads.
+    "protect": {"enabled": True, "protectedTools": ["read"]},
 }
 COMPARED = ("session.jsonl", "summarizer.jsonl", "contexts.jsonl")
 
@@ -232,7 +235,7 @@ def test_generated_sessions_match_the_live_reference(tmp_path: Path) -> None:
         )
         return
     seeds = int(os.environ.get("PI_CONDENSE_DIFF_SEEDS", "4"))
-    for seed in range(1000, 1000 + seeds):
+    for seed in range(2000, 2000 + seeds):
         for label, settings in CONFIGS.items():
             name = f"seed{seed}-{label}"
             case = tmp_path / name
