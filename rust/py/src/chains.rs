@@ -39,7 +39,7 @@ use crate::render::PyRenderOptions;
 const SYNTHETIC_PREFIX: &str = "<compressed-chain";
 
 /// `dict[key] ?? ...`: present and not `null`.
-pub(crate) fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
+fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
     keys.get_bound(dict, key).filter(|v| !v.is_none())
 }
 
@@ -174,7 +174,7 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
 }
 
 /// `(args ?? ...)?.path` when it is a string.
-pub(crate) fn args_path<'py>(
+fn args_path<'py>(
     keys: &Keys<'py>,
     args: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Option<Bound<'py, PyString>>> {

@@ -4,14 +4,18 @@
 
 use std::sync::Mutex;
 
-use pi_condense_core::keys::ProtectedMatcher;
+use pi_condense_core::jsstr::JsStr;
+use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
 use pi_condense_core::render::supersede::{superseded_text, Scan, SupMsg, SupersedeState};
-use pi_condense_core::render::{JsIdOf, Role, Text};
+use pi_condense_core::render::{JsId, JsIdOf, Role, Text};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyList, PyString};
 
-use crate::chains::{args_path, get_some, matcher_protects};
-use crate::jsread::{self, js_id_bound as js_id, str_is_bound, timestamp_bound, Keys, K};
+use crate::chains::matcher_protects;
+use crate::jsread::{
+    self, is_dict, is_list, is_str, js_id, list_items, present, str_is, str_text, Keys, Obj, K,
+};
 use crate::pyvalue::js_str_of;
 
 /// What a live pruner remembers of supersession between renders: the floor (the earliest
@@ -85,57 +89,109 @@ impl PySupersedeState {
     }
 }
 
-/// One message as the scan sees it.
-fn read_message(
-    keys: &Keys<'_>,
+/// `isProtected(block.name, args)` and `args.path` when it is a string, for a toolCall block
+/// given its `name`, `input`, `args` and `arguments` (`args = block.input ?? block.args ??
+/// block.arguments ?? {}`): the path, else `None`.
+///
+/// # Safety
+/// The values must be live objects (borrowed from a block the caller holds) and the GIL
+/// held (the borrow rule, lib.rs).
+unsafe fn protected_path<'py>(
+    py: Python<'py>,
+    keys: &Keys<'py>,
     matcher: &ProtectedMatcher,
-    msg: &Bound<'_, PyAny>,
-) -> PyResult<SupMsg> {
-    let Ok(dict) = msg.downcast::<PyDict>() else {
-        return Ok(SupMsg::Other);
-    };
-    let role = keys.get_bound(dict.as_any(), K::Role);
-    // SAFETY: the value is alive (owned here) and the GIL is held.
-    let role = unsafe { jsread::role(role.as_ref().map(Bound::as_ptr)) };
-    match role {
-        Role::Assistant => {
-            let content = keys.get_bound(dict.as_any(), K::Content);
-            let Some(list) = content.as_ref().and_then(|c| c.downcast::<PyList>().ok()) else {
-                return Ok(SupMsg::Other);
-            };
-            let mut calls = Vec::new();
-            for block in list.iter() {
-                let Ok(block) = block.downcast::<PyDict>() else {
-                    continue;
-                };
-                let block = block.as_any();
-                if !str_is_bound(keys.get_bound(block, K::Kind).as_ref(), "toolCall") {
-                    continue;
-                }
-                let id = js_id(keys.get_bound(block, K::Id).as_ref())?;
-                // `block.input ?? block.args ?? block.arguments ?? {}`
-                let args = get_some(keys, block, K::Input)
-                    .or_else(|| get_some(keys, block, K::Args))
-                    .or_else(|| keys.get_bound(block, K::Arguments));
-                let name = keys.get_bound(block, K::Name);
-                let path = if matcher_protects(matcher, keys, name.as_ref(), args.as_ref())? {
-                    match args_path(keys, args.as_ref())? {
-                        Some(p) => Some(js_str_of(&p)?),
-                        None => None,
-                    }
-                } else {
-                    None
-                };
-                calls.push((id, path));
+    [name, input, args, arguments]: [Option<Obj>; 4],
+) -> PyResult<Option<JsStr>> {
+    // SAFETY: `# Safety` above.
+    unsafe {
+        let some = |v: Option<Obj>| present(v).filter(|v| *v != ffi::Py_None());
+        let args = some(input).or_else(|| some(args)).or_else(|| present(arguments));
+        let path = args
+            .filter(|a| is_dict(*a))
+            .and_then(|a| keys.get(a, K::Path))
+            .filter(|p| is_str(*p));
+        let protected = match (matcher.rule(), present(name)) {
+            (ToolRule::Names, Some(n)) if is_str(n) => {
+                let name = str_text(py, n, false);
+                let path = path.map(|p| str_text(py, p, false));
+                matcher.is_protected(Some(&name), path.as_deref())
             }
-            Ok(SupMsg::Assistant(calls))
+            (ToolRule::Names, _) => {
+                let path = path.map(|p| str_text(py, p, false));
+                matcher.is_protected(None, path.as_deref())
+            }
+            // A string `protectedTools` (reference mode): `String(name)` by substring.
+            (ToolRule::Substring(_), name) => {
+                let name = name.map(|n| Borrowed::from_ptr(py, n).to_owned());
+                let args = args.map(|a| Borrowed::from_ptr(py, a).to_owned());
+                matcher_protects(matcher, keys, name.as_ref(), args.as_ref())?
+            }
+        };
+        match path {
+            Some(p) if protected => Ok(Some(js_str_of(
+                Borrowed::from_ptr(py, p).downcast_unchecked::<PyString>(),
+            )?)),
+            _ => Ok(None),
         }
-        Role::ToolResult => {
-            let id = js_id(keys.get_bound(dict.as_any(), K::ToolCallId).as_ref())?;
-            let ts = timestamp_bound(keys.get_bound(dict.as_any(), K::Timestamp).as_ref())?.num();
-            Ok(SupMsg::ToolResult { id, ts })
+    }
+}
+
+/// One message as the scan reads it: only what can make a candidate is read (a toolCall
+/// block with a protected path, a later block of the same id, a toolResult while a call is
+/// open).
+///
+/// # Safety
+/// `msg` must be a live object and the GIL held (the borrow rule, lib.rs).
+unsafe fn read_message<'py>(
+    py: Python<'py>,
+    keys: &Keys<'py>,
+    matcher: &ProtectedMatcher,
+    open: bool,
+    msg: Obj,
+) -> PyResult<SupMsg> {
+    // SAFETY: `# Safety` above.
+    unsafe {
+        if !is_dict(msg) {
+            return Ok(SupMsg::Other);
         }
-        _ => Ok(SupMsg::Other),
+        let [role, content, id, ts] =
+            keys.fields_of(msg, [K::Role, K::Content, K::ToolCallId, K::Timestamp]);
+        match jsread::role(present(role)) {
+            Role::Assistant => {
+                let Some(content) = present(content).filter(|c| is_list(*c)) else {
+                    return Ok(SupMsg::Other);
+                };
+                let mut calls: Vec<(JsId, Option<JsStr>)> = Vec::new();
+                for block in list_items(content) {
+                    if !is_dict(block) {
+                        continue;
+                    }
+                    let [kind, id, name, input, args, arguments] = keys.fields_of(
+                        block,
+                        [K::Kind, K::Id, K::Name, K::Input, K::Args, K::Arguments],
+                    );
+                    if !str_is(present(kind), "toolCall") {
+                        continue;
+                    }
+                    let path = protected_path(py, keys, matcher, [name, input, args, arguments])?;
+                    if path.is_none() && calls.is_empty() {
+                        continue;
+                    }
+                    let id = js_id(py, present(id), true)?.to_owned_id();
+                    if path.is_some() || calls.iter().any(|(c, _)| *c == id) {
+                        calls.push((id, path));
+                    }
+                }
+                Ok(SupMsg::Assistant(calls))
+            }
+            Role::ToolResult if !open => Ok(SupMsg::Skip),
+            Role::ToolResult => {
+                let id = js_id(py, present(id), true)?.to_owned_id();
+                let ts = jsread::timestamp(py, present(ts))?.num();
+                Ok(SupMsg::ToolResult { id, ts })
+            }
+            _ => Ok(SupMsg::Other),
+        }
     }
 }
 
@@ -164,9 +220,15 @@ pub(crate) fn superseded<'py>(
         state.floor = None;
         return Ok(Vec::new());
     }
+    let py = messages.py();
     let mut scan = Scan::new();
-    for msg in messages.iter() {
-        scan.push(read_message(keys, matcher, &msg)?);
+    // SAFETY: `messages` is the render's snapshot (owned for the call), the GIL is held and
+    // no Python code runs while its items are read (the borrow rule, lib.rs).
+    unsafe {
+        for msg in list_items(messages.as_ptr()) {
+            let read = read_message(py, keys, matcher, scan.has_open(), msg)?;
+            scan.push(read);
+        }
     }
     let candidates = scan.candidates();
     Ok(state

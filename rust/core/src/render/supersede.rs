@@ -34,7 +34,9 @@ use super::plan::Text;
 pub enum SupMsg {
     /// An assistant whose `content` is an array: its toolCall blocks in order, each with
     /// its id and, when `isProtected(block.name, args)` and `args.path` is a string, that
-    /// path (`args = block.input ?? block.args ?? block.arguments ?? {}`).
+    /// path (`args = block.input ?? block.args ?? block.arguments ?? {}`). A reader may leave
+    /// out a block without such a path unless an earlier block of the message has its id
+    /// (only the last block of an id counts).
     Assistant(Vec<(JsId, Option<JsStr>)>),
     /// A toolResult: its `toolCallId` and its `timestamp` when that is a number.
     ToolResult {
@@ -45,6 +47,9 @@ pub enum SupMsg {
     },
     /// Anything else (an assistant without array content included): closes the open calls.
     Other,
+    /// A message that changes nothing: a toolResult read while no call is open (a reader
+    /// may pass one without reading it, see [`Scan::has_open`]).
+    Skip,
 }
 
 /// An earlier read of a protected path.
@@ -116,6 +121,12 @@ impl Scan {
         self.read == 0
     }
 
+    /// Whether a call is open: a toolResult read now could pair with it (otherwise it may be
+    /// pushed as [`SupMsg::Skip`]).
+    pub fn has_open(&self) -> bool {
+        !self.open.is_empty()
+    }
+
     /// Reads the next message.
     pub fn push(&mut self, msg: SupMsg) {
         let index = self.read;
@@ -147,6 +158,7 @@ impl Scan {
                     });
             }
             SupMsg::Other => self.open.clear(),
+            SupMsg::Skip => {}
         }
     }
 
@@ -324,6 +336,30 @@ mod tests {
             result("b", 2.0),
         ]);
         assert!(indices(&s).is_empty());
+    }
+
+    #[test]
+    fn a_reader_may_leave_out_what_cannot_make_a_candidate() {
+        // Unprotected blocks without a colliding id, and results while nothing is open.
+        let full = scan(vec![
+            read(&[("x", None), ("a", Some(SKILL))]),
+            result("x", 1.0),
+            result("a", 2.0),
+            result("a", 3.0),
+            read(&[("b", Some(SKILL))]),
+            result("b", 4.0),
+        ]);
+        let mut reduced = Scan::new();
+        reduced.push(read(&[("a", Some(SKILL))]));
+        assert!(reduced.has_open());
+        reduced.push(result("x", 1.0));
+        reduced.push(result("a", 2.0));
+        assert!(!reduced.has_open());
+        reduced.push(SupMsg::Skip);
+        reduced.push(read(&[("b", Some(SKILL))]));
+        reduced.push(result("b", 4.0));
+        assert_eq!(indices(&full), vec![2]);
+        assert_eq!(indices(&reduced), indices(&full));
     }
 
     #[test]
