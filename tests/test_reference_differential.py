@@ -183,7 +183,13 @@ def compare(expected: Path, got: Path, config: Path, session_dir: str) -> None:
     for name in COMPARED:
         want = expected / name
         assert (got / name).read_bytes() == want.read_bytes(), f"{name} differs from the reference"
-    session_path = got / "session.jsonl"
+    compare_render_and_query(expected, got / "session.jsonl", config, session_dir)
+
+
+def compare_render_and_query(
+    expected: Path, session_path: Path, config: Path, session_dir: str
+) -> None:
+    """Our cold render of ``session_path`` and our query answers against the reference's."""
     assert our_render(session_path, config) == (expected / "render.json").read_text("utf-8").rstrip(
         "\n"
     )
@@ -191,7 +197,7 @@ def compare(expected: Path, got: Path, config: Path, session_dir: str) -> None:
     session = SessionFile.load(session_path)
     tool = ContextTreeQuery(
         PrunerState.from_session(session),
-        str(got),
+        str(session_path.parent),
         session.session_id,
         recorded_session_dir=session_dir,
     )
@@ -220,6 +226,22 @@ def test_ours_reproduces_the_recorded_reference_outputs(case: str, tmp_path: Pat
     session_dir = (expected / "session-dir.txt").read_text("utf-8").strip()
     ours(expected / "raw.jsonl", expected / "config.json", tmp_path / "ours", session_dir)
     compare(expected, tmp_path / "ours", expected / "config.json", session_dir)
+
+
+LEGACY = DATA / "differential-2.9.1"
+LEGACY_CASES = sorted(p.name for p in LEGACY.iterdir() if p.is_dir()) if LEGACY.is_dir() else []
+
+
+@pytest.mark.parametrize("case", LEGACY_CASES)
+def test_sessions_written_by_2_9_1_render_as_2_11_3_renders_them(case: str, tmp_path: Path) -> None:
+    """A session pi-condense 2.9.1 wrote (no supersession, no ``stubCount``, per-prompt turn
+    numbers) loads, renders and answers queries as 2.11.3 does (``data/differential-2.9.1``)."""
+    expected = tmp_path / "expected"
+    unpack(LEGACY / case, expected)
+    session_dir = (expected / "session-dir.txt").read_text("utf-8").strip()
+    compare_render_and_query(
+        expected, expected / "session.jsonl", expected / "config.json", session_dir
+    )
 
 
 def test_generated_sessions_match_the_live_reference(tmp_path: Path) -> None:
