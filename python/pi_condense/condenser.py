@@ -10,7 +10,9 @@ messages) and calls, in Pi's order:
 - :meth:`Condenser.message_end` for every message, before appending it to the session;
 - :meth:`Condenser.turn_end` after each assistant turn with the turn's tool results;
 - :meth:`Condenser.agent_end` when the agent's run ends; :meth:`Condenser.session_tree`
-  after moving the session's leaf.
+  after moving the session's leaf; :meth:`Condenser.session_compact`,
+  :meth:`Condenser.model_select`, :meth:`Condenser.thinking_level_select` when the prompt
+  cache goes cold (pi-condense 2.10.3 supersedes protected re-reads then).
 
 Summaries are written to the session by flushes that these events trigger (spec 08 section
 1). See COMPAT.md for where the default behaviour differs from the TypeScript reference and
@@ -56,6 +58,7 @@ from .status import DiagnosticSink, StatsAccumulator
 from .summarize.base import Completion, CompletionRequest, Summarizer
 from .summarize.resolve import resolve_summarizers
 from .summarize.runner import SummarizerRunner
+from .supersede import lower_floor_by_chains
 from .triggers import ContextUsage, evaluate_gate, queued_notice
 
 __all__ = ["Condenser"]
@@ -306,6 +309,7 @@ class Condenser:
         rt.previous_fraction = None
         rt.rearmed = False
         rt.live_summaries.clear()
+        rt.supersede.reset()
         if rt.config.enabled:
             try:
                 rt.rearmed = len(rt.capture_pending(rethrow=True)) > 0
@@ -328,6 +332,18 @@ class Condenser:
     def session_tree(self) -> None:
         """The session's leaf moved: rebuild the state from the new branch."""
         self._reconstruct()
+
+    def session_compact(self) -> None:
+        """The session was compacted (the prompt cache is cold)."""
+        self._runtime().supersede.cold()
+
+    def model_select(self) -> None:
+        """The model changed (the prompt cache is cold)."""
+        self._runtime().supersede.cold()
+
+    def thinking_level_select(self) -> None:
+        """The thinking level changed (the prompt cache is cold)."""
+        self._runtime().supersede.cold()
 
     async def turn_end(
         self, message: Any, tool_results: Sequence[Any], turn_index: int
@@ -489,6 +505,7 @@ class Condenser:
             rt.config,
             frozen=self._frozen_messages,
             spill_paths=self.spill_paths,
+            supersede=rt.supersede,
         )
         for diagnostic in result.diagnostics:
             rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
@@ -557,6 +574,7 @@ class Condenser:
             raise
         _count_fusions(rt, result)
         if result.compressed:
+            lower_floor_by_chains(rt.supersede, result.entries)
             rt.stats.add_chains_compressed(result.compressed)
             rt.append("context-prune-stats", rt.stats.snapshot())
             rt.emit_cost()
@@ -625,6 +643,7 @@ async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any
         _count_fusions(rt, exc.partial)
         raise
     _count_fusions(rt, result)
+    lower_floor_by_chains(rt.supersede, result.entries)
     return result.block_ids
 
 

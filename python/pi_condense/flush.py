@@ -40,6 +40,7 @@ from .state import Frontier, PrunerState
 from .summarize.base import Completion, CompletionRequest
 from .summarize.labels import refs_footer, substitute_inline_refs, summary_details
 from .summarize.prompt import batch_prompt
+from .supersede import lower_floor_by_calls
 from .triggers import FlushTrigger
 
 __all__ = [
@@ -398,6 +399,7 @@ class _Flush:
         totals = _Totals()
         kinds: dict[str, list[int]] = {"oversized": [], "trivial": [], "deduped": []}
         processed: list[int] = []
+        stubbed = [call for calls in self.deduped for call in calls]
         first_failure = -1
         for i, slot in enumerate(slots):
             if slot is None:
@@ -424,6 +426,7 @@ class _Flush:
                 totals.summary += jsjson.utf16_len(slot.text)
                 self.persist_summary(batch, slot.refs, slot.text, write_summary=False)
                 self.stub_count += len(batch.tool_calls)
+                stubbed.extend(batch.tool_calls)
                 processed.append(i)
                 continue
             assert isinstance(slot, Completion)
@@ -439,7 +442,11 @@ class _Flush:
             else:
                 self.persist_summary(batch, refs, text, write_summary=True)
                 self.stub_count += len(batch.tool_calls)
+                stubbed.extend(batch.tool_calls)
             processed.append(i)
+        # Supersession may follow where this flush's stubs change the context anyway: from
+        # the earliest result stubbed (every deduplicated call counts, as in the reference).
+        lower_floor_by_calls(rt.supersede, stubbed)
 
         if first_failure >= 0:
             rt.pending[:0] = self.batches[first_failure:]

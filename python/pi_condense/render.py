@@ -4,7 +4,8 @@ Before every model call the message list is rewritten, in four phases (spec 04):
 
 1. summarized tool results become short stubs pointing at their ``tN`` ref (spilled ones point
    at their sidecar file), except protected ones and recent ``context_tree_query`` outputs
-   (the recovery grace window);
+   (the recovery grace window); then an earlier read of a protected path read again later
+   becomes a ``[Superseded: ...]`` stub (pi-condense 2.10.3, see ``supersede``);
 2. the arguments of errored tool calls are replaced by a size marker after a cooldown;
 3. compressed chains collapse into one synthetic ``<compressed-chain>`` user message;
 4. tool results left without an open call are swept.
@@ -24,7 +25,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
-from ._core import RenderOptions, RenderOutcome
+from ._core import RenderOptions, RenderOutcome, SupersedeState
 from ._core import render as native_render
 from .js import json as jsjson
 
@@ -207,6 +208,7 @@ def render(
     *,
     frozen: bool = False,
     spill_paths: bool = True,
+    supersede: Optional[SupersedeState] = None,
 ) -> RenderResult:
     """Rewrite ``messages`` (Pi ``AgentMessage`` dicts, in context order) for the model.
 
@@ -228,9 +230,14 @@ def render(
     reference's spill stub tells it to read the sidecar at its absolute path. With False the
     stub names only its ``context_tree_query`` ref (ours; ``compat: "reference"`` always gives
     the reference's stub).
+
+    ``supersede`` is the live supersession state (pi-condense 2.10.3: an earlier read of a
+    protected path that was read again becomes a one-line ``[Superseded: ...]`` stub where
+    the state's floor allows it); the render updates it. None renders as a fresh pruner
+    would after a session start: every such earlier read is stubbed.
     """
     try:
-        rendered = _render(messages, state, config, frozen, spill_paths)
+        rendered = _render(messages, state, config, frozen, spill_paths, supersede)
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
@@ -257,6 +264,7 @@ def _render(
     config: Config,
     frozen: bool = False,
     spill_paths: bool = True,
+    supersede: Optional[SupersedeState] = None,
 ) -> RenderOutcome:
     options = render_options(config, spill_paths=spill_paths)
-    return native_render(messages, state.index, options, state.sizes, frozen)
+    return native_render(messages, state.index, options, state.sizes, frozen, supersede)

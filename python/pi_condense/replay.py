@@ -16,7 +16,8 @@ would have emitted around it (conformance/README.md, "How the replay drove the e
 - ``bashExecution`` and other roles, ``thinking_level_change``, ``model_change``,
   ``session_info``, ``label``, foreign ``custom`` / ``custom_message``: re-appended, no event.
   Source ``context-prune-*`` entries are skipped (the replay writes its own).
-- ``compaction``: the run ends, the compaction is appended, the message list is rebuilt.
+- ``compaction``: the run ends, the compaction is appended, the message list is rebuilt,
+  ``session_compact``.
   ``branch_summary``: the run ends, a summary is appended at the leaf, the list is rebuilt,
   ``session_tree``.
 
@@ -586,6 +587,7 @@ class _Replayer:
         )
         self._map_last(entry)
         self.messages = list(self.session.build_context().messages)
+        await self._event("session_compact", self.condenser.session_compact)
 
     def _append_plain(self, entry: Mapping[str, Any]) -> bool:
         """Re-append an entry that causes no event; False when it is skipped."""

@@ -33,6 +33,7 @@ from .session import SessionFile
 from .state import PrunerState
 from .status import DiagnosticSink, StatsAccumulator, status_text
 from .summarize.base import Completion, CompletionRequest
+from .supersede import cold_state
 
 if TYPE_CHECKING:
     from .chains import ScanMemo
@@ -124,6 +125,8 @@ class Runtime:
     """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
     scan_memo: Optional[ScanMemo] = None
     """The latest chain scan, for a host of frozen messages (None: every scan reads all)."""
+    supersede: _core.SupersedeState = field(default_factory=cold_state)
+    """Protected-path supersession between renders (see :mod:`pi_condense.supersede`)."""
     _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
         default=None, init=False, repr=False
     )
