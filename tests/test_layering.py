@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("config",)),
     ("session", ("session", "usage", "inplace")),
     ("state", ("state", "session_stats")),
-    ("render", ("render", "image_cap")),
+    ("render", ("render", "image_cap", "supersede")),
     ("summarize", ("summarize",)),
     (
         "pipeline",

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ._core import list_prefix, splice
+from ._core import SupersedeState, list_prefix, splice
 from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
@@ -125,7 +125,7 @@ class Runtime:
     """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
     scan_memo: Optional[ScanMemo] = None
     """The latest chain scan, for a host of frozen messages (None: every scan reads all)."""
-    supersede: _core.SupersedeState = field(default_factory=cold_state)
+    supersede: SupersedeState = field(default_factory=cold_state)
     """Protected-path supersession between renders (see :mod:`pi_condense.supersede`)."""
     _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
         default=None, init=False, repr=False
