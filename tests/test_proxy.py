@@ -1,0 +1,362 @@
+"""`pi-condense proxy` end to end: the real ``openai`` and ``anthropic`` SDKs, the proxy
+(uvicorn on 127.0.0.1, an ephemeral port) and a loopback upstream whose scripted model checks
+every request as the provider's API does (tests/_proxy_wire.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from _hook_runs import QUERY, Script, chars, check_queries, output
+from _llm_servers import LoopbackLLMServer, anthropic_error, openai_error, openai_stream
+from _proxy import RunningProxy
+from _proxy_agents import KEY, Agent
+from _proxy_wire import WireModel
+from pi_condense.proxy import ProxySettings, find_session, session_id_for_name
+from pi_condense.session import SessionFile
+
+pytestmark = pytest.mark.usefixtures("loopback_only")
+
+KINDS = ["chat", "responses", "messages"]
+
+
+def settings(upstream: LoopbackLLMServer, sessions: Path, **options: Any) -> ProxySettings:
+    return ProxySettings(
+        openai_base_url=upstream.url + "/v1",
+        anthropic_base_url=upstream.url + "/v1",
+        sessions_dir=sessions,
+        **options,
+    )
+
+
+def session_files(sessions: Path) -> list[Path]:
+    return sorted(sessions.glob("*.jsonl"))
+
+
+def hidden_calls(path: Path) -> int:
+    """The context_tree_query calls the session holds (the proxy's hidden round-trips)."""
+    session = SessionFile.load(path)
+    return sum(
+        1
+        for entry in session.branch()
+        if entry.get("type") == "message" and entry["message"].get("role") == "assistant"
+        for block in entry["message"].get("content") or []
+        if isinstance(block, dict) and block.get("type") == "toolCall" and block["name"] == QUERY
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_long_run_condenses_and_recovers_behind_the_clients_back(
+    tmp_path: Path, kind: str, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    script = Script(turns=3, query_prompt=3)
+    model = WireModel(kind, lambda body: script)
+    sessions = tmp_path / "sessions"
+    with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, sessions)) as px:
+        agent = Agent(kind, px.url, "You are careful.", stream=stream)
+        answers = [agent.prompt(f"task {p}: read the files") for p in range(6)]
+
+    assert model.violations == []
+    assert answers == [f"done {p}" for p in range(6)]
+    # the model's recovery came back byte-exact, answered by the proxy: the client's own
+    # history never holds the call (Agent.prompt fails on one)
+    assert check_queries(script, model.pairs) == 1
+    assert QUERY not in json.dumps(agent.history)
+    # condensed: the later requests are far smaller than the client's history
+    assert chars(model.requests[-1:]) < 0.5 * len(json.dumps(agent.history))
+    # every request went with the client's own key; the proxy added the recovery tools
+    assert all(
+        r.headers.get("authorization", "").endswith(KEY) or r.headers.get("x-api-key") == KEY
+        for r in upstream.requests
+    )
+    assert all(QUERY in json.dumps(body["tools"]) for body in model.bodies)
+    # one session file, named by the id the proxy answered with, with the hidden call in it
+    (path,) = session_files(sessions)
+    assert set(agent.session_ids) - {""} == {path.stem.split("_", 1)[1]}
+    assert hidden_calls(path) == 1
+    # the key is nowhere on disk nor in the logs
+    for file in sessions.rglob("*"):
+        if file.is_file():
+            assert KEY.encode() not in file.read_bytes(), file
+    proxy_side = ("pi_condense", "uvicorn", "starlette", "httpx")
+    assert not [
+        r for r in caplog.records if r.name.startswith(proxy_side) and KEY in r.getMessage()
+    ]
+
+
+def test_a_restarted_proxy_continues_the_same_session_with_the_same_refs(
+    tmp_path: Path,
+) -> None:
+    """`pi-condense proxy` stopped after 3 prompts and started again: the upstream sees
+    exactly what it sees from a proxy that ran throughout (same refs, same prefixes)."""
+    script = Script(turns=3, query_prompt=4)
+    model = WireModel("chat", lambda body: script)
+    sessions = tmp_path / "sessions"
+    with LoopbackLLMServer(model) as upstream:
+        args = [
+            *(sys.executable, "-m", "pi_condense.cli", "proxy", "--port", "0"),
+            *("--openai-base-url", upstream.url + "/v1", "--sessions", str(sessions)),
+        ]
+        history: list[Any] = []
+        for prompts in (range(0, 3), range(3, 6)):
+            proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+            try:
+                line = proc.stderr.readline() if proc.stderr else ""
+                assert "listening on http://127.0.0.1:" in line, line
+                agent = Agent("chat", line.rsplit(" ", 1)[1].strip(), "s", history=history)
+                for p in prompts:
+                    agent.prompt(f"task {p}: read the files")
+                history = agent.history
+            finally:
+                proc.terminate()
+                _, err = proc.communicate(timeout=20)
+            assert proc.returncode in (0, -15), err
+            assert KEY not in err
+    baseline_script = Script(turns=3, query_prompt=4)
+    baseline = WireModel("chat", lambda body: baseline_script)
+    with (
+        LoopbackLLMServer(baseline) as upstream,
+        RunningProxy(settings(upstream, tmp_path / "baseline")) as px,
+    ):
+        agent = Agent("chat", px.url, "s")
+        for p in range(6):
+            agent.prompt(f"task {p}: read the files")
+    assert model.violations == []
+    assert baseline.violations == []
+    assert check_queries(script, model.pairs) == 1
+    assert [json.dumps(r) for r in model.requests] == [json.dumps(r) for r in baseline.requests]
+    assert chars(model.requests[-1:]) < 0.5 * len(json.dumps(history))
+    (path,) = session_files(sessions)
+    assert hidden_calls(path) == 1
+
+
+def test_two_conversations_at_once_never_mix(tmp_path: Path) -> None:
+    scripts = {"alpha": Script(turns=3, query_prompt=2), "beta": Script(turns=3, query_prompt=2)}
+
+    def script_for(body: dict[str, Any]) -> Script:
+        return scripts[body["system"].split()[0]]
+
+    model = WireModel("messages", script_for)
+    sessions = tmp_path / "sessions"
+    errors: list[BaseException] = []
+    agents: dict[str, Agent] = {}
+
+    def run(name: str, url: str) -> None:
+        try:
+            agents[name] = Agent("messages", url, f"{name} agent", stream=name == "beta")
+            for p in range(4):
+                agents[name].prompt(f"{name} task {p}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, sessions)) as px:
+        threads = [threading.Thread(target=run, args=(n, px.url)) for n in scripts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert errors == []
+    assert model.violations == []
+    for name, script in scripts.items():
+        mine = [i for i, b in enumerate(model.bodies) if b["system"].startswith(name)]
+        assert check_queries(script, [model.pairs[i] for i in mine]) == 1
+        assert all(f"{name} task" in json.dumps(model.requests[i]) for i in mine)
+        other = "beta" if name == "alpha" else "alpha"
+        assert not any(f"{other} task" in json.dumps(model.requests[i]) for i in mine)
+    assert len(session_files(sessions)) == 2
+
+
+def test_an_explicit_header_names_the_session(tmp_path: Path) -> None:
+    script = Script(turns=1, query_prompt=None)
+    model = WireModel("chat", lambda body: script)
+    sessions = tmp_path / "sessions"
+    with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, sessions)) as px:
+        headers = {"x-pi-condense-session": "my build"}
+        agent = Agent("chat", px.url, "You are careful.", headers=headers)
+        agent.prompt("task 0")
+        same = Agent("chat", px.url, "Another prompt entirely.", headers=headers)
+        same.prompt("something else")
+    sid = session_id_for_name("my build")
+    assert find_session(sessions, sid) is not None
+    assert [p.name.endswith(f"_{sid}.jsonl") for p in session_files(sessions)] == [True]
+    assert "x-pi-condense-session" not in json.dumps([r.headers for r in upstream.requests])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_upstream_errors_come_back_unchanged(tmp_path: Path, kind: str, stream: bool) -> None:
+    with LoopbackLLMServer() as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        if kind == "messages":
+            reply = anthropic_error(
+                429, "rate_limit_error", "slow down", headers={"retry-after": "7"}
+            )
+        else:
+            reply = openai_error(429, "slow down", "rate_limit_error", headers={"retry-after": "7"})
+        upstream.queue(reply)
+        agent = Agent(kind, px.url, "s", stream=stream)
+        error_type = anthropic.RateLimitError if kind == "messages" else openai.RateLimitError
+        with pytest.raises(error_type) as caught:
+            agent.prompt("hello")
+    assert caught.value.status_code == 429
+    assert caught.value.response.headers["retry-after"] == "7"
+    assert caught.value.response.content == reply.body
+
+
+def test_unknown_route_and_malformed_body_get_a_clear_json_error(tmp_path: Path) -> None:
+    with (
+        LoopbackLLMServer() as upstream,
+        RunningProxy(settings(upstream, tmp_path)) as px,
+        httpx.Client(base_url=px.url, trust_env=False) as http,
+    ):
+        missing = http.post("/v1/embeddings", json={"input": "x"})
+        wrong_method = http.get("/v1/chat/completions")
+        not_json = http.post("/v1/messages", content=b"{not json")
+        no_history = http.post("/v1/chat/completions", json={"model": "m"})
+    assert missing.status_code == 404
+    assert "no route POST /v1/embeddings" in missing.json()["error"]["message"]
+    assert wrong_method.status_code == 404
+    assert "no route GET /v1/chat/completions" in wrong_method.json()["error"]["message"]
+    assert not_json.status_code == 400
+    assert not_json.json()["type"] == "error"
+    assert "not JSON" in not_json.json()["error"]["message"]
+    assert no_history.status_code == 400
+    assert "`messages`" in no_history.json()["error"]["message"]
+    assert upstream.requests == []
+
+
+def test_unreachable_upstream_is_a_502_in_the_wire_format(tmp_path: Path) -> None:
+    with LoopbackLLMServer() as upstream:
+        dead = upstream.url
+    options = ProxySettings(anthropic_base_url=dead + "/v1", sessions_dir=tmp_path)
+    with RunningProxy(options) as px:
+        agent = Agent("messages", px.url, "s")
+        with pytest.raises(anthropic.InternalServerError) as caught:
+            agent.prompt("hello")
+    assert caught.value.status_code == 502
+    assert caught.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+
+
+def test_a_client_gone_mid_stream_closes_the_upstream_and_frees_the_conversation(
+    tmp_path: Path,
+) -> None:
+    with LoopbackLLMServer() as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        # 40 chunks 0.1 s apart: 4 s when read to the end
+        upstream.queue(openai_stream([f"w{n} " for n in range(40)], gap=0.1))
+        body = {
+            "model": "m",
+            "stream": True,
+            "messages": [{"role": "user", "content": "long answer please"}],
+        }
+        with httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http:
+            with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                first = next(response.iter_raw())
+            started = time.monotonic()
+            assert first.startswith(b"data: ")
+            while upstream.in_flight and time.monotonic() - started < 3:
+                time.sleep(0.02)
+            assert upstream.in_flight == 0, "the upstream stream was left open"
+            assert time.monotonic() - started < 3
+            # the same conversation goes on
+            upstream.queue(openai_stream(["fine"]))
+            again = http.post("/v1/chat/completions", json=body)
+    assert again.status_code == 200
+    assert "fine" in again.text
+
+
+def test_streams_pass_through_as_they_arrive(tmp_path: Path) -> None:
+    with LoopbackLLMServer() as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        upstream.queue(openai_stream(["a", "b", "c"], gap=0.3))
+        body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with (
+            httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http,
+            http.stream("POST", "/v1/chat/completions", json=body) as response,
+        ):
+            chunks = response.iter_raw()
+            raw = next(chunks)
+            # the first event is here while the upstream is still sending the rest
+            upstream_busy = upstream.in_flight
+            raw += b"".join(chunks)
+    assert upstream_busy == 1
+    assert raw == b"".join(part for _, part in openai_stream(["a", "b", "c"]).chunks)
+
+
+def test_client_cache_control_markers_survive_where_their_messages_do(tmp_path: Path) -> None:
+    script = Script(turns=3, query_prompt=None)
+    model = WireModel("messages", lambda body: script)
+    system = [{"type": "text", "text": "You are careful.", "cache_control": {"type": "ephemeral"}}]
+    with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        api = anthropic.Anthropic(base_url=px.url, api_key=KEY, max_retries=0)
+        agent = Agent("messages", px.url, "unused")
+        for p in range(4):
+            agent.history.append({"role": "user", "content": f"task {p}"})
+            while True:
+                # as Claude Code does: a marker on the newest message's last block only
+                sent = json.loads(json.dumps(agent.history))
+                last = sent[-1]
+                if isinstance(last["content"], str):
+                    last["content"] = [{"type": "text", "text": last["content"]}]
+                last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+                reply = api.messages.create(
+                    model="m", max_tokens=64, system=system, messages=sent, tools=[]
+                )
+                blocks = [b.to_dict() for b in reply.content]
+                agent.history.append({"role": "assistant", "content": blocks})
+                if reply.stop_reason != "tool_use":
+                    break
+                agent.history.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": b["id"],
+                                "content": output(b["input"]["path"]),
+                            }
+                            for b in blocks
+                        ],
+                    }
+                )
+    assert model.violations == []
+    for body in model.bodies:
+        assert body["system"] == system
+        assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert chars(model.requests[-1:]) < 0.5 * len(json.dumps(agent.history))
+
+
+def test_client_mode_adds_no_tools_and_passes_recovery_calls_on(tmp_path: Path) -> None:
+    script = Script(turns=3, query_prompt=2)
+    model = WireModel("chat", lambda body: script)
+    with LoopbackLLMServer(model) as upstream:
+        options = settings(upstream, tmp_path, recovery="client")
+        with RunningProxy(options) as px:
+            agent = Agent("chat", px.url, "You are careful.")
+            agent.prompt("task 0")
+            agent.prompt("task 1")
+            with pytest.raises(AssertionError, match="recovery call"):
+                agent.prompt("task 2")
+    assert model.violations == []
+    assert all(QUERY not in json.dumps(body["tools"]) for body in model.bodies)
+
+
+def test_importing_the_package_loads_no_http_stack(tmp_path: Path) -> None:
+    code = (
+        "import sys, pi_condense, pi_condense.proxy, pi_condense.proxy.sessions;"
+        "print(sorted(m for m in ('starlette', 'uvicorn', 'httpx') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert proc.stdout.strip() == "[]", proc.stderr
