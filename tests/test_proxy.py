@@ -19,7 +19,7 @@ import openai
 import pytest
 
 from _hook_runs import QUERY, Script, chars, check_queries, output
-from _llm_servers import LoopbackLLMServer, anthropic_error, openai_error, openai_stream
+from _llm_servers import LoopbackLLMServer, Reply, anthropic_error, openai_error, openai_stream
 from _proxy import RunningProxy
 from _proxy_agents import KEY, Agent
 from _proxy_wire import WireModel
@@ -235,6 +235,19 @@ def test_unknown_route_and_malformed_body_get_a_clear_json_error(tmp_path: Path)
     assert no_history.status_code == 400
     assert "`messages`" in no_history.json()["error"]["message"]
     assert upstream.requests == []
+
+
+def test_token_counts_and_model_lists_pass_through_unchanged(tmp_path: Path) -> None:
+    with LoopbackLLMServer() as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        upstream.queue(Reply(body=b'{"input_tokens": 42}'))
+        api = anthropic.Anthropic(base_url=px.url, api_key=KEY, max_retries=0)
+        messages = [{"role": "user", "content": "count me"}]
+        counted = api.messages.count_tokens(model="m", messages=messages)
+    assert counted.input_tokens == 42
+    (request,) = upstream.requests
+    assert request.path == "/v1/messages/count_tokens"
+    assert request.body == {"model": "m", "messages": messages}
+    assert KEY in (request.headers.get("x-api-key", "") + request.headers.get("authorization", ""))
 
 
 def test_unreachable_upstream_is_a_502_in_the_wire_format(tmp_path: Path) -> None:

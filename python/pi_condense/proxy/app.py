@@ -276,6 +276,33 @@ class _Proxy:
             return await self._stream(exchange, send)
         return await self._whole(exchange, send)
 
+    async def relay(self, provider: str, path: str, request: Request) -> Response:
+        """A request the proxy does not condense (token counting, the model list), sent on
+        as it came and answered as the upstream answered."""
+        assert self.client is not None
+        base = (
+            self.settings.anthropic_base_url
+            if provider == "anthropic"
+            else self.settings.openai_base_url
+        )
+        query = request.url.query
+        url = base.rstrip("/") + path + (f"?{query}" if query else "")
+        headers = _forward_headers(request)
+        body = await request.body()
+        if not body:
+            headers.pop("content-type", None)
+        try:
+            upstream = await self.client.request(
+                request.method, url, content=body or None, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            return _unreachable(ANTHROPIC if provider == "anthropic" else CHAT, url, exc)
+        return Response(
+            upstream.content,
+            status_code=upstream.status_code,
+            headers=_back_headers(upstream.headers),
+        )
+
     def _url(self, wire: Wire, request: Request) -> str:
         base = (
             self.settings.anthropic_base_url
@@ -472,7 +499,8 @@ def _error(wire: Optional[Wire], status: int, kind: str, message: str) -> JSONRe
 
 def create_app(settings: Optional[ProxySettings] = None, **options: Any) -> Starlette:
     """The proxy as an ASGI app: ``POST /v1/chat/completions``, ``POST /v1/responses`` and
-    ``POST /v1/messages`` (``options`` are :class:`ProxySettings` fields)."""
+    ``POST /v1/messages`` condensed; ``POST /v1/messages/count_tokens`` and ``GET
+    /v1/models`` passed on as they are (``options`` are :class:`ProxySettings` fields)."""
     if settings is None:
         settings = ProxySettings(**options)
     elif options:
@@ -484,6 +512,14 @@ def create_app(settings: Optional[ProxySettings] = None, **options: Any) -> Star
             return await proxy.handle(wire, request)
 
         return endpoint
+
+    async def count_tokens(request: Request) -> Response:
+        return await proxy.relay("anthropic", "/messages/count_tokens", request)
+
+    async def models(request: Request) -> Response:
+        # an Anthropic client sends its version header; anything else lists OpenAI's models
+        anthropic = "anthropic-version" in request.headers
+        return await proxy.relay("anthropic" if anthropic else "openai", "/models", request)
 
     async def unknown(request: Request) -> Response:
         return _error(
@@ -506,6 +542,8 @@ def create_app(settings: Optional[ProxySettings] = None, **options: Any) -> Star
         Route("/v1/chat/completions", route(CHAT), methods=["POST"]),
         Route("/v1/responses", route(RESPONSES), methods=["POST"]),
         Route("/v1/messages", route(ANTHROPIC), methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
         Route("/{path:path}", unknown, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
     ]
 
