@@ -23,8 +23,11 @@ from _llm_servers import LoopbackLLMServer, Reply, anthropic_error, openai_error
 from _proxy import RunningProxy
 from _proxy_agents import KEY, Agent
 from _proxy_wire import WireModel
+from pi_condense.config import Config
 from pi_condense.proxy import ProxySettings, find_session, session_id_for_name
+from pi_condense.report.data import collect
 from pi_condense.session import SessionFile
+from pi_condense.summarize.deterministic import DeterministicSummarizer
 
 pytestmark = pytest.mark.usefixtures("loopback_only")
 
@@ -87,6 +90,14 @@ def test_long_run_condenses_and_recovers_behind_the_clients_back(
     (path,) = session_files(sessions)
     assert set(agent.session_ids) - {""} == {path.stem.split("_", 1)[1]}
     assert hidden_calls(path) == 1
+    # ... and `pi-condense report` counts it among the recovered refs
+    report = collect(
+        SessionFile.load(path),
+        Config.from_settings_dict({"enabled": True}),
+        DeterministicSummarizer(),
+        title="proxy",
+    )
+    assert [r.ref for r in report.recoveries] == [script.queries[0][0]]
     # the key is nowhere on disk nor in the logs
     for file in sessions.rglob("*"):
         if file.is_file():
