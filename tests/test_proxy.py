@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from _hook_runs import QUERY, Script, chars, check_queries, output
+from _hook_runs import QUERY, Script, Text, chars, check_queries, output, prefix_busts
 from _llm_servers import LoopbackLLMServer, Reply, anthropic_error, openai_error, openai_stream
 from _proxy import RunningProxy
 from _proxy_agents import KEY, Agent
@@ -106,6 +106,41 @@ def test_long_run_condenses_and_recovers_behind_the_clients_back(
     assert not [
         r for r in caplog.records if r.name.startswith(proxy_side) and KEY in r.getMessage()
     ]
+
+
+class TwoQueries(Script):
+    """Queries a stubbed output at prompt 2, and again at prompt 4."""
+
+    def step(self, pairs: Any) -> Any:
+        done = super().step(pairs)
+        if isinstance(done, Text) and self.prompt == 3:
+            self.query_prompt = 4
+        return done
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_recoveries_in_two_prompts_stay_where_they_happened(tmp_path: Path, kind: str) -> None:
+    """Each hidden round-trip goes back into the client's later requests at its own place:
+    the upstream's requests only grow at their end within a prompt, and the session holds
+    both recoveries on one branch."""
+    script = TwoQueries(turns=2, query_prompt=2)
+    model = WireModel(kind, lambda body: script)
+    sessions = tmp_path / "sessions"
+    with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, sessions)) as px:
+        agent = Agent(kind, px.url, "You are careful.")
+        for p in range(6):
+            agent.prompt(f"task {p}: read the files")
+    assert model.violations == []
+    assert check_queries(script, model.pairs) == 2
+    # within a prompt, each request starts with the previous one (the hidden round-trips
+    # included): no prefix bust but at a prompt's first request
+    firsts = [i for i, r in enumerate(model.requests) if "read the files" in json.dumps(r[-1])]
+    assert set(prefix_busts(model.requests)) <= set(firsts)
+    (path,) = session_files(sessions)
+    assert hidden_calls(path) == 2
+    assert len(SessionFile.load(path).branch()) == len(
+        [e for e in SessionFile.load(path).entries if e.get("type") != "session"]
+    ), "the session forked: a hidden round-trip was not put back"
 
 
 def test_a_restarted_proxy_continues_the_same_session_with_the_same_refs(

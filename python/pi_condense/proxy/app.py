@@ -140,12 +140,14 @@ class _Conversation:
         out.extend(items[at:])
         return out
 
-    def remember(self, client_items: list[Any], items: list[Any]) -> None:
-        if not client_items:
+    def remember(self, history: list[Any], items: list[Any]) -> None:
+        """Keep ``items``, a hidden round-trip after the client's ``history`` (as the client
+        sent it: the positions are the client's)."""
+        if not history:
             return
-        after = len(client_items)
+        after = len(history)
         self.hidden = [h for h in self.hidden if h.after != after]
-        self.hidden.append(_Hidden(after, _dump(client_items[-1]), items))
+        self.hidden.append(_Hidden(after, _dump(history[-1]), items))
         self.hidden.sort(key=lambda h: h.after)
         rows = [{"after": h.after, "last": h.last, "items": h.items} for h in self.hidden]
         data = json.dumps(rows, ensure_ascii=False).encode()
@@ -271,7 +273,9 @@ class _Proxy:
         if conversation is not None:
             extra[SESSION_ID_HEADER] = conversation.driver.session.session_id
         recovery = self._recovery(wire, body, conversation)
-        exchange = _Exchange(wire, url, headers, body, conversation, client_items, recovery, extra)
+        exchange = _Exchange(
+            wire, url, headers, body, conversation, history or [], client_items, recovery, extra
+        )
         if body.get("stream") is True:
             return await self._stream(exchange, send)
         return await self._whole(exchange, send)
@@ -350,7 +354,7 @@ class _Proxy:
             ]
             done.extend(reply)
             done.extend(exchange.wire.results(calls, texts))
-            conversation.remember(exchange.client_items, list(done))
+            conversation.remember(exchange.history, list(done))
             condensed = await driver.acondense(exchange.client_items + done)
         return self._request(exchange.wire, conversation, exchange.body, condensed)
 
@@ -458,7 +462,8 @@ class _Exchange:
     headers: dict[str, str]
     body: dict[str, Any]
     conversation: Optional[_Conversation]
-    client_items: list[Any]
+    history: list[Any]  # as the client sent it
+    client_items: list[Any]  # with the earlier hidden round-trips put back
     recovery: frozenset[str]
     extra: dict[str, str]
 
