@@ -18,16 +18,31 @@ import httpx
 import openai
 import pytest
 
+from _chat_wire import completion
 from _hook_runs import QUERY, Script, Text, chars, check_queries, output, prefix_busts
-from _llm_servers import LoopbackLLMServer, Reply, anthropic_error, openai_error, openai_stream
+from _llm_servers import (
+    LoopbackLLMServer,
+    Recorded,
+    Reply,
+    anthropic_error,
+    openai_error,
+    openai_stream,
+)
 from _proxy import RunningProxy
 from _proxy_agents import KEY, Agent
-from _proxy_wire import WireModel
+from _proxy_wire import (
+    WireModel,
+    chat_stream,
+    messages_stream,
+    responses_reply,
+    responses_stream,
+)
 from pi_condense.config import Config
 from pi_condense.proxy import ProxySettings, find_session, session_id_for_name
 from pi_condense.report.data import collect
 from pi_condense.session import SessionFile
 from pi_condense.summarize.deterministic import DeterministicSummarizer
+from test_integration_anthropic_messages import reply as messages_reply
 
 pytestmark = pytest.mark.usefixtures("loopback_only")
 
@@ -141,6 +156,84 @@ def test_recoveries_in_two_prompts_stay_where_they_happened(tmp_path: Path, kind
     assert len(SessionFile.load(path).branch()) == len(
         [e for e in SessionFile.load(path).entries if e.get("type") != "session"]
     ), "the session forked: a hidden round-trip was not put back"
+
+
+def _text_then_query(kind: str) -> Reply:
+    """A streamed reply that says something, then calls context_tree_query."""
+    text, call_id, arguments = "Let me check.", "call_q", {"toolCallIds": ["t1"]}
+    if kind == "chat":
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": QUERY, "arguments": json.dumps(arguments)},
+        }
+        message = {"role": "assistant", "content": text, "tool_calls": [call]}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        return chat_stream(Reply(body=json.dumps({"id": "c", "choices": [choice]}).encode()))
+    if kind == "messages":
+        body = json.loads(messages_reply([]).body)
+        body["content"] = [
+            {"type": "text", "text": text},
+            {"type": "tool_use", "id": call_id, "name": QUERY, "input": arguments},
+        ]
+        return messages_stream(Reply(body=json.dumps(body).encode()))
+    body = json.loads(responses_reply(Text(text)).body)
+    body["output"].append(
+        {
+            "type": "function_call",
+            "id": "fc_q",
+            "call_id": call_id,
+            "name": QUERY,
+            "arguments": json.dumps(arguments),
+            "status": "completed",
+        }
+    )
+    return responses_stream(Reply(body=json.dumps(body).encode()))
+
+
+def _answer(kind: str) -> Reply:
+    if kind == "chat":
+        return chat_stream(completion(Text("the answer")))
+    if kind == "messages":
+        return messages_stream(messages_reply(Text("the answer")))
+    body = json.loads(responses_reply(Text("the answer")).body)
+    body["id"], body["output"][0]["id"] = "resp_2", "msg_2"  # a new response, as the API's
+    return responses_stream(Reply(body=json.dumps(body).encode()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_hidden_round_trip_after_streamed_text_continues_the_same_stream(
+    tmp_path: Path, kind: str
+) -> None:
+    """The client's SDK assembles one reply: the text it was streamed before the recovery
+    call, then the continuation's (numbered on from it), and never the call."""
+    replies = [_text_then_query(kind), _answer(kind)]
+    seen: list[dict[str, Any]] = []
+
+    def model(request: Recorded) -> Reply:
+        seen.append(request.body)
+        return replies[len(seen) - 1]
+
+    with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        agent = Agent(kind, px.url, "You are careful.", stream=True)
+        answer = agent.prompt("what was in t1?")
+    assert len(seen) == 2
+    assert QUERY not in json.dumps(agent.history)
+    last = agent.history[-1]
+    if kind == "chat":
+        assert answer == "Let me check.the answer"
+    elif kind == "messages":
+        assert last["content"] == [
+            {"type": "text", "text": "Let me check."},
+            {"type": "text", "text": "the answer"},
+        ]
+    else:
+        assert answer == "Let me check.the answer"
+        assert [i["type"] for i in agent.history[-2:]] == ["message", "message"]
+    # the continuation request holds the call (after the text) and the proxy's answer to it
+    second = json.dumps(seen[1])
+    assert second.index("Let me check.") < second.index("call_q") < second.rindex("call_q")
+    assert "t1" in second
 
 
 def test_a_restarted_proxy_continues_the_same_session_with_the_same_refs(

@@ -360,14 +360,16 @@ class _AnthropicStream(Stream):
 class _ResponsesStream(Stream):
     """Responses events: a recovery call starts with ``response.output_item.added`` of a
     ``function_call``. A continuation drops its ``response.created`` and
-    ``response.in_progress``, numbers ``output_index`` and ``sequence_number`` on, and its
-    ``response.completed`` lists the items the client has seen first."""
+    ``response.in_progress``, numbers ``output_index`` and ``sequence_number`` on, keeps the
+    first response's id, and its ``response.completed`` lists the items the client has seen
+    first."""
 
     def __init__(self, recovery: frozenset[str], splice: Optional[Stream] = None) -> None:
         super().__init__(recovery, splice)
         self.done: dict[int, dict[str, Any]] = {}
         self.seen: list[Any] = list(splice.seen) if isinstance(splice, _ResponsesStream) else []
         self.sequence: int = splice.sequence if isinstance(splice, _ResponsesStream) else 0
+        self.response_id: Any = splice.response_id if isinstance(splice, _ResponsesStream) else None
 
     def feed(self, event: Event) -> list[bytes]:
         data = event.data if isinstance(event.data, dict) else {}
@@ -391,6 +393,8 @@ class _ResponsesStream(Stream):
             self.forwarded_items += 1
         if self.base is None:
             self.sequence = int(data.get("sequence_number", self.sequence)) + 1
+            if kind == "response.created":
+                self.response_id = (data.get("response") or {}).get("id")
             return [event.raw]
         if kind in ("response.created", "response.in_progress"):
             return []
@@ -401,9 +405,13 @@ class _ResponsesStream(Stream):
         if "sequence_number" in moved:
             moved["sequence_number"] = self.sequence
             self.sequence += 1
-        if kind in ("response.completed", "response.incomplete", "response.failed"):
-            response = dict(moved.get("response") or {})
-            response["output"] = [*self.seen_before(), *(response.get("output") or [])]
+        if isinstance(moved.get("response"), dict):
+            # one response for the client: the first one's id, every item it was sent
+            response = dict(moved["response"])
+            if self.response_id is not None:
+                response["id"] = self.response_id
+            if kind in ("response.completed", "response.incomplete", "response.failed"):
+                response["output"] = [*self.seen_before(), *(response.get("output") or [])]
             moved["response"] = response
         return [_encode_event(event.name, moved)]
 
