@@ -100,7 +100,10 @@ def test_long_run_condenses_and_recovers_behind_the_clients_back(
         r.headers.get("authorization", "").endswith(KEY) or r.headers.get("x-api-key") == KEY
         for r in upstream.requests
     )
-    assert all(QUERY in json.dumps(body["tools"]) for body in model.bodies)
+    # the first request (no reply yet, nothing to condense) went on as it came, no session
+    assert QUERY not in json.dumps(model.bodies[0])
+    assert agent.session_ids[0] == ""
+    assert all(QUERY in json.dumps(body["tools"]) for body in model.bodies[1:])
     # one session file, named by the id the proxy answered with, with the hidden call in it
     (path,) = session_files(sessions)
     assert set(agent.session_ids) - {""} == {path.stem.split("_", 1)[1]}
@@ -216,6 +219,11 @@ def test_a_hidden_round_trip_after_streamed_text_continues_the_same_stream(
 
     with LoopbackLLMServer(model) as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
         agent = Agent(kind, px.url, "You are careful.", stream=True)
+        # a conversation under way (a first request, with no reply yet, is passed on as is)
+        agent.history += [
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "hi"},
+        ]
         answer = agent.prompt("what was in t1?")
     assert len(seen) == 2
     assert QUERY not in json.dumps(agent.history)
@@ -234,6 +242,29 @@ def test_a_hidden_round_trip_after_streamed_text_continues_the_same_stream(
     second = json.dumps(seen[1])
     assert second.index("Let me check.") < second.index("call_q") < second.rindex("call_q")
     assert "t1" in second
+
+
+def test_idle_conversations_are_closed_beyond_the_limit_and_come_back(tmp_path: Path) -> None:
+    """With room for 2 live conversations, a third closes the least recently used; when that
+    one comes back it is opened again from its file, refs and recovery intact."""
+    scripts = {n: Script(turns=2, query_prompt=3) for n in ("a", "b", "c")}
+    model = WireModel("messages", lambda body: scripts[body["system"]])
+    sessions = tmp_path / "sessions"
+    with LoopbackLLMServer(model) as upstream:
+        options = settings(upstream, sessions, max_conversations=2)
+        with RunningProxy(options) as px:
+            agents = {n: Agent("messages", px.url, n) for n in scripts}
+            for p in range(4):
+                for name, agent in agents.items():
+                    agent.prompt(f"{name} task {p}")
+                    assert len(px.app.state.proxy.conversations) <= 2
+    assert model.violations == []
+    for name, script in scripts.items():
+        mine = [i for i, b in enumerate(model.bodies) if b["system"] == name]
+        assert check_queries(script, [model.pairs[i] for i in mine]) == 1
+    files = session_files(sessions)
+    assert len(files) == 3
+    assert sorted(hidden_calls(path) for path in files) == [1, 1, 1]
 
 
 def test_a_restarted_proxy_continues_the_same_session_with_the_same_refs(
@@ -442,6 +473,7 @@ def test_streams_pass_through_as_they_arrive(tmp_path: Path) -> None:
             upstream_busy = upstream.in_flight
             raw += b"".join(chunks)
     assert upstream_busy == 1
+    assert list(tmp_path.glob("*.jsonl")) == []  # a one-shot request: no session file
     assert raw == b"".join(part for _, part in openai_stream(["a", "b", "c"]).chunks)
 
 

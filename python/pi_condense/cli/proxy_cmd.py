@@ -45,6 +45,13 @@ def proxy_command(
         'client; "client": add no tools, pass every call on (a client that loads '
         "`pi-condense mcp`).",
     ),
+    max_conversations: int = typer.Option(
+        64,
+        "--max-conversations",
+        min=1,
+        help="Conversations kept open at most (one worker thread each); the least recently "
+        "used idle one is closed for a new one, and reopened from its file when it returns.",
+    ),
     config: Optional[Path] = config_option(),
     summarizer: Optional[str] = typer.Option(
         None, "--summarizer", help="Summarizer spec (default: the offline summarizer)."
@@ -70,6 +77,7 @@ def proxy_command(
             sessions_dir=sessions,
             recovery=recovery,
             summarizer=summarizer,
+            max_conversations=max_conversations,
             **settings,
         )
     )

@@ -78,6 +78,9 @@ class ProxySettings:
     on: for clients that load ``pi-condense mcp``). ``config``: a ``contextPrune`` dict or a
     :class:`~pi_condense.config.Config`; ``summarizer``: a spec or object (default offline).
     ``max_hidden_rounds``: recovery round-trips answered for one request at most.
+    ``max_conversations``: live drivers (one worker thread each) kept open at most; the least
+    recently used idle one is closed for a new one, and opened again from its session file
+    when its conversation comes back.
     """
 
     openai_base_url: str = "https://api.openai.com/v1"
@@ -87,6 +90,7 @@ class ProxySettings:
     config: Union[Config, Mapping[str, Any], None] = None
     summarizer: Any = None
     max_hidden_rounds: int = 8
+    max_conversations: int = 64
     timeout: float = 600.0
     cwd: str = field(default_factory=os.getcwd)
 
@@ -119,9 +123,14 @@ class _Conversation:
         self.lock = asyncio.Lock()
         self.sidecar = sidecar
         self.hidden: list[_Hidden] = []
+        self.busy = 0  # requests under way
         if sidecar.exists():
             for row in json.loads(sidecar.read_text(encoding="utf-8")):
                 self.hidden.append(_Hidden(int(row["after"]), str(row["last"]), row["items"]))
+
+    def done(self) -> None:
+        """A request of this conversation is over."""
+        self.busy -= 1
 
     def spliced(self, items: list[Any]) -> list[Any]:
         """The client's history with the hidden round-trips back where they happened."""
@@ -204,17 +213,36 @@ class _Proxy:
         return session_id_for_key(key)
 
     async def _conversation(self, wire: Wire, session_id: str) -> _Conversation:
+        """The conversation of ``session_id``, marked busy (see :meth:`_Conversation.done`)."""
         async with self.opening:
-            found = self.conversations.get(session_id)
+            found = self.conversations.pop(session_id, None)
             if found is not None:
                 if found.wire is not wire:
+                    self.conversations[session_id] = found
                     raise _BadRequest(
                         f"session {session_id} is a {found.wire.name} conversation, not {wire.name}"
                     )
-                return found
-            conversation = await asyncio.to_thread(self._open, wire, session_id)
-            self.conversations[session_id] = conversation
-            return conversation
+            else:
+                await self._make_room()
+                found = await asyncio.to_thread(self._open, wire, session_id)
+            self.conversations[session_id] = found  # the most recently used last
+            found.busy += 1
+            return found
+
+    async def _make_room(self) -> None:
+        """Close the least recently used idle conversations beyond ``max_conversations`` (a
+        closed one is opened again from its session file when it comes back)."""
+        limit = max(1, self.settings.max_conversations)
+        for session_id, conversation in list(self.conversations.items()):
+            if len(self.conversations) < limit:
+                return
+            if conversation.busy or conversation.lock.locked():
+                continue
+            del self.conversations[session_id]
+            try:
+                await conversation.driver.aclose()
+            except Exception:
+                log.exception("pi-condense proxy: closing a conversation failed")
 
     def _open(self, wire: Wire, session_id: str) -> _Conversation:
         settings = self.settings
@@ -256,19 +284,24 @@ class _Proxy:
         conversation: Optional[_Conversation] = None
         send = body
         client_items: list[Any] = []
-        if history is not None and history:
+        if history is not None and wire.has_reply(history):
             try:
                 session_id = self._session_id(wire, request, body, history)
                 conversation = await self._conversation(wire, session_id)
-                async with conversation.lock:
-                    client_items = conversation.spliced(history)
-                    condensed = await conversation.driver.acondense(client_items)
-                send = self._request(wire, conversation, body, condensed)
             except _BadRequest as exc:
                 return _error(wire, 400, "invalid_request_error", str(exc))
             except CondenseError as exc:
                 log.warning("pi-condense proxy: passing a request on as it is: %s", exc)
-                conversation = None
+            if conversation is not None:
+                try:
+                    async with conversation.lock:
+                        client_items = conversation.spliced(history)
+                        condensed = await conversation.driver.acondense(client_items)
+                    send = self._request(wire, conversation, body, condensed)
+                except CondenseError as exc:
+                    log.warning("pi-condense proxy: passing a request on as it is: %s", exc)
+                    conversation.done()
+                    conversation = None
         extra = {}
         if conversation is not None:
             extra[SESSION_ID_HEADER] = conversation.driver.session.session_id
@@ -278,7 +311,10 @@ class _Proxy:
         )
         if body.get("stream") is True:
             return await self._stream(exchange, send)
-        return await self._whole(exchange, send)
+        try:
+            return await self._whole(exchange, send)
+        finally:
+            exchange.done()
 
     async def relay(self, provider: str, path: str, request: Request) -> Response:
         """A request the proxy does not condense (token counting, the model list), sent on
@@ -394,12 +430,14 @@ class _Proxy:
                 stream=True,
             )
         except httpx.HTTPError as exc:
+            exchange.done()
             return _unreachable(wire, url, exc)
         if upstream.status_code != 200:
             try:
                 content = await upstream.aread()
             finally:
                 await upstream.aclose()
+                exchange.done()
             return Response(
                 content,
                 status_code=upstream.status_code,
@@ -444,6 +482,7 @@ class _Proxy:
                         return
             finally:
                 await current.aclose()
+                exchange.done()
 
         return StreamingResponse(
             events(),
@@ -466,6 +505,13 @@ class _Exchange:
     client_items: list[Any]  # with the earlier hidden round-trips put back
     recovery: frozenset[str]
     extra: dict[str, str]
+    finished: bool = False
+
+    def done(self) -> None:
+        """The exchange is over (once): its conversation may be closed to make room."""
+        if not self.finished and self.conversation is not None:
+            self.conversation.done()
+        self.finished = True
 
 
 def _unreachable(wire: Wire, url: str, exc: Exception) -> JSONResponse:

@@ -151,6 +151,15 @@ class Wire:
             return None  # the provider holds the earlier part: nothing here to condense
         return items
 
+    def has_reply(self, history: Sequence[Any]) -> bool:
+        """Whether the history holds a model's reply yet (before, there is nothing to
+        condense: a one-shot request gets no session)."""
+        return any(
+            item.get("role") == "assistant"
+            or item.get("type") in ("function_call", "reasoning", "function_call_output")
+            for item in history
+        )
+
     def system(self, body: dict[str, Any], history: Sequence[Any]) -> Any:
         if self.system_key is not None:
             return body.get(self.system_key)
