@@ -477,6 +477,34 @@ def test_streams_pass_through_as_they_arrive(tmp_path: Path) -> None:
     assert raw == b"".join(part for _, part in openai_stream(["a", "b", "c"]).chunks)
 
 
+def test_a_stream_event_the_proxy_cannot_read_goes_on_unchanged(tmp_path: Path) -> None:
+    odd = [
+        (0.0, b'event: message_start\ndata: {"type": "message_start", "message": {}}\n\n'),
+        (0.0, b'event: content_block_start\ndata: {"type": "content_block_start"}\n\n'),
+        (0.0, b"event: ping\ndata: not json\n\n"),
+        (0.0, b'event: message_stop\ndata: {"type": "message_stop"}\n\n'),
+    ]
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "stream": True,
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "again"},
+        ],
+    }
+    with (
+        LoopbackLLMServer() as upstream,
+        RunningProxy(settings(upstream, tmp_path)) as px,
+        httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http,
+    ):
+        upstream.queue(Reply(chunks=odd))
+        got = http.post("/v1/messages", json=body)
+    assert got.status_code == 200
+    assert got.content == b"".join(part for _, part in odd)
+
+
 def test_client_cache_control_markers_survive_where_their_messages_do(tmp_path: Path) -> None:
     script = Script(turns=3, query_prompt=None)
     model = WireModel("messages", lambda body: script)

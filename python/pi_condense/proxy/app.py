@@ -457,12 +457,34 @@ class _Proxy:
                 for round_ in range(rounds + 1):
                     stream = wire.stream(exchange.recovery, stream)
                     splitter = SseSplitter()
+                    blind = False  # an event the watch cannot read: the rest goes on as is
                     async for chunk in current.aiter_bytes():
+                        if blind:
+                            yield chunk
+                            continue
                         for event in splitter.feed(chunk):
-                            for out in stream.feed(event):
+                            if blind:
+                                yield event.raw
+                                continue
+                            try:
+                                outs = stream.feed(event)
+                            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                                log.warning(
+                                    "pi-condense proxy: a stream event it cannot read (%s): "
+                                    "the rest of the stream goes on unwatched",
+                                    type(exc).__name__,
+                                )
+                                blind = True
+                                outs = [*stream.held, event.raw]
+                                stream.held, stream.holding = [], False
+                            for out in outs:
                                 yield out
                     rest = splitter.rest()
                     await current.aclose()
+                    if blind:
+                        if rest:
+                            yield rest
+                        return
                     if not stream.holding or not stream.hidden() or round_ == rounds:
                         for held in stream.held:
                             yield held
