@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -561,6 +562,41 @@ def test_client_mode_adds_no_tools_and_passes_recovery_calls_on(tmp_path: Path) 
                 agent.prompt("task 2")
     assert model.violations == []
     assert all(QUERY not in json.dumps(body["tools"]) for body in model.bodies)
+
+
+def test_cli_refuses_a_taken_port_and_a_wrong_mode_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        busy = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pi_condense.cli",
+                "proxy",
+                "--port",
+                port,
+                "--sessions",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    wrong = subprocess.run(
+        [sys.executable, "-m", "pi_condense.cli", "proxy", "--recovery", "maybe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert busy.returncode == 2
+    assert busy.stderr.startswith(f"pi-condense: cannot listen on 127.0.0.1:{port}: ")
+    assert "Traceback" not in busy.stderr
+    assert wrong.returncode == 2
+    assert (
+        wrong.stderr.strip() == 'pi-condense: --recovery must be "proxy" or "client", not \'maybe\''
+    )
 
 
 def test_importing_the_package_loads_no_http_stack(tmp_path: Path) -> None:
