@@ -549,6 +549,41 @@ def test_client_cache_control_markers_survive_where_their_messages_do(tmp_path: 
     assert chars(model.requests[-1:]) < 0.5 * len(json.dumps(agent.history))
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_reply_mixing_recovery_and_client_calls_goes_to_the_client_unchanged(
+    tmp_path: Path, stream: bool
+) -> None:
+    calls = [
+        {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": QUERY, "arguments": "{}"}},
+    ]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    reply = Reply(
+        body=json.dumps({"id": "c", "object": "chat.completion", "choices": [choice]}).encode()
+    )
+    if stream:
+        reply = chat_stream(reply)
+    body = {
+        "model": "m",
+        "stream": stream,
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "read it"},
+        ],
+    }
+    with (
+        LoopbackLLMServer() as upstream,
+        RunningProxy(settings(upstream, tmp_path)) as px,
+        httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http,
+    ):
+        upstream.queue(reply)
+        got = http.post("/v1/chat/completions", json=body)
+    assert len(upstream.requests) == 1  # the proxy answered nothing itself
+    assert got.content == (b"".join(c for _, c in reply.chunks) if stream else reply.body)
+
+
 def test_client_mode_adds_no_tools_and_passes_recovery_calls_on(tmp_path: Path) -> None:
     script = Script(turns=3, query_prompt=2)
     model = WireModel("chat", lambda body: script)
