@@ -27,6 +27,7 @@ from _llm_servers import (
     Reply,
     anthropic_error,
     openai_error,
+    openai_response,
     openai_stream,
 )
 from _proxy import RunningProxy
@@ -364,6 +365,35 @@ def test_an_explicit_header_names_the_session(tmp_path: Path) -> None:
     assert find_session(sessions, sid) is not None
     assert [p.name.endswith(f"_{sid}.jsonl") for p in session_files(sessions)] == [True]
     assert "x-pi-condense-session" not in json.dumps([r.headers for r in upstream.requests])
+
+
+def test_a_session_id_header_is_used_as_it_is_and_keeps_to_its_format(tmp_path: Path) -> None:
+    sid = "0b5e8a52-8d7e-4c41-9a43-5f1f6f2c1a7e"
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "again"},
+    ]
+    with (
+        LoopbackLLMServer() as upstream,
+        RunningProxy(settings(upstream, tmp_path)) as px,
+        httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http,
+    ):
+        upstream.queue(openai_response("ok"))
+        headers = {"x-pi-condense-session": sid}
+        chat = http.post(
+            "/v1/chat/completions", json={"model": "m", "messages": history}, headers=headers
+        )
+        other = http.post(
+            "/v1/messages",
+            json={"model": "m", "max_tokens": 8, "messages": history},
+            headers=headers,
+        )
+    assert chat.headers["x-pi-condense-session-id"] == sid
+    assert find_session(tmp_path, sid) is not None
+    assert other.status_code == 400
+    assert "openai-chat conversation, not anthropic-messages" in other.json()["error"]["message"]
+    assert len(upstream.requests) == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)
