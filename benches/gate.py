@@ -53,9 +53,9 @@ CPU timer counts them all) compare a request through ``pi-condense proxy`` with 
 request through a pass-through proxy on the same stack, and the first byte of a stream
 through the proxy with the first byte straight from the loopback upstream (which answers at
 once: a real model's seconds to its first token are not in the baseline, so this ratio is
-the proxy's worst case). On 2026-12-07 (the 2-core VM, loaded) two runs measured proxy-1k
-0.88-0.95, proxy-10k 3.8-4.6, proxy-ttfb 5.1-7.3 (1k) and 8.9-10.3 (10k); the bounds are
-about twice that.
+the proxy's worst case). On 2026-12-07 (the 2-core VM, loaded) three runs measured proxy-1k
+0.86-0.95, proxy-10k 3.8-4.7, proxy-ttfb 5.1-7.3 (1k) and 8.9-11.8 (10k); the bounds are
+about twice the worst.
 The start-up pair (``bench_cli.py``) runs both as subprocesses, timed by the children's CPU
 time. The hook pairs hand each hook a history rebuilt as new objects before every round (the
 cold path most frameworks take) and divide by serializing that history: ``orjson.dumps`` for

@@ -85,7 +85,7 @@ class ProxySettings:
 
     openai_base_url: str = "https://api.openai.com/v1"
     anthropic_base_url: str = "https://api.anthropic.com/v1"
-    sessions_dir: Optional[Path] = None
+    sessions_dir: Union[str, os.PathLike[str], None] = None
     recovery: str = "proxy"
     config: Union[Config, Mapping[str, Any], None] = None
     summarizer: Any = None
