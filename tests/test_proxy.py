@@ -614,6 +614,39 @@ def test_a_reply_mixing_recovery_and_client_calls_goes_to_the_client_unchanged(
     assert got.content == (b"".join(c for _, c in reply.chunks) if stream else reply.body)
 
 
+def test_hidden_round_trips_stop_at_the_limit(tmp_path: Path) -> None:
+    """A model that asks again and again: after max_hidden_rounds answers the next reply goes
+    to the client as it is."""
+    call = {"id": "q", "type": "function", "function": {"name": QUERY, "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    reply = Reply(body=json.dumps({"id": "c", "choices": [choice]}).encode())
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "look it up"},
+        ],
+    }
+    with (
+        LoopbackLLMServer() as upstream,
+        RunningProxy(settings(upstream, tmp_path, max_hidden_rounds=2)) as px,
+        httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http,
+    ):
+        upstream.queue(reply, reply, reply)
+        got = http.post("/v1/chat/completions", json=body)
+    assert len(upstream.requests) == 3
+    assert got.content == reply.body
+    # the two answered round-trips are in the third request, paired
+    assert [m["role"] for m in upstream.requests[2].body["messages"][-4:]] == [
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+
+
 def test_client_mode_adds_no_tools_and_passes_recovery_calls_on(tmp_path: Path) -> None:
     script = Script(turns=3, query_prompt=2)
     model = WireModel("chat", lambda body: script)
