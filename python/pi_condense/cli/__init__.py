@@ -59,6 +59,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "tree": ("tree_cmd", "tree_command"),
     "flush": ("flush_cmd", "flush_command"),
     "report": ("report_cmd", "report_command"),
+    "proxy": ("proxy_cmd", "proxy_command"),
     "session": ("session_cmd", "session_app"),
     "recover": ("tools_cmd", "recover_app"),
     "corpus": ("corpus_cmd", "corpus_app"),
