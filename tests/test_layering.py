@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrations", ("integrations",)),
     ("report", ("condense_report", "report")),
     ("corpus", ("corpus",)),
-    ("servers", ("mcp",)),
+    ("servers", ("mcp", "proxy")),
     ("cli", ("cli", "__init__", "__main__")),
 )
 """The layers, lowest first; each names the modules and packages (relative to ``pi_condense``;

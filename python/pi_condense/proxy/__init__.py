@@ -14,8 +14,9 @@ The HTTP stack (Starlette, uvicorn, httpx: the ``proxy`` extra) is imported when
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_names
 from .sessions import (
     ENV_PROXY_SESSIONS,
     SESSION_HEADER,
@@ -44,9 +45,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("create_app", "ProxySettings"):
-        from . import app
+_HOME = {"create_app": "app", "ProxySettings": "app"}
 
-        return getattr(app, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, globals(), _HOME, frozenset(_HOME.values()))

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from .._fs.atomic import write_atomic
 from ..config import Config
 from ..errors import CondenseError
-from ..fsio import write_atomic
 from ..js import time as jstime
 from ..live import LiveDriver
 from ..session import SessionFile
