@@ -34,8 +34,11 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, islice
+from itertools import count as counting
+from operator import eq, is_, not_
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
@@ -279,29 +282,40 @@ def _has_tool_calls(message: Mapping[str, Any]) -> bool:
     return not is_final_assistant(message)
 
 
+def _first_false(flags: Iterator[Any], start: int, stop: int) -> int:
+    """The index (counting from ``start``) of the first falsy flag, else ``stop``; the
+    iterator chain runs in C and stops at the first falsy flag."""
+    return next(compress(counting(start), map(not_, flags)), stop)
+
+
 def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """The length of the common prefix of two item lists (identity, else equality)."""
+    """The length of the common prefix of two item lists (identity, else equality).
+
+    Identity first, then ``==`` from the first item that is another object (a host that
+    rebuilds its history hands over equal copies): both loops run in C, so a 10k-item
+    prefix costs about one deep comparison of the items, with no Python frame per item."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n:
-        x, y = a[i], b[i]
-        if x is not y:
-            try:
-                if not bool(x == y):
+    i = _identical_items(a, b)
+    if i == n:
+        return n
+    try:
+        return _first_false(map(eq, islice(a, i, n), islice(b, i, n)), i, n)
+    except Exception:  # an item whose == raises: compare one at a time, stop there
+        while i < n:
+            x, y = a[i], b[i]
+            if x is not y:
+                try:
+                    if not bool(x == y):
+                        break
+                except Exception:
                     break
-            except Exception:
-                break
-        i += 1
-    return i
+            i += 1
+        return i
 
 
 def _identical_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     """The length of the common prefix of two item lists (the very same objects)."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] is b[i]:
-        i += 1
-    return i
+    return _first_false(map(is_, a, b), 0, min(len(a), len(b)))
 
 
 def _units_within(units: Sequence[Unit], count: int, limit: int) -> int:
@@ -327,10 +341,27 @@ class _Known:
 
 @dataclass
 class _Origin:
-    """The host items one unit was decoded from, and the stored messages it made."""
+    """Where the host items one unit was decoded from lie in the latest history
+    (``items[start:stop]``: positions, not objects, so a history handed over again as equal
+    copies needs no rebinding), and the stored messages the unit made."""
 
-    items: tuple[Any, ...]
+    start: int
+    stop: int
     group: list[dict[str, Any]]
+
+
+@dataclass
+class _Encoded:
+    """The previous call's encode, to assemble the next one from when nothing it depends on
+    changed: the render's messages and their origins (compared by equality and identity),
+    and the output as positions into ``items + made`` (``items``: the history of that call,
+    ``made``: the host items the codec made)."""
+
+    layout: tuple[int, int, int, int]
+    rendered: list[Any]
+    origins: list[Optional[_Origin]]
+    made: list[Any]
+    at: list[int]
 
 
 @dataclass
@@ -458,6 +489,8 @@ class LiveDriver(Generic[H]):
         self._last_out: Optional[list[Any]] = None
         # (a written-back history a call was given, the raw history it stood for)
         self._given: Optional[tuple[list[Any], list[Any]]] = None
+        self._epoch = 0  # bumped whenever units, origins or the stored messages change
+        self._encoded: Optional[_Encoded] = None
 
     def _new_condenser(self) -> Condenser:
         explicit, fallback = _summarizers(self._summarizer)
@@ -470,6 +503,8 @@ class LiveDriver(Generic[H]):
             context_usage=self._context_usage,
             notify=self._notify,
             spill_paths=self._spill_paths,
+            # the driver's messages are its own copies, never changed in place once stored
+            frozen_messages=True,
         )
 
     def _settle(self, items: list[Any]) -> None:
@@ -662,6 +697,7 @@ class LiveDriver(Generic[H]):
         self._raw = []
         self._known = []
         self._origin = {}
+        self._epoch += 1
         self._last_ts = 0
         messages = self._session.build_context().messages
         # the context holds copies: pair its host messages with the branch's message entries
@@ -796,17 +832,11 @@ class LiveDriver(Generic[H]):
         (only what differs from the previous call's items is decoded again)."""
         same = _same_items(items, self._prev_items)
         units = self._prev_units
-        keep = 0
-        lo, hi = 0, len(units)
-        while lo < hi:  # the number of previous units lying wholly within the shared prefix
-            mid = (lo + hi) // 2
-            if units[mid].stop <= same:
-                lo = mid + 1
-            else:
-                hi = mid
-        keep = lo
+        keep = _units_within(units, same, len(units))
         start = units[keep - 1].stop if keep else 0
         fresh = self.codec.decode(items, start)
+        if keep < len(units) or fresh:
+            self._epoch += 1
         del units[keep:]
         del self._host_counts[keep + 1 :]
         count = self._host_counts[-1]
@@ -841,11 +871,7 @@ class LiveDriver(Generic[H]):
         self._start()
         given = items
         items = self._unwrite(items)
-        previous = self._prev_items
         units, keep = self._decode(items)
-        # units kept because their items are equal, not identical, to the previous call's
-        # are bound to the caller's new objects: those are what an untouched message returns
-        rebind = _units_within(units, _identical_items(items, previous), keep)
         # the previous call's host messages are the session's first ones: start after them
         shared = min(self._host_counts[keep], len(self._known))
         fresh = [m for u in units[keep:] for m in unit_messages(u.message)]
@@ -877,16 +903,19 @@ class LiveDriver(Generic[H]):
         if any(m.get("role") == "user" for m in new[:last_user]):
             # whole earlier runs at once (a conversation the driver joins late): take them in
             # as Pi does a session it opens, then let the next turn flush what is recoverable
-            self._adopt(new[:last_user])
-            new = new[last_user:]
-            if self._condenser.config.enabled and self._condenser.capture_pending():
-                await self._guard("flush", self._condenser.flush_now)
+            with self._session.deferred_sync():  # one fsync for the lot, not one an entry
+                self._adopt(new[:last_user])
+                new = new[last_user:]
+                if self._condenser.config.enabled and self._condenser.capture_pending():
+                    await self._guard("flush", self._condenser.flush_now)
         for bare in new:
             await self._take(bare)
+        # the units kept from the previous call keep their origins: an origin is a position in
+        # the latest history, and those positions hold the same (or equal) items
         if forked:
-            self._bind(items, units, 0, 0)
+            self._bind(units, 0, 0)
         else:
-            self._bind(items, units, rebind, min(self._host_counts[rebind], len(known)))
+            self._bind(units, keep, shared)
         return units
 
     def _recognise_restart(self, fresh: list[dict[str, Any]]) -> Optional[tuple[list[Any], int]]:
@@ -972,7 +1001,7 @@ class LiveDriver(Generic[H]):
                 return None
         return None
 
-    def _bind(self, items: list[Any], units: list[Unit], first: int, position: int) -> None:
+    def _bind(self, units: list[Unit], first: int, position: int) -> None:
         """Remember which host items each stored message came from (units from ``first`` on,
         whose first message is stored message ``position``)."""
         known = self._known
@@ -981,7 +1010,8 @@ class LiveDriver(Generic[H]):
             if not n:
                 continue
             group = [k.message for k in known[position : position + n]]
-            origin = _Origin(tuple(items[unit.start : unit.stop]), group)
+            origin = _Origin(unit.start, unit.stop, group)
+            self._epoch += 1
             for message in group:
                 self._origin[id(message)] = origin
             position += n
@@ -1014,6 +1044,36 @@ class LiveDriver(Generic[H]):
             return list(out)
 
     def _encode(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
+        """Host items for the render's output: assembled from the previous call's encode
+        when the history's layout and the render are the same (equal messages, the same
+        origins), else encoded afresh (and remembered)."""
+        items = self._prev_items
+        rendered = list(rendered)
+        layout = (self._epoch, len(items), len(units), len(self._known))
+        origins = list(map(self._origin.get, map(id, rendered)))
+        last = self._encoded
+        if (
+            last is not None
+            and last.layout == layout
+            and len(last.rendered) == len(rendered)
+            and _identical_items(last.origins, origins) == len(origins)
+            and _same_items(last.rendered, rendered) == len(rendered)
+        ):
+            return list(map((items + last.made).__getitem__, last.at))
+        out = self._encode_afresh(rendered, units)
+        where = dict(zip(map(id, items), range(len(items)), strict=True))
+        made: list[Any] = []
+        at: list[int] = []
+        for item in out:
+            index = where.get(id(item))
+            if index is None:
+                index = len(items) + len(made)
+                made.append(item)
+            at.append(index)
+        self._encoded = _Encoded(layout, rendered, origins, made, at)
+        return out
+
+    def _encode_afresh(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
         items = self._prev_items
         position = {id(k.message): i for i, k in enumerate(self._known)}
         # host-only items (system prompts, ...) stay before the host message that followed them
@@ -1042,7 +1102,7 @@ class LiveDriver(Generic[H]):
             if origin is None:
                 outs.append(Out(message, ()))
             elif len(origin.group) == 1:
-                outs.append(Out(message, origin.items))
+                outs.append(Out(message, tuple(items[origin.start : origin.stop])))
             else:
                 n = len(origin.group)
                 whole = origin.group[0] is message and all(
@@ -1050,7 +1110,7 @@ class LiveDriver(Generic[H]):
                     for k in range(n)
                 )
                 if whole:
-                    outs.append(Out(list(origin.group), origin.items))
+                    outs.append(Out(list(origin.group), tuple(items[origin.start : origin.stop])))
                     i += n - 1
                 else:
                     outs.append(Out(message, ()))
