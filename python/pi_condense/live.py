@@ -295,6 +295,12 @@ def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     rebuilds its history hands over equal copies): both loops run in C, so a 10k-item
     prefix costs about one deep comparison of the items, with no Python frame per item."""
     n = min(len(a), len(b))
+    try:
+        # the common case in one C call: list == compares by identity, then ==, item by item
+        if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):
+            return n
+    except Exception:
+        pass
     i = _identical_items(a, b)
     if i == n:
         return n
@@ -1048,14 +1054,18 @@ class LiveDriver(Generic[H]):
         when the history's layout and the render are the same (equal messages, the same
         origins), else encoded afresh (and remembered)."""
         items = self._prev_items
-        rendered = list(rendered)
         layout = (self._epoch, len(items), len(units), len(self._known))
-        origins = list(map(self._origin.get, map(id, rendered)))
         last = self._encoded
+        same = last is not None and last.layout == layout and len(last.rendered) == len(rendered)
+        # the same objects (a frozen render hands out its unchanged messages again): their
+        # origins are those of the previous call, as none was added or dropped (same epoch)
+        if same and last is not None and _identical_items(last.rendered, rendered) == len(rendered):
+            return list(map((items + last.made).__getitem__, last.at))
+        rendered = list(rendered)
+        origins = list(map(self._origin.get, map(id, rendered)))
         if (
-            last is not None
-            and last.layout == layout
-            and len(last.rendered) == len(rendered)
+            same
+            and last is not None
             and _identical_items(last.origins, origins) == len(origins)
             and _same_items(last.rendered, rendered) == len(rendered)
         ):
