@@ -45,13 +45,14 @@ views, four measured open 1.25-1.62 (1.33-1.75 before them). So the bounds of co
 cold-same went from 2.0 to 1.4 and open's from 2.5 to 2.2 (README, Performance, has the figures
 of the README's commit).
 
-The Agents SDK hook pairs (``bench_hook_call.py``, 2026-12-07, this machine, one run):
-``hook-trim`` 0.38 and ``hook-same`` 0.33 meet their targets with room, so their bounds are the
-targets; ``hook-agents`` measured 2.70 (target 2.0: most of it is comparing the fresh copy
-with the previous call's items, about 1.5x ``orjson.dumps`` of them on its own), ``hook-chat``
-4.2 and ``hook-anthropic`` 5.8 (their hooks first walk every message for SDK objects), and
-``late-join`` 76 (the join summarizes the whole backlog at once, 4,000 tool outputs with the
-offline summarizer: the decode, the storing and the render are a small part of it).
+The Agents SDK hook pairs (``bench_hook_call.py``, 2026-12-07, this machine, two runs, the
+second with another job running): ``hook-trim`` 0.35-0.38 and ``hook-same`` 0.33-0.69 meet
+their targets, so their bounds are the targets; ``hook-agents`` measured 2.03-2.70 (target
+2.0: most of it is comparing the fresh copy with the previous call's items, about 1.5x
+``orjson.dumps`` of them on its own), ``hook-chat`` 4.2 and ``hook-anthropic`` 5.8 (their hooks
+first walk every message for SDK objects), and ``late-join`` 76-83 (the join summarizes the
+whole backlog at once, 4,000 tool outputs with the offline summarizer: the decode, the storing
+and the render are a small part of it).
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
