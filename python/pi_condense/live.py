@@ -34,14 +34,12 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, islice
-from itertools import count as counting
-from operator import eq, is_, not_
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
+from . import _core
 from .adapters.base import Codec, Out, Unit, unit_messages
 from .capture import is_final_assistant
 from .condenser import Condenser
@@ -282,46 +280,40 @@ def _has_tool_calls(message: Mapping[str, Any]) -> bool:
     return not is_final_assistant(message)
 
 
-def _first_false(flags: Iterator[Any], start: int, stop: int) -> int:
-    """The index (counting from ``start``) of the first falsy flag, else ``stop``; the
-    iterator chain runs in C and stops at the first falsy flag."""
-    return next(compress(counting(start), map(not_, flags)), stop)
-
-
 def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     """The length of the common prefix of two item lists (identity, else equality).
 
-    Identity first, then ``==`` from the first item that is another object (a host that
-    rebuilds its history hands over equal copies): both loops run in C, so a 10k-item
-    prefix costs about one deep comparison of the items, with no Python frame per item."""
+    Native (``_core.list_prefix``): identity first, then ``==`` from the first item that is
+    another object (a host that rebuilds its history hands over equal copies), with no Python
+    frame per item; a 10k-item prefix of equal copies costs one deep comparison of the items."""
+    if type(a) is list and type(b) is list:
+        try:
+            return _core.list_prefix(a, b, equal=True)
+        except Exception:  # an item whose == raises: compare one at a time, stop there
+            pass
     n = min(len(a), len(b))
-    try:
-        # the common case in one C call: list == compares by identity, then ==, item by item
-        if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):
-            return n
-    except Exception:
-        pass
-    i = _identical_items(a, b)
-    if i == n:
-        return n
-    try:
-        return _first_false(map(eq, islice(a, i, n), islice(b, i, n)), i, n)
-    except Exception:  # an item whose == raises: compare one at a time, stop there
-        while i < n:
-            x, y = a[i], b[i]
-            if x is not y:
-                try:
-                    if not bool(x == y):
-                        break
-                except Exception:
+    i = 0
+    while i < n:
+        x, y = a[i], b[i]
+        if x is not y:
+            try:
+                if not bool(x == y):
                     break
-            i += 1
-        return i
+            except Exception:
+                break
+        i += 1
+    return i
 
 
 def _identical_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     """The length of the common prefix of two item lists (the very same objects)."""
-    return _first_false(map(is_, a, b), 0, min(len(a), len(b)))
+    if type(a) is list and type(b) is list:
+        return _core.list_prefix(a, b)
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] is b[i]:
+        i += 1
+    return i
 
 
 def _units_within(units: Sequence[Unit], count: int, limit: int) -> int:
