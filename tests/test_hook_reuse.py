@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytest
 
 from pi_condense.integrations.anthropic_messages import MessagesCondenser
+from pi_condense.integrations.langchain import CondenseMiddleware
 from pi_condense.integrations.openai_agents import CondenseFilter
 from pi_condense.integrations.openai_chat import ChatCondenser
 
@@ -82,16 +83,32 @@ def anthropic_steps(prompt: int, turns: int) -> Iterator[list[dict[str, Any]]]:
     yield [{"role": "assistant", "content": [{"type": "text", "text": f"done {prompt}"}]}]
 
 
-Steps = Callable[[int, int], Iterator[list[dict[str, Any]]]]
+def langchain_steps(prompt: int, turns: int) -> Iterator[list[Any]]:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    yield [HumanMessage(content=f"task {prompt}")]
+    for turn in range(turns):
+        call_id = f"call_{prompt}_{turn}"
+        call = {"name": "read", "args": {"path": f"f{prompt}_{turn}"}, "id": call_id}
+        yield [
+            AIMessage(content="", tool_calls=[call]),
+            ToolMessage(content=text(prompt, turn), tool_call_id=call_id),
+        ]
+    yield [AIMessage(content=f"done {prompt}")]
+
+
+Steps = Callable[[int, int], Iterator[list[Any]]]
 HOOKS: dict[str, tuple[type[Any], Steps, str]] = {
     "agents": (CondenseFilter, responses_steps, "CondenseFilter"),
     "chat": (ChatCondenser, chat_steps, "ChatCondenser"),
     "anthropic": (MessagesCondenser, anthropic_steps, "MessagesCondenser"),
+    "langchain": (CondenseMiddleware, langchain_steps, "CondenseMiddleware"),
 }
 MODULES = {
     "agents": "pi_condense.integrations.openai_agents",
     "chat": "pi_condense.integrations.openai_chat",
     "anthropic": "pi_condense.integrations.anthropic_messages",
+    "langchain": "pi_condense.integrations.langchain",
 }
 
 # the new process: a hook on each session copy, handed that call's history; one JSON line out
@@ -99,13 +116,17 @@ NEW_PROCESS = """
 import json, sys, warnings, importlib
 warnings.simplefilter("ignore")
 module, name, listing = sys.argv[1:4]
+if name == "CondenseMiddleware":
+    from langchain_core.messages import messages_from_dict as load, messages_to_dict as dump
+else:
+    load = dump = lambda items: items
 hook_type = getattr(importlib.import_module(module), name)
 for line in open(listing):
     session, history = json.loads(line)
     hook = hook_type(session=session)
-    out = hook.condense(json.load(open(history)))
+    out = hook.condense(load(json.load(open(history))))
     hook.close()
-    print(json.dumps(out, sort_keys=False))
+    print(json.dumps(dump(out)))
 """
 
 
@@ -125,8 +146,8 @@ class Recorder:
         session = self.directory / f"s{n}.jsonl"
         history = self.directory / f"h{n}.json"
         shutil.copyfile(self.hook.session.path, session)
-        history.write_text(json.dumps(handed))
-        self.sent.append(json.dumps(out))
+        history.write_text(json.dumps(plain(handed)))
+        self.sent.append(json.dumps(plain(out)))
         self.listing.append([os.fspath(session), os.fspath(history)])
         return out
 
@@ -145,8 +166,26 @@ class Recorder:
         return done.stdout.splitlines()
 
 
-def is_output(item: dict[str, Any]) -> bool:
-    """A tool output item: of the Responses, chat or Anthropic format."""
+def user(kind: str, content: str) -> Any:
+    """A user message of the hook's format."""
+    if kind == "langchain":
+        from langchain_core.messages import HumanMessage
+
+        return HumanMessage(content=content)
+    return {"role": "user", "content": content}
+
+
+def role(item: Any) -> Any:
+    """The role of a dict message, or of a LangChain message (``ai``: assistant)."""
+    if isinstance(item, dict):
+        return item.get("role")
+    return {"ai": "assistant", "human": "user", "tool": "tool"}.get(item.type)
+
+
+def is_output(item: Any) -> bool:
+    """A tool output item: of the Responses, chat or Anthropic format, or a LangChain one."""
+    if not isinstance(item, dict):
+        return bool(item.type == "tool")
     content = item.get("content")
     return (
         item.get("type") == "function_call_output"
@@ -155,9 +194,11 @@ def is_output(item: dict[str, Any]) -> bool:
     )
 
 
-def edit(item: dict[str, Any]) -> None:
+def edit(item: Any) -> None:
     """Change a tool output in place."""
-    if "output" in item:
+    if not isinstance(item, dict):
+        item.content += "\nedited"
+    elif "output" in item:
         item["output"] += "\nedited"
     elif isinstance(item["content"], str):
         item["content"] += "\nedited"
@@ -165,8 +206,22 @@ def edit(item: dict[str, Any]) -> None:
         item["content"][0]["content"] += "\nedited"
 
 
+def plain(items: list[Any]) -> list[Any]:
+    """The items as JSON-shaped data (LangChain messages by ``messages_to_dict``)."""
+    if items and not isinstance(items[0], dict):
+        from langchain_core.messages import messages_to_dict
+
+        return messages_to_dict(items)
+    return items
+
+
 def fresh(items: list[Any]) -> list[Any]:
-    copied: list[Any] = json.loads(json.dumps(items))
+    """A new copy of the history, as the Agents SDK builds its input before every call."""
+    copied: list[Any] = json.loads(json.dumps(plain(items)))
+    if items and not isinstance(items[0], dict):
+        from langchain_core.messages import messages_from_dict
+
+        return messages_from_dict(copied)
     return copied
 
 
@@ -181,7 +236,7 @@ def test_reused_state_gives_the_requests_of_a_new_process(tmp_path: Path, kind: 
     for prompt in range(5):
         for step in steps(prompt, 3):
             history.extend(step)
-            if step[-1].get("role") == "assistant" and prompt < 4:
+            if role(step[-1]) == "assistant" and prompt < 4:
                 continue  # the final reply is seen with the next prompt
             recorder.call(handed_as[calls % 3](history))
             recorder.call(handed_as[(calls + 1) % 3](history))  # nothing new
@@ -197,7 +252,7 @@ def test_reused_state_gives_the_requests_of_a_new_process(tmp_path: Path, kind: 
         history[first_output],
         history[first_output - 1],
     )
-    history.append({"role": "user", "content": "after a swap"})
+    history.append(user(kind, "after a swap"))
     recorder.call(list(history))
     recorder.call(history)
     # an object handed over must not change in place afterwards (it is compared by identity):
@@ -207,7 +262,7 @@ def test_reused_state_gives_the_requests_of_a_new_process(tmp_path: Path, kind: 
     recorder.call(fresh(history))
     recorder.call(fresh(history))
     del history[first_output + 6]
-    history.append({"role": "user", "content": "after a removal"})
+    history.append(user(kind, "after a removal"))
     recorder.call(history)
     recorder.call(fresh(history))
     assert hook.stats.rebuilds >= rebuilds + 3, "the edits were seen as a new branch"
@@ -220,13 +275,13 @@ def test_reused_state_gives_the_requests_of_a_new_process(tmp_path: Path, kind: 
 def test_a_late_join_makes_the_request_of_a_new_process(tmp_path: Path, kind: str) -> None:
     hook_type, steps, _ = HOOKS[kind]
     history = [item for prompt in range(8) for step in steps(prompt, 3) for item in step]
-    history.append({"role": "user", "content": "and now?"})
+    history.append(user(kind, "and now?"))
     hook = hook_type(session=tmp_path / "late.jsonl", clock=Clock())
     recorder = Recorder(tmp_path, kind, hook)
     first = recorder.call(history)
     recorder.call(fresh(history))
     assert hook.stats.adopted > 0
-    assert "ref `" in json.dumps(first)
+    assert "ref `" in json.dumps(plain(first))
     hook.close()
     assert recorder.replayed() == recorder.sent
 
