@@ -8,7 +8,8 @@ import re
 import threading
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional, Union, cast
 
@@ -103,6 +104,8 @@ class SessionFile(EntryIndex):
     _foreign_prune: int
     _failed_appends: list[str]
     _warned_fork: bool
+    _defer_sync: int  # > 0: inside deferred_sync(), appends are written but not yet fsynced
+    _unsynced: bool
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -148,6 +151,8 @@ class SessionFile(EntryIndex):
         session._linear_context = None
         session._failed_appends = []
         session._warned_fork = False
+        session._defer_sync = 0
+        session._unsynced = False
         return session
 
     @classmethod
@@ -700,6 +705,33 @@ class SessionFile(EntryIndex):
         bytes that reached the file): a command that appends checks it to exit non-zero."""
         return list(self._failed_appends)
 
+    @contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Appends inside the block are written at once (whole lines, under the lock, as
+        always) but made durable with one ``fsync`` when the block ends, not one each: for
+        taking in many entries at a time (a live hook joining a long conversation late).
+        A process killed inside the block loses nothing it wrote; a power cut may lose the
+        block's lines."""
+        with self._mutex:
+            self._defer_sync += 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._defer_sync -= 1
+                if not self._defer_sync and self._unsynced and self._path is not None:
+                    self._unsynced = False
+                    try:
+                        fd = self._open(os.O_RDONLY)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                    except OSError as exc:
+                        raise SessionError(
+                            f"{self._path}: cannot sync the appended entries: {exc.strerror or exc}"
+                        ) from exc
+
     def _append(self, fields: dict[str, Any], *, follow_tip: bool = True) -> str:
         with self._mutex:
             if self._path is None:
@@ -740,7 +772,9 @@ class SessionFile(EntryIndex):
         if fd is not None:
             assert self._path is not None
             try:
-                start = append_whole(fd, payload, self._path)
+                deferred = self._defer_sync > 0
+                start = append_whole(fd, payload, self._path, sync=not deferred)
+                self._unsynced = self._unsynced or deferred
             except AppendFailed as failed:
                 undo = f" ({failed.undo})" if failed.undo else " (nothing was written)"
                 raise SessionError(

@@ -182,11 +182,12 @@ class AppendFailed(Exception):
 _BLANK = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))
 
 
-def append_whole(fd: int, data: bytes, name: str) -> int:
-    """Append ``data`` (whole lines) to ``fd`` (opened with ``O_APPEND``) and fsync it;
-    returns the offset it starts at. All or nothing: if a write or the fsync fails (ENOSPC,
-    EFBIG, EIO, ...), the bytes of ``data`` that reached the file are overwritten in place
-    with spaces before :class:`AppendFailed` is raised.
+def append_whole(fd: int, data: bytes, name: str, *, sync: bool = True) -> int:
+    """Append ``data`` (whole lines) to ``fd`` (opened with ``O_APPEND``) and fsync it
+    (``sync=False``: the caller fsyncs later); returns the offset it starts at. All or
+    nothing: if a write or the fsync fails (ENOSPC, EFBIG, EIO, ...), the bytes of ``data``
+    that reached the file are overwritten in place with spaces before :class:`AppendFailed`
+    is raised.
 
     Blanking in place, and not truncating back, because the other writer (Pi) appends without
     our lock: a line it appended after our fragment, or in the moment between checking the
@@ -209,7 +210,8 @@ def append_whole(fd: int, data: bytes, name: str) -> int:
         if last[0] + last[2] - first[0] != len(data):
             # Another writer appended between two parts of ours: the line is split.
             raise OSError(errno.EIO, "another writer's line landed inside ours")
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         return first[0]
     except OSError as exc:
         raise AppendFailed(exc, _undo(fd, name, data, pieces)) from exc
