@@ -258,4 +258,4 @@ def _render(
     spill_paths: bool = True,
 ) -> _core.RenderOutcome:
     options = render_options(config, spill_paths=spill_paths)
-    return _core.render(messages, state.index, options, state.sizes, frozen)
+    return _core.render(messages, state.index, options, state.render_cache, frozen)

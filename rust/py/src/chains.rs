@@ -26,8 +26,7 @@ use crate::jsread::{
     self, anchor_custom_type, is_absent, js_id_bound as js_id, js_string, str_is_bound, text,
     timestamp_bound, truthy, Keys, K,
 };
-use crate::keys::keys_to_py;
-use crate::pyvalue::{js_str_of, str_of_js};
+use crate::pystr::{js_str_of, keys_to_py, str_of_js};
 use pi_condense_core::jsstr::{utf16_to_wtf8, JsBuf};
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};

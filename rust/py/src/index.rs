@@ -21,8 +21,7 @@ use pyo3::prelude::*;
 
 use crate::cpython::{prefetch, prefetch_body};
 use crate::jsread::{is_absent, js_number, js_string, str_is_bound, text as text_of};
-use crate::keys::{key_of, key_to_py, keys_to_py};
-use crate::pyvalue::{js_str_of, str_of_js};
+use crate::pystr::{js_str_of, key_of, key_to_py, keys_to_py, str_of_js};
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
@@ -497,7 +496,7 @@ fn read_chain(dict: &Bound<'_, PyDict>) -> PyResult<Option<ChainEntry>> {
     }))
 }
 
-/// The key forms of a sequence of ids or keys (see `keys::key_of`).
+/// The key forms of a sequence of ids or keys (see `pystr::key_of`).
 fn keys_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
     for item in seq.try_iter()? {
@@ -508,7 +507,7 @@ fn keys_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     Ok(out)
 }
 
-/// [`field`] of an id or key: a string in its key form (see `keys::key_of`).
+/// [`field`] of an id or key: a string in its key form (see `pystr::key_of`).
 fn key_field(dict: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<JsField> {
     match dict.get_item(key)? {
         Some(v) => key_field_of(&v),

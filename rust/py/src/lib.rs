@@ -41,7 +41,7 @@ pub mod jsread;
 mod keys;
 mod lists;
 mod load;
-mod pyvalue;
+mod pystr;
 mod render;
 mod size_memo;
 mod stamp;
@@ -58,7 +58,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     load::register(m)?;
     index::register(m)?;
     render::register(m)?;
-    size_memo::register(m)?;
     chains::register(m)?;
     lists::register(m)?;
     Ok(())
