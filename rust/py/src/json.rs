@@ -1107,13 +1107,20 @@ impl Measurer {
                 self.steps.push(Step::Value(item, 0));
             }
             let mut total = 0usize;
-            self.walk(py, &mut total, &mut lens, &mut |i| {
-                let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-                if item.is_null() {
-                    return Err(PyErr::fetch(py));
-                }
-                then(i, item)
-            }, rec)?;
+            self.walk(
+                py,
+                &mut total,
+                &mut lens,
+                &mut |i| {
+                    let item =
+                        ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+                    if item.is_null() {
+                        return Err(PyErr::fetch(py));
+                    }
+                    then(i, item)
+                },
+                rec,
+            )?;
             Ok(lens)
         }
     }

@@ -45,7 +45,6 @@ fn str_from_utf16<'py>(py: Python<'py>, units: &[u16]) -> PyResult<Bound<'py, Py
     Ok(decoded.downcast_into::<PyString>()?)
 }
 
-
 /// A parsed timestamp (always integral): a Python int, or float('inf').
 fn timestamp_to_py(py: Python<'_>, ts: f64) -> PyResult<PyObject> {
     if !ts.is_finite() {

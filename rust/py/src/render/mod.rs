@@ -181,10 +181,12 @@ fn render<'py>(
                 // and only read by the decision.
                 unsafe {
                     let items: Vec<Obj> = list_items(messages.as_ptr()).collect();
-                    guard
-                        .0
-                        .sizes
-                        .settle(&items, extracted.views, extracted.lent, Some(reader.needs));
+                    guard.0.sizes.settle(
+                        &items,
+                        extracted.views,
+                        extracted.lent,
+                        Some(reader.needs),
+                    );
                 }
             }
         }

@@ -498,13 +498,14 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     }
                     None => {
                         misses += 1;
-                        let (len, trail) = match len_recorded(&mut measurer, py, item, &mut trail_buffer) {
-                            Ok(measured) => measured,
-                            Err(err) => {
-                                failed = Some(err);
-                                break;
-                            }
-                        };
+                        let (len, trail) =
+                            match len_recorded(&mut measurer, py, item, &mut trail_buffer) {
+                                Ok(measured) => measured,
+                                Err(err) => {
+                                    failed = Some(err);
+                                    break;
+                                }
+                            };
                         lens.push(len);
                         let start = borrowed.borrow().len();
                         match read(i, item) {
