@@ -9,14 +9,14 @@
 
 use std::collections::HashSet;
 
-use pi_condense_core::chains::view::id_truthy;
+use pi_condense_core::chains::view::{id_truthy, is_synthetic_text};
 use pi_condense_core::chains::{
     self as core, AssistantContent, BodyError, BodyRecord, CallView, ChainLog, ChainMsg, MsgBody,
     Read, Sourced,
 };
 use pi_condense_core::jsnum::format_number;
 use pi_condense_core::jsstr::JsStr;
-use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher, ToolRule};
+use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, Role, Ts};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -33,9 +33,6 @@ use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
 use crate::render::PyRenderOptions;
-
-/// The marker of a synthetic chain message.
-const SYNTHETIC_PREFIX: &str = "<compressed-chain";
 
 /// `dict[key] ?? ...`: present and not `null`.
 fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
@@ -121,15 +118,13 @@ impl Protection<'_> {
 
 // ----- extract -----
 
-/// `text.trimStart().startsWith("<compressed-chain")` (the text is read in place when
-/// CPython holds its UTF-8, and never copied then).
-fn is_synthetic_text(text: &Bound<'_, PyString>) -> PyResult<bool> {
+/// `chains::view::is_synthetic_text` of a str (the text is read in place when CPython holds
+/// its UTF-8, and never copied then).
+fn is_synthetic_str(text: &Bound<'_, PyString>) -> PyResult<bool> {
     // SAFETY: `text` is a live str and the GIL is held; the borrowed text is used before
     // `text` is let go, and nothing here runs Python code.
     let head = unsafe { jsread::str_text(text.py(), text.as_ptr(), false) };
-    Ok(head
-        .trim_start_matches(is_js_whitespace)
-        .starts_with(SYNTHETIC_PREFIX))
+    Ok(is_synthetic_text(&head))
 }
 
 /// A synthetic chain message: string content, or a first text block, holding the marker.
@@ -138,7 +133,7 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
         return Ok(false);
     };
     if let Ok(s) = content.downcast::<PyString>() {
-        return is_synthetic_text(s);
+        return is_synthetic_str(s);
     }
     let Ok(list) = content.downcast::<PyList>() else {
         return Ok(false);
@@ -154,7 +149,7 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
     }
     match keys.get_bound(first.as_any(), K::Text) {
         Some(t) => match t.downcast::<PyString>() {
-            Ok(t) => is_synthetic_text(t),
+            Ok(t) => is_synthetic_str(t),
             Err(_) => Ok(false),
         },
         None => Ok(false),
