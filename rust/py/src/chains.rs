@@ -19,6 +19,7 @@ use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, Role, Ts};
+use pi_condense_core::view::{tool_result_text_blocks, NullBlock, ResultBlock};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -286,8 +287,8 @@ fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
 
 // ----- apply -----
 
-/// The text of a toolResult: a marker line per image block, then its `type: "text"` blocks,
-/// joined with `"\n"` (the original text objects; `""` when content is not an array).
+/// The text of a toolResult (`view::tool_result_text_blocks`, a null block throws): the
+/// original text objects; `""` when content is not an array.
 fn tool_result_text<'py>(
     keys: &Keys<'py>,
     msg: &Bound<'py, PyDict>,
@@ -299,26 +300,23 @@ fn tool_result_text<'py>(
     else {
         return Ok(PyString::new(py, "").into_any());
     };
+    let items: Vec<Bound<'py, PyAny>> = list.iter().collect();
+    let kinds = items.iter().map(|item| result_block(keys, item));
+    let Ok(blocks) = tool_result_text_blocks(kinds, NullBlock::Throw) else {
+        return Err(PyTypeError::new_err(
+            "toolResult content holds a null block (the reference throws reading it)",
+        ));
+    };
     let parts = PyList::empty(py);
-    // One marker line per image block first (pi-condense 2.11.2), then the texts.
-    for item in list.iter() {
-        if let Some(marker) = jsread::image_marker(keys, &item)? {
-            parts.append(marker)?;
-        }
-    }
-    for item in list.iter() {
-        if item.is_none() || absent(&item) {
-            return Err(PyTypeError::new_err(
-                "toolResult content holds a null block (the reference throws reading it)",
-            ));
-        }
-        let Ok(block) = item.downcast::<PyDict>() else {
-            continue;
-        };
-        if !str_is_bound(keys.get_bound(block.as_any(), K::Kind).as_ref(), "text") {
+    for (at, kind) in blocks {
+        let Some(item) = items.get(at) else { continue };
+        if kind == ResultBlock::Image {
+            if let Some(marker) = jsread::image_marker(keys, item)? {
+                parts.append(marker)?;
+            }
             continue;
         }
-        match keys.get_bound(block.as_any(), K::Text) {
+        match keys.get_bound(item, K::Text) {
             None => parts.append("")?,
             Some(t) if t.is_none() => parts.append("")?,
             Some(t) if t.is_instance_of::<PyString>() => parts.append(t)?,
@@ -326,6 +324,24 @@ fn tool_result_text<'py>(
         }
     }
     PyString::new(py, "\n").call_method1(intern!(py, "join"), (parts,))
+}
+
+/// How a content block of a tool result reads for its text.
+fn result_block(keys: &Keys<'_>, item: &Bound<'_, PyAny>) -> ResultBlock {
+    if item.is_none() || absent(item) {
+        return ResultBlock::Nullish;
+    }
+    let Ok(block) = item.downcast::<PyDict>() else {
+        return ResultBlock::Other;
+    };
+    let kind = keys.get_bound(block.as_any(), K::Kind);
+    if str_is_bound(kind.as_ref(), "image") {
+        ResultBlock::Image
+    } else if str_is_bound(kind.as_ref(), "text") {
+        ResultBlock::Text
+    } else {
+        ResultBlock::Other
+    }
 }
 
 /// The detection message list as read, with its chains, for one compression run.

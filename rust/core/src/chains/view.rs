@@ -210,6 +210,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn synthetic_text_starts_with_the_marker_after_js_whitespace() {
+        assert!(is_synthetic_text("<compressed-chain id=\"b1\">"));
+        assert!(is_synthetic_text(" \n\t\u{feff}\u{3000}<compressed-chain"));
+        assert!(!is_synthetic_text("x<compressed-chain"));
+        assert!(!is_synthetic_text("<compressed-cha"));
+        assert!(!is_synthetic_text("\u{200b}<compressed-chain")); // not JS whitespace
+    }
+
+    #[test]
     fn truthiness_of_ids() {
         assert!(id_truthy(&JsId::str("a")));
         assert!(!id_truthy(&JsId::str("")));

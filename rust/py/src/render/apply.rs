@@ -6,6 +6,7 @@ use std::borrow::Cow;
 
 use pi_condense_core::index::{ChainEntry, JsField};
 use pi_condense_core::render::{self as core_render, Item, Piece, Text};
+use pi_condense_core::view::{tool_result_text_blocks, NullBlock, ResultBlock};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -103,50 +104,63 @@ impl<'py> Writer<'_, 'py> {
         })
     }
 
-    /// The text of a toolResult's `type: "text"` blocks joined with `"\n"`.
+    /// The text of a toolResult (`view::tool_result_text_blocks`; a null block was refused
+    /// by the decision, and is skipped here).
     fn tool_result_text(&self, i: usize, parts: &mut Vec<Part<'py>>) -> PyResult<()> {
         let py = self.py;
         let Some(content) = self.field(i, K::Content)? else {
             return Ok(());
         };
-        if !content.is_instance_of::<PyList>() {
+        let Ok(list) = content.downcast::<PyList>() else {
             return Ok(());
-        }
-        let mut first = true;
-        // One marker line per image block first (pi-condense 2.11.2), then the texts.
-        for item in content.downcast::<PyList>()?.iter() {
-            if let Some(marker) = image_marker(self.keys, &item)? {
-                if !first {
-                    parts.push(Part::Text(Cow::Borrowed("\n")));
-                }
-                first = false;
-                parts.push(Part::Text(Cow::Owned(marker)));
-            }
-        }
+        };
         // By index (a list subclass's `__iter__` is not called).
-        for item in content.downcast::<PyList>()?.iter() {
+        let items: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        let kinds = items.iter().map(|item| {
             if !item.is_instance_of::<PyDict>() {
-                continue;
+                return ResultBlock::Other;
             }
-            // SAFETY: `item` is a live dict (held by `content`) and the GIL is held.
-            let (kind, text) = unsafe {
+            // SAFETY: `item` is a live dict (held by `items`), its `type` held by it, and the
+            // GIL is held.
+            let (image, text) = unsafe {
                 let kind = self.keys.get(item.as_ptr(), K::Kind);
-                if !str_is(kind, "text") {
-                    continue;
-                }
-                let text = self.keys.get(item.as_ptr(), K::Text);
-                (kind, text.map(|t| Borrowed::from_ptr(py, t).to_owned()))
+                (str_is(kind, "image"), str_is(kind, "text"))
             };
-            let _ = kind;
+            match (image, text) {
+                (true, _) => ResultBlock::Image,
+                (_, true) => ResultBlock::Text,
+                _ => ResultBlock::Other,
+            }
+        });
+        let Ok(blocks) = tool_result_text_blocks(kinds, NullBlock::Skip) else {
+            return Ok(()); // `Skip` never throws
+        };
+        let mut first = true;
+        for (at, kind) in blocks {
+            let Some(item) = items.get(at) else { continue };
+            let part = if kind == ResultBlock::Image {
+                match image_marker(self.keys, item)? {
+                    Some(marker) => Some(Part::Text(Cow::Owned(marker))),
+                    None => continue,
+                }
+            } else {
+                // SAFETY: `item` is a live dict (held by `items`); the value is taken as a new
+                // reference before anything else runs.
+                let text = unsafe {
+                    self.keys
+                        .get(item.as_ptr(), K::Text)
+                        .map(|t| Borrowed::from_ptr(py, t).to_owned())
+                };
+                match text {
+                    Some(t) if !t.is_none() => Some(self.js_string_part(Some(t))?),
+                    _ => None,
+                }
+            };
             if !first {
                 parts.push(Part::Text(Cow::Borrowed("\n")));
             }
             first = false;
-            match text {
-                None => {}
-                Some(t) if t.is_none() => {}
-                Some(t) => parts.push(self.js_string_part(Some(t))?),
-            }
+            parts.extend(part);
         }
         Ok(())
     }
