@@ -13,8 +13,8 @@
 //!
 //! and [`prefetch_body`] reads one pointer of a dict or list as a cache hint.
 //!
-//! They are used only on interpreters whose layout is known - CPython 3.9-3.14 (3.11-3.14
-//! for dicts, whose combined table took its present form in 3.11), 64-bit,
+//! They are used only on interpreters whose layout is known - CPython 3.11-3.14 (the wheel's
+//! floor is 3.11; the checks below also know 3.9 and 3.10), 64-bit,
 //! with the GIL (free-threaded builds, PyPy, GraalPy and 32-bit builds are refused
 //! explicitly) - and only after reading back known objects correctly at import
 //! ([`init`]). Setting `PI_CONDENSE_LAYOUT=off` in the environment before the module is
@@ -31,7 +31,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyDictMethods, PyList, PyString};
 
-type Obj = *mut ffi::PyObject;
+/// A borrowed object pointer (the binding's one name for it; what keeps it alive is the
+/// borrow rule, `lib.rs`).
+pub type Obj = *mut ffi::PyObject;
 
 // Part of the stable ABI since 3.10 (the wheel's floor is 3.11), so pyo3's declaration is
 // the one to use. Windows still takes the PyUnicode_AsUTF8String path (json.rs), as before.

@@ -32,7 +32,7 @@ use pyo3::types::PyString;
 use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8, DictMembers};
 
 /// A borrowed reference to a Python object (owned by the container it was read from).
-pub type Obj = *mut ffi::PyObject;
+pub use crate::cpython::Obj;
 
 /// Deepest nesting `String(array)` follows (deeper arrays print as `""`).
 pub const MAX_JS_STRING_DEPTH: usize = 64;

@@ -45,7 +45,7 @@ use crate::json::Measurer;
 use trail::{len_each_recorded_then, len_recorded, release, same_tree, Recorded, Trail};
 use trail::{TAG_DICT, TAG_LEAF, TAG_LIST, TAG_MASK};
 
-type Obj = *mut ffi::PyObject;
+use crate::cpython::Obj;
 
 /// Messages of a render kept as anchors (module docs): evenly spread, the last one too.
 const ANCHORS: usize = 8;

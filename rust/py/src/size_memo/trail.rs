@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use crate::cpython::{list_items as list_slice, DictMembers};
 use crate::json::{Measurer, Recorder};
 
-type Obj = *mut ffi::PyObject;
+use crate::cpython::Obj;
 
 /// Deepest container nesting a remembered message may have.
 const MAX_DEPTH: usize = 128;
