@@ -60,7 +60,7 @@ def test_render_full(
     messages, state = pruned.messages, pruned.state
     result = benchmark(render, messages, state, vector_config)
     record(benchmark, "render", "subject", copies)
-    assert state.sizes.stats[0] > 0  # the rounds after the first reused remembered sizes
+    assert state.render_cache.stats[0] > 0  # the rounds after the first reused remembered sizes
     _check_full_render(result, messages, copies)
 
 
@@ -90,7 +90,7 @@ def test_render_full_cold(
     text = orjson.dumps(messages)
 
     def first_render() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        state.sizes.clear()
+        state.render_cache.clear()
         handed = orjson.loads(text) if objects == "new" else messages
         return (handed, state, vector_config), {}
 

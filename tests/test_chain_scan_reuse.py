@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +182,20 @@ def test_a_chain_open_at_the_cut_is_detected_again() -> None:
     assert second.chain_count == 2
     assert [c[1:3] for c in second.chains()] == [(0, 3), (4, 7)]
     assert outcome(second) == outcome(scan(copy.deepcopy(grown)))
+
+
+def test_extracted_result_text_is_image_markers_then_texts_and_a_null_block_throws() -> None:
+    messages = closed_chain(100, "c1")
+    messages[2]["content"] = [
+        {"type": "text", "text": "A"},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        "not a block",
+        {"type": "text", "text": None},
+        {"type": "text", "text": 7},
+    ]
+    [record] = scan(messages).extract(_core.Index(), 100.0, 103.0, [])
+    # The marker's digest: the 2.11.3 reference's (tests/test_render.py, same data).
+    assert record["resultText"] == "[image returned: image/png sha256:929e08d5]\nA\n\n7"
+    messages[2]["content"].append(None)
+    with pytest.raises(TypeError, match="null block"):
+        scan(messages).extract(_core.Index(), 100.0, 103.0, [])

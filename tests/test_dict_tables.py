@@ -108,7 +108,7 @@ def test_every_table_form_renders_as_its_json_copy(table: Callable[[dict[str, An
         assert res.pruned
         assert res.before_chars == json_len(plain)
         assert res.after_chars == json_len(res.messages)
-    state.sizes.clear()
+    state.render_cache.clear()
     assert_same_render(render(rebuilt, state, CONFIG), expected)
 
 

@@ -39,9 +39,9 @@ def assert_plain(messages: list, state: PrunerState) -> None:
 def test_a_frozen_render_of_untouched_objects_is_the_plain_render() -> None:
     messages, state = example()
     _warm(messages, state)
-    hits = state.sizes.stats[0]
+    hits = state.render_cache.stats[0]
     assert_plain(messages, state)
-    assert state.sizes.stats[0] == hits + len(messages)  # every message reused
+    assert state.render_cache.stats[0] == hits + len(messages)  # every message reused
 
 
 def test_a_growing_list_renders_as_without_the_promise() -> None:

@@ -98,14 +98,14 @@ def test_outputs_no_longer_asked_for_are_released() -> None:
     assert noop.messages is rest
     assert sys.getrefcount(stub) == held - 1
     assert new_messages(check(messages, state, STUBS), messages)[0] is not stub
-    state.sizes.clear()
+    state.render_cache.clear()
 
 
 def test_clear_releases_the_outputs() -> None:
     messages, state = history(4)
     stub = new_messages(check(messages, state, STUBS), messages)[0]
     held = sys.getrefcount(stub)
-    state.sizes.clear()
+    state.render_cache.clear()
     assert sys.getrefcount(stub) == held - 1
 
 

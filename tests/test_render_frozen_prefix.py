@@ -8,7 +8,7 @@ or a length of the wrong message fails. The module also runs under ``PYTHONMALLO
 
 The prefix serves the frozen renders that read the whole list; a frozen render that can
 resume from the previous one reads only the new messages (``test_render_resume``), so the
-states here are made with ``SizeMemo(resume=False)``.
+states here are made with ``RenderCache(resume=False)``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from _builders import assert_same_render, assistant, call, cfg, example, result, user
 from _debug_alloc import run_under_debug_allocator
 from pi_condense import jsjson
-from pi_condense._core import SizeMemo
+from pi_condense._core import RenderCache
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 
@@ -44,7 +44,7 @@ def turn(i: int) -> list[dict[str, Any]]:
 
 def history(turns: int) -> tuple[list[dict[str, Any]], PrunerState]:
     messages, state = example()
-    state.sizes = SizeMemo(resume=False)
+    state.render_cache = RenderCache(resume=False)
     for i in range(turns):
         messages += turn(i)
     return messages, state
@@ -68,14 +68,14 @@ def settled(messages: list[Any], state: PrunerState) -> None:
 def test_a_growing_history_is_lent_by_the_prefix() -> None:
     messages, state = history(20)
     settled(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
     for i in range(20, 26):
         messages += turn(i)
-        hits = state.sizes.stats[0]
+        hits = state.render_cache.stats[0]
         check(messages, state)
-        assert state.sizes.prefix == len(messages)
-        assert state.sizes.stats[0] == hits + len(messages) - 3  # the new turn was measured
-    assert len(state.sizes) == len(messages)
+        assert state.render_cache.prefix == len(messages)
+        assert state.render_cache.stats[0] == hits + len(messages) - 3  # the new turn was measured
+    assert len(state.render_cache) == len(messages)
 
 
 @pytest.mark.parametrize("where", [0, 1, 7, 30, -1])
@@ -90,7 +90,7 @@ def test_a_message_replaced_inside_the_prefix(where: int) -> None:
     messages[where] = replaced
     check(messages, state)
     check(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
 
 
 def test_inserted_and_removed_messages() -> None:
@@ -102,7 +102,7 @@ def test_inserted_and_removed_messages() -> None:
     check(messages, state)
     del messages[0]
     check(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
 
 
 def test_a_branch_switch_keeps_the_common_prefix_only() -> None:
@@ -111,10 +111,10 @@ def test_a_branch_switch_keeps_the_common_prefix_only() -> None:
     other = messages[:20] + [m for i in range(40, 45) for m in turn(i)]
     got = check(other, state)
     assert got.pruned
-    assert state.sizes.prefix == len(other)
+    assert state.render_cache.prefix == len(other)
     check(messages, state)
-    assert state.sizes.prefix == len(messages)
-    assert len(state.sizes) == len(messages)  # the other branch's messages were released
+    assert state.render_cache.prefix == len(messages)
+    assert len(state.render_cache) == len(messages)  # the other branch's messages were released
 
 
 def test_a_message_listed_twice() -> None:
@@ -123,21 +123,21 @@ def test_a_message_listed_twice() -> None:
     messages.insert(3, messages[10])
     for _ in range(5):
         check(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
 
 
 def test_a_plain_render_in_between_dissolves_the_prefix() -> None:
     messages, state = history(10)
     settled(messages, state)
-    assert state.sizes.prefix > 0
+    assert state.render_cache.prefix > 0
     plain = render(messages, state, CONFIG)
     assert plain.before_chars == jsjson.length(messages)
-    assert state.sizes.prefix == 0
-    assert len(state.sizes) == len(messages)  # back in the table, not lost
+    assert state.render_cache.prefix == 0
+    assert len(state.render_cache) == len(messages)  # back in the table, not lost
     messages += turn(50)
     check(messages, state)
     check(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
 
 
 def test_a_render_that_fails_after_borrowing() -> None:
@@ -150,7 +150,7 @@ def test_a_render_that_fails_after_borrowing() -> None:
     # The lent views were lost with the failed render; nothing stale is lent again.
     check(messages, state)
     check(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
 
 
 def test_another_state_of_needs_rebuilds_the_views() -> None:
@@ -167,11 +167,11 @@ def test_clear_gives_every_reference_back() -> None:
     probe = messages[7]
     before = sys.getrefcount(probe)
     settled(messages, state)
-    assert state.sizes.prefix == len(messages)
+    assert state.render_cache.prefix == len(messages)
     assert sys.getrefcount(probe) > before
-    state.sizes.clear()
-    assert state.sizes.prefix == 0
-    assert len(state.sizes) == 0
+    state.render_cache.clear()
+    assert state.render_cache.prefix == 0
+    assert len(state.render_cache) == 0
     assert sys.getrefcount(probe) == before
 
 

@@ -77,8 +77,8 @@ def test_repeated_no_op_renders_remember_nothing() -> None:
     for _ in range(3):
         assert render(messages, state, CONFIG).messages is messages
     # Nothing is measured, so no size is remembered (and no message held).
-    assert len(state.sizes) == 0
-    assert state.sizes.stats == (0, 0)
+    assert len(state.render_cache) == 0
+    assert state.render_cache.stats == (0, 0)
 
 
 def _fail_first_call(m: Messages) -> None:
@@ -266,6 +266,6 @@ def test_a_reference_substring_render_uses_the_memo_like_any_other() -> None:
     assert config.protected_tools_substring == "bash"
     first = render(messages, state, config)
     assert first.pruned
-    assert state.sizes.stats != (0, 0)
+    assert state.render_cache.stats != (0, 0)
     again = render(messages, state, config)
     assert_same_render(again, render(messages, state_with(record("r", 1, name="read")), config))

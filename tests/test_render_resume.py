@@ -67,7 +67,7 @@ def check(
 
 
 def stats(state: PrunerState) -> dict[str, int]:
-    return state.sizes.resume_stats
+    return state.render_cache.resume_stats
 
 
 def test_a_growing_history_is_resumed() -> None:
@@ -215,13 +215,13 @@ def test_clear_gives_every_reference_back() -> None:
     check(messages, state)
     check(messages, state)
     assert sys.getrefcount(probe) > before
-    state.sizes.clear()
+    state.render_cache.clear()
     assert sys.getrefcount(probe) == before
     got = check(messages, state)
     stub = next(m for m in got.messages if m not in messages)
     del got
     gc.collect()
-    state.sizes.clear()
+    state.render_cache.clear()
     assert sys.getrefcount(stub) == 2  # the local name and the argument
 
 

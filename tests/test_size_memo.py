@@ -43,15 +43,15 @@ def test_repeated_renders_reuse_every_length() -> None:
     first = render_checked(messages, state)
     # Objects never seen before are measured, not remembered: a host that hands over
     # fresh objects on every call pays nothing for the memo.
-    assert state.sizes.stats == (0, 4)
-    assert len(state.sizes) == 0
+    assert state.render_cache.stats == (0, 4)
+    assert len(state.render_cache) == 0
     render_checked(messages, state)  # the same objects again: now remembered
-    assert state.sizes.stats == (0, 8)
-    assert len(state.sizes) == 4
+    assert state.render_cache.stats == (0, 8)
+    assert len(state.render_cache) == 4
     for _ in range(3):
         again = render_checked(messages, state)
         assert (again.before_chars, again.after_chars) == (first.before_chars, first.after_chars)
-    assert state.sizes.stats == (12, 8)
+    assert state.render_cache.stats == (12, 8)
 
 
 def test_fresh_objects_on_every_call_are_never_remembered() -> None:
@@ -59,8 +59,8 @@ def test_fresh_objects_on_every_call_are_never_remembered() -> None:
     for _ in range(4):
         fresh = copy.deepcopy(messages)
         render_checked(fresh, state)
-        assert len(state.sizes) == 0
-    assert state.sizes.stats == (0, 16)
+        assert len(state.render_cache) == 0
+    assert state.render_cache.stats == (0, 16)
 
 
 def test_a_host_that_keeps_some_of_its_objects_is_remembered() -> None:
@@ -70,10 +70,10 @@ def test_a_host_that_keeps_some_of_its_objects_is_remembered() -> None:
     for _ in range(2):
         messages[0] = copy.deepcopy(messages[0])
         render_checked(messages, state)
-    assert len(state.sizes) == 4
+    assert len(state.render_cache) == 4
     messages[0] = copy.deepcopy(messages[0])
     render_checked(messages, state)
-    assert state.sizes.stats[0] == 3
+    assert state.render_cache.stats[0] == 3
 
 
 def test_the_anchors_of_a_fresh_objects_host_are_released() -> None:
@@ -161,11 +161,11 @@ MUTATIONS = [*SIZE_MUTATIONS, _rename_call, _retime_result, _change_role]
 def test_an_in_place_change_is_measured_again(mutate: Callable[[Messages], None]) -> None:
     messages, state = example()
     remember(messages, state)
-    hits, misses = state.sizes.stats
+    hits, misses = state.render_cache.stats
     mutate(messages)
     render_checked(messages, state)
     # Exactly one message changed: it is measured, the three others are reused.
-    assert state.sizes.stats == (hits + 3, misses + 1)
+    assert state.render_cache.stats == (hits + 3, misses + 1)
 
 
 def render_fresh(messages: Messages) -> RenderResult:
@@ -217,7 +217,7 @@ def test_messages_of_other_types_are_measured_every_time() -> None:
     messages[1]["usage"] = {"cost": (1, 2.5)}  # a tuple: not remembered
     remember(messages, state)
     render_checked(messages, state)
-    assert state.sizes.stats == (3, 9)
+    assert state.render_cache.stats == (3, 9)
     messages[1]["usage"]["cost"] = (1, 2.5, "three")
     render_checked(messages, state)
 
@@ -233,13 +233,13 @@ def test_the_memo_only_holds_the_messages_of_the_latest_list() -> None:
     others, _ = example()
     render(others, state, NO_CHAIN)
     assert sys.getrefcount(probe) == alone
-    assert len(state.sizes) == 0
+    assert len(state.render_cache) == 0
     render(others, state, NO_CHAIN)
-    assert len(state.sizes) == 4
+    assert len(state.render_cache) == 4
     render(messages, state, NO_CHAIN)
-    state.sizes.clear()
+    state.render_cache.clear()
     assert sys.getrefcount(probe) == alone
-    assert len(state.sizes) == 0
+    assert len(state.render_cache) == 0
 
 
 def test_a_message_listed_twice_is_counted_twice() -> None:
@@ -247,7 +247,7 @@ def test_a_message_listed_twice_is_counted_twice() -> None:
     messages.insert(1, messages[0])
     render_checked(messages, state)
     render_checked(messages, state)
-    assert len(state.sizes) == 4
+    assert len(state.render_cache) == 4
 
 
 def test_a_render_that_changes_nothing_still_reports_no_sizes() -> None:
@@ -256,7 +256,7 @@ def test_a_render_that_changes_nothing_still_reports_no_sizes() -> None:
     res = render([messages[0]], state, NO_CHAIN)
     assert (res.pruned, res.before_chars, res.after_chars) == (False, 0, 0)
     # The state can stub, so the list was measured ahead (and only it is remembered).
-    assert len(state.sizes) == 1
+    assert len(state.render_cache) == 1
 
 
 def test_a_value_that_cannot_be_measured_leaves_no_reference_behind() -> None:
@@ -269,7 +269,7 @@ def test_a_value_that_cannot_be_measured_leaves_no_reference_behind() -> None:
     with pytest.raises(TypeError):
         render(messages, state, NO_CHAIN)
     assert sys.getrefcount(probe) == alone
-    assert len(state.sizes) == 0
+    assert len(state.render_cache) == 0
     # Remembered first, then a message turns unmeasurable: the render fails, and only the
     # references of the messages remembered before stay.
     messages[2]["details"] = {"exitCode": 0}
@@ -287,12 +287,12 @@ def test_a_change_undone_is_still_reused() -> None:
     # the length is reused.
     messages, state = example()
     remember(messages, state)
-    hits, misses = state.sizes.stats
+    hits, misses = state.render_cache.stats
     api = messages[1]["api"]
     messages[1]["api"] = "other"
     messages[1]["api"] = api
     render_checked(messages, state)
-    assert state.sizes.stats == (hits + 4, misses)
+    assert state.render_cache.stats == (hits + 4, misses)
 
 
 def test_layout_features_report_the_layout_reads() -> None:
@@ -310,3 +310,23 @@ def test_layout_features_report_the_layout_reads() -> None:
     features = _core.layout_features()
     assert set(features) == {"ascii_text", "str_chars", "list_items", "prefetch", "dict_entries"}
     assert features == dict.fromkeys(features, known)
+
+
+def test_the_state_holds_one_render_cache_and_the_old_names_still_work() -> None:
+    """The sizes, outputs, result keys and resume point live in one ``RenderCache``; the
+    names from before (``PrunerState.sizes``, ``_core.SizeMemo``) still reach it."""
+    from pi_condense import _core
+
+    messages, state = example()
+    remember(messages, state)
+    cache = state.render_cache
+    assert isinstance(cache, _core.RenderCache)
+    assert len(cache) == 4  # the messages remembered
+    assert _core.SizeMemo is _core.RenderCache
+    with pytest.warns(DeprecationWarning, match="render_cache"):
+        assert state.sizes is cache
+    fresh = _core.SizeMemo(resume=False)
+    with pytest.warns(DeprecationWarning, match="render_cache"):
+        state.sizes = fresh
+    assert state.render_cache is fresh
+    assert not fresh.resuming

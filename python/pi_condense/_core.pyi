@@ -12,6 +12,7 @@ __all__ = [
     "Index",
     "IndexedEntries",
     "ProtectedMatcher",
+    "RenderCache",
     "RenderOptions",
     "RenderOutcome",
     "SizeMemo",
@@ -223,7 +224,7 @@ def render(
     messages: list[_Any],
     index: Index,
     options: RenderOptions,
-    sizes: SizeMemo | None = None,
+    sizes: RenderCache | None = None,
     frozen: bool = False,
     supersede: SupersedeState | None = None,
 ) -> RenderOutcome: ...
@@ -241,11 +242,11 @@ class SupersedeState:
     @property
     def activated(self) -> list[str]: ...
 
-# --- size memo (rust/py/src/size_memo.rs) ---
+# --- render cache (rust/py/src/render/cache.rs; sizes: rust/py/src/size_memo/) ---
 
 @_final
-class SizeMemo:
-    def __new__(cls, *, resume: bool = True) -> SizeMemo: ...
+class RenderCache:
+    def __new__(cls, *, resume: bool = True) -> RenderCache: ...
     def __len__(self) -> int: ...
     @property
     def stats(self) -> tuple[int, int]: ...
@@ -256,6 +257,9 @@ class SizeMemo:
     @property
     def resume_stats(self) -> dict[str, int]: ...
     def clear(self) -> None: ...
+
+# The cache's name before it held more than sizes (deprecated).
+SizeMemo = RenderCache
 
 # --- chains (rust/py/src/chains.rs) ---
 

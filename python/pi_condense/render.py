@@ -267,4 +267,4 @@ def _render(
     supersede: Optional[SupersedeState] = None,
 ) -> RenderOutcome:
     options = render_options(config, spill_paths=spill_paths)
-    return native_render(messages, state.index, options, state.sizes, frozen, supersede)
+    return native_render(messages, state.index, options, state.render_cache, frozen, supersede)

@@ -19,10 +19,11 @@ string). The record bodies themselves are never converted.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, TypedDict, Union
 
-from ._core import Index, SizeMemo
+from ._core import Index, RenderCache
 from .js.values import ABSENT
 from .session import SessionFile
 
@@ -128,7 +129,7 @@ class PrunerState:
     the caller's job.
     """
 
-    __slots__ = ("frontier", "index", "sizes", "stats")
+    __slots__ = ("frontier", "index", "render_cache", "stats")
 
     def __init__(
         self,
@@ -142,10 +143,30 @@ class PrunerState:
         """The prune frontier in effect, or None."""
         self.stats: Stats = stats if stats is not None else normalize_stats(None)
         """Cumulative summarizer stats (the replayed totals are also the cost baseline)."""
-        self.sizes: SizeMemo = SizeMemo()
-        """JSON lengths of the messages last rendered against this state, reused by the next
-        render for every message whose objects are unchanged (exact: see README
-        "Performance"). It holds references to those messages until the next render."""
+        self.render_cache: RenderCache = RenderCache()
+        """What the last render against this state leaves to the next: the JSON lengths of its
+        messages, reused for every message whose objects are unchanged (exact: see README
+        "Performance"), its new messages, and where a frozen render resumes. It holds
+        references to those messages until the next render."""
+
+    @property
+    def sizes(self) -> RenderCache:
+        """Deprecated name of :attr:`render_cache`."""
+        warnings.warn(
+            "PrunerState.sizes is deprecated: use PrunerState.render_cache",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.render_cache
+
+    @sizes.setter
+    def sizes(self, cache: RenderCache) -> None:
+        warnings.warn(
+            "PrunerState.sizes is deprecated: use PrunerState.render_cache",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.render_cache = cache
 
     @classmethod
     def from_branch(cls, entries: Iterable[Mapping[str, Any]]) -> PrunerState:

@@ -41,8 +41,6 @@ def lower_floor_by_calls(state: SupersedeState, calls: Iterable[Mapping[str, Any
     state.lower_floor(earliest(c.get("resultTimestamp") for c in calls))
 
 
-def lower_floor_by_chains(
-    state: SupersedeState, entries: Iterable[Mapping[str, Any]]
-) -> None:
+def lower_floor_by_chains(state: SupersedeState, entries: Iterable[Mapping[str, Any]]) -> None:
     """``lowerFloor(earliestChainStart(entries))`` for appended ``context-prune-chain`` data."""
     state.lower_floor(earliest(e.get("startUserTimestamp") for e in entries))

@@ -395,6 +395,50 @@ pub fn call_id<S>(block: &Block<S>) -> Option<&JsIdOf<S>> {
     }
 }
 
+/// A content block of a tool result, as its text reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultBlock {
+    /// `null` / `undefined`: reading its `type` throws.
+    Nullish,
+    /// An object whose `type` is `"image"`: a marker line (`[image returned: ...]`).
+    Image,
+    /// An object whose `type` is `"text"`: its `text` (`""` when nullish, else `String(text)`).
+    Text,
+    /// Anything else: no part of the text.
+    Other,
+}
+
+/// What a nullish content block does to a tool result's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NullBlock {
+    /// The text throws (the chain scan reads the reference's `block.type` of every block).
+    Throw,
+    /// The block is skipped (the render's decision already threw for such a message; a
+    /// capture reads `block?.type`).
+    Skip,
+}
+
+/// The blocks a tool result's text is made of, by position in `content`: a marker line per
+/// image block first, in block order, then the text blocks (pi-condense 2.11.2); the text is
+/// their parts joined with `"\n"`.
+pub fn tool_result_text_blocks(
+    blocks: impl IntoIterator<Item = ResultBlock>,
+    null_block: NullBlock,
+) -> Result<Vec<(usize, ResultBlock)>, Throw> {
+    let mut images = Vec::new();
+    let mut texts = Vec::new();
+    for (at, block) in blocks.into_iter().enumerate() {
+        match block {
+            ResultBlock::Nullish if null_block == NullBlock::Throw => return Err(Throw),
+            ResultBlock::Image => images.push((at, block)),
+            ResultBlock::Text => texts.push((at, block)),
+            ResultBlock::Nullish | ResultBlock::Other => {}
+        }
+    }
+    images.extend(texts);
+    Ok(images)
+}
+
 /// Parses `^<compressed-chain id="([^"]+)"` (the synthetic chain message marker).
 pub fn synthetic_block_id(text: &str) -> Option<&str> {
     let rest = text.strip_prefix("<compressed-chain id=\"")?;
@@ -408,6 +452,21 @@ pub fn synthetic_block_id(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_results_text_is_its_image_markers_then_its_text_blocks() {
+        use ResultBlock::{Image, Nullish, Other, Text};
+        let blocks = [Text, Other, Image, Text, Nullish, Image];
+        assert_eq!(
+            tool_result_text_blocks(blocks, NullBlock::Skip),
+            Ok(vec![(2, Image), (5, Image), (0, Text), (3, Text)])
+        );
+        assert_eq!(
+            tool_result_text_blocks(blocks, NullBlock::Throw),
+            Err(Throw)
+        );
+        assert_eq!(tool_result_text_blocks([], NullBlock::Throw), Ok(vec![]));
+    }
 
     #[test]
     fn synthetic_marker_needs_a_non_empty_quoted_id_at_the_start() {

@@ -9,16 +9,17 @@
 
 use std::collections::HashSet;
 
-use pi_condense_core::chains::view::id_truthy;
+use pi_condense_core::chains::view::{id_truthy, is_synthetic_text};
 use pi_condense_core::chains::{
     self as core, AssistantContent, BodyError, BodyRecord, CallView, ChainLog, ChainMsg, MsgBody,
     Read, Sourced,
 };
 use pi_condense_core::jsnum::format_number;
 use pi_condense_core::jsstr::JsStr;
-use pi_condense_core::keys::{is_js_whitespace, ProtectedMatcher, ToolRule};
+use pi_condense_core::keys::ProtectedMatcher;
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, Role, Ts};
+use pi_condense_core::view::{tool_result_text_blocks, NullBlock, ResultBlock};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -26,17 +27,14 @@ use crate::jsread::{
     self, anchor_custom_type, is_absent, js_id_bound as js_id, js_string, str_is_bound, text,
     timestamp_bound, truthy, Keys, K,
 };
-use crate::keys::keys_to_py;
-use crate::pyvalue::{js_str_of, str_of_js};
+use crate::protect::matcher_protects;
+use crate::pystr::{js_str_of, keys_to_py, str_of_js};
 use pi_condense_core::jsstr::{utf16_to_wtf8, JsBuf};
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::index::PyIndex;
 use crate::render::PyRenderOptions;
-
-/// The marker of a synthetic chain message.
-const SYNTHETIC_PREFIX: &str = "<compressed-chain";
 
 /// `dict[key] ?? ...`: present and not `null`.
 fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
@@ -103,45 +101,15 @@ impl Protection<'_> {
     }
 }
 
-/// `isProtected(name, args, cfg)` by the compiled rule alone (no predicate): the tool name,
-/// then `args.path` against the globs.
-pub(crate) fn matcher_protects(
-    matcher: &ProtectedMatcher,
-    keys: &Keys<'_>,
-    name: Option<&Bound<'_, PyAny>>,
-    args: Option<&Bound<'_, PyAny>>,
-) -> PyResult<bool> {
-    let path = args_path(keys, args)?;
-    let check = |name: Option<&str>| -> bool {
-        match &path {
-            Some(p) => matcher.is_protected(name, Some(&text(p))),
-            None => matcher.is_protected(name, None),
-        }
-    };
-    match matcher.rule() {
-        // `raw.includes(toolName)` converts the name with `String()`.
-        ToolRule::Substring(_) => {
-            let name = js_string(name)?.to_utf16();
-            Ok(matcher.is_protected_tool_utf16(&name) || check(None))
-        }
-        ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
-            Some(name) => Ok(check(Some(&text(name)))),
-            None => Ok(check(None)),
-        },
-    }
-}
-
 // ----- extract -----
 
-/// `text.trimStart().startsWith("<compressed-chain")` (the text is read in place when
-/// CPython holds its UTF-8, and never copied then).
-fn is_synthetic_text(text: &Bound<'_, PyString>) -> PyResult<bool> {
+/// `chains::view::is_synthetic_text` of a str (the text is read in place when CPython holds
+/// its UTF-8, and never copied then).
+fn is_synthetic_str(text: &Bound<'_, PyString>) -> PyResult<bool> {
     // SAFETY: `text` is a live str and the GIL is held; the borrowed text is used before
     // `text` is let go, and nothing here runs Python code.
     let head = unsafe { jsread::str_text(text.py(), text.as_ptr(), false) };
-    Ok(head
-        .trim_start_matches(is_js_whitespace)
-        .starts_with(SYNTHETIC_PREFIX))
+    Ok(is_synthetic_text(&head))
 }
 
 /// A synthetic chain message: string content, or a first text block, holding the marker.
@@ -150,7 +118,7 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
         return Ok(false);
     };
     if let Ok(s) = content.downcast::<PyString>() {
-        return is_synthetic_text(s);
+        return is_synthetic_str(s);
     }
     let Ok(list) = content.downcast::<PyList>() else {
         return Ok(false);
@@ -166,24 +134,11 @@ fn is_synthetic(keys: &Keys<'_>, content: Option<&Bound<'_, PyAny>>) -> PyResult
     }
     match keys.get_bound(first.as_any(), K::Text) {
         Some(t) => match t.downcast::<PyString>() {
-            Ok(t) => is_synthetic_text(t),
+            Ok(t) => is_synthetic_str(t),
             Err(_) => Ok(false),
         },
         None => Ok(false),
     }
-}
-
-/// `(args ?? ...)?.path` when it is a string.
-fn args_path<'py>(
-    keys: &Keys<'py>,
-    args: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Option<Bound<'py, PyString>>> {
-    let Some(args) = args.and_then(|a| a.downcast::<PyDict>().ok()) else {
-        return Ok(None);
-    };
-    Ok(keys
-        .get_bound(args.as_any(), K::Path)
-        .and_then(|p| p.downcast_into::<PyString>().ok()))
 }
 
 fn assistant_content(
@@ -303,8 +258,8 @@ fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
 
 // ----- apply -----
 
-/// The text of a toolResult: a marker line per image block, then its `type: "text"` blocks,
-/// joined with `"\n"` (the original text objects; `""` when content is not an array).
+/// The text of a toolResult (`view::tool_result_text_blocks`, a null block throws): the
+/// original text objects; `""` when content is not an array.
 fn tool_result_text<'py>(
     keys: &Keys<'py>,
     msg: &Bound<'py, PyDict>,
@@ -316,26 +271,23 @@ fn tool_result_text<'py>(
     else {
         return Ok(PyString::new(py, "").into_any());
     };
+    let items: Vec<Bound<'py, PyAny>> = list.iter().collect();
+    let kinds = items.iter().map(|item| result_block(keys, item));
+    let Ok(blocks) = tool_result_text_blocks(kinds, NullBlock::Throw) else {
+        return Err(PyTypeError::new_err(
+            "toolResult content holds a null block (the reference throws reading it)",
+        ));
+    };
     let parts = PyList::empty(py);
-    // One marker line per image block first (pi-condense 2.11.2), then the texts.
-    for item in list.iter() {
-        if let Some(marker) = jsread::image_marker(keys, &item)? {
-            parts.append(marker)?;
-        }
-    }
-    for item in list.iter() {
-        if item.is_none() || absent(&item) {
-            return Err(PyTypeError::new_err(
-                "toolResult content holds a null block (the reference throws reading it)",
-            ));
-        }
-        let Ok(block) = item.downcast::<PyDict>() else {
-            continue;
-        };
-        if !str_is_bound(keys.get_bound(block.as_any(), K::Kind).as_ref(), "text") {
+    for (at, kind) in blocks {
+        let Some(item) = items.get(at) else { continue };
+        if kind == ResultBlock::Image {
+            if let Some(marker) = jsread::image_marker(keys, item)? {
+                parts.append(marker)?;
+            }
             continue;
         }
-        match keys.get_bound(block.as_any(), K::Text) {
+        match keys.get_bound(item, K::Text) {
             None => parts.append("")?,
             Some(t) if t.is_none() => parts.append("")?,
             Some(t) if t.is_instance_of::<PyString>() => parts.append(t)?,
@@ -343,6 +295,24 @@ fn tool_result_text<'py>(
         }
     }
     PyString::new(py, "\n").call_method1(intern!(py, "join"), (parts,))
+}
+
+/// How a content block of a tool result reads for its text.
+fn result_block(keys: &Keys<'_>, item: &Bound<'_, PyAny>) -> ResultBlock {
+    if item.is_none() || absent(item) {
+        return ResultBlock::Nullish;
+    }
+    let Ok(block) = item.downcast::<PyDict>() else {
+        return ResultBlock::Other;
+    };
+    let kind = keys.get_bound(block.as_any(), K::Kind);
+    if str_is_bound(kind.as_ref(), "image") {
+        ResultBlock::Image
+    } else if str_is_bound(kind.as_ref(), "text") {
+        ResultBlock::Text
+    } else {
+        ResultBlock::Other
+    }
 }
 
 /// The detection message list as read, with its chains, for one compression run.

@@ -13,8 +13,8 @@
 //!
 //! and [`prefetch_body`] reads one pointer of a dict or list as a cache hint.
 //!
-//! They are used only on interpreters whose layout is known - CPython 3.9-3.14 (3.11-3.14
-//! for dicts, whose combined table took its present form in 3.11), 64-bit,
+//! They are used only on interpreters whose layout is known - CPython 3.11-3.14 (the wheel's
+//! floor is 3.11; the checks below also know 3.9 and 3.10), 64-bit,
 //! with the GIL (free-threaded builds, PyPy, GraalPy and 32-bit builds are refused
 //! explicitly) - and only after reading back known objects correctly at import
 //! ([`init`]). Setting `PI_CONDENSE_LAYOUT=off` in the environment before the module is
@@ -23,6 +23,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::multiple_unsafe_ops_per_block)]
 
 use std::ptr::addr_of_mut;
 use std::sync::OnceLock;
@@ -31,7 +32,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyDictMethods, PyList, PyString};
 
-type Obj = *mut ffi::PyObject;
+/// A borrowed object pointer (the binding's one name for it; what keeps it alive is the
+/// borrow rule, `lib.rs`).
+pub type Obj = *mut ffi::PyObject;
 
 // Part of the stable ABI since 3.10 (the wheel's floor is 3.11), so pyo3's declaration is
 // the one to use. Windows still takes the PyUnicode_AsUTF8String path (json.rs), as before.
@@ -69,6 +72,32 @@ const LIST_ITEMS_AT: usize = 24;
 /// `PyDictObject.ma_keys` and `PyListObject.ob_item`, in pointer-sized words.
 const DICT_KEYS_WORD: usize = 4;
 const LIST_ITEMS_WORD: usize = 3;
+/// The `T` stored `offset` bytes into the memory at `base` (read unaligned).
+///
+/// # Safety
+/// The `size_of::<T>()` bytes at `base + offset` must lie inside one live allocation (an
+/// object, or memory it owns, kept alive by its owner), and the GIL be held.
+#[inline(always)]
+unsafe fn read_at<T>(base: *const u8, offset: usize) -> T {
+    // SAFETY: `base + offset` is inside the allocation (the contract).
+    let at = unsafe { base.add(offset) };
+    // SAFETY: so are the `size_of::<T>()` bytes from there (the contract).
+    unsafe { at.cast::<T>().read_unaligned() }
+}
+
+/// The `len` bytes at `offset` into the memory at `base`, borrowed for `'a`.
+///
+/// # Safety
+/// Those bytes must lie inside one allocation that stays alive and unchanged for `'a` (an
+/// immutable str, kept alive by the call's owned root: the borrow rule, `lib.rs`).
+#[inline(always)]
+unsafe fn bytes_at<'a>(base: *const u8, offset: usize, len: usize) -> &'a [u8] {
+    // SAFETY: `base + offset` is inside the allocation (the contract).
+    let at = unsafe { base.add(offset) };
+    // SAFETY: `len` bytes from there are inside it, alive and unchanged for `'a`.
+    unsafe { std::slice::from_raw_parts(at, len) }
+}
+
 /// `PyDictObject.ma_keys` and `.ma_values` (null: a combined table), and in the keys object
 /// (`PyDictKeysObject`) `dk_log2_index_bytes`, `dk_kind`, `dk_nentries` and `dk_indices`,
 /// after which the entries follow (64-bit CPython 3.11-3.14 with the GIL).
@@ -173,28 +202,23 @@ fn ascii_layout_reads_back(py: Python<'_>, ascii_data: usize) -> bool {
             let obj = PyString::new(py, sample);
             let ptr = obj.as_ptr().cast::<u8>();
             // SAFETY: `obj` is alive (owned here) and the GIL held; a str of this CPython
-            // version is larger than the header words read, and a compact ASCII one holds
-            // `length + 1` bytes at `ascii_data` (read only once the state says so).
-            unsafe {
-                str_header(ascii_data, obj.as_ptr()).is_some_and(|(state, length)| {
-                    state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
-                        && length == sample.len()
-                        && std::slice::from_raw_parts(ptr.add(ascii_data), sample.len() + 1)
-                            == [sample.as_bytes(), &[0]].concat().as_slice()
-                })
-            }
+            // version is larger than the header words read.
+            let header = unsafe { str_header(ascii_data, obj.as_ptr()) };
+            header.is_some_and(|(state, length)| {
+                state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
+                    && length == sample.len()
+                    // SAFETY: a compact ASCII str (its state says so) of this length holds
+                    // `length + 1` bytes at `ascii_data`; `obj` (owned here) keeps them.
+                    && unsafe { bytes_at(ptr, ascii_data, sample.len() + 1) }
+                        == [sample.as_bytes(), &[0]].concat().as_slice()
+            })
         });
     ascii
         && ["\u{e9}", "\u{100}", "\u{1f600}"].iter().all(|sample| {
             let obj = PyString::new(py, sample);
-            // SAFETY: as above (the state word is inside every str's header).
-            let state = unsafe {
-                obj.as_ptr()
-                    .cast::<u8>()
-                    .add(STR_STATE_AT)
-                    .cast::<u32>()
-                    .read_unaligned()
-            };
+            // SAFETY: as above (the state word is inside every str's header; `obj` is owned
+            // here).
+            let state: u32 = unsafe { read_at(obj.as_ptr().cast::<u8>(), STR_STATE_AT) };
             state & STR_COMPACT_ASCII != STR_COMPACT_ASCII
         })
 }
@@ -215,26 +239,31 @@ fn compact_layout_reads_back(py: Python<'_>, compact_data: usize) -> bool {
         let ptr = obj.as_ptr().cast::<u8>();
         let chars: Vec<u32> = sample.chars().map(u32::from).chain([0]).collect();
         // SAFETY: `obj` is alive (owned here) and the GIL held; the header words read are
-        // inside every str of this CPython version, and the code points are read (length + 1
-        // of them, `width` bytes each) only once the state says the str is compact, not ASCII
-        // and of that width, and the length read back as the sample's.
-        unsafe {
-            let Some((state, length)) = str_header(compact_data, obj.as_ptr()) else {
-                return false;
-            };
-            if state & STR_COMPACT_ASCII != STR_COMPACT
-                || (state >> STR_KIND_SHIFT) & STR_KIND_MASK != width
-                || length != chars.len() - 1
-            {
-                return false;
-            }
-            let data = ptr.add(compact_data);
-            chars.iter().enumerate().all(|(i, &c)| match width {
-                1 => u32::from(data.add(i).read()) == c,
-                2 => u32::from(data.cast::<u16>().add(i).read_unaligned()) == c,
-                _ => data.cast::<u32>().add(i).read_unaligned() == c,
-            })
+        // inside every str of this CPython version.
+        let Some((state, length)) = (unsafe { str_header(compact_data, obj.as_ptr()) }) else {
+            return false;
+        };
+        if state & STR_COMPACT_ASCII != STR_COMPACT
+            || (state >> STR_KIND_SHIFT) & STR_KIND_MASK != width
+            || length != chars.len() - 1
+        {
+            return false;
         }
+        // The code points are read (length + 1 of them, `width` bytes each) only now that the
+        // state says the str is compact, not ASCII and of that width, and the length read
+        // back as the sample's; `obj` (owned here) keeps them.
+        chars.iter().enumerate().all(|(i, &c)| {
+            let at = compact_data + i * width as usize;
+            let read = match width {
+                // SAFETY: code point `i` of a 1-byte str (see above).
+                1 => u32::from(unsafe { read_at::<u8>(ptr, at) }),
+                // SAFETY: code point `i` of a 2-byte str (see above).
+                2 => u32::from(unsafe { read_at::<u16>(ptr, at) }),
+                // SAFETY: code point `i` of a 4-byte str (see above).
+                _ => unsafe { read_at::<u32>(ptr, at) },
+            };
+            read == c
+        })
     })
 }
 
@@ -243,23 +272,19 @@ fn list_layout_reads_back(py: Python<'_>) -> bool {
     PyList::new(py, [1, 2, 3]).is_ok_and(|list| {
         let ptr = list.as_ptr();
         // SAFETY: `list` is alive (owned here) and the GIL held; a list object of this
-        // CPython version is larger than the two header words read, and the item array is
-        // read (3 items) only once the size read back as 3 and the pointer as non-null.
-        unsafe {
-            let size = ptr
-                .cast::<u8>()
-                .add(VAR_SIZE_AT)
-                .cast::<ffi::Py_ssize_t>()
-                .read_unaligned();
-            let items = ptr
-                .cast::<u8>()
-                .add(LIST_ITEMS_AT)
-                .cast::<*const Obj>()
-                .read_unaligned();
-            size == 3
-                && !items.is_null()
-                && (0..3).all(|i| *items.add(i) == ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t))
-        }
+        // CPython version is larger than the two header words read.
+        let size: ffi::Py_ssize_t = unsafe { read_at(ptr.cast::<u8>(), VAR_SIZE_AT) };
+        // SAFETY: as above.
+        let items: *const Obj = unsafe { read_at(ptr.cast::<u8>(), LIST_ITEMS_AT) };
+        size == 3
+            && !items.is_null()
+            && (0..3).all(|i| {
+                // SAFETY: the size read back as 3 and the array pointer as non-null: item `i`
+                // of the array `list` (owned here) holds.
+                let in_place: Obj = unsafe { read_at(items.cast::<u8>(), i * size_of::<Obj>()) };
+                // SAFETY: `list` is a live list and `i` in range; a borrowed item comes back.
+                in_place == unsafe { ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t) }
+            })
     })
 }
 
@@ -310,20 +335,22 @@ fn dict_layout_reads_back(py: Python<'_>) -> bool {
     };
     let reads_back = |dict: &Bound<'_, PyDict>, combined: bool| {
         let ptr = dict.as_ptr();
-        // SAFETY: `dict` is alive (owned here), the GIL is held and nothing changes it while
-        // both walks run.
-        unsafe {
-            let Some(table) = combined_table(ptr) else {
-                return !combined;
-            };
-            let mut through_api = Vec::new();
-            let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
-            while ffi::PyDict_Next(ptr, &mut pos, &mut key, &mut value) != 0 {
-                through_api.push((key, value));
-            }
-            let in_place: Vec<(Obj, Obj)> = DictMembers::with_table(ptr, 0, Some(table)).collect();
-            in_place == through_api
+        // SAFETY: `dict` is alive (owned here) and the GIL is held; on a 64-bit CPython
+        // 3.11-3.14 with the GIL (`init` checked) its header has the layout read.
+        let Some(table) = (unsafe { combined_table(ptr) }) else {
+            return !combined;
+        };
+        let mut through_api = Vec::new();
+        let (mut pos, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a live dict (owned here) and the GIL is held; the members come
+        // back borrowed, held by the dict, which nothing changes while both walks run.
+        while unsafe { ffi::PyDict_Next(ptr, &mut pos, &mut key, &mut value) } != 0 {
+            through_api.push((key, value));
         }
+        // SAFETY: as above; `table` is this dict's combined table.
+        let in_place: Vec<(Obj, Obj)> =
+            unsafe { DictMembers::with_table(ptr, 0, Some(table)) }.collect();
+        in_place == through_api
     };
     dicts.iter().all(|dict| reads_back(dict, true)) && reads_back(&split, false)
 }
@@ -343,29 +370,32 @@ unsafe fn combined_table(dict: Obj) -> Option<(*const Obj, usize, ffi::Py_ssize_
         return None;
     }
     let base = dict.cast::<u8>();
-    // SAFETY: an exact dict of this layout holds `ma_keys` and `ma_values` at these offsets;
-    // `ma_keys` always points to a keys object (the shared empty one for `{}`), whose header
-    // holds the fields read.
-    unsafe {
-        if !base
-            .add(DICT_VALUES_AT)
-            .cast::<*const u8>()
-            .read()
-            .is_null()
-        {
-            return None;
-        }
-        let table = base.add(DICT_KEYS_AT).cast::<*const u8>().read();
-        let kind = table.add(KEYS_KIND_AT).read();
-        let log2_index_bytes = u32::from(table.add(KEYS_LOG2_INDEX_BYTES_AT).read());
-        if (kind != KEYS_UNICODE && kind != KEYS_GENERAL) || log2_index_bytes > 40 {
-            return None;
-        }
-        let (stride, key_word) = if kind == KEYS_UNICODE { (2, 0) } else { (3, 1) };
-        let entries = table.add(KEYS_INDICES_AT + (1usize << log2_index_bytes));
-        let count = table.add(KEYS_NENTRIES_AT).cast::<ffi::Py_ssize_t>().read();
-        Some((entries.cast::<Obj>().add(key_word), stride, count))
+    // SAFETY: an exact dict of this layout holds `ma_values` at this offset (the contract;
+    // `dict` is kept alive by the caller).
+    let values: *const u8 = unsafe { read_at(base, DICT_VALUES_AT) };
+    if !values.is_null() {
+        return None;
     }
+    // SAFETY: and `ma_keys` at this one, which always points to a keys object (the shared
+    // empty one for `{}`) the dict keeps alive.
+    let table: *const u8 = unsafe { read_at(base, DICT_KEYS_AT) };
+    // SAFETY: the keys object's header holds `dk_kind`.
+    let kind: u8 = unsafe { read_at(table, KEYS_KIND_AT) };
+    // SAFETY: and `dk_log2_index_bytes`.
+    let log2_index_bytes = u32::from(unsafe { read_at::<u8>(table, KEYS_LOG2_INDEX_BYTES_AT) });
+    if (kind != KEYS_UNICODE && kind != KEYS_GENERAL) || log2_index_bytes > 40 {
+        return None;
+    }
+    let (stride, key_word) = if kind == KEYS_UNICODE { (2, 0) } else { (3, 1) };
+    // SAFETY: and `dk_nentries`.
+    let count: ffi::Py_ssize_t = unsafe { read_at(table, KEYS_NENTRIES_AT) };
+    // SAFETY: the entries follow the indices (`1 << log2_index_bytes` bytes) in the keys
+    // object, and an entry's key is `key_word` words into it: inside the keys object (or one
+    // past its end for an empty table, never read).
+    let first = unsafe {
+        table.add(KEYS_INDICES_AT + (1usize << log2_index_bytes) + key_word * size_of::<Obj>())
+    };
+    Some((first.cast::<Obj>(), stride, count))
 }
 
 /// The members of a dict in its order, as `PyDict_Next` hands them out (borrowed): read
@@ -429,11 +459,10 @@ impl DictMembers {
             members.first = first;
             members.stride = stride;
             // SAFETY: the table holds `count` entries of `stride` words from `first` (the
-            // contract): both pointers are inside it or one past its last entry.
-            unsafe {
-                members.next = first.add(at * stride);
-                members.end = first.add(count * stride);
-            }
+            // contract): entry `at <= count` is inside it or one past its last entry.
+            members.next = unsafe { first.add(at * stride) };
+            // SAFETY: as above, one past the last entry.
+            members.end = unsafe { first.add(count * stride) };
         }
         members
     }
@@ -458,14 +487,15 @@ impl DictMembers {
     #[inline(always)]
     fn next_in_place(&mut self) -> Option<(Obj, Obj)> {
         while self.next < self.end {
-            // SAFETY: `next` is the key slot of one of the table's entries (the table is
-            // unchanged: the contract of `new`), the value slot follows it; a deleted entry's
-            // value is null. The step lands on the next entry or one past the last.
-            let (key, value) = unsafe {
-                let slot = self.next;
-                self.next = slot.add(self.stride);
-                (slot.read(), slot.add(1).read())
-            };
+            let slot = self.next;
+            // SAFETY: `slot` is the key slot of one of the table's entries (the table is
+            // unchanged, held by the dict the caller keeps alive: the contract of `new`); the
+            // step lands on the next entry or one past the last.
+            self.next = unsafe { slot.add(self.stride) };
+            // SAFETY: the key slot of that entry (see above).
+            let key = unsafe { slot.read() };
+            // SAFETY: the value slot follows it; a deleted entry's value is null.
+            let value: Obj = unsafe { read_at(slot.cast::<u8>(), size_of::<Obj>()) };
             if !value.is_null() {
                 return Some((key, value));
             }
@@ -517,16 +547,11 @@ unsafe fn str_header(data_at: usize, obj: Obj) -> Option<(u32, usize)> {
         return None;
     }
     let ptr = obj.cast::<u8>();
-    // SAFETY: `obj` is an exact str of the verified layout: `state` and `length` are inside
-    // its header.
-    let (state, length) = unsafe {
-        (
-            ptr.add(STR_STATE_AT).cast::<u32>().read_unaligned(),
-            ptr.add(STR_LENGTH_AT)
-                .cast::<ffi::Py_ssize_t>()
-                .read_unaligned(),
-        )
-    };
+    // SAFETY: `obj` is an exact str of the verified layout (kept alive by the caller):
+    // `state` is inside its header.
+    let state: u32 = unsafe { read_at(ptr, STR_STATE_AT) };
+    // SAFETY: and so is `length`.
+    let length: ffi::Py_ssize_t = unsafe { read_at(ptr, STR_LENGTH_AT) };
     Some((state, usize::try_from(length).ok()?))
 }
 
@@ -552,12 +577,11 @@ unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
 /// layout (`ascii_data` not 0), and the GIL held; the text lives as long as `obj`.
 #[inline(always)]
 unsafe fn ascii_chars<'a>(layout: &Layout, obj: Obj, length: usize) -> &'a str {
-    // SAFETY: such a str holds `length` bytes at `ascii_data`, alive as long as the
-    // (immutable) str (the caller's contract); ASCII is valid UTF-8.
-    unsafe {
-        let bytes = std::slice::from_raw_parts(obj.cast::<u8>().add(layout.ascii_data), length);
-        std::str::from_utf8_unchecked(bytes)
-    }
+    // SAFETY: such a str holds `length` bytes at `ascii_data`, alive and unchanged as long
+    // as the (immutable) str, which the caller keeps alive for `'a` (its contract).
+    let bytes = unsafe { bytes_at(obj.cast::<u8>(), layout.ascii_data, length) };
+    // SAFETY: ASCII is valid UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
 }
 
 /// The characters of a str as CPython keeps them.
@@ -587,23 +611,26 @@ pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
         return None;
     }
     let data = obj.cast::<u8>().wrapping_add(layout.compact_data);
-    // SAFETY: a compact non-ASCII str of the verified layout holds `length` code points of
-    // the width its state gives at `compact_data`, alive as long as the (immutable) str. Each
-    // slice is made only when the data is aligned for its width (CPython allocates objects
-    // aligned, so it always is).
-    unsafe {
-        match (state >> STR_KIND_SHIFT) & STR_KIND_MASK {
-            1 => Some(StrChars::Latin1(std::slice::from_raw_parts(data, length))),
-            2 if data as usize & 1 == 0 => Some(StrChars::Bmp(std::slice::from_raw_parts(
-                data.cast::<u16>(),
-                length,
-            ))),
-            4 if data as usize & 3 == 0 => Some(StrChars::CodePoints(std::slice::from_raw_parts(
-                data.cast::<u32>(),
-                length,
-            ))),
-            _ => None,
+    // A compact non-ASCII str of the verified layout holds `length` code points of the width
+    // its state gives at `compact_data`, alive and unchanged as long as the (immutable) str,
+    // which the caller keeps alive for `'a`. Each slice is made only when the data is aligned
+    // for its width (CPython allocates objects aligned, so it always is).
+    match (state >> STR_KIND_SHIFT) & STR_KIND_MASK {
+        // SAFETY: 1-byte code points (see above).
+        1 => Some(StrChars::Latin1(unsafe {
+            std::slice::from_raw_parts(data, length)
+        })),
+        2 if data as usize & 1 == 0 => {
+            // SAFETY: 2-byte code points, aligned (see above).
+            let units = unsafe { std::slice::from_raw_parts(data.cast::<u16>(), length) };
+            Some(StrChars::Bmp(units))
         }
+        4 if data as usize & 3 == 0 => {
+            // SAFETY: 4-byte code points, aligned (see above).
+            let points = unsafe { std::slice::from_raw_parts(data.cast::<u32>(), length) };
+            Some(StrChars::CodePoints(points))
+        }
+        _ => None,
     }
 }
 
@@ -620,16 +647,11 @@ pub unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
         return None;
     }
     let ptr = list.cast::<u8>();
-    // SAFETY: `list` is an exact list of the verified layout: `ob_size` and `ob_item`
-    // are inside its header.
-    let (size, items) = unsafe {
-        (
-            ptr.add(VAR_SIZE_AT)
-                .cast::<ffi::Py_ssize_t>()
-                .read_unaligned(),
-            ptr.add(LIST_ITEMS_AT).cast::<*const Obj>().read_unaligned(),
-        )
-    };
+    // SAFETY: `list` is an exact list of the verified layout (kept alive by the caller):
+    // `ob_size` is inside its header.
+    let size: ffi::Py_ssize_t = unsafe { read_at(ptr, VAR_SIZE_AT) };
+    // SAFETY: and so is `ob_item`.
+    let items: *const Obj = unsafe { read_at(ptr, LIST_ITEMS_AT) };
     let len = usize::try_from(size).ok()?;
     if len == 0 {
         return Some(&[]);
@@ -790,16 +812,18 @@ unsafe fn str_utf8_api<'a>(obj: Obj) -> Option<&'a str> {
         // SAFETY: `obj` is a live str without lone surrogates and the GIL held: CPython
         // encodes it without error (out of memory aside: its preallocated `MemoryError` is
         // cleared, nothing is collected) and the UTF-8 it hands out lives as long as the str.
-        unsafe {
-            let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
-            if data.is_null() {
-                ffi::PyErr_Clear();
-                return None;
-            }
-            let bytes = std::slice::from_raw_parts(data.cast::<u8>(), usize::try_from(size).ok()?);
-            // CPython's UTF-8 form of a str is valid UTF-8.
-            Some(std::str::from_utf8_unchecked(bytes))
+        let data = unsafe { PyUnicode_AsUTF8AndSize(obj, &mut size) };
+        if data.is_null() {
+            // SAFETY: the GIL is held; the error set just now is dropped.
+            unsafe { ffi::PyErr_Clear() };
+            return None;
         }
+        let len = usize::try_from(size).ok()?;
+        // SAFETY: CPython hands out `size` bytes of UTF-8 kept by the str, which the caller
+        // keeps alive for `'a` (its contract).
+        let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
+        // SAFETY: CPython's UTF-8 form of a str is valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     }
     #[cfg(windows)]
     {
@@ -837,14 +861,19 @@ pub(crate) unsafe fn prefetch_body(obj: Obj) {
     if ty == addr_of_mut!(ffi::PyUnicode_Type) {
         prefetch(obj.cast::<u8>().wrapping_add(64));
     } else if ty == addr_of_mut!(ffi::PyDict_Type) {
-        // SAFETY: an exact dict of the verified layout is larger than the words read.
-        let table = unsafe { obj.cast::<*const u8>().add(DICT_KEYS_WORD).read() };
+        // SAFETY: an exact dict of the verified layout (kept alive by the caller) is larger
+        // than the words read.
+        let table: *const u8 =
+            unsafe { read_at(obj.cast::<u8>(), DICT_KEYS_WORD * size_of::<Obj>()) };
         prefetch(table);
         prefetch(table.wrapping_add(64));
         prefetch(table.wrapping_add(128));
     } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        // SAFETY: an exact list of the verified layout is larger than the words read.
-        prefetch(unsafe { obj.cast::<*const u8>().add(LIST_ITEMS_WORD).read() });
+        // SAFETY: an exact list of the verified layout (kept alive by the caller) is larger
+        // than the words read.
+        let items: *const u8 =
+            unsafe { read_at(obj.cast::<u8>(), LIST_ITEMS_WORD * size_of::<Obj>()) };
+        prefetch(items);
     }
 }
 

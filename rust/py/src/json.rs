@@ -10,7 +10,8 @@
 //! the objects read next are those queued first, so each is requested from memory a fixed
 //! number of steps before it is read, and many are in flight at once. A value that cannot be
 //! measured is measured again depth-first (an explicit stack, in text order) for the error
-//! `stringify` raises; so is every value when a size memo records its trail. Both walks
+//! `stringify` raises; so is every value whose objects a [`Recorder`] records (the size
+//! memo's trails: `size_memo::trail`). Both walks
 //! cache the lengths of dict keys (by object, within one walk) and of doubles, and count
 //! escaped UTF-16 units many bytes at a time.
 
@@ -26,8 +27,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyType};
-
-use crate::size_memo::{release, Recorded, Trail};
 
 mod fifo;
 
@@ -649,6 +648,66 @@ enum Step {
     End(usize),
 }
 
+/// What the depth-first walk reports of the objects it measures, in text order (the size
+/// memo records its trails through this). `()` records nothing, and a walk with it compiles
+/// to the plain walk.
+pub(crate) trait Recorder {
+    /// Whether anything is recorded (`false`: the breadth-first walk may be used instead).
+    const RECORDS: bool;
+
+    /// A value that is not a dict, list or tuple.
+    ///
+    /// # Safety
+    /// `obj` must be a live object and the GIL held.
+    unsafe fn leaf(&mut self, obj: *mut ffi::PyObject);
+
+    /// A dict at `depth` is opened: a mark for [`Recorder::close_dict`].
+    ///
+    /// # Safety
+    /// `dict` must be a live object and the GIL held.
+    unsafe fn open_dict(&mut self, dict: *mut ffi::PyObject, depth: u32) -> Option<usize>;
+
+    /// A key of the dict opened last (an exact str: the walk checked).
+    ///
+    /// # Safety
+    /// `key` must be a live object and the GIL held.
+    unsafe fn key(&mut self, key: *mut ffi::PyObject);
+
+    /// The dict opened at `at` had `count` members (`plain`: all keys exact strs, in an
+    /// order `stringify` keeps).
+    ///
+    /// # Safety
+    /// The GIL must be held.
+    unsafe fn close_dict(&mut self, at: usize, count: usize, plain: bool);
+
+    /// A list or tuple at `depth`, of `count` items.
+    ///
+    /// # Safety
+    /// `list` must be a live object and the GIL held.
+    unsafe fn list(&mut self, list: *mut ffi::PyObject, count: usize, depth: u32);
+
+    /// Element `i` of [`Measurer::len_each_with`] is complete.
+    fn end(&mut self);
+}
+
+impl Recorder for () {
+    const RECORDS: bool = false;
+    #[inline(always)]
+    unsafe fn leaf(&mut self, _: *mut ffi::PyObject) {}
+    #[inline(always)]
+    unsafe fn open_dict(&mut self, _: *mut ffi::PyObject, _: u32) -> Option<usize> {
+        None
+    }
+    #[inline(always)]
+    unsafe fn key(&mut self, _: *mut ffi::PyObject) {}
+    #[inline(always)]
+    unsafe fn close_dict(&mut self, _: usize, _: usize, _: bool) {}
+    #[inline(always)]
+    unsafe fn list(&mut self, _: *mut ffi::PyObject, _: usize, _: u32) {}
+    #[inline(always)]
+    fn end(&mut self) {}
+}
+
 /// Slots of the key-length cache (a power of two).
 const KEY_CACHE_SLOTS: usize = 256;
 
@@ -672,12 +731,6 @@ pub(crate) struct Measurer {
     /// The printed lengths of doubles: this thread's cache, lent for the measurer's life
     /// (`None` for a measurer made while another holds it: it computes every length).
     numbers: Option<NumberLens>,
-    /// The trail of the value being measured, when asked for ([`Measurer::len_recorded`]).
-    trail: Option<Trail>,
-    /// The trails of the elements measured so far by [`Measurer::len_each_recorded_then`].
-    trails: Vec<Option<Recorded>>,
-    /// The trail buffer between recordings.
-    spare: Option<Trail>,
     /// The queue of the breadth-first walk (`fifo`), kept between walks.
     fifo: fifo::Fifo,
     /// Per element of the breadth-first walk, how many of its objects are queued.
@@ -708,9 +761,6 @@ impl Measurer {
             steps: Vec::new(),
             keys: Box::new([(0, 0); KEY_CACHE_SLOTS]),
             numbers: NUMBER_LENS.with(|cache| cache.take()),
-            trail: None,
-            trails: Vec::new(),
-            spare: None,
             fifo: fifo::Fifo::default(),
             pending: Vec::new(),
         }
@@ -881,11 +931,12 @@ impl Measurer {
     /// # Safety
     /// `dict` must be a live dict and the GIL held.
     #[inline]
-    unsafe fn open_dict(
+    unsafe fn open_dict<R: Recorder>(
         &mut self,
         py: Python<'_>,
         dict: *mut ffi::PyObject,
         depth: u32,
+        rec: &mut R,
     ) -> PyResult<usize> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
@@ -894,7 +945,7 @@ impl Measurer {
             let mut keys_len = 0usize;
             let mut plain = true;
             let mut indexed = false;
-            let opened = self.trail.as_mut().and_then(|t| t.open_dict(dict, depth));
+            let opened = rec.open_dict(dict, depth);
             for (key, value) in DictMembers::new(dict, 0) {
                 if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
                     plain = false;
@@ -903,9 +954,7 @@ impl Measurer {
                 let info = self.key_info(py, key)?;
                 keys_len += info >> 1;
                 indexed |= info & 1 != 0;
-                if let Some(trail) = self.trail.as_mut() {
-                    trail.key(key);
-                }
+                rec.key(key);
                 self.steps.push(Step::Value(value, depth + 1));
                 count += 1;
             }
@@ -914,8 +963,8 @@ impl Measurer {
             if plain && indexed && reorders(py, dict) {
                 plain = false;
             }
-            if let (Some(trail), Some(at)) = (self.trail.as_mut(), opened) {
-                trail.close_dict(at, count, plain);
+            if let Some(at) = opened {
+                rec.close_dict(at, count, plain);
             }
             if !plain {
                 self.steps.truncate(base);
@@ -940,14 +989,32 @@ impl Measurer {
         root: *mut ffi::PyObject,
     ) -> PyResult<usize> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
+        unsafe { self.len_with(py, root, &mut ()) }
+    }
+
+    /// [`Measurer::len`], reporting the objects of `root` to `rec` in text order.
+    ///
+    /// # Safety
+    /// `root` must be a live object and the GIL held.
+    pub(crate) unsafe fn len_with<R: Recorder>(
+        &mut self,
+        py: Python<'_>,
+        root: *mut ffi::PyObject,
+        rec: &mut R,
+    ) -> PyResult<usize> {
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            if self.trail.is_none() {
+            if !R::RECORDS {
                 let mut lens = [0usize];
                 if self.fifo_each_then(py, &[root], &mut lens, &mut |_, _| Ok(()))? == 1 {
                     return Ok(lens[0]);
                 }
             }
-            self.len_at(py, root, 0)
+            self.steps.clear();
+            self.steps.push(Step::Value(root, 0));
+            let mut total = 0usize;
+            self.walk(py, &mut total, &mut [], &mut |_| Ok(()), rec)?;
+            Ok(total)
         }
     }
 
@@ -967,75 +1034,8 @@ impl Measurer {
             self.steps.clear();
             self.steps.push(Step::Value(root, depth));
             let mut total = 0usize;
-            self.walk(py, &mut total, &mut [], &mut |_| Ok(()))?;
+            self.walk(py, &mut total, &mut [], &mut |_| Ok(()), &mut ())?;
             Ok(total)
-        }
-    }
-
-    /// [`Measurer::len`], and the trail of `root` for a [`crate::size_memo::SizeMemo`]
-    /// (`None` when the memo does not admit it).
-    ///
-    /// # Safety
-    /// `root` must be a live object and the GIL held.
-    pub(crate) unsafe fn len_recorded(
-        &mut self,
-        py: Python<'_>,
-        root: *mut ffi::PyObject,
-    ) -> PyResult<(usize, Option<Recorded>)> {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            self.trail = Some(self.spare.take().unwrap_or_default());
-            let len = self.len(py, root);
-            let Some(mut trail) = self.trail.take() else {
-                return len.map(|len| (len, None));
-            };
-            let result = match len {
-                Ok(len) => Ok((len, trail.finish())),
-                Err(err) => {
-                    trail.discard();
-                    Err(err)
-                }
-            };
-            self.spare = Some(trail);
-            result
-        }
-    }
-
-    /// [`Measurer::len_each_then`], and the trail of every item (`None` where the memo
-    /// does not admit it).
-    ///
-    /// # Safety
-    /// `list` must be a live list and the GIL held.
-    pub(crate) unsafe fn len_each_recorded_then(
-        &mut self,
-        py: Python<'_>,
-        list: *mut ffi::PyObject,
-        then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
-    ) -> PyResult<(Vec<usize>, Vec<Option<Recorded>>)> {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            self.trail = Some(Trail::default());
-            self.trails.clear();
-            let lens = self.len_each_then(py, list, then);
-            let trail = self.trail.take();
-            let trails = std::mem::take(&mut self.trails);
-            match lens {
-                Ok(lens) => {
-                    if let Some(mut trail) = trail {
-                        trail.discard(); // empty: the last element ended it
-                    }
-                    Ok((lens, trails))
-                }
-                Err(err) => {
-                    for finished in trails.into_iter().flatten() {
-                        release(&finished);
-                    }
-                    if let Some(mut trail) = trail {
-                        trail.discard();
-                    }
-                    Err(err)
-                }
-            }
         }
     }
 
@@ -1053,7 +1053,23 @@ impl Measurer {
         &mut self,
         py: Python<'_>,
         list: *mut ffi::PyObject,
+        then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
+    ) -> PyResult<Vec<usize>> {
+        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
+        unsafe { self.len_each_with(py, list, then, &mut ()) }
+    }
+
+    /// [`Measurer::len_each_then`], reporting the objects of every item to `rec` in text
+    /// order ([`Recorder::end`] after each item).
+    ///
+    /// # Safety
+    /// `list` must be a live list and the GIL held.
+    pub(crate) unsafe fn len_each_with<R: Recorder>(
+        &mut self,
+        py: Python<'_>,
+        list: *mut ffi::PyObject,
         mut then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
+        rec: &mut R,
     ) -> PyResult<Vec<usize>> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
@@ -1064,7 +1080,7 @@ impl Measurer {
             let count = usize::try_from(len).unwrap_or(0);
             let mut lens = vec![0usize; count];
             let mut from = 0;
-            if self.trail.is_none() {
+            if !R::RECORDS {
                 let items: Vec<*mut ffi::PyObject> = match list_items(list) {
                     Some(items) => items.to_vec(),
                     None => (0..len).map(|i| ffi::PyList_GetItem(list, i)).collect(),
@@ -1091,13 +1107,20 @@ impl Measurer {
                 self.steps.push(Step::Value(item, 0));
             }
             let mut total = 0usize;
-            self.walk(py, &mut total, &mut lens, &mut |i| {
-                let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
-                if item.is_null() {
-                    return Err(PyErr::fetch(py));
-                }
-                then(i, item)
-            })?;
+            self.walk(
+                py,
+                &mut total,
+                &mut lens,
+                &mut |i| {
+                    let item =
+                        ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+                    if item.is_null() {
+                        return Err(PyErr::fetch(py));
+                    }
+                    then(i, item)
+                },
+                rec,
+            )?;
             Ok(lens)
         }
     }
@@ -1108,12 +1131,13 @@ impl Measurer {
     /// # Safety
     /// Every object the steps name must be live and the GIL held (the pushed roots are held
     /// by the caller, their members by the containers being walked).
-    unsafe fn walk(
+    unsafe fn walk<R: Recorder>(
         &mut self,
         py: Python<'_>,
         total: &mut usize,
         lens: &mut [usize],
         ended: &mut dyn FnMut(usize) -> PyResult<()>,
+        rec: &mut R,
     ) -> PyResult<()> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
@@ -1142,34 +1166,28 @@ impl Measurer {
                         if let Some(len) = lens.get_mut(i) {
                             *len = *total - element_start;
                         }
-                        if let Some(trail) = self.trail.as_mut() {
-                            self.trails.push(trail.finish());
-                        }
+                        rec.end();
                         element_start = *total;
                         ended(i)?;
                         continue;
                     }
                 };
                 let kind = kind(obj);
-                if let Some(trail) = self.trail.as_mut() {
-                    if !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
-                        trail.leaf(obj);
-                    }
+                if R::RECORDS && !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
+                    rec.leaf(obj);
                 }
                 *total += match kind {
                     Kind::Str => self.str_len(py, obj)?,
                     Kind::Dict => {
                         check_depth(depth as usize)?;
-                        self.open_dict(py, obj, depth)?
+                        self.open_dict(py, obj, depth, rec)?
                     }
                     kind @ (Kind::List | Kind::Tuple) => {
                         check_depth(depth as usize)?;
                         let is_list = matches!(kind, Kind::List);
                         let items = list_items(obj).filter(|_| is_list);
                         if let Some(items) = items {
-                            if let Some(trail) = self.trail.as_mut() {
-                                trail.list(obj, items.len(), depth);
-                            }
+                            rec.list(obj, items.len(), depth);
                             for &item in items.iter().rev() {
                                 self.steps.push(Step::Value(item, depth + 1));
                             }
@@ -1180,9 +1198,7 @@ impl Measurer {
                         if len < 0 {
                             return Err(PyErr::fetch(py));
                         }
-                        if let Some(trail) = self.trail.as_mut() {
-                            trail.list(obj, usize::try_from(len).unwrap_or(0), depth);
-                        }
+                        rec.list(obj, usize::try_from(len).unwrap_or(0), depth);
                         for i in (0..len).rev() {
                             let item = seq_item(obj, is_list, i);
                             if item.is_null() {

@@ -32,7 +32,7 @@ use pyo3::types::PyString;
 use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8, DictMembers};
 
 /// A borrowed reference to a Python object (owned by the container it was read from).
-pub type Obj = *mut ffi::PyObject;
+pub use crate::cpython::Obj;
 
 /// Deepest nesting `String(array)` follows (deeper arrays print as `""`).
 pub const MAX_JS_STRING_DEPTH: usize = 64;
@@ -369,7 +369,7 @@ pub fn timestamp_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
 // ----- ids, roles, truthiness -----
 
 /// A JS value used as an id (Map/Set key semantics). A string id is its text, in key form
-/// when it holds lone surrogates or U+FDD0 (`crate::keys::key_of`); `owned` copies it.
+/// when it holds lone surrogates or U+FDD0 (`crate::pystr::key_of`); `owned` copies it.
 pub(crate) unsafe fn js_id<'a>(
     py: Python<'_>,
     value: Option<Obj>,
@@ -387,7 +387,7 @@ pub(crate) unsafe fn js_id<'a>(
                 return Ok(JsIdOf::Str(text));
             }
             let obj = Borrowed::from_ptr(py, value);
-            let key = crate::keys::key_of(obj.downcast_unchecked::<PyString>())?;
+            let key = crate::pystr::key_of(obj.downcast_unchecked::<PyString>())?;
             return Ok(JsIdOf::Str(Cow::Owned(key)));
         }
         if value == ffi::Py_None() {

@@ -6,12 +6,12 @@
 
 use std::borrow::Cow;
 
-use pi_condense_core::{jsstr, keys};
+use pi_condense_core::keys;
 use pyo3::intern;
 use pyo3::prelude::*;
 
 use crate::jsread::js_number;
-use crate::pyvalue::str_of_wtf8;
+use crate::pystr::utf16_of;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySlice, PyString};
 
 /// A Python string as Rust sees it: UTF-8 when valid, else UTF-16 code units.
@@ -29,14 +29,6 @@ impl<'a> Text<'a> {
     }
 }
 
-/// The UTF-16 code units of a str, from its code points (no codec: a subclass's `encode`
-/// is not run, nothing is raised).
-fn utf16_of(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
-    Ok(pi_condense_core::json::utf16_of(
-        &crate::cpython::code_points(s),
-    ))
-}
-
 fn units_of(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
     match crate::cpython::str_cow(s) {
         Some(text) => Ok(text.encode_utf16().collect()),
@@ -51,37 +43,6 @@ fn str_from_utf16<'py>(py: Python<'py>, units: &[u16]) -> PyResult<Bound<'py, Py
         (intern!(py, "utf-16-le"), intern!(py, "surrogatepass")),
     )?;
     Ok(decoded.downcast_into::<PyString>()?)
-}
-
-/// The key form of a Python str (see `pi_condense_core::jsstr::key_form_units`): the
-/// string itself unless it holds lone surrogates or U+FDD0. Every id and key the native
-/// index holds is in this form, so a lone surrogate keeps its own slot.
-pub(crate) fn key_of(s: &Bound<'_, PyString>) -> PyResult<String> {
-    match crate::cpython::str_cow(s) {
-        Some(text) => Ok(match jsstr::key_form_str(&text) {
-            Cow::Borrowed(_) => text.into_owned(),
-            Cow::Owned(key) => key,
-        }),
-        None => Ok(jsstr::key_form_units(&utf16_of(s)?)),
-    }
-}
-
-/// The Python str of a key form (lone surrogates restored).
-pub(crate) fn key_to_py<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyString>> {
-    match jsstr::key_form_to_wtf8(key) {
-        Cow::Borrowed(_) => Ok(PyString::new(py, key)),
-        Cow::Owned(bytes) => str_of_wtf8(py, &bytes),
-    }
-}
-
-/// [`key_to_py`] of every key.
-pub(crate) fn keys_to_py<'py, S: AsRef<str>>(
-    py: Python<'py>,
-    keys: impl IntoIterator<Item = S>,
-) -> PyResult<Vec<Bound<'py, PyString>>> {
-    keys.into_iter()
-        .map(|k| key_to_py(py, k.as_ref()))
-        .collect()
 }
 
 /// A parsed timestamp (always integral): a Python int, or float('inf').

@@ -1,4 +1,21 @@
-//! Thin PyO3 bindings: convert Python values to core views and back. No logic lives here.
+//! `pi_condense._core`, the binding of `pi_condense_core`: it converts Python values to the
+//! core's views and back, and the core decides. What else it holds, and why it is here:
+//!
+//! - **Readers and conversions**: reading Python values as JavaScript would ([`jsread`]),
+//!   `str` conversions with lone surrogates kept (`pystr`), and the core's reader traits
+//!   implemented over Python objects (`index::read` for `index::entries::EntryReader`).
+//! - **Caches keyed on Python objects**: what one render leaves to the next
+//!   (`render::cache::RenderCache`: the size memo, reused outputs, result keys, the
+//!   continuation a frozen render resumes from), the chain scan's views lent to the next
+//!   scan, and per-walk key-length caches. They are keyed on object identity, which only
+//!   the binding can see.
+//! - **Walks over Python objects**: `JSON.stringify` and its length without building the
+//!   text (`json`), the render's extract and apply (`render`), the session loader (`load`).
+//! - **The GIL and GC discipline** that makes borrowed reads sound (below), and the few
+//!   CPython layout reads, verified at import ([`cpython`]).
+//!
+//! No rule that decides what the model sees lives here: those are in `pi_condense_core`
+//! (`docs/architecture-binding.md` maps the modules).
 //!
 //! # The borrow rule
 //!
@@ -41,7 +58,8 @@ pub mod jsread;
 mod keys;
 mod lists;
 mod load;
-mod pyvalue;
+mod protect;
+mod pystr;
 mod render;
 mod size_memo;
 mod stamp;
@@ -59,7 +77,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     load::register(m)?;
     index::register(m)?;
     render::register(m)?;
-    size_memo::register(m)?;
     chains::register(m)?;
     lists::register(m)?;
     supersede::register(m)?;

@@ -12,11 +12,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
-use crate::chains::matcher_protects;
 use crate::jsread::{
     self, is_dict, is_list, is_str, js_id, list_items, present, str_is, str_text, Keys, Obj, K,
 };
-use crate::pyvalue::js_str_of;
+use crate::protect::matcher_protects;
+use crate::pystr::js_str_of;
 
 /// What a live pruner remembers of supersession between renders: the floor (the earliest
 /// result timestamp a rewrite since the last render touched; 0 for a cold prompt cache) and
@@ -30,7 +30,9 @@ pub(crate) struct PySupersedeState {
 
 impl PySupersedeState {
     fn state(&self) -> std::sync::MutexGuard<'_, SupersedeState> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -105,7 +107,9 @@ unsafe fn protected_path<'py>(
     // SAFETY: `# Safety` above.
     unsafe {
         let some = |v: Option<Obj>| present(v).filter(|v| *v != ffi::Py_None());
-        let args = some(input).or_else(|| some(args)).or_else(|| present(arguments));
+        let args = some(input)
+            .or_else(|| some(args))
+            .or_else(|| present(arguments));
         let path = args
             .filter(|a| is_dict(*a))
             .and_then(|a| keys.get(a, K::Path))

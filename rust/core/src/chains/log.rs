@@ -660,7 +660,10 @@ mod tests {
             (text(6.0), false),
         ];
         let log = ChainLog::grown(None, 0, reads(&msgs, &[1, 2, 3, 4, 5])).unwrap_or_default();
-        assert_eq!(log.extract(3.0, 6.0, &HashSet::new(), |_| false), Ok(vec![]));
+        assert_eq!(
+            log.extract(3.0, 6.0, &HashSet::new(), |_| false),
+            Ok(vec![])
+        );
     }
 
     #[test]

@@ -1,6 +1,17 @@
 //! The light view of one message that chain detection and extraction read.
 
+use crate::js::is_js_whitespace;
 use crate::view::{JsId, Role, Ts};
+
+/// The marker a synthetic chain message's text starts with.
+const SYNTHETIC_PREFIX: &str = "<compressed-chain";
+
+/// `text.trimStart().startsWith("<compressed-chain")`: the text of a synthetic chain message
+/// (its string content, or its first block when that is a text block).
+pub fn is_synthetic_text(text: &str) -> bool {
+    text.trim_start_matches(is_js_whitespace)
+        .starts_with(SYNTHETIC_PREFIX)
+}
 
 /// One `toolCall` block of an assistant message.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,6 +208,15 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn synthetic_text_starts_with_the_marker_after_js_whitespace() {
+        assert!(is_synthetic_text("<compressed-chain id=\"b1\">"));
+        assert!(is_synthetic_text(" \n\t\u{feff}\u{3000}<compressed-chain"));
+        assert!(!is_synthetic_text("x<compressed-chain"));
+        assert!(!is_synthetic_text("<compressed-cha"));
+        assert!(!is_synthetic_text("\u{200b}<compressed-chain")); // not JS whitespace
+    }
 
     #[test]
     fn truthiness_of_ids() {

@@ -45,6 +45,7 @@ pub(crate) mod aliases;
 pub(crate) mod chain_facts;
 pub(crate) mod chains;
 pub(crate) mod changes;
+pub mod entries;
 pub mod reconstruct;
 pub(crate) mod records;
 pub(crate) mod refs;

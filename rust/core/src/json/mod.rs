@@ -135,6 +135,22 @@ impl JsValue {
         }
     }
 
+    /// The value as `JSON.stringify` prints it: a non-finite number (a literal beyond the
+    /// double range parses to an infinity) as `null`.
+    pub fn printed(&self) -> JsValue {
+        match self {
+            JsValue::Number(x) if !x.is_finite() => JsValue::Null,
+            JsValue::Array(items) => JsValue::Array(items.iter().map(JsValue::printed).collect()),
+            JsValue::Object(members) => JsValue::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.printed()))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
     /// `JSON.stringify(self)`.
     pub fn to_json(&self) -> String {
         stringify(self)

@@ -309,7 +309,11 @@ mod tests {
         ]);
         let c = s.candidates();
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].path.as_str(), SKILL, "the stub names the normalized path");
+        assert_eq!(
+            c[0].path.as_str(),
+            SKILL,
+            "the stub names the normalized path"
+        );
     }
 
     #[test]
@@ -371,10 +375,7 @@ mod tests {
             path: JsStr::new("p".into()),
         };
         assert_eq!(c.key(), id("x"));
-        let c = Candidate {
-            ts: Some(1.5),
-            ..c
-        };
+        let c = Candidate { ts: Some(1.5), ..c };
         assert_eq!(c.key(), id("x@1.5"));
     }
 

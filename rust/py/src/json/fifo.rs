@@ -1,7 +1,6 @@
 //! The breadth-first length walk: values measured in the order they were queued, so that
 //! the objects the walk reads next are known (and requested from memory) well ahead.
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 
 use super::{
@@ -9,7 +8,7 @@ use super::{
 };
 use crate::cpython::{list_items, prefetch, prefetch_body, DictMembers};
 
-type Obj = *mut ffi::PyObject;
+use crate::cpython::Obj;
 
 /// An object queued by the walk: the value, the element of the measured list it belongs
 /// to, and how many containers are around it.

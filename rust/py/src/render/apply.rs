@@ -6,21 +6,21 @@ use std::borrow::Cow;
 
 use pi_condense_core::index::{ChainEntry, JsField};
 use pi_condense_core::render::{self as core_render, Item, Piece, Text};
+use pi_condense_core::view::{tool_result_text_blocks, NullBlock, ResultBlock};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use pyo3::{intern, IntoPyObjectExt};
 
-use std::ptr::addr_of_mut;
-
-use crate::cpython::{prefetch, str_utf8 as borrowed_utf8, DictMembers};
+use crate::cpython::{prefetch, str_utf8 as borrowed_utf8};
 use crate::index::PyIndex;
-use crate::jsread::{image_marker, js_string, list_item, str_is, type_is, Keys, Obj, K};
-use crate::pyvalue::{str_of_js, str_of_wtf8};
+use crate::jsread::{image_marker, js_string, list_item, str_is, Keys, Obj, K};
+use crate::pystr::{str_of_js, str_of_wtf8};
 
 use crate::json::Measurer;
 
+use super::copy::fresh_copy;
 use super::reuse::Outputs;
 use super::shrink::shrunk;
 use super::sizes::assistant_copy_len;
@@ -37,61 +37,6 @@ fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
         return (x as i64).into_py_any(py);
     }
     x.into_py_any(py)
-}
-
-/// A new dict of the members of `src` (a dict or dict subclass), in its order, for a copy
-/// of an input message or block (`{...src}`). The members are read in C (no method of
-/// `src` is called) and inserted under keys whose hashing and comparing run no Python code
-/// (a `PyDict_Copy` or a lookup in a copy would compare colliding keys with their `__eq__`):
-/// a str key as an exact str (a subclass's text copied), a key of an exact `int`, `float`,
-/// `bool` or `None` as it is; any other key, no JSON member name, is left out. Of keys of
-/// the same text the first is kept, the one the reader reads.
-fn fresh_copy<'py>(src: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
-    fresh_copy_with(src, |_, value| value)
-}
-
-/// [`fresh_copy`] with each member's value given by `value_of(position, value)` (the
-/// position of the member in the walk of `src`; the value it returns must stay alive until
-/// the copy is made).
-pub(super) fn fresh_copy_with<'py>(
-    src: &Bound<'py, PyDict>,
-    mut value_of: impl FnMut(usize, Obj) -> Obj,
-) -> PyResult<Bound<'py, PyDict>> {
-    let py = src.py();
-    let out = PyDict::new(py);
-    let mut at = 0usize;
-    // SAFETY: `src` is a live dict (a `Bound` the caller owns) and the GIL is held. Each
-    // member is borrowed from `src` only until it is inserted (the new dict takes its own
-    // references), a value given by `value_of` is alive (its contract); inserting runs no
-    // Python code (exact keys only, in a dict holding only exact keys), so `src` does not
-    // change during the walk.
-    unsafe {
-        let mut members = DictMembers::new(src.as_ptr(), 0);
-        members.try_each(|key, value| -> PyResult<()> {
-            let value = value_of(at, value);
-            at += 1;
-            let exact = key == ffi::Py_None()
-                || ffi::PyBool_Check(key) != 0
-                || type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
-                || type_is(key, addr_of_mut!(ffi::PyLong_Type))
-                || type_is(key, addr_of_mut!(ffi::PyFloat_Type));
-            let key = if exact {
-                Bound::from_borrowed_ptr(py, key)
-            } else if ffi::PyUnicode_Check(key) != 0 {
-                // The whole of a str subclass: an exact copy of its characters.
-                let len = ffi::PyUnicode_GetLength(key);
-                Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(key, 0, len))?
-            } else {
-                return Ok(());
-            };
-            match ffi::PyDict_Contains(out.as_ptr(), key.as_ptr()) {
-                0 if ffi::PyDict_SetItem(out.as_ptr(), key.as_ptr(), value) == 0 => Ok(()),
-                1 => Ok(()),
-                _ => Err(PyErr::fetch(py)),
-            }
-        })?;
-    }
-    Ok(out)
 }
 
 /// A persisted field as a Python value; `None` when absent (the key is omitted).
@@ -159,50 +104,63 @@ impl<'py> Writer<'_, 'py> {
         })
     }
 
-    /// The text of a toolResult's `type: "text"` blocks joined with `"\n"`.
+    /// The text of a toolResult (`view::tool_result_text_blocks`; a null block was refused
+    /// by the decision, and is skipped here).
     fn tool_result_text(&self, i: usize, parts: &mut Vec<Part<'py>>) -> PyResult<()> {
         let py = self.py;
         let Some(content) = self.field(i, K::Content)? else {
             return Ok(());
         };
-        if !content.is_instance_of::<PyList>() {
+        let Ok(list) = content.downcast::<PyList>() else {
             return Ok(());
-        }
-        let mut first = true;
-        // One marker line per image block first (pi-condense 2.11.2), then the texts.
-        for item in content.downcast::<PyList>()?.iter() {
-            if let Some(marker) = image_marker(self.keys, &item)? {
-                if !first {
-                    parts.push(Part::Text(Cow::Borrowed("\n")));
-                }
-                first = false;
-                parts.push(Part::Text(Cow::Owned(marker)));
-            }
-        }
+        };
         // By index (a list subclass's `__iter__` is not called).
-        for item in content.downcast::<PyList>()?.iter() {
+        let items: Vec<Bound<'py, PyAny>> = list.iter().collect();
+        let kinds = items.iter().map(|item| {
             if !item.is_instance_of::<PyDict>() {
-                continue;
+                return ResultBlock::Other;
             }
-            // SAFETY: `item` is a live dict (held by `content`) and the GIL is held.
-            let (kind, text) = unsafe {
+            // SAFETY: `item` is a live dict (held by `items`), its `type` held by it, and the
+            // GIL is held.
+            let (image, text) = unsafe {
                 let kind = self.keys.get(item.as_ptr(), K::Kind);
-                if !str_is(kind, "text") {
-                    continue;
-                }
-                let text = self.keys.get(item.as_ptr(), K::Text);
-                (kind, text.map(|t| Borrowed::from_ptr(py, t).to_owned()))
+                (str_is(kind, "image"), str_is(kind, "text"))
             };
-            let _ = kind;
+            match (image, text) {
+                (true, _) => ResultBlock::Image,
+                (_, true) => ResultBlock::Text,
+                _ => ResultBlock::Other,
+            }
+        });
+        let Ok(blocks) = tool_result_text_blocks(kinds, NullBlock::Skip) else {
+            return Ok(()); // `Skip` never throws
+        };
+        let mut first = true;
+        for (at, kind) in blocks {
+            let Some(item) = items.get(at) else { continue };
+            let part = if kind == ResultBlock::Image {
+                match image_marker(self.keys, item)? {
+                    Some(marker) => Some(Part::Text(Cow::Owned(marker))),
+                    None => continue,
+                }
+            } else {
+                // SAFETY: `item` is a live dict (held by `items`); the value is taken as a new
+                // reference before anything else runs.
+                let text = unsafe {
+                    self.keys
+                        .get(item.as_ptr(), K::Text)
+                        .map(|t| Borrowed::from_ptr(py, t).to_owned())
+                };
+                match text {
+                    Some(t) if !t.is_none() => Some(self.js_string_part(Some(t))?),
+                    _ => None,
+                }
+            };
             if !first {
                 parts.push(Part::Text(Cow::Borrowed("\n")));
             }
             first = false;
-            match text {
-                None => {}
-                Some(t) if t.is_none() => {}
-                Some(t) => parts.push(self.js_string_part(Some(t))?),
-            }
+            parts.extend(part);
         }
         Ok(())
     }

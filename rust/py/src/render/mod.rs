@@ -12,7 +12,7 @@
 //!
 //! Sizes: each input message is measured once (its length is reused for the output)
 //! and each new message once; a copied assistant that only lost blocks is the original's
-//! length minus theirs. With a `SizeMemo` (`size_memo`), a message the previous render
+//! length minus theirs. With a `RenderCache` ([`cache`]: the size memo, `size_memo`), a message the previous render
 //! measured and that is still made of the very same objects is neither measured nor read
 //! again: its length and view are reused. When the state cannot stub or compress anything,
 //! the views are read on their own in a prefetching pipeline and a render that changes
@@ -34,13 +34,18 @@
 //! `Config`): nothing calls back into Python during the decision.
 //!
 //! The jobs: [`extract`] (the views, the read pipeline), [`sizes`] (lengths: lazily measured
-//! arguments, input and output messages, assistant copies), [`apply`] (the output messages).
+//! arguments, input and output messages, assistant copies), [`apply`] (the output messages),
+//! [`cache`] (what one render leaves to the next: sizes, outputs, result keys, the
+//! continuation [`resume`] starts from).
 
 mod apply;
+mod cache;
+mod continuation;
+mod copy;
 mod extract;
 mod options;
-pub(crate) mod resume;
-pub(crate) mod reuse;
+mod resume;
+mod reuse;
 mod shrink;
 mod sizes;
 
@@ -55,13 +60,13 @@ use pyo3::types::PyList;
 use crate::cpython::GcPaused;
 use crate::index::PyIndex;
 use crate::jsread::{list_items, Keys, Obj};
-use crate::size_memo::PySizeMemo;
 use crate::supersede::{superseded, PySupersedeState};
 
 use apply::{apply, Writer};
 use extract::{extract, Reader};
 use sizes::{input_lens, output_lens, ArgLens};
 
+use cache::{PyRenderCache, SendCache};
 pub(crate) use options::{PyRenderOptions, PyRenderOutcome};
 
 /// Renders `messages` against `index` (spec 04 phases 1-4) with the compiled `options`,
@@ -75,7 +80,7 @@ fn render<'py>(
     messages: &Bound<'py, PyList>,
     index: PyRef<'py, PyIndex>,
     options: PyRef<'py, PyRenderOptions>,
-    sizes: Option<PyRef<'py, PySizeMemo>>,
+    sizes: Option<PyRef<'py, PyRenderCache>>,
     frozen: bool,
     supersede: Option<PyRef<'py, PySupersedeState>>,
 ) -> PyResult<PyRenderOutcome> {
@@ -98,7 +103,7 @@ fn render<'py>(
     // is made puts its own back (the prefix it lends is that render's leading messages).
     let mut result_keys = ResultKeys::default();
     if let Some(guard) = memo_guard.as_mut() {
-        guard.0.frozen = frozen;
+        guard.0.sizes.frozen = frozen;
         let kept = std::mem::take(&mut guard.0.keys);
         if frozen {
             result_keys = kept;
@@ -150,7 +155,7 @@ fn render<'py>(
                 py,
                 messages.as_ptr(),
                 &reader,
-                memo_guard.as_deref_mut().map(|g| &mut g.0),
+                memo_guard.as_deref_mut().map(|g| &mut g.0.sizes),
             )?
         };
         let mut lazy = ArgLens {
@@ -186,15 +191,18 @@ fn render<'py>(
             }
         }
         if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens) {
-            if guard.0.frozen {
+            if guard.0.sizes.frozen {
                 // SAFETY: the snapshot is alive (owned here) and the GIL held; these are the
                 // views `extract` read of this list, the first `lent` of them lent by the memo
                 // and only read by the decision.
                 unsafe {
                     let items: Vec<Obj> = list_items(messages.as_ptr()).collect();
-                    guard
-                        .0
-                        .settle(&items, extracted.views, extracted.lent, Some(reader.needs));
+                    guard.0.sizes.settle(
+                        &items,
+                        extracted.views,
+                        extracted.lent,
+                        Some(reader.needs),
+                    );
                 }
             }
         }
@@ -215,7 +223,7 @@ fn render<'py>(
                 // SAFETY: the snapshot is alive (owned here) and the GIL is held.
                 let cont = unsafe {
                     let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
-                    resume::Continuation::new(core, &index, &options, &inputs, None, None)
+                    continuation::Continuation::new(core, &index, &options, &inputs, None, None)
                 };
                 guard.0.resume = Some(cont);
                 guard.0.resume_stats.full += 1;
@@ -229,7 +237,7 @@ fn render<'py>(
     let lens = input_lens(
         messages,
         measured,
-        memo_guard.as_deref_mut().map(|g| &mut g.0),
+        memo_guard.as_deref_mut().map(|g| &mut g.0.sizes),
     )?;
     let before = list_len(lens.iter().copied());
     let writer = Writer {
@@ -248,7 +256,7 @@ fn render<'py>(
             // SAFETY: the snapshot is alive (owned here) and the GIL is held.
             let cont = unsafe {
                 let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
-                resume::Continuation::new(
+                continuation::Continuation::new(
                     core,
                     &index,
                     &options,
@@ -281,15 +289,16 @@ fn snapshot_of<'py>(messages: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList
 }
 
 /// Lets the memo release what it retired during this render (no view borrows any more).
-fn release_retired(guard: &mut Option<std::sync::MutexGuard<'_, crate::size_memo::SendMemo>>) {
+fn release_retired(guard: &mut Option<std::sync::MutexGuard<'_, SendCache>>) {
     if let Some(guard) = guard.as_mut() {
         // SAFETY: the GIL is held and the views of this render are gone: Python code that
         // a deallocation runs cannot invalidate anything still in use.
-        unsafe { guard.0.release_retired() };
+        unsafe { guard.0.sizes.release_retired() };
     }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    cache::register(m)?;
     m.add_class::<PyRenderOptions>()?;
     m.add_class::<PyRenderOutcome>()?;
     m.add_function(wrap_pyfunction!(render, m)?)?;

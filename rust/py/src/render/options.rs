@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::jsread::text;
-use crate::pyvalue::js_str_of;
+use crate::pystr::js_str_of;
 
 /// What render reads from the config: the grace window, phases 2 and 3, and the protection
 /// rule (tool names or, in reference mode, a `protectedTools` string matched by substring;

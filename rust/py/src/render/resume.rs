@@ -2,7 +2,7 @@
 //! on are read, decided, measured and built (`pi_condense_core::render::resume` says what the
 //! core carries, where it restarts after an index change, and when it falls back).
 //!
-//! The previous frozen render leaves a [`Continuation`] in the size memo: the core's
+//! The previous frozen render leaves a [`Continuation`] in the render cache (`super::cache`): the core's
 //! [`Resume`], the index object and render options it was made against, and owned references
 //! to its input and output messages with their lengths. The next frozen render resumes when
 //! the index and options are the same objects and its list starts with the very same input
@@ -17,173 +17,25 @@
 //! decision and objects for it again, stale but alive.
 
 use pi_condense_core::render::size::list_len;
-use pi_condense_core::render::{self as core_render, Fallback, Item, Needs, Resume};
+use pi_condense_core::render::{self as core_render, Fallback, Item, Needs};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use std::cell::RefCell;
 
 use super::apply::{build, Writer};
+use super::cache::RenderCache;
+use super::continuation::{
+    mark_points, mark_unchanged, Continuation, INPUT_CHARS, OUTPUTS, OUTPUT_CHARS,
+};
 use super::extract::Reader;
 use super::options::{PyRenderOptions, PyRenderOutcome};
 use super::sizes::ArgLens;
 use crate::index::PyIndex;
 use crate::json::Measurer;
 use crate::jsread::{Keys, Obj};
-use crate::size_memo::SizeMemo;
 
-/// Mark positions (`Resume::set_marks`): what the output held at a restart point.
-const OUTPUTS: usize = 0;
-const INPUT_CHARS: usize = 1;
-const OUTPUT_CHARS: usize = 2;
-
-/// What a frozen render leaves for the next one (module docs).
-pub(crate) struct Continuation {
-    /// Taken out while a render resumes from it.
-    core: Option<Resume>,
-    index: u64,
-    options: u64,
-    /// The input messages, in order (owned references).
-    inputs: Vec<usize>,
-    /// Their lengths, while every render since the first change measured them.
-    input_lens: Option<Vec<usize>>,
-    /// The output messages, in order (owned references), and their lengths; empty while
-    /// nothing changed.
-    outputs: Vec<usize>,
-    output_lens: Vec<usize>,
-}
-
-/// Marks the restart points of a render that changed nothing (its output is its input;
-/// nothing was measured).
-fn mark_unchanged(core: &mut Resume) {
-    let marks: Vec<[usize; 3]> = core
-        .unmarked()
-        .into_iter()
-        .map(|(len, _)| [len, 0, 0])
-        .collect();
-    core.mark(&marks);
-}
-
-/// Sets the marks of the restart points `core` has not had marked: the number of output
-/// messages before each, and the summed lengths of the inputs and outputs before it, from
-/// `start` (a marked point: `[outputs, input chars, output chars]` before message `from`).
-fn mark_points(
-    core: &mut Resume,
-    from: usize,
-    start: [usize; 3],
-    input_lens: &[usize],
-    output_lens: &[usize],
-) {
-    let sum = |lens: &[usize], from: usize, to: usize| -> usize {
-        lens.get(from..to.max(from)).map_or(0, |l| l.iter().sum())
-    };
-    let marks: Vec<[usize; 3]> = core
-        .unmarked()
-        .into_iter()
-        .map(|(len, outputs)| {
-            [
-                outputs,
-                start[1] + sum(input_lens, from, len),
-                start[2] + sum(output_lens, start[0], outputs),
-            ]
-        })
-        .collect();
-    core.mark(&marks);
-}
-
-impl Continuation {
-    /// The continuation of a full frozen render of `inputs` (lengths `lens`, when measured)
-    /// into `outputs` (`None`: it changed nothing; else the list and its lengths), taking a
-    /// reference to each.
-    ///
-    /// # Safety
-    /// The GIL must be held and `inputs` live objects.
-    pub(crate) unsafe fn new(
-        mut core: Resume,
-        index: &PyIndex,
-        options: &PyRenderOptions,
-        inputs: &[Obj],
-        lens: Option<&[usize]>,
-        outputs: Option<(&Bound<'_, PyList>, &[usize])>,
-    ) -> Self {
-        let take = |objects: &mut dyn Iterator<Item = Obj>| -> Vec<usize> {
-            objects
-                .map(|obj| {
-                    // SAFETY: a live object (the caller's contract, or an item of the live
-                    // output list); the GIL is held; the continuation owns this reference.
-                    unsafe { ffi::Py_IncRef(obj) };
-                    obj as usize
-                })
-                .collect()
-        };
-        let (outputs, output_lens) = match outputs {
-            Some((list, out_lens)) => {
-                mark_points(&mut core, 0, [0; 3], lens.unwrap_or_default(), out_lens);
-                // SAFETY: the list is alive (the caller holds it) and the GIL is held.
-                let held = take(&mut unsafe { crate::jsread::list_items(list.as_ptr()) });
-                (held, out_lens.to_vec())
-            }
-            None => {
-                mark_unchanged(&mut core);
-                (Vec::new(), Vec::new())
-            }
-        };
-        Continuation {
-            core: Some(core),
-            index: index.instance(),
-            options: options.stamp,
-            inputs: take(&mut inputs.iter().copied()),
-            input_lens: lens.map(<[usize]>::to_vec),
-            outputs,
-            output_lens,
-        }
-    }
-
-    /// Hands its references over to `released` (released once nothing borrows).
-    pub(crate) fn retire(self, released: &mut Vec<usize>) {
-        released.extend(self.inputs);
-        released.extend(self.outputs);
-    }
-}
-
-/// How resumed renders went (`SizeMemo.resume_stats`).
-#[derive(Default, Clone, Copy)]
-pub(crate) struct ResumeStats {
-    /// Renders resumed at the end of the previous one (only new messages read).
-    pub(crate) resumed: u64,
-    /// Renders resumed from an earlier restart point (after an index change).
-    pub(crate) restarted: u64,
-    /// Frozen renders of the whole list (nothing to resume from, or a fallback).
-    pub(crate) full: u64,
-    /// Fallbacks, by [`FALLBACKS`] position.
-    pub(crate) fallbacks: [u64; FALLBACKS.len()],
-    /// Continuations that did not apply (another index or options, another list).
-    pub(crate) stale: u64,
-}
-
-/// The fallbacks counted, in [`ResumeStats::fallbacks`] order.
-pub(crate) const FALLBACKS: [Fallback; 8] = [
-    Fallback::Grace,
-    Fallback::Errored,
-    Fallback::Cooldown,
-    Fallback::Range,
-    Fallback::Summary,
-    Fallback::Throws,
-    Fallback::FirstChange,
-    Fallback::Changed,
-];
-
-impl ResumeStats {
-    fn fell_back(&mut self, why: Fallback) {
-        if let Some(at) = FALLBACKS.iter().position(|&f| f == why) {
-            if let Some(count) = self.fallbacks.get_mut(at) {
-                *count += 1;
-            }
-        }
-    }
-}
-
-/// The render of `messages` resumed from the memo's continuation, or `None` when there is
+/// The render of `messages` resumed from the cache's continuation, or `None` when there is
 /// none that applies (the caller renders the whole list; the continuation is retired).
 /// `messages` is the render's snapshot of the caller's list `original` (the same items,
 /// owned by the snapshot); an unchanged render hands `original` back.
@@ -193,10 +45,10 @@ pub(super) fn resume(
     index: &PyIndex,
     options: &PyRenderOptions,
     keys: &Keys<'_>,
-    memo: &mut SizeMemo,
+    cache: &mut RenderCache,
 ) -> PyResult<Option<PyRenderOutcome>> {
     let py = messages.py();
-    let Some(mut cont) = memo.resume.take() else {
+    let Some(mut cont) = cache.resume.take() else {
         return Ok(None);
     };
     // SAFETY: the snapshot is alive (the render holds it) and the GIL is held; the items
@@ -217,14 +69,14 @@ pub(super) fn resume(
         .as_ref()
         .and_then(|core| state.changes_since(core.revision()));
     let (Some(core), Some(changes), true) = (cont.core.take(), changes, same) else {
-        memo.resume_stats.stale += 1;
-        cont.retire(&mut memo.retired);
+        cache.resume_stats.stale += 1;
+        cache.retire(cont);
         return Ok(None);
     };
     let cfg = options.config();
     let Some(from) = core.restart_point(state, &cfg, changes) else {
-        memo.resume_stats.fell_back(Fallback::Changed);
-        cont.retire(&mut memo.retired);
+        cache.resume_stats.fell_back(Fallback::Changed);
+        cache.retire(cont);
         return Ok(None);
     };
     let tail = items.get(from..).unwrap_or_default();
@@ -259,8 +111,8 @@ pub(super) fn resume(
                 Some(Err(why)) => why,
                 _ => Fallback::Throws,
             };
-            memo.resume_stats.fell_back(why);
-            cont.retire(&mut memo.retired);
+            cache.resume_stats.fell_back(why);
+            cache.retire(cont);
             return Ok(None);
         }
     };
@@ -278,13 +130,13 @@ pub(super) fn resume(
             cont.inputs.push(item as usize);
         }
     };
-    let counted = |memo: &mut SizeMemo| {
-        memo.hits += from as u64;
-        memo.misses += tail.len() as u64;
+    let counted = |cache: &mut RenderCache| {
+        cache.sizes.hits += from as u64;
+        cache.sizes.misses += tail.len() as u64;
         if from < n_old {
-            memo.resume_stats.restarted += 1;
+            cache.resume_stats.restarted += 1;
         } else {
-            memo.resume_stats.resumed += 1;
+            cache.resume_stats.resumed += 1;
         }
     };
     let Some(tail_items) = plan.items else {
@@ -294,8 +146,8 @@ pub(super) fn resume(
             mark_unchanged(core);
         }
         cont.input_lens = None;
-        counted(memo);
-        memo.resume = Some(cont);
+        counted(cache);
+        cache.resume = Some(cont);
         return PyRenderOutcome::new(py, original.clone(), false, 0, 0, diagnostics, false)
             .map(Some);
     };
@@ -304,8 +156,8 @@ pub(super) fn resume(
     let mut lens = match cont.input_lens.take() {
         Some(lens) if lens.len() == n_old => lens,
         _ => {
-            memo.resume_stats.fell_back(Fallback::FirstChange);
-            cont.retire(&mut memo.retired);
+            cache.resume_stats.fell_back(Fallback::FirstChange);
+            cache.retire(cont);
             return Ok(None);
         }
     };
@@ -316,8 +168,8 @@ pub(super) fn resume(
             Ok(len) => lens.push(len),
             Err(_) => {
                 // The full render raises it, where it must.
-                memo.resume_stats.fell_back(Fallback::Throws);
-                cont.retire(&mut memo.retired);
+                cache.resume_stats.fell_back(Fallback::Throws);
+                cache.retire(cont);
                 return Ok(None);
             }
         }
@@ -328,13 +180,13 @@ pub(super) fn resume(
     let (new_outputs, new_lens) = match built {
         Ok(built) => built,
         Err(err) => {
-            cont.retire(&mut memo.retired);
+            cache.retire(cont);
             return Err(err);
         }
     };
     // The previous output of the messages before the restart point, then the new items.
     let kept = plan.marks[OUTPUTS].min(cont.outputs.len());
-    memo.retired.extend(cont.outputs.drain(kept..));
+    cache.sizes.retired.extend(cont.outputs.drain(kept..));
     cont.outputs.extend(new_outputs);
     cont.output_lens.truncate(kept);
     cont.output_lens.extend_from_slice(&new_lens);
@@ -342,7 +194,7 @@ pub(super) fn resume(
     let out = match new_list(py, &cont.outputs) {
         Ok(out) => out,
         Err(err) => {
-            cont.retire(&mut memo.retired);
+            cache.retire(cont);
             return Err(err);
         }
     };
@@ -355,8 +207,8 @@ pub(super) fn resume(
         mark_points(core, from, plan.marks, &lens, &cont.output_lens);
     }
     cont.input_lens = Some(lens);
-    counted(memo);
-    memo.resume = Some(cont);
+    counted(cache);
+    cache.resume = Some(cont);
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false).map(Some)
 }
 

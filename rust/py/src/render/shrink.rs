@@ -14,7 +14,7 @@ use pyo3::types::PyString;
 use crate::cpython::{list_items, utf16_len_of, DictMembers};
 use crate::jsread::Obj;
 
-use super::apply::fresh_copy_with;
+use super::copy::fresh_copy_with;
 
 /// Strings up to this many UTF-16 units are kept.
 const KEEP_UP_TO: usize = 200;

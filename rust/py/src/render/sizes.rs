@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use pi_condense_core::render::{Lazy, MsgView, Role, Ts};
+use pi_condense_core::render::{size, Lazy, MsgView, Role, Ts};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -148,9 +148,9 @@ pub(super) fn input_lens(
     Ok(measured.lens)
 }
 
-/// The length of an assistant copy that only lost blocks: the original's length minus the
-/// removed blocks and their commas (all other members are the very same objects). `None`
-/// when arguments were purged (then the copy is measured). `measurer` is shared by the
+/// The length of an assistant copy that only lost blocks (`size::assistant_copy_len`, of the
+/// removed blocks measured here). `None` when arguments were purged (then the copy is
+/// measured). `measurer` is shared by the
 /// copies of one render: the caller keeps every measured block alive until it is done with
 /// it, so the addresses of the keys it caches are not reused meanwhile.
 pub(super) fn assistant_copy_len(
@@ -165,14 +165,12 @@ pub(super) fn assistant_copy_len(
         return Ok(None);
     };
     let measurer = measurer.get_or_insert_with(|| Measurer::new(py));
-    let mut gone = 0usize;
+    let mut gone = Vec::with_capacity(removed.len());
     for block in removed {
         // SAFETY: the block is alive (held by `removed`) and the GIL is held.
-        gone += unsafe { measurer.len(py, block.as_ptr())? };
+        gone.push(unsafe { measurer.len(py, block.as_ptr())? });
     }
-    let k = removed.len();
-    let commas = if k == blocks { k.saturating_sub(1) } else { k };
-    Ok(len.checked_sub(gone + commas))
+    Ok(size::assistant_copy_len(len, &gone, blocks))
 }
 
 /// The length of each output message: `known` where it is, else measured. The new messages

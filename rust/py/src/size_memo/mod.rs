@@ -31,34 +31,21 @@
 //! fresh-objects path slower than no memo, and holds at most the anchors of such a host.
 
 mod prefix;
+mod trail;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
-use std::ptr::{addr_of_mut, null_mut};
-use std::sync::{Mutex, MutexGuard, TryLockError};
 
-use pi_condense_core::render::{FastMap, MsgView, Needs, ResultKeys};
-use pyo3::exceptions::PyRuntimeError;
+use pi_condense_core::render::{FastMap, MsgView, Needs};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::cpython::{list_items as list_slice, prefetch, prefetch_body, DictMembers};
+use crate::cpython::{prefetch, prefetch_body};
 use crate::json::Measurer;
-use crate::render::resume::{Continuation, ResumeStats, FALLBACKS};
-use crate::render::reuse::Outputs;
+use trail::{len_each_recorded_then, len_recorded, release, same_tree, Recorded, Trail};
+use trail::{TAG_DICT, TAG_LEAF, TAG_LIST, TAG_MASK};
 
-type Obj = *mut ffi::PyObject;
-
-/// Deepest container nesting a remembered message may have.
-const MAX_DEPTH: usize = 128;
-
-/// Trail words: an object address with a tag in its two low bits (objects are at least
-/// 4-byte aligned), or a container's size.
-const TAG_MASK: usize = 0b11;
-const TAG_LEAF: usize = 0b00;
-const TAG_DICT: usize = 0b01;
-const TAG_LIST: usize = 0b10;
-const TAG_COUNT: usize = 0b11;
+use crate::cpython::Obj;
 
 /// Messages of a render kept as anchors (module docs): evenly spread, the last one too.
 const ANCHORS: usize = 8;
@@ -94,291 +81,6 @@ pub(crate) struct SizeMemo {
     pub(crate) frozen: bool,
     /// The leading messages of the latest frozen render, out of `entries` (`prefix`).
     prefix: prefix::Prefix,
-    /// The new messages of the latest frozen render (`crate::render::reuse`).
-    outputs: Outputs,
-    /// The tool results' lookup keys of the latest frozen render: the next one reuses those
-    /// of the messages the prefix lends it (`ResultKeys::reusable`).
-    pub(crate) keys: ResultKeys,
-    /// What the latest frozen render leaves to resume the next one from
-    /// (`crate::render::resume`).
-    pub(crate) resume: Option<Continuation>,
-    pub(crate) resume_stats: ResumeStats,
-    /// Frozen renders resume from the previous one (on unless the memo was made without).
-    pub(crate) resuming: bool,
-}
-
-/// Whether `obj` is a leaf the memo admits (immutable, with a length that only depends
-/// on its value).
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held.
-#[inline]
-unsafe fn is_plain_leaf(obj: Obj) -> bool {
-    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-    unsafe {
-        let ty = ffi::Py_TYPE(obj);
-        ty == addr_of_mut!(ffi::PyUnicode_Type)
-            || ty == addr_of_mut!(ffi::PyLong_Type)
-            || ty == addr_of_mut!(ffi::PyFloat_Type)
-            || ty == addr_of_mut!(ffi::PyBool_Type)
-            || obj == ffi::Py_None()
-    }
-}
-
-/// A finished trail (it owns a reference to each of its objects).
-pub(crate) type Recorded = Box<[usize]>;
-
-/// A trail being recorded by the measuring walk ([`Measurer::len_recorded`]), in the walk's
-/// order: a dict is `DICT|dict, size, key1 .. keyN` followed by the trails of its
-/// values in order; a list is `LIST|list, size` followed by the trails
-/// of its items; a leaf is its address. Anything the memo does not admit spoils the trail.
-///
-/// The trail takes a reference to each object as it records it (the object was just read:
-/// its header is in the CPU cache); [`Trail::finish`] hands them over, and a spoiled or
-/// discarded trail gives them back.
-#[derive(Default)]
-pub(crate) struct Trail {
-    words: Vec<usize>,
-    spoiled: bool,
-}
-
-impl Trail {
-    /// The finished trail, owning a reference to each of its objects (`None` if spoiled);
-    /// the trail is then empty again, ready for the next value (its buffer is reused).
-    pub(crate) fn finish(&mut self) -> Option<Recorded> {
-        let done = (!self.spoiled).then(|| Box::from(self.words.as_slice()));
-        self.words.clear();
-        self.spoiled = false;
-        done
-    }
-
-    /// Gives back the references of an unfinished trail.
-    ///
-    /// # Safety
-    /// The GIL must be held.
-    pub(crate) unsafe fn discard(&mut self) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            release(&self.words);
-            self.words.clear();
-            self.spoiled = false;
-        }
-    }
-
-    /// # Safety
-    /// The GIL must be held.
-    unsafe fn spoil(&mut self) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            if !self.spoiled {
-                self.spoiled = true;
-                release(&self.words);
-                self.words = Vec::new();
-            }
-        }
-    }
-
-    /// # Safety
-    /// `obj` must be a live object and the GIL held.
-    unsafe fn push_object(&mut self, obj: Obj, tag: usize) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            if obj as usize & TAG_MASK != 0 {
-                self.spoil();
-            } else if !self.spoiled {
-                ffi::Py_IncRef(obj);
-                self.words.push(obj as usize | tag);
-            }
-        }
-    }
-
-    /// A value that is not a dict, list or tuple.
-    ///
-    /// # Safety
-    /// `obj` must be a live object and the GIL held.
-    pub(crate) unsafe fn leaf(&mut self, obj: Obj) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            if is_plain_leaf(obj) {
-                self.push_object(obj, TAG_LEAF);
-            } else {
-                self.spoil();
-            }
-        }
-    }
-
-    /// A dict at `depth` is opened: where its size goes, for [`Trail::close_dict`].
-    ///
-    /// # Safety
-    /// `dict` must be a live object and the GIL held.
-    pub(crate) unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
-                self.spoil();
-            }
-            self.push_object(dict, TAG_DICT);
-            if self.spoiled {
-                return None;
-            }
-            self.words.push(TAG_COUNT);
-            Some(self.words.len() - 1)
-        }
-    }
-
-    /// A key of the dict opened last (an exact str: the walk checked).
-    ///
-    /// # Safety
-    /// `key` must be a live object and the GIL held.
-    pub(crate) unsafe fn key(&mut self, key: Obj) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            self.push_object(key, TAG_LEAF);
-        }
-    }
-
-    /// The dict opened at `at` had `count` members (`plain`: all keys exact strs).
-    ///
-    /// # Safety
-    /// The GIL must be held.
-    pub(crate) unsafe fn close_dict(&mut self, at: usize, count: usize, plain: bool) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            if !plain {
-                self.spoil();
-            } else if let Some(word) = self.words.get_mut(at) {
-                *word = count << 2 | TAG_COUNT;
-            }
-        }
-    }
-
-    /// A list or tuple at `depth`, of `count` items.
-    ///
-    /// # Safety
-    /// `list` must be a live object and the GIL held.
-    pub(crate) unsafe fn list(&mut self, list: Obj, count: usize, depth: u32) {
-        // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-        unsafe {
-            if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH
-            {
-                self.push_object(list, TAG_LIST);
-                if !self.spoiled {
-                    self.words.push(count << 2 | TAG_COUNT);
-                }
-            } else {
-                self.spoil();
-            }
-        }
-    }
-}
-
-/// Whether `obj` is still the tree the trail recorded from `trail[*pos]` on; advances
-/// `pos` past it.
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held; every object of `trail` must be alive
-/// (the memo holds them).
-unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bool {
-    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-    unsafe {
-        let Some(&word) = trail.get(*pos) else {
-            return false;
-        };
-        *pos += 1;
-        let tag = word & TAG_MASK;
-        if tag == TAG_LEAF {
-            return word == obj as usize;
-        }
-        if word & !TAG_MASK != obj as usize {
-            return false;
-        }
-        let Some(&count) = trail.get(*pos) else {
-            return false;
-        };
-        *pos += 1;
-        let size = count >> 2;
-        if tag == TAG_DICT {
-            // The keys, in order, then the values' trees.
-            let mut values: SmallValues = SmallValues::new();
-            for (key, value) in DictMembers::new(obj, 0) {
-                if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
-                    return false;
-                }
-                *pos += 1;
-                values.push(value);
-            }
-            values.len() == size
-                && values
-                    .as_slice()
-                    .iter()
-                    .all(|&value| same_tree(value, trail, pos))
-        } else if let Some(items) = list_slice(obj) {
-            items.len() == size && items.iter().all(|&item| same_tree(item, trail, pos))
-        } else {
-            // The layout is not known: the items through the C API.
-            ffi::PyList_Size(obj) == size as ffi::Py_ssize_t
-                && (0..size).all(|i| {
-                    let item = ffi::PyList_GetItem(obj, i as ffi::Py_ssize_t);
-                    !item.is_null() && same_tree(item, trail, pos)
-                })
-        }
-    }
-}
-
-/// The values of one dict: on the stack for the usual few, on the heap beyond.
-struct SmallValues {
-    inline: [Obj; 16],
-    len: usize,
-    spill: Vec<Obj>,
-}
-
-impl SmallValues {
-    fn new() -> Self {
-        SmallValues {
-            inline: [null_mut(); 16],
-            len: 0,
-            spill: Vec::new(),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn push(&mut self, value: Obj) {
-        if self.len < self.inline.len() {
-            self.inline[self.len] = value;
-        } else {
-            if self.spill.is_empty() {
-                self.spill.extend_from_slice(&self.inline);
-            }
-            self.spill.push(value);
-        }
-        self.len += 1;
-    }
-
-    fn as_slice(&self) -> &[Obj] {
-        if self.len <= self.inline.len() {
-            self.inline.get(..self.len).unwrap_or_default()
-        } else {
-            &self.spill
-        }
-    }
-}
-
-/// Drops the references a trail holds.
-///
-/// # Safety
-/// The GIL must be held and the trail's references owned by the caller.
-pub(crate) unsafe fn release(trail: &[usize]) {
-    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-    unsafe {
-        for &word in trail {
-            if word & TAG_MASK != TAG_COUNT {
-                ffi::Py_DecRef((word & !TAG_MASK) as Obj);
-            }
-        }
-    }
 }
 
 impl SizeMemo {
@@ -430,34 +132,6 @@ impl SizeMemo {
             for trail in stale {
                 release(&trail);
             }
-        }
-    }
-
-    /// For the apply of a render: the outputs of the previous frozen render and where
-    /// references to release go (`None` without the promise: the outputs are released).
-    pub(crate) fn outputs_for_apply(&mut self) -> Option<(&mut Outputs, &mut Vec<usize>)> {
-        if self.frozen {
-            self.outputs.begin();
-            Some((&mut self.outputs, &mut self.retired))
-        } else {
-            self.drop_outputs();
-            None
-        }
-    }
-
-    /// Releases the outputs (at the end of the render: [`SizeMemo::release_retired`]).
-    pub(crate) fn drop_outputs(&mut self) {
-        if !self.outputs.is_empty() {
-            self.outputs.clear(&mut self.retired);
-        }
-    }
-
-    /// After the apply: the lengths of the output messages (`lens`, by slot) for the
-    /// outputs this render kept; the ones it did not hand out are released.
-    pub(crate) fn outputs_measured(&mut self, lens: &[usize]) {
-        if self.frozen {
-            self.outputs.measured(lens);
-            self.outputs.sweep(&mut self.retired);
         }
     }
 
@@ -537,18 +211,18 @@ impl SizeMemo {
         self.retired.extend(old);
     }
 
-    /// Retires the continuation of the latest frozen render (a render that does not make
-    /// the promise, or a clear).
-    pub(crate) fn forget_resume(&mut self) {
-        if let Some(cont) = self.resume.take() {
-            cont.retire(&mut self.retired);
-        }
+    /// Number of messages remembered.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len() + self.prefix.len()
     }
 
-    fn clear(&mut self) {
-        self.outputs.clear(&mut self.retired);
-        self.forget_resume();
-        self.keys = ResultKeys::default();
+    /// How many of them the frozen prefix holds.
+    pub(crate) fn prefix_len(&self) -> usize {
+        self.prefix.len()
+    }
+
+    /// Forgets every message (releases the references, and those retired).
+    pub(crate) fn clear(&mut self) {
         if self.entries.is_empty()
             && self.prefix.is_empty()
             && self.anchors.is_empty()
@@ -571,105 +245,6 @@ impl SizeMemo {
 impl Drop for SizeMemo {
     fn drop(&mut self) {
         self.clear();
-    }
-}
-
-/// The memo as a Python object (held by a `PrunerState`, passed to `render`).
-///
-/// It is only used with the GIL held (the mutex is never contended); the raw addresses
-/// it stores are owned references released with the GIL.
-#[pyclass(module = "pi_condense._core", name = "SizeMemo")]
-pub(crate) struct PySizeMemo {
-    memo: Mutex<SendMemo>,
-}
-
-/// [`SizeMemo`] marked `Send`: its addresses are references to Python objects, touched
-/// only with the GIL held.
-pub(crate) struct SendMemo(pub(crate) SizeMemo);
-
-// SAFETY: see `SendMemo`; every access goes through the GIL-holding render or `clear`.
-unsafe impl Send for SendMemo {}
-
-impl PySizeMemo {
-    /// The memo, unless a render is using it (the GIL is held by the caller, so only a
-    /// render up the same thread's stack can hold the lock).
-    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, SendMemo>> {
-        match self.memo.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut SizeMemo) -> R) -> PyResult<R> {
-        match self.try_lock() {
-            Some(mut guard) => Ok(f(&mut guard.0)),
-            None => Err(PyRuntimeError::new_err(
-                "the size memo is in use by a render (called from a protection predicate?)",
-            )),
-        }
-    }
-}
-
-#[pymethods]
-impl PySizeMemo {
-    /// `resume=False`: every frozen render reads the whole list (as before resumed renders;
-    /// for comparisons and tests of the full path).
-    #[new]
-    #[pyo3(signature = (*, resume = true))]
-    fn new(resume: bool) -> Self {
-        let mut memo = SizeMemo::default();
-        memo.resuming = resume;
-        PySizeMemo {
-            memo: Mutex::new(SendMemo(memo)),
-        }
-    }
-
-    /// Whether frozen renders resume from the previous one.
-    #[getter]
-    fn resuming(&self) -> PyResult<bool> {
-        self.with(|memo| memo.resuming)
-    }
-
-    /// Number of messages remembered.
-    fn __len__(&self) -> PyResult<usize> {
-        self.with(|memo| memo.entries.len() + memo.prefix.len())
-    }
-
-    /// How many of them the frozen prefix holds (the leading messages of the latest
-    /// frozen render, reused without a lookup).
-    #[getter]
-    fn prefix(&self) -> PyResult<usize> {
-        self.with(|memo| memo.prefix.len())
-    }
-
-    /// `(hits, misses)` of the lookups so far (a miss: a message new to the memo, or changed).
-    #[getter]
-    fn stats(&self) -> PyResult<(u64, u64)> {
-        self.with(|memo| (memo.hits, memo.misses))
-    }
-
-    /// How frozen renders went: `resumed` (only the new messages decided), `restarted`
-    /// (decided from an earlier restart point after an index change), `full` (the whole
-    /// list), `stale` (the previous render's index, options or list did not apply) and the
-    /// count of each fallback reason.
-    #[getter]
-    fn resume_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-        let stats = self.with(|memo| memo.resume_stats)?;
-        let out = pyo3::types::PyDict::new(py);
-        out.set_item("resumed", stats.resumed)?;
-        out.set_item("restarted", stats.restarted)?;
-        out.set_item("full", stats.full)?;
-        out.set_item("stale", stats.stale)?;
-        for (why, count) in FALLBACKS.iter().zip(stats.fallbacks) {
-            out.set_item(why.as_str(), count)?;
-        }
-        Ok(out)
-    }
-
-    /// Forgets every message (releases the references).
-    fn clear(&self) -> PyResult<()> {
-        self.with(SizeMemo::clear)
     }
 }
 
@@ -828,7 +403,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
                 return Ok(Measured::new(lens, views, 0));
             }
             let (lens, trails) =
-                Measurer::new(py).len_each_recorded_then(py, list, |i, item| {
+                len_each_recorded_then(&mut Measurer::new(py), py, list, |i, item| {
                     let start = borrowed.borrow().len();
                     views.push(read(i, item)?);
                     spans.push((start, borrowed.borrow().len()));
@@ -876,6 +451,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
                 .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
                 .collect();
             let mut measurer = Measurer::new(py);
+            let mut trail_buffer = Trail::default();
             let mut failed = None;
             for (j, &item) in tail.iter().enumerate() {
                 let i = matched + j;
@@ -922,13 +498,14 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     }
                     None => {
                         misses += 1;
-                        let (len, trail) = match measurer.len_recorded(py, item) {
-                            Ok(measured) => measured,
-                            Err(err) => {
-                                failed = Some(err);
-                                break;
-                            }
-                        };
+                        let (len, trail) =
+                            match len_recorded(&mut measurer, py, item, &mut trail_buffer) {
+                                Ok(measured) => measured,
+                                Err(err) => {
+                                    failed = Some(err);
+                                    break;
+                                }
+                            };
                         lens.push(len);
                         let start = borrowed.borrow().len();
                         match read(i, item) {
@@ -999,9 +576,4 @@ impl<'a> Measured<'a> {
     fn new(lens: Vec<usize>, views: Vec<View<'a>>, lent: usize) -> Self {
         Measured { lens, views, lent }
     }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PySizeMemo>()?;
-    Ok(())
 }

@@ -21,7 +21,7 @@ use pi_condense_core::render::Needs;
 
 use super::{release, Entry, KeptView, SizeMemo, View};
 
-type Obj = *mut pyo3::ffi::PyObject;
+use crate::cpython::Obj;
 
 #[derive(Default)]
 pub(super) struct Prefix {

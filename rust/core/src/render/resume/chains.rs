@@ -2,7 +2,7 @@
 //! entry whose range resolved, what the applied ranges drop, and what their synthetic texts
 //! read besides the entry.
 
-use super::seen::{tagged, BODY_KEY};
+use super::seen::{dropped_id, dropped_key, tagged, BODY_KEY};
 use crate::collections::FastMap;
 use crate::index::ChainEntry;
 use crate::js::JsField;
@@ -13,16 +13,6 @@ use crate::render::ids::push_result_key;
 use crate::render::plan::Diagnostic;
 use crate::render::state::RenderState;
 use crate::view::{Content, IdStr, JsIdOf, MsgView, Role};
-
-/// A dropped result's lookup key (`k:` + key) or a dropped call's or result's string id
-/// (`i:` + id), as the per-batch summary check reads them (04 section 5.5).
-pub(super) fn dropped_key(key: &str) -> Box<str> {
-    format!("k:{key}").into_boxed_str()
-}
-
-pub(super) fn dropped_id(id: &str) -> Box<str> {
-    format!("i:{id}").into_boxed_str()
-}
 
 /// A resolved entry: its range (list indices), outcome, and what it drops when applied.
 #[derive(Debug, Clone)]

@@ -15,6 +15,16 @@ use crate::collections::FastMap;
 use crate::render::chain::drop::{ref_checks, RefCheck};
 use crate::view::{IdStr, JsIdOf, MsgView, Role, SummaryRefs, Ts};
 
+/// A dropped result's lookup key (`k:` + key) or a dropped call's or result's string id
+/// (`i:` + id), as the per-batch summary check reads them (04 section 5.5).
+pub(super) fn dropped_key(key: &str) -> Box<str> {
+    format!("k:{key}").into_boxed_str()
+}
+
+pub(super) fn dropped_id(id: &str) -> Box<str> {
+    format!("i:{id}").into_boxed_str()
+}
+
 /// A hash of a string of one kind (the kind byte keeps kinds apart).
 pub(crate) fn tagged(hasher: &foldhash::fast::RandomState, kind: u8, text: &str) -> u64 {
     hasher.hash_one((kind, text))
@@ -26,15 +36,15 @@ pub(crate) const ID: u8 = b'i';
 pub(crate) const BODY_KEY: u8 = b'b';
 
 /// What a per-batch summary's refs are checked by (04 section 5.5; see
-/// `chains::dropped_key`): `k:id@resultTimestamp` for a ref with a result timestamp,
+/// [`dropped_key`]): `k:id@resultTimestamp` for a ref with a result timestamp,
 /// `i:` + the bare id for one without; `None` where that check throws (not an array, a
 /// nullish ref, or a non-string id without a result timestamp).
 pub(crate) fn summary_refs<S: AsRef<str>>(refs: &SummaryRefs<S>) -> Option<Vec<Box<str>>> {
     ref_checks(refs)
         .ok()?
         .map(|check| match check.ok()? {
-            RefCheck::Key(key) => Some(super::chains::dropped_key(&key)),
-            RefCheck::Id(id) => Some(super::chains::dropped_id(id)),
+            RefCheck::Key(key) => Some(dropped_key(&key)),
+            RefCheck::Id(id) => Some(dropped_id(id)),
         })
         .collect()
 }

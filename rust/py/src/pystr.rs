@@ -1,7 +1,10 @@
-//! Python `str` <-> [`JsStr`] (lone surrogates kept), shared by the bindings; reading other
-//! values as JavaScript would is `crate::jsread`.
+//! Python `str` <-> Rust text: [`JsStr`] (lone surrogates kept), UTF-16 code units and the
+//! key form of ids, shared by the bindings; reading other values as JavaScript would is
+//! `crate::jsread`.
 
-use pi_condense_core::jsstr::JsStr;
+use std::borrow::Cow;
+
+use pi_condense_core::jsstr::{self, JsStr};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
@@ -69,4 +72,43 @@ pub(crate) fn str_of_js<'py>(py: Python<'py>, s: &JsStr) -> PyResult<Bound<'py, 
         None => Ok(PyString::new(py, s.as_str())),
         Some(bytes) => str_of_wtf8(py, bytes),
     }
+}
+
+/// The UTF-16 code units of a str, from its code points (no codec: a subclass's `encode`
+/// is not run, nothing is raised).
+pub(crate) fn utf16_of(s: &Bound<'_, PyString>) -> PyResult<Vec<u16>> {
+    Ok(pi_condense_core::json::utf16_of(
+        &crate::cpython::code_points(s),
+    ))
+}
+
+/// The key form of a Python str (see `pi_condense_core::jsstr::key_form_units`): the
+/// string itself unless it holds lone surrogates or U+FDD0. Every id and key the native
+/// index holds is in this form, so a lone surrogate keeps its own slot.
+pub(crate) fn key_of(s: &Bound<'_, PyString>) -> PyResult<String> {
+    match crate::cpython::str_cow(s) {
+        Some(text) => Ok(match jsstr::key_form_str(&text) {
+            Cow::Borrowed(_) => text.into_owned(),
+            Cow::Owned(key) => key,
+        }),
+        None => Ok(jsstr::key_form_units(&utf16_of(s)?)),
+    }
+}
+
+/// The Python str of a key form (lone surrogates restored).
+pub(crate) fn key_to_py<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyString>> {
+    match jsstr::key_form_to_wtf8(key) {
+        Cow::Borrowed(_) => Ok(PyString::new(py, key)),
+        Cow::Owned(bytes) => str_of_wtf8(py, &bytes),
+    }
+}
+
+/// [`key_to_py`] of every key.
+pub(crate) fn keys_to_py<'py, S: AsRef<str>>(
+    py: Python<'py>,
+    keys: impl IntoIterator<Item = S>,
+) -> PyResult<Vec<Bound<'py, PyString>>> {
+    keys.into_iter()
+        .map(|k| key_to_py(py, k.as_ref()))
+        .collect()
 }

@@ -10,21 +10,23 @@
 
 use pi_condense_core::index::reconstruct::{AliasData, ReplayRecord};
 use pi_condense_core::index::{
-    ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, ShortRef,
-    STATE_ENTRY_TYPES,
+    ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, STATE_ENTRY_TYPES,
 };
-use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::keys::{hash_tool_result, VerdictMemo};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+mod read;
+
+use pi_condense_core::index::entries::{self, SummaryText};
+
 use crate::cpython::{prefetch, prefetch_body};
-use crate::jsread::{is_absent, js_number, js_string, str_is_bound, text as text_of};
-use crate::keys::{key_of, key_to_py, keys_to_py};
-use crate::pyvalue::{js_str_of, str_of_js};
-use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
+use crate::jsread::{js_number, str_is_bound, text as text_of};
+use crate::pystr::{js_str_of, key_of, key_to_py, keys_to_py, str_of_js};
+use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use pyo3::{intern, IntoPyObjectExt};
+use read::{field, js_truthy, key_field, Entry};
 
 /// The pruner index (records, short refs, dedup aliases, summary bodies, chain registry) plus
 /// the frontier / stats data picked during reconstruction.
@@ -217,8 +219,17 @@ impl PyIndex {
             return Ok(());
         }
         if kind == EntryKind::Summary {
-            let refs = normalized_summary_refs(entry.get_item(intern!(py, "details"))?)?;
-            let (text, text_obj) = summary_text(py, entry.get_item(intern!(py, "content"))?)?;
+            let details = entry.get_item(intern!(py, "details"))?.map(Entry);
+            let refs = entries::normalized_summary_refs(details.as_ref())?;
+            let content = entry.get_item(intern!(py, "content"))?.map(Entry);
+            let (text, text_obj) = match entries::summary_text(content.as_ref())? {
+                SummaryText::Content(text) => (text, content.map(|c| c.0.unbind())),
+                SummaryText::Joined(text) => (text, None),
+            };
+            let text_obj = match text_obj {
+                Some(obj) => obj,
+                None => str_of_js(py, &text)?.into_any().unbind(),
+            };
             if replay.summary_entry(&refs, text) {
                 self.bodies.push(text_obj);
             }
@@ -242,7 +253,7 @@ impl PyIndex {
                 };
                 let refs = match data.get_item(intern!(py, "refs"))? {
                     Some(list) if backfilled && list.is_instance_of::<PyList>() => {
-                        Some(raw_refs(&list)?)
+                        Some(entries::raw_refs(list.try_iter()?.map(|r| r.map(Entry)))?)
                     }
                     _ => None,
                 };
@@ -253,7 +264,7 @@ impl PyIndex {
                 let Ok(dict) = data.downcast::<PyDict>() else {
                     return Ok(());
                 };
-                if let Some(chain) = read_chain(dict)? {
+                if let Some(chain) = entries::read_chain(&Entry(dict.clone().into_any()))? {
                     if replay.chain_entry(chain) {
                         self.chains.push(data.clone().unbind());
                     }
@@ -295,60 +306,6 @@ impl PyIndex {
 
 // ----- value extraction -----
 
-/// JS truthiness of a JSON-shaped value (an empty dict or list is truthy).
-fn js_truthy(value: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(field_of(value)?.is_truthy())
-}
-
-/// The `JsField` view of a present value.
-fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
-    if value.is_none() {
-        return Ok(JsField::Null);
-    }
-    if let Ok(b) = value.downcast::<PyBool>() {
-        return Ok(JsField::Bool(b.is_true()));
-    }
-    if let Some(n) = js_number(value)? {
-        return Ok(JsField::Number(n));
-    }
-    if let Ok(s) = value.downcast::<PyString>() {
-        return Ok(JsField::Str(js_str_of(s)?));
-    }
-    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-        return Ok(JsField::Array(js_string(Some(value))?.into_string()));
-    }
-    if is_absent(value.as_ptr()) {
-        // `pi_condense.session.ABSENT`: an omitted optional value (JS `undefined`).
-        return Ok(JsField::Absent);
-    }
-    Ok(JsField::Object)
-}
-
-/// The `JsField` view of `dict[key]` (absent when the key is missing).
-fn field(dict: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<JsField> {
-    match dict.get_item(key)? {
-        Some(v) => field_of(&v),
-        None => Ok(JsField::Absent),
-    }
-}
-
-/// `dict[key]` as a list of fields when it is a list.
-fn field_list(
-    dict: &Bound<'_, PyDict>,
-    key: &Bound<'_, PyString>,
-) -> PyResult<Option<Vec<JsField>>> {
-    match dict.get_item(key)? {
-        Some(v) if v.is_instance_of::<PyList>() => {
-            let mut out = Vec::new();
-            for item in v.try_iter()? {
-                out.push(field_of(&item?)?);
-            }
-            Ok(Some(out))
-        }
-        _ => Ok(None),
-    }
-}
-
 /// A JS number as Python: an int when integral and exactly representable, else a float.
 fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
     const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
@@ -359,145 +316,7 @@ fn number_to_py(py: Python<'_>, x: f64) -> PyResult<PyObject> {
     x.into_py_any(py)
 }
 
-/// `normalizeSummaryToolCallRefs(details)`.
-fn normalized_summary_refs(details: Option<Bound<'_, PyAny>>) -> PyResult<Vec<ShortRef>> {
-    let Some(details) = details else {
-        return Ok(Vec::new());
-    };
-    let Ok(details) = details.downcast::<PyDict>() else {
-        return Ok(Vec::new());
-    };
-    let py = details.py();
-    if let Some(refs) = details.get_item(intern!(py, "toolCallRefs"))? {
-        if refs.is_instance_of::<PyList>() {
-            let mut out = Vec::new();
-            for item in refs.try_iter()? {
-                let item = item?;
-                let Ok(r) = item.downcast::<PyDict>() else {
-                    continue;
-                };
-                let short = r.get_item(intern!(py, "shortId"))?;
-                let id = r.get_item(intern!(py, "toolCallId"))?;
-                let (Some(short), Some(id)) = (short, id) else {
-                    continue;
-                };
-                let (Ok(short), Ok(id)) = (short.downcast::<PyString>(), id.downcast::<PyString>())
-                else {
-                    continue;
-                };
-                let ts = match r.get_item(intern!(py, "resultTimestamp"))? {
-                    Some(ts) => js_number(&ts)?,
-                    None => None,
-                };
-                out.push(ShortRef::new(js_str_of(short)?, key_of(id)?, ts));
-            }
-            return Ok(out);
-        }
-    }
-    if let Some(ids) = details.get_item(intern!(py, "toolCallIds"))? {
-        if ids.is_instance_of::<PyList>() {
-            let mut out = Vec::new();
-            for item in ids.try_iter()? {
-                let item = item?;
-                if let Ok(id) = item.downcast::<PyString>() {
-                    out.push(ShortRef::new(js_str_of(id)?, key_of(id)?, None));
-                }
-            }
-            return Ok(out);
-        }
-    }
-    Ok(Vec::new())
-}
-
-/// Refs read raw (backfilled index entries, flush registration): `shortId` and `toolCallId`
-/// must be strings (refs with other values are skipped), `resultTimestamp` is taken as is.
-fn raw_refs(list: &Bound<'_, PyAny>) -> PyResult<Vec<ShortRef>> {
-    let mut out = Vec::new();
-    for item in list.try_iter()? {
-        let item = item?;
-        let Ok(r) = item.downcast::<PyDict>() else {
-            continue;
-        };
-        let py = r.py();
-        let (JsField::Str(short_id), JsField::Str(tool_call_id)) = (
-            field(r, intern!(py, "shortId"))?,
-            key_field(r, intern!(py, "toolCallId"))?,
-        ) else {
-            continue;
-        };
-        out.push(ShortRef {
-            short_id,
-            tool_call_id: tool_call_id.into_string(),
-            result_timestamp: field(r, intern!(py, "resultTimestamp"))?,
-        });
-    }
-    Ok(out)
-}
-
-/// A summary message's body: `content` if a string; the `text` of its `type: "text"` blocks
-/// joined with `"\n"` if a list; otherwise `""`. Returns the text and a Python object of it
-/// (both exact: lone surrogates kept).
-fn summary_text(py: Python<'_>, content: Option<Bound<'_, PyAny>>) -> PyResult<(JsStr, PyObject)> {
-    let Some(content) = content else {
-        return Ok((JsStr::default(), PyString::new(py, "").into_any().unbind()));
-    };
-    if let Ok(s) = content.downcast::<PyString>() {
-        return Ok((js_str_of(s)?, content.clone().unbind()));
-    }
-    if !content.is_instance_of::<PyList>() {
-        return Ok((JsStr::default(), PyString::new(py, "").into_any().unbind()));
-    }
-    let mut text = JsBuf::new();
-    let mut first = true;
-    for block in content.try_iter()? {
-        let block = block?;
-        let Ok(block) = block.downcast::<PyDict>() else {
-            continue;
-        };
-        let is_text = block
-            .get_item(intern!(py, "type"))?
-            .is_some_and(|t| t.downcast::<PyString>().is_ok_and(|t| text_of(t) == "text"));
-        if is_text {
-            if !first {
-                text.push_str("\n");
-            }
-            first = false;
-            let piece = field(block, intern!(py, "text"))?;
-            if !piece.is_nullish() {
-                piece.push_js_string(&mut text);
-            }
-        }
-    }
-    let text = text.finish();
-    let obj = str_of_js(py, &text)?.into_any().unbind();
-    Ok((text, obj))
-}
-
-/// A chain entry dict as a core view; `None` unless `blockId` is truthy and
-/// `startUserTimestamp` is a number.
-fn read_chain(dict: &Bound<'_, PyDict>) -> PyResult<Option<ChainEntry>> {
-    let py = dict.py();
-    let block_id = field(dict, intern!(py, "blockId"))?;
-    let start = field(dict, intern!(py, "startUserTimestamp"))?;
-    let Some(start) = ChainEntry::accepted_start(&block_id, &start) else {
-        return Ok(None);
-    };
-    Ok(Some(ChainEntry {
-        block_id,
-        start_user_timestamp: start,
-        final_assistant_timestamp: field(dict, intern!(py, "finalAssistantTimestamp"))?,
-        dropped_tool_call_ids: key_field_list(dict, intern!(py, "droppedToolCallIds"))?,
-        dropped_occurrence_keys: key_field_list(dict, intern!(py, "droppedOccurrenceKeys"))?,
-        protected_tool_call_ids: key_field_list(dict, intern!(py, "protectedToolCallIds"))?,
-        tool_refs: field_list(dict, intern!(py, "toolRefs"))?,
-        compressed_at: field(dict, intern!(py, "compressedAt"))?,
-        range_summary_text: field(dict, intern!(py, "rangeSummaryText"))?,
-        body_source: field(dict, intern!(py, "bodySource"))?,
-        slot: 0,
-    }))
-}
-
-/// The key forms of a sequence of ids or keys (see `keys::key_of`).
+/// The key forms of a sequence of ids or keys (see `pystr::key_of`).
 fn keys_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     let mut out = Vec::new();
     for item in seq.try_iter()? {
@@ -506,38 +325,6 @@ fn keys_of(seq: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         out.push(key_of(s)?);
     }
     Ok(out)
-}
-
-/// [`field`] of an id or key: a string in its key form (see `keys::key_of`).
-fn key_field(dict: &Bound<'_, PyDict>, key: &Bound<'_, PyString>) -> PyResult<JsField> {
-    match dict.get_item(key)? {
-        Some(v) => key_field_of(&v),
-        None => Ok(JsField::Absent),
-    }
-}
-
-fn key_field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
-    match value.downcast::<PyString>() {
-        Ok(s) => Ok(JsField::Str(JsStr::new(key_of(s)?))),
-        Err(_) => field_of(value),
-    }
-}
-
-/// [`field_list`] of ids or keys.
-fn key_field_list(
-    dict: &Bound<'_, PyDict>,
-    key: &Bound<'_, PyString>,
-) -> PyResult<Option<Vec<JsField>>> {
-    match dict.get_item(key)? {
-        Some(v) if v.is_instance_of::<PyList>() => {
-            let mut out = Vec::new();
-            for item in v.try_iter()? {
-                out.push(key_field_of(&item?)?);
-            }
-            Ok(Some(out))
-        }
-        _ => Ok(None),
-    }
 }
 
 /// One `(keys, text)` item of `Index.summary_bodies()`.
@@ -929,7 +716,8 @@ impl PyIndex {
             for item in records.try_iter()? {
                 views.push(self.read_required(&item?)?.0);
             }
-            Ok::<_, PyErr>((views, raw_refs(refs)?))
+            let refs = entries::raw_refs(refs.try_iter()?.map(|r| r.map(Entry)))?;
+            Ok::<_, PyErr>((views, refs))
         })();
         match read {
             Ok((views, refs)) => keys_to_py(records.py(), self.core.add_backfilled(views, &refs)),
@@ -977,7 +765,7 @@ impl PyIndex {
 
     /// `registerSummaryRefs(refs)` for ref dicts.
     fn register_refs(&mut self, refs: &Bound<'_, PyAny>) -> PyResult<()> {
-        let refs = raw_refs(refs)?;
+        let refs = entries::raw_refs(refs.try_iter()?.map(|r| r.map(Entry)))?;
         self.core.register_refs(&refs);
         Ok(())
     }
@@ -1011,7 +799,7 @@ impl PyIndex {
     /// `registerChain(entry)` for a chain entry dict (needs a truthy `blockId` and a numeric
     /// `startUserTimestamp`).
     fn register_chain(&mut self, entry: &Bound<'_, PyDict>) -> PyResult<()> {
-        let Some(view) = read_chain(entry)? else {
+        let Some(view) = entries::read_chain(&Entry(entry.clone().into_any()))? else {
             return Err(PyValueError::new_err(
                 "register_chain: entry needs a truthy blockId and a numeric startUserTimestamp",
             ));
