@@ -4,8 +4,12 @@ port) in a thread of the test process, stopped when the block ends."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable, Optional
 
 import anyio
@@ -80,3 +84,25 @@ def asgi_2_4(app: ASGIApp) -> ASGIApp:
         await app({**scope, "asgi": asgi}, receive, checked)
 
     return served
+
+
+@contextmanager
+def proxy_process(args: list[str], env: dict[str, str]) -> Iterator[str]:
+    """``pi-condense proxy --port 0 ARGS`` as a process of its own; yields its URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pi_condense.cli", "proxy", "--port", "0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line + proc.stderr.read()
+        yield line.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode in (0, -15), err
