@@ -5,7 +5,7 @@ it asks for, append, repeat until it answers."""
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import anthropic
 import openai
@@ -38,9 +38,15 @@ KEY = "sk-test-5ecret-d0-not-store-7f3a"
 """The client's API key: it must reach the upstream and be kept nowhere."""
 
 
+Recover = Callable[[str, Any], str]
+"""Runs a recovery tool for the client: (name, arguments) -> the result's text."""
+
+
 class Agent:
     """One conversation through ``base_url`` in wire format ``kind`` (chat, responses,
-    messages); ``headers`` go with every request."""
+    messages); ``headers`` go with every request. ``tools`` are offered besides ``read``;
+    ``recover`` answers the model's ``context_tree_query`` calls (without it such a call
+    fails the test: the proxy should have answered it)."""
 
     def __init__(
         self,
@@ -52,8 +58,12 @@ class Agent:
         headers: Optional[dict[str, str]] = None,
         history: Optional[list[Any]] = None,
         timeout: float = 30.0,
+        tools: Optional[list[Any]] = None,
+        recover: Optional[Recover] = None,
     ) -> None:
         self.kind = kind
+        self.tools = TOOLS[kind] + list(tools or [])
+        self.recover = recover
         self.system = system
         self.stream = stream
         self.headers = dict(headers or {})
@@ -78,6 +88,10 @@ class Agent:
             if not calls:
                 return answer
             for call_id, name, arguments in calls:
+                if name == QUERY and self.recover is not None:
+                    parsed = json.loads(arguments) if isinstance(arguments, str) else arguments
+                    self._result(call_id, self.recover(name, parsed))
+                    continue
                 assert name != QUERY, "the client saw a recovery call the proxy should answer"
                 self._result(call_id, run_read(arguments))
         raise AssertionError("the loop did not end")
@@ -96,7 +110,7 @@ class Agent:
         self.session_ids.append(headers.get("x-pi-condense-session-id", ""))
 
     def _chat(self) -> tuple[str, list[tuple[str, str, Any]]]:
-        kwargs = {"model": "m", "messages": self.history, "tools": TOOLS["chat"]}
+        kwargs = {"model": "m", "messages": self.history, "tools": self.tools}
         if self.stream:
             with self.api.chat.completions.stream(**kwargs, extra_headers=self.headers) as s:
                 self._note(s)
@@ -120,7 +134,7 @@ class Agent:
             "model": "m",
             "instructions": self.system,
             "input": self.history,
-            "tools": TOOLS["responses"],
+            "tools": self.tools,
         }
         if self.stream:
             with self.api.responses.stream(**kwargs, extra_headers=self.headers) as s:
@@ -143,7 +157,7 @@ class Agent:
             "max_tokens": 1024,
             "system": self.system,
             "messages": self.history,
-            "tools": TOOLS["messages"],
+            "tools": self.tools,
         }
         if self.stream:
             with self.api.messages.stream(**kwargs, extra_headers=self.headers) as s:

@@ -29,6 +29,8 @@ from _mcp import MCP, child_env, connect, http_server, stdio, text
 from conftest import run_dir
 from pi_condense.integrations.anthropic_messages import MessagesCondenser
 from pi_condense.integrations.openai_chat import ChatCondenser
+from pi_condense.mcp.sessions import SessionChoice
+from pi_condense.proxy.sessions import find_session
 from pi_condense.tools import condense_tools
 
 QUERY = "context_tree_query"
@@ -371,22 +373,68 @@ def test_a_bad_session_or_option_is_one_line_and_exit_2(
     assert "Traceback" not in done.stderr
 
 
-def test_no_session_named_says_how_to_name_one(tmp_path: Path) -> None:
+def _bare_env(agent_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_CONDENSE_")}
-    done = subprocess.run(
+    return {**env, **child_env(agent_dir)}
+
+
+def _bare_run(agent_dir: Path) -> subprocess.CompletedProcess[str]:
+    """``pi-condense mcp`` with no argument and no PI_CONDENSE_* variable; its stdin closed
+    at once (a stdio server that starts stops again)."""
+    return subprocess.run(
         [*MCP],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        env={**env, **child_env(tmp_path)},
+        env=_bare_env(agent_dir),
         timeout=120,
         check=False,
     )
+
+
+def test_no_session_named_and_no_proxy_directory_says_how_to_name_one(tmp_path: Path) -> None:
+    done = _bare_run(tmp_path)
     assert done.returncode == 2
+    default = tmp_path / "sessions" / "--pi-condense-proxy--"
     assert done.stderr.strip() == (
         "pi-condense: no session: give SESSION (a session file) or --sessions DIR "
-        "(or set PI_CONDENSE_PROXY_SESSIONS or PI_CONDENSE_SESSION_DIR)"
+        "(or set PI_CONDENSE_PROXY_SESSIONS or PI_CONDENSE_SESSION_DIR; the proxy's default "
+        f"directory {default} does not exist)"
     )
+
+
+def test_no_session_named_reads_the_newest_in_the_proxys_default_directory(
+    condensed: tuple[Path, dict[str, str], dict[str, str]], tmp_path: Path
+) -> None:
+    session, refs, expected = condensed
+    default = tmp_path / "sessions" / "--pi-condense-proxy--"
+    default.mkdir(parents=True)
+    shutil.copyfile(session, default / "2026-01-02T00-00-00-000Z_pi.jsonl")
+    # the server says which directory it reads
+    done = _bare_run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        f"pi-condense mcp: reading the newest session in {default} (the proxy's sessions directory)"
+    )
+    params = stdio([], tmp_path)
+    params.env = _bare_env(tmp_path)
+    with connect(params) as mcp:
+        assert body(mcp.execute(QUERY, {"toolCallIds": ["t1"]})) == expected[refs["t1"]]
+
+
+def test_a_session_id_is_looked_up_as_the_proxy_looks_it_up(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 3, "id": "abc", "timestamp": "t", "cwd": "/"}
+    bare = tmp_path / "abc.jsonl"
+    bare.write_text(json.dumps(header) + "\n")
+    choice = SessionChoice(directory=tmp_path, session_id="abc")
+    assert choice.resolve() == find_session(tmp_path, "abc") == bare
+    for day in ("02", "01"):  # Pi's names: the newest sorts last
+        (tmp_path / f"2026-01-{day}T00-00-00-000Z_abc.jsonl").write_text(json.dumps(header))
+    newest = tmp_path / "2026-01-02T00-00-00-000Z_abc.jsonl"
+    assert choice.resolve() == find_session(tmp_path, "abc") == newest
+    # an id is a name, not a pattern
+    assert find_session(tmp_path, "*") is None
+    assert find_session(tmp_path, "ab?") is None
 
 
 def test_importing_the_package_and_its_mcp_module_loads_no_sdk(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from _llm_servers import (
     openai_response,
     openai_stream,
 )
-from _proxy import RunningProxy
+from _proxy import RunningProxy, asgi_2_4
 from _proxy_agents import KEY, Agent
 from _proxy_wire import (
     WireModel,
@@ -706,3 +706,99 @@ def test_importing_the_package_loads_no_http_stack(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
     )
     assert proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_a_client_gone_before_the_first_streamed_byte_leaves_its_conversation_evictable(
+    tmp_path: Path,
+) -> None:
+    """A streamed request whose client hangs up while the proxy waits for the upstream's
+    headers, on an ASGI 2.4 server (whose ``send`` raises at the status line, so the body is
+    never iterated): its conversation is no longer busy, so later conversations beyond
+    ``max_conversations`` close it, and it comes back."""
+    history = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "a long answer please"},
+    ]
+    gone = session_id_for_name("gone")
+    with LoopbackLLMServer() as upstream:
+        options = settings(upstream, tmp_path, max_conversations=2)
+        with RunningProxy(options, wrap=asgi_2_4) as px:
+            conversations = px.app.state.proxy.conversations
+            # headers after 0.5 s, then 40 chunks 0.1 s apart
+            stream = openai_stream([f"w{n} " for n in range(40)], gap=0.1)
+            upstream.queue(Reply(chunks=stream.chunks, delay=0.5))
+            body = json.dumps({"model": "m", "stream": True, "messages": history}).encode()
+            head = (
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+                "content-type: application/json\r\nx-pi-condense-session: gone\r\n"
+                f"authorization: Bearer {KEY}\r\ncontent-length: {len(body)}\r\n\r\n"
+            )
+            with socket.create_connection(("127.0.0.1", px.port), timeout=10) as raw:
+                raw.sendall(head.encode() + body)
+                deadline = time.monotonic() + 10
+                while gone not in conversations:  # the proxy took the request in
+                    assert time.monotonic() < deadline, "the request never reached the proxy"
+                    time.sleep(0.01)
+            # gone before a byte came back; wait until the proxy has seen the upstream's
+            # headers and answered (into the void)
+            deadline = time.monotonic() + 5
+            while conversations[gone].busy and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert conversations[gone].busy == 0, "the conversation stays busy"
+            deadline = time.monotonic() + 5
+            while upstream.in_flight and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert upstream.in_flight == 0, "the upstream stream was left open"
+            with httpx.Client(base_url=px.url, trust_env=False, timeout=10) as http:
+                for name in ("one", "two", "three", "gone"):
+                    upstream.queue(openai_response(f"ok {name}"))
+                    got = http.post(
+                        "/v1/chat/completions",
+                        json={"model": "m", "messages": history},
+                        headers={"x-pi-condense-session": name},
+                    )
+                    assert got.status_code == 200, got.text
+                    assert f"ok {name}" in got.text
+                    assert len(conversations) <= 2
+                    if name == "three":  # closed to make room for the newer ones
+                        assert gone not in conversations
+    assert got.headers["x-pi-condense-session-id"] == gone
+    assert find_session(tmp_path, gone) is not None
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_responses_request_continuing_a_stored_response_goes_on_unchanged(
+    tmp_path: Path, stream: bool
+) -> None:
+    """With ``previous_response_id`` the provider holds the conversation: the proxy has only
+    its newest items, so it condenses nothing, adds no tools and keeps no session."""
+    big = output("big.txt") * 20
+    items = [
+        {"type": "function_call_output", "call_id": "call_1", "output": big},
+        {"role": "user", "content": "and now?"},
+    ]
+    reply = responses_reply(Text("fine"))
+    with LoopbackLLMServer() as upstream, RunningProxy(settings(upstream, tmp_path)) as px:
+        upstream.queue(responses_stream(reply) if stream else reply)
+        api = openai.OpenAI(base_url=px.url + "/v1", api_key=KEY, max_retries=0)
+        raw = api.responses.with_raw_response.create(
+            model="m",
+            previous_response_id="resp_0",
+            input=items,  # type: ignore[arg-type]
+            tools=[{"type": "function", "name": "read", "parameters": {}, "strict": False}],
+            stream=stream,
+        )
+        got = raw.parse()
+        text = (
+            "".join(e.delta for e in got if getattr(e, "type", "") == "response.output_text.delta")
+            if stream
+            else got.output_text
+        )  # type: ignore[union-attr]
+    assert text == "fine"
+    (request,) = upstream.requests
+    assert request.body["previous_response_id"] == "resp_0"
+    assert request.body["input"] == items
+    assert [t["name"] for t in request.body["tools"]] == ["read"]
+    assert "x-pi-condense-session-id" not in raw.headers
+    assert list(tmp_path.iterdir()) == []

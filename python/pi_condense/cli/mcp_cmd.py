@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +12,7 @@ import typer
 from ..errors import CondenseError
 from ..mcp.runner import SessionTools
 from ..mcp.sessions import SessionChoice, SessionNotFound
+from ..proxy.sessions import default_sessions_dir
 from ..session import SessionFile
 from ._common import fail, fail_at
 
@@ -28,12 +30,21 @@ def _choice(
         fail("give SESSION or --sessions (with --session-id), not both")
     if session is None and sessions is None:
         configured = next((os.environ[name] for name in ENV_SESSIONS if os.environ.get(name)), None)
-        if configured is None:
-            fail(
-                "no session: give SESSION (a session file) or --sessions DIR "
-                f"(or set {' or '.join(ENV_SESSIONS)})"
-            )
-        sessions = Path(configured).expanduser()
+        if configured is not None:
+            sessions = Path(configured).expanduser()
+        else:
+            sessions = default_sessions_dir()
+            if not sessions.is_dir():
+                fail(
+                    "no session: give SESSION (a session file) or --sessions DIR "
+                    f"(or set {' or '.join(ENV_SESSIONS)}; the proxy's default directory "
+                    f"{sessions} does not exist)"
+                )
+            if session_id is None:
+                sys.stderr.write(
+                    f"pi-condense mcp: reading the newest session in {sessions} (the proxy's "
+                    "sessions directory)\n"
+                )
     try:
         choice = SessionChoice(path=session, directory=sessions, session_id=session_id)
         choice.check()
@@ -58,7 +69,9 @@ def mcp_command(
         "--sessions",
         help="A sessions directory (Pi's, or the proxy's --sessions): the tools read the "
         "session written most recently, chosen again at every call, or --session-id's. "
-        "Default without SESSION: $PI_CONDENSE_PROXY_SESSIONS, else $PI_CONDENSE_SESSION_DIR.",
+        "Default without SESSION: $PI_CONDENSE_PROXY_SESSIONS, else $PI_CONDENSE_SESSION_DIR, "
+        "else the proxy's sessions directory (<Pi agent dir>/sessions/--pi-condense-proxy--) "
+        "if it exists.",
     ),
     session_id: Optional[str] = typer.Option(
         None, "--session-id", help="The session id of the file in --sessions (<time>_<id>.jsonl)."

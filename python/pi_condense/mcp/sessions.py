@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ..proxy.sessions import find_session
+
 __all__ = ["SessionChoice", "SessionNotFound"]
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -82,13 +84,10 @@ class SessionChoice:
 
     @staticmethod
     def _by_id(directory: Path, session_id: str) -> Path:
-        named = sorted(directory.glob(f"*_{session_id}.jsonl"))
-        if named:
-            return named[-1]  # Pi's names start with the creation time: the newest last
-        bare = directory / f"{session_id}.jsonl"
-        if bare.is_file():
-            return bare
-        raise SessionNotFound(f"{directory}: no session file for session id {session_id} (yet)")
+        found = find_session(directory, session_id)
+        if found is None:
+            raise SessionNotFound(f"{directory}: no session file for session id {session_id} (yet)")
+        return found
 
     @staticmethod
     def _newest(directory: Path) -> Path:

@@ -6,17 +6,19 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from .._fs.atomic import write_atomic
 from ..config import Config
@@ -445,7 +447,7 @@ class _Proxy:
             )
         rounds = self.settings.max_hidden_rounds
 
-        async def events() -> AsyncIterator[bytes]:
+        async def events() -> AsyncGenerator[bytes, None]:
             current = upstream
             stream: Optional[Stream] = None
             done: list[Any] = []
@@ -506,11 +508,40 @@ class _Proxy:
                 await current.aclose()
                 exchange.done()
 
-        return StreamingResponse(
-            events(),
-            status_code=200,
-            headers={**_back_headers(upstream.headers), **exchange.extra},
+        body = events()
+
+        async def finish() -> None:
+            try:
+                await body.aclose()  # runs its own finally when it had begun
+                await upstream.aclose()
+            finally:
+                exchange.done()
+
+        return _Streamed(
+            body, finish, headers={**_back_headers(upstream.headers), **exchange.extra}
         )
+
+
+class _Streamed(StreamingResponse):
+    """A stream whose ``finish`` runs however the response ends: a client gone before the
+    first byte may mean the body is never iterated (an ASGI 2.4 server's ``send`` raises at
+    the status line), and then its own ``finally`` never runs."""
+
+    def __init__(
+        self,
+        body: AsyncIterator[bytes],
+        finish: Callable[[], Awaitable[None]],
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(body, status_code=200, headers=headers)
+        self.finish = finish
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.finish()
 
 
 @dataclass

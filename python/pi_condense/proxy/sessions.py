@@ -13,12 +13,14 @@ Every conversation is one Pi session file in the proxy's sessions directory
   them from request to request).
 
 The proxy answers every condensed request with the header ``x-pi-condense-session-id``;
-:func:`find_session` finds the file of an id again (a restarted proxy does the same).
+:func:`find_session` finds the file of an id again (a restarted proxy does the same, and so
+does ``pi-condense mcp --session-id``).
 Nothing here imports the HTTP stack: the MCP server and the CLI use it as it is.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import uuid
@@ -97,9 +99,14 @@ def conversation_key(
 
 
 def find_session(directory: Path, session_id: str) -> Optional[Path]:
-    """The session file of ``session_id`` in ``directory`` (the newest, should there be
-    several), or None."""
+    """The session file of ``session_id`` in ``directory``, or None: the file Pi and the proxy
+    name ``<ISO time>_<session id>.jsonl`` (the newest, should there be several), else a file
+    named ``<session id>.jsonl``. The proxy and ``pi-condense mcp --session-id`` both look a
+    session up with this."""
     if not directory.is_dir():
         return None
-    found = sorted(directory.glob(f"*_{session_id}.jsonl"))
-    return found[-1] if found else None
+    named = sorted(directory.glob(f"*_{glob.escape(session_id)}.jsonl"))
+    if named:
+        return named[-1]  # the names start with the creation time: the newest last
+    bare = directory / f"{session_id}.jsonl"
+    return bare if bare.is_file() else None
