@@ -128,7 +128,7 @@ class PrunerState:
     the caller's job.
     """
 
-    __slots__ = ("frontier", "index", "sizes", "stats")
+    __slots__ = ("__weakref__", "frontier", "index", "sizes", "stats")
 
     def __init__(
         self,

@@ -255,12 +255,13 @@ def _condense(
         blob_mode=mode,
     )
     result = _replay(session, config, summarizer, options)
-    text = result.session_text().encode("utf-8")
+    result.condenser = None  # the report needs the new session only
+    chunks = result.session_chunks()
     if backup is not None:
-        replace_in_place(target, text, backup, Fingerprint(len(data), content_hash(data)))
+        replace_in_place(target, chunks, backup, Fingerprint(len(data), content_hash(data)))
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_new(target, text, mode)
+        write_new(target, chunks, mode)
     raw_chars = jsjson.length(session.build_context().messages)
     _, condensed_chars = cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)
