@@ -29,7 +29,7 @@ use std::sync::OnceLock;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyDictMethods, PyList, PyString};
+use pyo3::types::{PyDict, PyDictMethods, PyList, PySlice, PyString};
 
 type Obj = *mut ffi::PyObject;
 
@@ -884,4 +884,25 @@ impl Drop for GcPaused {
             unsafe { ffi::PyGC_Enable() };
         }
     }
+}
+
+/// The slice `start:stop` (step `None`, i.e. 1). Not `PySlice::new`: in pyo3 0.23 it hands
+/// `PySlice_New` three new index objects that it never releases (`PySlice_New` takes its
+/// own references), two leaked ints per slice.
+pub(crate) fn slice(py: Python<'_>, start: isize, stop: isize) -> PyResult<Bound<'_, PySlice>> {
+    let start = start
+        .into_pyobject(py)
+        .unwrap_or_else(|never| match never {});
+    let stop = stop
+        .into_pyobject(py)
+        .unwrap_or_else(|never| match never {});
+    // SAFETY: both indices are live objects for the call (the slice takes its own
+    // references) and the GIL is held; the result is a new reference or NULL with an error.
+    let made = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PySlice_New(start.as_ptr(), stop.as_ptr(), ffi::Py_None()),
+        )
+    }?;
+    Ok(made.downcast_into::<PySlice>()?)
 }
