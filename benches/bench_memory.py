@@ -4,6 +4,7 @@ Usage (from the repository root)::
 
     python benches/bench_memory.py            # x1 and x10; exit 1 if a bound is missed
     python benches/bench_memory.py --copies 1 10 100 --report-only
+    python benches/bench_memory.py --copies 10 --corpus 300   # and a corpus of 300 sessions
 
 Each measurement is a fresh child process (its peak RSS, ``VmHWM``, reset after the imports
 through ``/proc/self/clear_refs``, less its RSS then; Linux only), on the raw fixture
@@ -21,6 +22,10 @@ through ``/proc/self/clear_refs``, less its RSS then; Linux only), on the raw fi
 
 The gate: each subject's peak is at most its bound times the file size (``BOUND``, or the
 subject's in ``BOUNDS``; ``replay`` is measured only when asked for, see ``REPORTED_ONLY``).
+
+With ``--corpus N``: ``pi-condense corpus condense`` of N copies of the raw fixture x1 in one
+process (``--engine serial``, no cache) against one copy; the peak of N is at most
+``CORPUS_BOUND`` times the peak of one (a session must leave nothing behind in its worker).
 """
 
 from __future__ import annotations
@@ -75,7 +80,14 @@ WORK = {
     ),
     "condense": "command('condense', path, '-o', out + '/condensed.jsonl', '--quiet')",
     "replay": "command('replay', path, '-o', out + '/vector', '--quiet')",
+    "corpus": (
+        "command('corpus', 'condense', path, '-o', out + '/condensed', '--engine', 'serial',"
+        " '--no-cache', '--quiet')"
+    ),
 }
+CORPUS_BOUND = 1.2
+"""``corpus condense`` of N sessions (``--corpus``) peaks at most this much above one session's:
+what a session leaves behind in its worker adds up over a corpus."""
 BOUNDS = {"condense": 13.0}
 """Subjects gated with another bound than ``BOUND``. ``condense``: target 5 (issue 41), the
 bound is a regression bound above what it measures (10.2 at x10 on 2026-12-07, 25 before)."""
@@ -88,6 +100,32 @@ names every message of every call (its size grows with the square of the session
 EPILOGUE = """
 print(status("VmHWM") - start)
 """
+
+
+def corpus_rows(sessions: int) -> tuple[list[dict[str, object]], bool]:
+    """``corpus condense`` (in one process, the serial engine: the process is the worker) of
+    one copy and of ``sessions`` copies of the raw fixture x1; whether the bound is missed."""
+    session = generate.scaled_session("large-session", 1)
+    peaks = {}
+    with tempfile.TemporaryDirectory(prefix="pi-condense-corpus-") as tmp:
+        for count in (1, sessions):
+            folder = Path(tmp) / f"n{count}"
+            folder.mkdir()
+            for n in range(count):
+                (folder / f"s{n:04d}.jsonl").write_bytes(session.read_bytes())
+            peaks[count] = peak_bytes("corpus", folder)
+    ratio = peaks[sessions] / peaks[1]
+    rows = [
+        {
+            "subject": "corpus",
+            "sessions": count,
+            "peakMB": round(peaks[count] / 2**20, 1),
+            "xOneSession": round(peaks[count] / peaks[1], 2),
+            "ok": count == 1 or ratio <= CORPUS_BOUND,
+        }
+        for count in (1, sessions)
+    ]
+    return rows, ratio > CORPUS_BOUND
 
 
 def peak_bytes(kind: str, path: Path) -> int:
@@ -112,8 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         "--subjects",
         nargs="+",
         choices=list(WORK),
-        default=[kind for kind in WORK if kind not in REPORTED_ONLY],
-        help="what to measure (default: all but replay)",
+        default=[kind for kind in WORK if kind not in (*REPORTED_ONLY, "corpus")],
+        help="what to measure on each scale (default: all but replay and corpus)",
+    )
+    parser.add_argument(
+        "--corpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also corpus condense N copies of x1 against one (0: not measured)",
     )
     args = parser.parse_args(argv)
     failed = False
@@ -141,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+    if args.corpus:
+        corpus, missed = corpus_rows(args.corpus)
+        failed |= missed
+        for row in corpus:
+            print(json.dumps(row), flush=True)
     return 1 if failed and not args.report_only else 0
 
 

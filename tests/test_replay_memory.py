@@ -10,6 +10,8 @@ from pathlib import Path
 
 from _sessions import write_session
 from pi_condense.config import Config
+from pi_condense.corpus.run import config_settings
+from pi_condense.corpus.tasks import Task, run_task
 from pi_condense.inplace import fingerprint, replace_in_place, write_new
 from pi_condense.replay import ReplayOptions, ReplayResult, replay
 from pi_condense.session import SessionFile
@@ -85,3 +87,18 @@ def test_the_condenser_state_is_freed_with_the_condenser(tmp_path: Path) -> None
     gc.collect()
     assert state() is None
     assert len(result.session.entries) > 24
+
+
+def test_a_corpus_task_leaves_no_garbage_behind(tmp_path: Path) -> None:
+    # A worker runs session after session: what one left in reference cycles would wait for
+    # a rare full collection, several sessions' worth at a time.
+    path = write_session(tmp_path / "s.jsonl", prompts=6)
+    settings = config_settings(Config.from_settings_dict({"enabled": True}))
+    options = {"output": str(tmp_path / "out.jsonl"), "force": True}
+    task = Task("condense", str(path), path.stat().st_size, settings, "key", None, options)
+    gc.collect()
+    outcome = run_task(task)
+    assert outcome.failure is None
+    assert outcome.result is not None
+    assert outcome.result["row"]["model_calls"] == 12
+    assert gc.collect() < 20  # before: every object of the condenser and its replay
