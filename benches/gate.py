@@ -41,7 +41,10 @@ CPython 3.11 / 3.12 / 3.13), after the in-place dict reads and the linear walk q
 runs measured cold 0.82-0.96, cold-same 0.82-1.00 and render 0.44-0.53; after the loader's line
 views, four measured open 1.25-1.62 (1.33-1.75 before them). So the bounds of cold and
 cold-same went from 2.0 to 1.4 and open's from 2.5 to 2.2 (README, Performance, has the figures
-of the README's commit).
+of the README's commit). On 2026-12-07 (issue 41) --version no longer imports typer: startup
+measured 1.2-1.6 (target and bound 4), and the one-call condense (startup-condense) 19-21
+(target 11, i.e. 0.12 s; bound 30); the repeated render measured 0.86-1.17 over four runs on
+a loaded machine (the 0.44-0.53 above did not reproduce).
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
