@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 
 class CondenseError(Exception):
     """Base class of every error raised by pi-condense."""
@@ -33,7 +35,5 @@ def warn_once(text: str, stacklevel: int = 2) -> bool:
     if text in _WARNED:
         return False
     _WARNED.add(text)
-    import warnings
-
     warnings.warn(text, CondenseWarning, stacklevel=stacklevel + 1)
     return True

@@ -28,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
 import inspect
 import logging
 import os
 import threading
+import uuid
 import warnings
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
@@ -40,16 +42,20 @@ from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 from .adapters.base import Codec, Out, Unit, unit_messages
+from .branch_facts import pi_context_usage
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
-from .cooperation import try_side_lock
 from .errors import CondenseError, CondenseWarning, SessionError
 from .js import json as jsjson
 from .js import time as jstime
-from .render import RenderResult
+from .render import RenderResult, render
 from .session import SessionFile
+from .session.lock import try_side_lock
+from .state import PrunerState
+from .summarize import make_summarizer
 from .summarize.base import Summarizer
+from .summarize.deterministic import DeterministicSummarizer
 from .tools.base import ToolResult
 from .tools.registry import Tool, ToolRegistry, condense_tools
 from .triggers import ContextUsage
@@ -107,8 +113,6 @@ def _fingerprint_text(item: Any) -> str:
 def conversation_fingerprint(items: Sequence[Any], units: Sequence[Unit]) -> Optional[str]:
     """A hash of a history's beginning: its host-only items (system prompts) and messages up to
     and including its first user message; None when it has no user message yet."""
-    import hashlib
-
     parts: list[str] = []
     for unit in units:
         messages = unit_messages(unit.message)
@@ -129,8 +133,6 @@ def stable_session(
     id (derived from the fingerprint) in ``$PI_CONDENSE_SESSION_DIR``, else in Pi's sessions
     directory for ``cwd``; created there (as Pi names a new session) when there is none.
     Without a fingerprint: a new session with a random id, in the same directory."""
-    import uuid
-
     session_id = str(uuid.UUID(fingerprint[:32], version=4) if fingerprint else uuid.uuid4())
     configured = os.environ.get(ENV_SESSION_DIR)
     now = clock() if clock is not None else jstime.now_ms()
@@ -237,8 +239,6 @@ def open_session(
         return session
     here = cwd if cwd is not None else os.getcwd()
     if session is None:
-        import uuid
-
         session_id = str(uuid.uuid4())
         now = clock() if clock is not None else jstime.now_ms()
         path = default_session_path(here, session_id, now)
@@ -262,9 +262,6 @@ def _summarizers(
     summarizer: Union[Summarizer, str, None],
 ) -> tuple[Optional[Summarizer], Summarizer]:
     """(explicit summarizer or None, the session model: the offline summarizer by default)."""
-    from .summarize import make_summarizer
-    from .summarize.deterministic import DeterministicSummarizer
-
     if isinstance(summarizer, str):
         return make_summarizer(summarizer), DeterministicSummarizer()
     return summarizer, DeterministicSummarizer()
@@ -631,8 +628,6 @@ class LiveDriver(Generic[H]):
             log.info("%s", text)
 
     def _context_usage(self) -> Optional[ContextUsage]:
-        from .replay_log import pi_context_usage
-
         tokens, percent = pi_context_usage(self._session, self._raw, self._window)
         return ContextUsage(tokens, self._window, percent)
 
@@ -896,9 +891,6 @@ class LiveDriver(Generic[H]):
         entry between two host messages near the end). A match gives host items standing for
         the raw messages behind that output, and how many of the given items it covers.
         """
-        from .render import render
-        from .state import PrunerState
-
         branch = self._session.branch()
         config = self._condenser.config
         host_at = [

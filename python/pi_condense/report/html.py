@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..metrics import cc, format_cost
+from ..status import cc, format_cost
 from .data import ReportData
 
 __all__ = ["SECTIONS", "ReportExtraMissing", "render_html"]

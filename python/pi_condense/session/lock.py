@@ -1,5 +1,6 @@
-"""Low-level session file I/O: the advisory append lock, opening only regular files, reading
-from an offset (waiting for a line still being written) and writing every byte."""
+"""Low-level session file I/O: the advisory append lock, the side locks beside a session (one
+flush, one live hook at a time), opening only regular files, reading from an offset (waiting
+for a line still being written) and writing every byte."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import errno
 import os
 import stat
 import time
+from pathlib import Path
+from typing import Optional
 
+from .._fs.lock import HAS_FLOCK, try_lock, wait_for_lock
 from ..errors import SessionError
-from ..flock import wait_for_lock
 
 __all__ = [
     "LOCK_TIMEOUT_S",
     "O_BINARY",
     "O_CLOEXEC",
+    "UNGUARDED",
     "AppendFailed",
     "append_whole",
     "open_regular",
@@ -22,6 +26,7 @@ __all__ = [
     "read_from",
     "read_settled",
     "take_lock",
+    "try_side_lock",
     "write_all",
 ]
 
@@ -30,6 +35,32 @@ O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
 LOCK_TIMEOUT_S = 10.0
 """How long an append waits for another pi-condense writer's lock before it gives up."""
+
+
+UNGUARDED = -1
+"""What :func:`try_side_lock` returns when nothing can be guarded."""
+
+
+def try_side_lock(path: Optional[Path], purpose: str) -> Optional[int]:
+    """``flock`` (never waited on) of ``.<session name>.pi-condense-<purpose>.lock`` beside
+    the session: its descriptor, None when another holder has it (another process, or another
+    open of it in this one), or :data:`UNGUARDED` when nothing can be guarded (in memory,
+    Windows, a directory we cannot write)."""
+    if path is None or not HAS_FLOCK:
+        return UNGUARDED
+    lock_path = path.with_name(f".{path.name}.pi-condense-{purpose}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | O_CLOEXEC, 0o600)
+    except OSError:
+        return UNGUARDED
+    try:
+        held = try_lock(fd)
+    except OSError:
+        held = False
+    if not held:
+        os.close(fd)
+        return None
+    return fd
 
 
 def take_lock(fd: int, name: str, timeout: float) -> None:
