@@ -163,6 +163,38 @@ def test_version_loads_nothing_heavy(tmp_path: Path) -> None:
     assert loaded == []
 
 
+VERSION_FREE = ("typer", "click", "rich", "typing", "orjson", "pi_condense.render")
+"""Not needed to print the version: the command line's framework, the renderer, typing."""
+
+
+def test_version_loads_no_cli_framework(tmp_path: Path) -> None:
+    loaded, stdout, stderr = _loaded(["--version"], tmp_path, VERSION_FREE)
+    assert stdout == f"pi-condense {pi_condense.__version__}\n"
+    assert "exit 0" in stderr
+    assert loaded == []
+
+
+def test_package_render_stays_the_function_after_its_module_loads(tmp_path: Path) -> None:
+    # The renderer is imported on first use; the import system binding the submodule
+    # `render` on the package must leave the public function there.
+    code = (
+        "import sys, types, pi_condense\n"
+        "assert 'pi_condense.render' not in sys.modules\n"
+        "import pi_condense.condense_report\n"
+        "import pi_condense.render as module\n"
+        "from pi_condense import render\n"
+        "assert isinstance(pi_condense.render, types.FunctionType), pi_condense.render\n"
+        "home = sys.modules['pi_condense.render']\n"
+        "assert render is pi_condense.render is module is home.render\n"
+        "print(render.__module__)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, cwd=tmp_path, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "pi_condense.render\n"
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -39,9 +39,10 @@ import secrets
 import shutil
 import stat
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from ._fs.atomic import fsync_dir
 from ._fs.lock import try_lock, wait_for_lock
@@ -73,6 +74,8 @@ _CHUNK = 1 << 20
 _SETTLE_S = 0.05
 _HEADER_MAX = 1 << 20
 _Owner = tuple[int, int]
+Data = Union[bytes, Iterable[bytes]]
+"""A file's bytes: whole, or in pieces written one after another (nothing else held)."""
 
 
 class InPlaceError(CondenseError):
@@ -170,7 +173,7 @@ class _Temp:
     bits ``mode`` (None: the umask's) and, where this process may set it, ``owner``."""
 
     def __init__(
-        self, target: Path, data: bytes, mode: Optional[int], owner: Optional[_Owner] = None
+        self, target: Path, data: Data, mode: Optional[int], owner: Optional[_Owner] = None
     ) -> None:
         self.path = _temp_name(target)
         self.fd = os.open(
@@ -179,9 +182,12 @@ class _Temp:
         try:
             with contextlib.suppress(OSError):  # the lock only marks it as in use
                 try_lock(self.fd)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view) :]
+            self.size = 0
+            for piece in (data,) if isinstance(data, bytes) else data:
+                self.size += len(piece)
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(self.fd, view) :]
             if owner is not None and hasattr(os, "fchown"):
                 uid, gid = owner
                 if (uid, gid) != (os.geteuid(), os.getegid()):
@@ -243,7 +249,7 @@ def check_output(target: Path, source: Optional[Path] = None) -> Path:
     return real
 
 
-def write_new(target: Path, data: bytes, mode: Optional[int] = None) -> None:
+def write_new(target: Path, data: Data, mode: Optional[int] = None) -> None:
     """Write ``target`` atomically (locked temp file, fsync, rename, directory fsync); stale
     temporary files of earlier interrupted runs are removed first. The file's permission
     bits are ``mode`` (None: the umask's), and never more open than those of the file it
@@ -278,6 +284,18 @@ def mark_condensed(data: bytes, source: Fingerprint) -> bytes:
         raise InPlaceError("the condensed session has no header to mark")
     header[MARK] = {"size": source.size, "sha256": source.sha256}
     return jsjson.dumps(header).encode("utf-8") + data[end:]
+
+
+def _marked(data: Data, source: Fingerprint) -> Iterator[bytes]:
+    """``data`` marked as :func:`mark_condensed` does, piece by piece (the header line is
+    in the first piece)."""
+    if isinstance(data, bytes):
+        yield mark_condensed(data, source)
+        return
+    first = True
+    for piece in data:
+        yield mark_condensed(piece, source) if first else piece
+        first = False
 
 
 def condensed_from(path: Path) -> Optional[Fingerprint]:
@@ -389,7 +407,7 @@ def _same_inode(a: os.stat_result, b: os.stat_result) -> bool:
 
 def replace_in_place(
     path: Path,
-    data: bytes,
+    data: Data,
     backup: Path,
     expected: Fingerprint,
     *,
@@ -401,10 +419,11 @@ def replace_in_place(
     name = str(path)
     for target in (path, backup):
         clean_stale_temps(target)
-    data = mark_condensed(data, expected)
     try:
         info = os.stat(path)
-        temp = _Temp(path, data, stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid))
+        temp = _Temp(
+            path, _marked(data, expected), stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid)
+        )
     except OSError as exc:
         raise InPlaceError(f"{name}: cannot write the condensed file: {exc}") from exc
     try:
@@ -448,7 +467,7 @@ def replace_in_place(
         time.sleep(_SETTLE_S)  # an appender that opened the old name just before the swap
         grown = os.fstat(old_fd).st_size
         if grown != expected.size:
-            _restore(path, backup, old_fd, temp.fd, len(data), linked)
+            _restore(path, backup, old_fd, temp.fd, temp.size, linked)
             raise InPlaceError(
                 f"{name}: a line was appended while the file was being replaced (is Pi "
                 "still writing it?); the original, with the new lines, is back in place and "

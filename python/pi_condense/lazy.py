@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: the packages' start-up does not import typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+    from typing import Any
 
 
 def lazy_names(

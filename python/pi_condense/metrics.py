@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, TypedDict, Union
 
@@ -228,7 +229,9 @@ class BranchMetrics:
         # The tool results that may still count toward the frontier gap (positions, indices
         # into _results): the others are summarized in _owner's index (which never forgets
         # a key) or protected by _predicate.
-        self._owner: Any = None
+        # Weak: these facts live as long as their session, the owner (the condenser's
+        # state, whose size memo holds every message it measured) not that long.
+        self._owner: Optional[weakref.ref[Any]] = None
         self._predicate: Any = None
         self._open_pos: list[int] = []
         self._open_idx: list[int] = []
@@ -362,9 +365,11 @@ class BranchMetrics:
 
     def _sync_open(self, owner: Any, is_protected: ProtectionPredicate) -> bool:
         """Add the new results to the open ones; True when they were all reopened."""
-        reopened = owner is None or owner is not self._owner or is_protected is not self._predicate
+        known = None if self._owner is None else self._owner()
+        reopened = owner is None or owner is not known or is_protected is not self._predicate
         if reopened:
-            self._owner, self._predicate = owner, is_protected
+            self._owner = None if owner is None else weakref.ref(owner)
+            self._predicate = is_protected
             self._open_pos = list(self._result_positions)
             self._open_idx = list(range(len(self._results)))
         else:

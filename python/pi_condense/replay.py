@@ -38,7 +38,7 @@ import asyncio
 import functools
 import os
 from collections import Counter
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
@@ -138,8 +138,27 @@ class ReplayResult:
 
     def session_text(self) -> str:
         """The new session file's text (header and every entry, as Pi writes them)."""
-        rows = [self.session.header, *self.session.entries]
-        return "".join(jsjson.dumps(row) + "\n" for row in rows)
+        return "".join(line + "\n" for line in self._session_lines())
+
+    def session_chunks(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The new session file's bytes (:meth:`session_text`, UTF-8) in pieces of about
+        ``size`` bytes, each made as it is asked for: what writes them one after another never
+        holds the whole file. The header line is in the first piece."""
+        lines: list[str] = []
+        held = 0
+        for line in self._session_lines():
+            lines.append(line)
+            held += len(line) + 1
+            if held >= size:
+                yield ("\n".join(lines) + "\n").encode("utf-8")
+                lines, held = [], 0
+        if lines:
+            yield ("\n".join(lines) + "\n").encode("utf-8")
+
+    def _session_lines(self) -> Iterator[str]:
+        yield jsjson.dumps(self.session.header)
+        for entry in self.session.entries:
+            yield jsjson.dumps(entry)
 
     def entry_counts(self) -> dict[str, int]:
         """Entries by type (``custom`` ones by ``type:customType``)."""
@@ -170,7 +189,10 @@ class ReplayResult:
         ``meta.json`` into ``out_dir``."""
         root = Path(out_dir)
         root.mkdir(parents=True, exist_ok=True)
-        files = {"session.jsonl": self.session_text(), "summarizer.jsonl": self.summarizer.jsonl()}
+        with (root / "session.jsonl").open("wb") as file:
+            for piece in self.session_chunks():
+                file.write(piece)
+        files = {"summarizer.jsonl": self.summarizer.jsonl()}
         if self.contexts.keep_pool:
             files["contexts.jsonl"] = self.contexts.jsonl()
         files["meta.json"] = jsjson.dumps(self.meta(), 2) + "\n"
@@ -232,7 +254,7 @@ class _Replayer:
         self.pending_assistant: Optional[dict[str, Any]] = None
         self.pending_results: list[Any] = []
         self.first_run = True
-        self._json: dict[int, tuple[Any, str, int]] = {}
+        self._json: dict[int, tuple[Any, Optional[str], int]] = {}
         # The context sent so far, kept as the message list grows (reset when it is
         # replaced): JSON texts and lengths, and the copies handed to the condenser.
         self._sent: Optional[list[Any]] = None
@@ -245,6 +267,9 @@ class _Replayer:
         # copy of each message serves every later call; another condenser gets a fresh deep
         # copy per call, as Pi's structuredClone.
         self._reuse_copies = factory is None
+        # The texts serve the call log's pool and the copies of another condenser; else each
+        # is needed only until its message's copy is made.
+        self._keep_texts = options.record_contexts or not self._reuse_copies
         self.condenser = self._new_condenser()
 
     # -- plumbing
@@ -301,10 +326,11 @@ class _Replayer:
     def _json_of(self, message: Any) -> tuple[str, int]:
         cached = self._json.get(id(message))
         if cached is not None and cached[0] is message:
-            return cached[1], cached[2]
+            text = cached[1]
+            return (jsjson.dumps(message) if text is None else text), cached[2]
         text = jsjson.dumps(message)
         length = jsjson.utf16_len(text)
-        self._json[id(message)] = (message, text, length)
+        self._json[id(message)] = (message, text if self._keep_texts else None, length)
         return text, length
 
     def _map_last(self, entry: Mapping[str, Any]) -> None:
@@ -361,7 +387,8 @@ class _Replayer:
                 _get(message, "details"),
             )
         else:
-            self.session.append_message(message)
+            # A message of the source (parsed, never changed) is held once by both sessions.
+            self.session.append_message(message, shared=message is entry.get("message"))
         self._map_last(entry)
 
     def _sync_sent(self) -> None:
@@ -370,19 +397,22 @@ class _Replayer:
             self._sent = self.messages
             self._texts, self._lengths, self._chars = [], [], 0
             self._copies, self._copy_at = [], {}
-        done = len(self._texts)
+        done = len(self._lengths)
         if done == len(self.messages):
             return
+        texts: list[str] = []
         for message in self.messages[done:]:
             text, length = self._json_of(message)
-            self._texts.append(text)
+            texts.append(text)
             self._lengths.append(length)
             self._chars += length
+        if self._keep_texts:
+            self._texts.extend(texts)
         if self._reuse_copies:
-            # A deep copy, as Pi's structuredClone (one parse of the new messages).
-            fresh = jsjson.loads("[" + ",".join(self._texts[done:]) + "]")
-            for offset, copy in enumerate(fresh):
-                self._copy_at[id(copy)] = done + offset
+            fresh = self.messages[done:]
+            if self._keep_texts:  # the pool's outputs are found by position
+                for offset, copy in enumerate(fresh):
+                    self._copy_at[id(copy)] = done + offset
             self._copies.extend(fresh)
 
     async def _context_event(self, assistant: Mapping[str, Any]) -> None:
@@ -543,7 +573,7 @@ class _Replayer:
         else:
             self._at(entry)
             self.messages.append(message)
-            self.session.append_message(message)
+            self.session.append_message(message, shared=True)
             self._map_last(entry)
 
     async def _entry(self, entry: Mapping[str, Any]) -> None:
@@ -658,7 +688,17 @@ class _Replayer:
         await self._close_run()
         self.result.counts = dict(self.counts)
         self.result.condenser = self.condenser
+        self._release()
         return self.result
+
+    def _release(self) -> None:
+        """Drop what only the replay needed: the source branch and the texts and copies of
+        the context (the condenser, which may still be called, holds this replayer)."""
+        self.path = []
+        self._json = {}
+        self._sent = None
+        self._texts, self._lengths, self._chars = [], [], 0
+        self._copies, self._copy_at = [], {}
 
 
 def _or_empty(value: Any) -> Any:

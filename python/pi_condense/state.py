@@ -129,7 +129,7 @@ class PrunerState:
     the caller's job.
     """
 
-    __slots__ = ("frontier", "index", "render_cache", "stats")
+    __slots__ = ("__weakref__", "frontier", "index", "render_cache", "stats")
 
     def __init__(
         self,

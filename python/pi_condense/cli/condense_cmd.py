@@ -11,6 +11,7 @@ what was reclaimed;
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import sys
@@ -38,13 +39,15 @@ from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ._common import (
     EXAMPLE_SESSION,
+    EXIT_HANDLER_ERRORS,
+    EXIT_OK,
     base_url_option,
     check_leaf,
     compat_option,
     config_option,
     err,
     example_option,
-    exit_for_warnings,
+    exit_code,
     fail,
     fail_at,
     json_option,
@@ -143,6 +146,20 @@ def _run(
                 session_model=session_model,
             ),
         )
+
+
+def _release(result: ReplayResult) -> None:
+    """Free what the run held that writing and reporting do not need: the condenser (and
+    through it the replay's last context). The caller drops the source session."""
+    result.condenser = None
+    gc.collect()  # the condenser and the replay refer to each other
+
+
+def _exit(result: ReplayResult, load_code: int) -> None:
+    """Exit 3 when a condenser event failed, else with ``load_code`` (see `exit_code`)."""
+    code = EXIT_HANDLER_ERRORS if result.handler_errors else load_code
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 def _print_problems(result: ReplayResult) -> None:
@@ -342,19 +359,21 @@ def condense(
         blob_mode=mode,
     )
     progress = not as_json and show_progress(quiet)
+    raw_chars = jsjson.length(source.build_context(leaf).messages)
+    load_code = exit_code(source, strict)
     result = _run(source, config, (summarizer, session_model), options, progress, "condensing")
-    text = result.session_text()
+    _release(result)
+    del source
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if before is not None:
-            replace_in_place(path, text.encode("utf-8"), backup, before)
+            replace_in_place(path, result.session_chunks(), backup, before)
         else:
-            write_new(target, text.encode("utf-8"), mode)
+            write_new(target, result.session_chunks(), mode)
     except InPlaceError as exc:
         fail(str(exc))
     except OSError as exc:
         fail_at(target, "cannot write", exc)
-    raw_chars = jsjson.length(source.build_context(leaf).messages)
     _, condensed_chars = cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)
     report["output"] = str(target)
@@ -365,7 +384,7 @@ def condense(
     else:
         _print_report(report, target)
         _print_problems(result)
-    exit_for_warnings(source, strict, failed=bool(result.handler_errors))
+    _exit(result, load_code)
 
 
 def replay_command(
@@ -426,9 +445,12 @@ def replay_command(
         restart_each_prompt=restart_each_prompt,
         deterministic=deterministic,
     )
+    load_code = exit_code(source, strict)
     result = _run(
         source, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
     )
+    _release(result)
+    del source
     try:
         result.write(root)
     except OSError as exc:
@@ -440,7 +462,7 @@ def replay_command(
         markup=False,
     )
     _print_problems(result)
-    exit_for_warnings(source, strict, failed=bool(result.handler_errors))
+    _exit(result, load_code)
 
 
 def register(app: typer.Typer) -> None:

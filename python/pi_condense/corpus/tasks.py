@@ -10,6 +10,7 @@ without recomputing it, and a computed result is stored before returning.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import shutil
 import stat
@@ -85,6 +86,16 @@ def run_task(task: Task) -> Outcome:
     """Run one task (module docstring). An in-place condense of a session that is already
     condensed in place (:func:`pi_condense.inplace.prior_run`) returns ``{"skipped":
     message}`` without reading it."""
+    outcome = _run_task(task)
+    # What a task built refers to itself in cycles (the condenser and its replay, the
+    # runtime and its sinks, the event loop): reference counting frees none of it, and the
+    # collector's full passes are rare, so a worker would hold several sessions' worth of
+    # garbage at a time. Collected here, the worker is back where it started.
+    gc.collect()
+    return outcome
+
+
+def _run_task(task: Task) -> Outcome:
     outcome = Outcome(task.kind, task.path, task.size, task.index)
     try:
         done = _done_in_place(task)
@@ -255,12 +266,13 @@ def _condense(
         blob_mode=mode,
     )
     result = _replay(session, config, summarizer, options)
-    text = result.session_text().encode("utf-8")
+    result.condenser = None  # the report needs the new session only
+    chunks = result.session_chunks()
     if backup is not None:
-        replace_in_place(target, text, backup, Fingerprint(len(data), content_hash(data)))
+        replace_in_place(target, chunks, backup, Fingerprint(len(data), content_hash(data)))
     else:
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_new(target, text, mode)
+        write_new(target, chunks, mode)
     raw_chars = jsjson.length(session.build_context().messages)
     _, condensed_chars = cold_chars(result.session, config)
     report = condense_report(result, raw_chars, condensed_chars)

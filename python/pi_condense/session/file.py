@@ -497,9 +497,15 @@ class SessionFile(EntryIndex):
             )
         return self._append(dict(entry))
 
-    def append_message(self, message: Mapping[str, Any]) -> str:
-        """Append a ``message`` entry holding an AgentMessage; returns its id."""
-        return self._append({"type": "message", "message": message})
+    def append_message(self, message: Mapping[str, Any], *, shared: bool = False) -> str:
+        """Append a ``message`` entry holding an AgentMessage; returns its id.
+
+        The session keeps what its line reads back as (a copy), or with ``shared`` the
+        ``message`` object itself: for a message that is already a parsed JSON value (one of
+        another loaded session's) and that nobody changes afterwards, so two sessions holding
+        it hold it once.
+        """
+        return self._append({"type": "message", "message": message}, shared=shared)
 
     def append_custom(self, custom_type: str, data: Any = ABSENT) -> str:
         """Append a ``custom`` entry (extension state, never in the context); returns its id."""
@@ -732,17 +738,19 @@ class SessionFile(EntryIndex):
                             f"{self._path}: cannot sync the appended entries: {exc.strerror or exc}"
                         ) from exc
 
-    def _append(self, fields: dict[str, Any], *, follow_tip: bool = True) -> str:
+    def _append(
+        self, fields: dict[str, Any], *, follow_tip: bool = True, shared: bool = False
+    ) -> str:
         with self._mutex:
             if self._path is None:
-                return self._commit(fields, None)
+                return self._commit(fields, None, shared)
             try:
-                return self._append_locked(fields, follow_tip)
+                return self._append_locked(fields, follow_tip, shared)
             except SessionError as exc:
                 self._failed_appends.append(str(exc))
                 raise
 
-    def _append_locked(self, fields: dict[str, Any], follow_tip: bool) -> str:
+    def _append_locked(self, fields: dict[str, Any], follow_tip: bool, shared: bool) -> str:
         with self._mutex:
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
@@ -754,18 +762,18 @@ class SessionFile(EntryIndex):
                         leaf = self._leaf
                         self._sync(fd)
                         self._leaf = leaf
-                    return self._commit(fields, fd)
+                    return self._commit(fields, fd, shared)
                 finally:
                     unlock(fd)
             finally:
                 os.close(fd)
 
-    def _commit(self, fields: dict[str, Any], fd: Optional[int]) -> str:
+    def _commit(self, fields: dict[str, Any], fd: Optional[int], shared: bool = False) -> str:
         entry_id = self._generate_id()
         timestamp = jstime.to_iso_string(self._clock())
         entry = ordered_entry(fields, entry_id, self._leaf, timestamp)
         line = jsjson.dumps(entry)
-        stored = jsjson.loads(line)
+        stored = entry if shared else jsjson.loads(line)
         payload = line.encode("utf-8") + b"\n"
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload

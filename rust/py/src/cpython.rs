@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyDictMethods, PyList, PyString};
+use pyo3::types::{PyDict, PyDictMethods, PyList, PySlice, PyString};
 
 /// A borrowed object pointer (the binding's one name for it; what keeps it alive is the
 /// borrow rule, `lib.rs`).
@@ -913,4 +913,25 @@ impl Drop for GcPaused {
             unsafe { ffi::PyGC_Enable() };
         }
     }
+}
+
+/// The slice `start:stop` (step `None`, i.e. 1). Not `PySlice::new`: in pyo3 0.23 it hands
+/// `PySlice_New` three new index objects that it never releases (`PySlice_New` takes its
+/// own references), two leaked ints per slice.
+pub(crate) fn slice(py: Python<'_>, start: isize, stop: isize) -> PyResult<Bound<'_, PySlice>> {
+    let start = start
+        .into_pyobject(py)
+        .unwrap_or_else(|never| match never {});
+    let stop = stop
+        .into_pyobject(py)
+        .unwrap_or_else(|never| match never {});
+    // SAFETY: `Py_None` returns the address of the immortal None singleton.
+    let none = unsafe { ffi::Py_None() };
+    // SAFETY: `start` and `stop` are owned by this frame and None is immortal, so all three
+    // are alive for the call (the slice takes its own references); the GIL is held.
+    let raw = unsafe { ffi::PySlice_New(start.as_ptr(), stop.as_ptr(), none) };
+    // SAFETY: `raw` is the new reference `PySlice_New` returned (owned from here on), or NULL
+    // with the error set; the GIL is held.
+    let made = unsafe { Bound::from_owned_ptr_or_err(py, raw) }?;
+    Ok(made.downcast_into::<PySlice>()?)
 }

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 
 use crate::jsread::js_number;
 use crate::pystr::utf16_of;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PySlice, PyString};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
 
 /// A Python string as Rust sees it: UTF-8 when valid, else UTF-16 code units.
 enum Text<'a> {
@@ -89,7 +89,7 @@ fn split_key<'py>(key: &Bound<'py, PyString>) -> PyResult<Option<(Bound<'py, PyS
         Text::Utf16(units) => match keys::split_occ_key_units(&units) {
             Some((sep, ts)) => {
                 let end = key.len()? - (units.len() - sep);
-                let id = key.get_item(PySlice::new(py, 0, end as isize, 1))?;
+                let id = key.get_item(crate::cpython::slice(py, 0, end as isize)?)?;
                 Some((id.downcast_into::<PyString>()?, ts))
             }
             None => None,

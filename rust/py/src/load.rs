@@ -12,7 +12,7 @@
 use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PySlice, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple};
 
 /// What the fast part did (see `SessionFile._index_all`).
 #[pyclass(module = "pi_condense._core", name = "IndexedEntries", frozen, get_all)]
@@ -213,7 +213,7 @@ pub(crate) fn parse_lines_from<'py>(
             break;
         };
         let (start, end) = (to_isize(position)?, to_isize(position + cut)?);
-        let line = view.get_item(PySlice::new(py, start, end, 1))?;
+        let line = view.get_item(crate::cpython::slice(py, start, end)?)?;
         let value = match loads.call1((line,)) {
             Ok(value) => value,
             Err(err) if err.is_instance(py, refused) => break,
