@@ -20,7 +20,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ..condense_report import cold_chars, condense_report, problems
+from ..condense_report import chars_change, cold_chars, condense_report, problems
 from ..config import Config
 from ..errors import CondenseError
 from ..inplace import (
@@ -158,12 +158,6 @@ def _print_problems(result: ReplayResult) -> None:
         err.print(f"pi-condense: {event} failed: {message}", markup=False)
 
 
-def _pct(before: int, after: int) -> str:
-    if before <= 0:
-        return ""
-    return f" ({(before - after) / before * 100:.1f}% smaller)"
-
-
 def _print_report(report: dict[str, Any], target: Path) -> None:
     table = Table(title=f"Condensed -> {target}", show_header=False, title_justify="left")
     table.add_column("what")
@@ -185,8 +179,7 @@ def _print_report(report: dict[str, Any], target: Path) -> None:
         ("chains compressed", f"{report['chains']}"),
         (
             "chars per call (avg)",
-            f"{per_call['beforeChars']:,} -> {per_call['afterChars']:,}"
-            f"{_pct(per_call['beforeChars'], per_call['afterChars'])}",
+            chars_change(per_call["beforeChars"], per_call["afterChars"]),
         ),
         (
             "chars at the last call",
@@ -194,8 +187,7 @@ def _print_report(report: dict[str, Any], target: Path) -> None:
         ),
         (
             "context on reload",
-            f"{context['rawChars']:,} -> {context['condensedChars']:,}"
-            f"{_pct(context['rawChars'], context['condensedChars'])}",
+            chars_change(context["rawChars"], context["condensedChars"]),
         ),
         ("summarizer tokens (in / out)", f"{money['inputTokens']:,} / {money['outputTokens']:,}"),
         ("summarizer cost", f"${money['cost']:.4f}"),
