@@ -209,6 +209,42 @@ def test_an_unknown_key_warns_once_in_the_api_and_the_hooks(
     assert "did you mean protectedTools?" in texts[0]
 
 
+def _here() -> tuple[str, int]:
+    """(file, line) of the caller's next line."""
+    caller = sys._getframe(1)
+    return caller.f_code.co_filename, caller.f_lineno + 1
+
+
+@pytest.mark.parametrize("build", ["chat-hook", "driver", "condenser-open"])
+def test_a_config_warning_points_at_the_users_line(
+    build: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not at pi-condense's own code (``live.py:443: ... self._condenser = ...``)."""
+    from pi_condense import Condenser, CondenseWarning, Config, errors
+    from pi_condense.adapters.pi_messages import PiCodec
+    from pi_condense.integrations.openai_chat import ChatCondenser
+    from pi_condense.live import LiveDriver
+
+    monkeypatch.setattr(errors, "_WARNED", set(), raising=False)
+    session = tmp_path / "s.jsonl"
+    shutil.copy(EXAMPLE_SESSION, session)
+    config = {"protectedTool": ["read"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if build == "chat-hook":
+            where = _here()
+            ChatCondenser(session=":memory:", config=config)
+        elif build == "driver":
+            where = _here()
+            LiveDriver(PiCodec(), session=":memory:", config=config)
+        else:
+            where = _here()
+            Condenser.open(session, Config.from_settings_dict(config))
+    found = [w for w in caught if issubclass(w.category, CondenseWarning)]
+    assert len(found) == 1, [str(w.message) for w in found]
+    assert (found[0].filename, found[0].lineno) == where
+
+
 def test_printing_a_hooks_stats_is_one_short_line(tmp_path: Path) -> None:
     from pi_condense.adapters.pi_messages import PiCodec
     from pi_condense.live import LiveDriver
