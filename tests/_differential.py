@@ -3,10 +3,11 @@
 A session is a pure function of its seed: prompts, tool turns with reused provider ids,
 repeated outputs (dedup), image results, errored calls (some with arguments holding strings
 over 200 chars, nested in objects and arrays: the 2.11.3 purge), non-pruner ``custom_message``
-entries (2.10.0 chain anchors: some open a turn of their own, without a user prompt) and final
-replies, written as Pi writes a session file. Left out by default, because ours does not match
-pi-condense 2.11.3 there yet (see the report of issue 38): re-reads of a protected path (2.10.3
-supersession, gap ``"protected"``). ``gaps`` puts the named ones in.
+entries (2.10.0 chain anchors: some open a turn of their own, without a user prompt), re-reads
+of protected paths (2.10.3 supersession: default globs, a Windows-style path naming the same
+file, calls that pass the path as ``input`` or ``args``), compactions (a cold prompt cache) and
+final replies, written as Pi writes a session file. Seeds below 2000 give the sessions of the
+generator before protected re-reads and compactions (the recorded seeds 7-9 and 1000).
 """
 
 from __future__ import annotations
@@ -17,9 +18,16 @@ import random
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KNOWN_GAPS", "write_raw_session"]
+__all__ = ["PROTECTED_PATHS", "write_raw_session"]
 
-KNOWN_GAPS = frozenset({"protected"})
+PROTECTED_PATHS = (
+    ".pi/gauntlet-overrides.md",
+    "doc\\gauntlet-overrides.md",
+    "doc/gauntlet-overrides.md",
+    "/home/u/.agents/skills/release/SKILL.md",
+)
+"""Paths the generator re-reads; the first three match the default ``protectedPaths`` (the
+second and third are one file), the fourth too (``**/skills/**/*.md``)."""
 
 _WORDS = [
     "alpha",
@@ -68,9 +76,10 @@ def _iso(second: int) -> str:
     return f"2026-03-01T{hours:02d}:{minutes:02d}:{seconds:02d}.000Z"
 
 
-def write_raw_session(path: Path, seed: int, *, gaps: frozenset[str] = frozenset()) -> Path:
+def write_raw_session(path: Path, seed: int) -> Path:
     """Write the raw session of ``seed`` to ``path`` and return it."""
     rng = random.Random(seed)
+    supersession = seed >= 2000
     lines: list[dict[str, Any]] = [
         {
             "type": "session",
@@ -117,7 +126,7 @@ def write_raw_session(path: Path, seed: int, *, gaps: frozenset[str] = frozenset
     repeated = _text(rng, 1500)
     png = base64.b64encode(bytes(rng.randrange(256) for _ in range(120))).decode()
     unique = 0
-    for prompt in range(rng.randint(3, 6)):
+    for prompt in range(rng.randint(3, 6) + (3 if supersession else 0)):
         if prompt == 0 or rng.random() < 0.6:
             add(
                 {
@@ -156,9 +165,16 @@ def write_raw_session(path: Path, seed: int, *, gaps: frozenset[str] = frozenset
                     if name == "read"
                     else {"command": f"{name} {_text(rng, 20)}"}
                 )
-                if "protected" in gaps and name == "read" and rng.random() < 0.3:
-                    args = {"path": ".pi/gauntlet-overrides.md"}
-                calls.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
+                block: dict[str, Any] = {"type": "toolCall", "id": call_id, "name": name}
+                if supersession and name == "read" and rng.random() < 0.4:
+                    args = {"path": rng.choice(PROTECTED_PATHS)}
+                    # The reference reads `input ?? args ?? arguments`.
+                    field = rng.choice(["arguments", "arguments", "input", "args"])
+                    if field != "arguments":
+                        block[field] = args
+                        args = {"path": "src/elsewhere.py"}
+                block["arguments"] = args
+                calls.append(block)
             add({"type": "message", "message": assistant(calls, "toolUse")})
             for call in calls:
                 content: list[Any]
@@ -193,5 +209,16 @@ def write_raw_session(path: Path, seed: int, *, gaps: frozenset[str] = frozenset
                 "message": assistant([{"type": "text", "text": f"done {prompt}"}], "stop"),
             }
         )
+        if supersession and prompt > 0 and rng.random() < 0.25:
+            # Keeps the latest entries: reads before it may stay in context after it.
+            kept = f"{max(1, state['n'] - rng.randint(6, 30)):08x}"
+            add(
+                {
+                    "type": "compaction",
+                    "summary": f"compacted after task {prompt}",
+                    "firstKeptEntryId": kept,
+                    "tokensBefore": int(state["input"]),
+                }
+            )
     path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
     return path

@@ -129,7 +129,7 @@ class LoopbackLLMServer:
         class Handler(_Handler):
             owner = server
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd = _Httpd(("127.0.0.1", 0), Handler)
         httpd.daemon_threads = True
         httpd.block_on_close = False
         self._httpd = httpd
@@ -194,6 +194,11 @@ class LoopbackLLMServer:
         with self._lock:
             self.in_flight -= 1
             self._lock.notify_all()
+
+
+class _Httpd(ThreadingHTTPServer):
+    # many clients at once (a load test): the default backlog of 5 would reset connections
+    request_queue_size = 256
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -39,10 +39,11 @@ def test_generated_workload_has_what_the_issue_lists() -> None:
     ids = [b["id"] for b in blocks if b.get("type") == "tool_use"]
     assert len(ids) > len(set(ids))  # reused tool-call ids
     positions = {f.position for f in w.facts}
-    assert positions == {"head", "middle", "tail", "caption"}
+    assert positions == {"head", "middle", "tail", "caption", "task"}
     assert any("spilled" in f.tags for f in w.facts)
-    assert {"recent", "old"} <= {t for p in w.probes for t in p.tags}
-    for fact in w.facts:  # every planted answer is in its output (and its re-reads) only
+    assert {"recent", "later", "old", "mid-run"} <= {t for p in w.probes for t in p.tags}
+    planted = [f for f in w.facts if f.kind in ("output", "error")]
+    for fact in planted:  # every planted answer is in its output (and its re-reads) only
         hits = [r for r in results if fact.answer in json.dumps(r["content"])]
         assert hits[0]["tool_use_id"] == fact.tool_use_id
         assert all(h["content"] == hits[0]["content"] for h in hits)
@@ -145,7 +146,9 @@ def test_agent_recovers_a_fact_behind_a_ref_and_fails_on_a_gone_one() -> None:
     assert lost.calls == 0
 
 
-def _row(success: float, calls: float, tokens: float, cost: float) -> dict[str, object]:
+def _row(
+    success: float, calls: float, tokens: float, cost: float, chain: float = 1.0, probes: int = 30
+) -> dict[str, object]:
     return {
         "probe success": success,
         "extra calls / probe": calls,
@@ -154,6 +157,8 @@ def _row(success: float, calls: float, tokens: float, cost: float) -> dict[str, 
         "cache cost vs none": cost,
         "rule breaks": 0,
         "fidelity <=8k": 1.0,
+        "success by tag": {"chain": chain, "mid-run": success, "task": success},
+        "probes by tag": {"chain": probes, "mid-run": probes, "task": probes},
     }
 
 
@@ -170,3 +175,16 @@ def test_gate_fails_when_defaults_lose_to_a_peer_or_miss_a_bound() -> None:
     assert [m.split(" (")[0] for m in gate(cheaper, 0.01)] == ["not Pareto-better than peer"]
     slow = {**rows, "pi-condense defaults": _row(1.0, 1.5, 0.2, 0.3)}
     assert gate(slow, 0.01) == ["extra calls per probe 1.50 > 1.19"]
+    # each gated class on its own: ours loses the chain class to the peer, or it has too few
+    chainless = {**rows, "pi-condense defaults": _row(1.0, 0.5, 0.2, 0.3, chain=0.4)}
+    assert gate(chainless, 0.01) == [
+        "class chain: probe success 40.0% < 99% of none's 100.0%",
+        "class chain: probe success 40.0% < peer's 100.0%",
+    ]
+    few = {
+        "none": _row(1.0, 0, 1.0, 1.0, probes=5),
+        "pi-condense defaults": _row(1.0, 0.5, 0.2, 0.3, probes=5),
+    }
+    assert gate(few, 0.01) == [
+        f"class {c}: 5 probes (want >= 20)" for c in ("chain", "mid-run", "task")
+    ]

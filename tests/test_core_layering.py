@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _graph import cycle_in
+
 SRC = Path(__file__).resolve().parents[1] / "rust" / "core" / "src"
 USE = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
 BASE = {"collections", "js", "jsstr", "json", "keys", "placeholders", "view"}
@@ -34,28 +36,6 @@ def imports() -> dict[str, set[str]]:
             used.update(USE.findall(file.read_text(encoding="utf-8")))
         graph[name] = {m for m in used if m in modules and m != name}
     return graph
-
-
-def cycle_in(graph: dict[str, set[str]]) -> list[str]:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return []
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return []
 
 
 def test_the_scan_sees_the_crate() -> None:

@@ -10,18 +10,21 @@
   trailing blanks are not compared.
 - ```console blocks without prompts are command synopses: every ``pi-condense`` line names a
   command that exists and only options its ``--help`` lists.
+- ```json and ```toml blocks (a client's config file) parse.
 - The rest (installs, builds, network, a cluster) is in :data:`SKIP`, each with the reason it
   cannot run here; an entry that matches no block fails, so the list stays reviewed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -75,6 +78,29 @@ SKIP = {
     ("docs/python-api.md", "$ cat settings.json"): (
         "calls OpenAI's API (the configured summarizerModel)"
     ),
+    ("docs/proxy.md", '$ pip install "pi-condense[proxy]"'): (
+        "installs the extra and starts the long-running proxy server on port 8787"
+    ),
+    ("docs/proxy/aider.md", "$ pi-condense proxy &"): (
+        "needs the aider program and an OpenAI key behind the proxy"
+    ),
+    ("docs/proxy/claude-code.md", "$ pi-condense proxy &"): (
+        "needs the Claude Code program and an Anthropic account behind the proxy"
+    ),
+    ("docs/proxy/codex.md", "$ pi-condense proxy &"): (
+        "needs the Codex CLI program and an OpenAI key behind the proxy"
+    ),
+    ("docs/mcp.md", 'pip install "pi-condense[mcp]" # the official MCP Python SDK (mcp >= 2.3)'): (
+        "installs the extra and starts the long-running MCP server on stdio"
+    ),
+    (
+        "docs/mcp.md",
+        "claude mcp add pi-condense -- pi-condense mcp --sessions "
+        "~/.pi/agent/sessions/--pi-condense-proxy--",
+    ): "needs the Claude Code program (it registers the server in the user's Claude settings)",
+    ("docs/mcp.md", "name: pi-condense"): (
+        "a Continue config file (YAML): the test extras have no YAML parser"
+    ),
 }
 
 
@@ -114,6 +140,8 @@ def kind(page: str, language: str, body: str, before: str) -> str:
         return "output"
     if language == "console":
         return "session" if body.startswith("$ ") else "synopsis"
+    if language in ("json", "toml"):
+        return "config"
     return "unchecked"
 
 
@@ -143,6 +171,20 @@ def test_every_block_is_checked_or_skipped_with_a_reason() -> None:
     assert all(len(reason) > 20 for reason in SKIP.values())
     assert len(SESSIONS) >= 12
     assert len(SYNOPSES) >= 10
+
+
+@pytest.mark.parametrize(
+    ("page", "language", "body"),
+    [
+        pytest.param(page, language, body, id=f"{page}:{line}")
+        for page, line, language, body, before in BLOCKS
+        if kind(page, language, body, before) == "config"
+    ],
+)
+def test_config_file_block_parses(page: str, language: str, body: str) -> None:
+    """A client's config file shown as JSON or TOML is valid as shown."""
+    parsed = json.loads(body) if language == "json" else tomllib.loads(body)
+    assert parsed, page
 
 
 def steps(block: str) -> list[tuple[str, str]]:

@@ -14,19 +14,17 @@ from pi_condense.capture import protection_predicate
 from pi_condense.config import Config
 from pi_condense.js.values import js_round, to_fixed
 from pi_condense.keys import occ_key
-from pi_condense.metrics import (
-    ContextMetrics,
+from pi_condense.metrics import ContextMetrics, MetricsSnapshot, project_branch_messages
+from pi_condense.session import SessionFile
+from pi_condense.state import Frontier, PrunerState, normalize_frontier
+from pi_condense.status import (
     DiagnosticSink,
-    MetricsSnapshot,
     StatsAccumulator,
     cc,
     format_char_progress,
     format_cost,
-    project_branch_messages,
     status_text,
 )
-from pi_condense.session import SessionFile
-from pi_condense.state import Frontier, PrunerState, normalize_frontier
 from pi_condense.summarize.base import Cost, Usage
 
 
@@ -61,13 +59,14 @@ def test_js_round_and_to_fixed() -> None:
 def test_one_math_round_for_every_caller() -> None:
     # The summarizer's stall message once had its own floor(x + 0.5), which gives 1 for
     # 0.49999999999999994 (the sum rounds to exactly 1.0); every caller uses the one rule.
-    from pi_condense.cli import render_cmd
+    from pi_condense.cli import render_cmd, status_cmd
     from pi_condense.js import values
     from pi_condense.summarize import runner
 
     assert runner.js_round is values.js_round
     assert render_cmd.js_round is values.js_round
     assert render_cmd.to_fixed is values.to_fixed
+    assert status_cmd.js_round is values.js_round
 
 
 def test_compact_counts_and_costs() -> None:

@@ -111,6 +111,16 @@ def test_status_shows_rearmed_when_enabled_with_pending_work(agent: Path, tmp_pa
     assert "  frontier gap: 113.4k tokens\n  rearmed:      yes\n  --- session ---" in proc.stdout
 
 
+def test_status_rounds_the_timeouts_as_math_round(agent: Path, tmp_path: Path) -> None:
+    # The reference prints `${Math.round(ms / 1000)}s`: halves go up (2.5 -> 3, 0.5 -> 1),
+    # where Python's round() would give 2 and 0.
+    settings = tmp_path / "timeouts.json"
+    settings.write_text('{"summarizerIdleTimeoutMs": 2500, "summarizerMaxTimeoutMs": 500}')
+    proc = run("status", str(EXAMPLE_SESSION), "--config", str(settings), agent=agent)
+    assert proc.returncode == 0, proc.stderr
+    assert "  idle to:  3s\n  max to:   1s\n" in proc.stdout
+
+
 def test_status_json_of_the_condensed_session(condensed: Path, agent: Path) -> None:
     proc = run("status", str(condensed), "--json", agent=agent)
     assert proc.returncode == 0, proc.stderr

@@ -11,8 +11,9 @@ Two layers:
   2.11.3 tree; ours must reproduce them (this is what CI checks);
 - with a reference at hand (``PI_CONDENSE_REFERENCE`` = a 2.11.3 tree, ``PI_CONDENSE_DENO`` or
   ``deno`` on PATH): the recorded seeds are re-derived live and more seeds are generated and
-  compared (``PI_CONDENSE_DIFF_SEEDS``, default 4). Without one, the test says loudly what it
-  did not check (a ``ReferenceNotChecked`` warning, which the test run's summary lists).
+  compared (``PI_CONDENSE_DIFF_SEEDS``, default 4, from seed 2000: with protected re-reads and
+  compactions, in three configs). Without one, the test says loudly what it did not check (a
+  ``ReferenceNotChecked`` warning, which the test run's summary lists).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ CONFIGS: dict[str, dict[str, object]] = {
             "fuseRangeSummary": True,
         },
     },
+    # Every read protected by name: each re-read of a file supersedes the earlier reads.
+    "protect": {"enabled": True, "protectedTools": ["read"]},
 }
 COMPARED = ("session.jsonl", "summarizer.jsonl", "contexts.jsonl")
 
@@ -180,7 +183,13 @@ def compare(expected: Path, got: Path, config: Path, session_dir: str) -> None:
     for name in COMPARED:
         want = expected / name
         assert (got / name).read_bytes() == want.read_bytes(), f"{name} differs from the reference"
-    session_path = got / "session.jsonl"
+    compare_render_and_query(expected, got / "session.jsonl", config, session_dir)
+
+
+def compare_render_and_query(
+    expected: Path, session_path: Path, config: Path, session_dir: str
+) -> None:
+    """Our cold render of ``session_path`` and our query answers against the reference's."""
     assert our_render(session_path, config) == (expected / "render.json").read_text("utf-8").rstrip(
         "\n"
     )
@@ -188,7 +197,7 @@ def compare(expected: Path, got: Path, config: Path, session_dir: str) -> None:
     session = SessionFile.load(session_path)
     tool = ContextTreeQuery(
         PrunerState.from_session(session),
-        str(got),
+        str(session_path.parent),
         session.session_id,
         recorded_session_dir=session_dir,
     )
@@ -219,6 +228,22 @@ def test_ours_reproduces_the_recorded_reference_outputs(case: str, tmp_path: Pat
     compare(expected, tmp_path / "ours", expected / "config.json", session_dir)
 
 
+LEGACY = DATA / "differential-2.9.1"
+LEGACY_CASES = sorted(p.name for p in LEGACY.iterdir() if p.is_dir()) if LEGACY.is_dir() else []
+
+
+@pytest.mark.parametrize("case", LEGACY_CASES)
+def test_sessions_written_by_2_9_1_render_as_2_11_3_renders_them(case: str, tmp_path: Path) -> None:
+    """A session pi-condense 2.9.1 wrote (no supersession, no ``stubCount``, per-prompt turn
+    numbers) loads, renders and answers queries as 2.11.3 does (``data/differential-2.9.1``)."""
+    expected = tmp_path / "expected"
+    unpack(LEGACY / case, expected)
+    session_dir = (expected / "session-dir.txt").read_text("utf-8").strip()
+    compare_render_and_query(
+        expected, expected / "session.jsonl", expected / "config.json", session_dir
+    )
+
+
 def test_generated_sessions_match_the_live_reference(tmp_path: Path) -> None:
     ref = reference()
     if ref is None:
@@ -232,7 +257,7 @@ def test_generated_sessions_match_the_live_reference(tmp_path: Path) -> None:
         )
         return
     seeds = int(os.environ.get("PI_CONDENSE_DIFF_SEEDS", "4"))
-    for seed in range(1000, 1000 + seeds):
+    for seed in range(2000, 2000 + seeds):
         for label, settings in CONFIGS.items():
             name = f"seed{seed}-{label}"
             case = tmp_path / name

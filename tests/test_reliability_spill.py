@@ -239,7 +239,7 @@ def _temps(directory: Path) -> list[str]:
 
 
 def test_a_killed_blob_writer_leaves_a_temp_file_the_next_write_removes(tmp_path: Path) -> None:
-    from pi_condense import blob_write
+    from pi_condense._fs import blob as blob_write
     from pi_condense.spill import write_blob
 
     blobs = tmp_path / f"{SID}-blobs"
@@ -271,7 +271,7 @@ def test_a_killed_blob_writer_leaves_a_temp_file_the_next_write_removes(tmp_path
 
 
 def test_only_old_unlocked_temp_files_of_our_naming_are_removed(tmp_path: Path) -> None:
-    from pi_condense import blob_write
+    from pi_condense._fs import blob as blob_write
 
     blobs = tmp_path / "blobs"
     blobs.mkdir()

@@ -112,7 +112,8 @@ def _barrier(kind: str, ts: int) -> dict[str, Any]:
 
 @st.composite
 def cases(draw: st.DrawFn, *, quiet: bool = False) -> Case:
-    """A session; ``quiet`` ones give render nothing to do (no state, no errors, no damage)."""
+    """A session; ``quiet`` ones give render nothing to do (no state, no errors, no damage, no
+    protected path read again)."""
     b = _Builder()
     reuse_ids = draw(st.booleans())
     chain_spans: list[tuple[int, int, list[str], list[str], list[str]]] = []
@@ -135,7 +136,10 @@ def cases(draw: st.DrawFn, *, quiet: bool = False) -> Case:
             for tool_call_id in ids:
                 name = draw(st.sampled_from(TOOLS))
                 size = draw(st.sampled_from((5, 40, 700)))
-                path = draw(st.sampled_from(("src/a.ts", "docs/skills/x/SKILL.md")))
+                # A quiet session reads no protected path (a re-read would be superseded;
+                # no tool is protected by name either).
+                paths = ("src/a.ts",) if quiet else ("src/a.ts", "docs/skills/x/SKILL.md")
+                path = draw(st.sampled_from(paths))
                 args = {"path": path, "command": "x" * size}
                 calls.append((tool_call_id, name, args))
             blocks = [{"type": "toolCall", "id": i, "name": n, "arguments": a} for i, n, a in calls]
@@ -254,7 +258,7 @@ def cases(draw: st.DrawFn, *, quiet: bool = False) -> Case:
     settings_block = {
         "enabled": True,
         "recoveryGraceTurns": draw(st.integers(0, 3)),
-        "protectedTools": draw(st.sampled_from(([], ["edit"]))),
+        "protectedTools": [] if quiet else draw(st.sampled_from(([], ["edit"]))),
         "purgeErrors": {
             "enabled": draw(st.booleans()),
             "cooldownTurns": draw(st.integers(1, 3)),

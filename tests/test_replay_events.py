@@ -19,10 +19,10 @@ from pi_condense import jsjson, jstime
 from pi_condense.config import Config
 from pi_condense.render import RenderResult
 from pi_condense.replay import ReplayOptions, ReplayResult, replay
-from pi_condense.replay_log import estimate_tokens
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.summarize.conformance import ConformanceSummarizer
+from pi_condense.usage import estimate_tokens
 
 T0 = 1735689600000  # 2025-01-01T00:00:00.000Z
 SOURCE_ID = "src-session-1"
@@ -173,6 +173,9 @@ class _Stub:
     def session_tree(self) -> None:
         self._log("session_tree")
 
+    def session_compact(self) -> None:
+        self._log("session_compact")
+
     async def turn_end(self, message: Any, tool_results: list[Any], turn_index: int) -> None:
         usage = self.usage()
         results = [label(r) for r in tool_results]
@@ -236,7 +239,9 @@ EXPECTED: list[tuple[Any, ...]] = [
     # stopReason "error": the turn and the run end although a5 holds a tool call
     ("turn_end", 13, 13, "a5", [], 0, 100 + 1 + 1 + 2),
     ("agent_end", 13, 13),
-    # e14 label, e15 custom: appended; e16 (a pruner entry) skipped; e17 compaction; e18 bash
+    # e14 label, e15 custom: appended; e16 (a pruner entry) skipped; e17 compaction (the
+    # prompt cache is cold: session_compact); e18 bash
+    ("session_compact", 17, 16),
     ("message_end", 19, 17, "u5"),
     ("context", 19.5, 18, ["compactionSummary", "u4", "a5", "bashExecution", "u5"]),
     ("message_end", 20, 18, "a6"),

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pi_condense.session import SessionFile
-from pi_condense.session import file as session_file
+from pi_condense.session import index as session_index
 from test_session_context_incremental import HEADER, _entry, sessions
 
 ODD = st.sampled_from(
@@ -54,7 +54,7 @@ def files(draw: Any) -> list[dict[str, Any]]:
 
 
 def _load(text: str, threshold: int, monkeypatch: pytest.MonkeyPatch) -> SessionFile:
-    monkeypatch.setattr(session_file, "_NATIVE_INDEX_FROM", threshold)
+    monkeypatch.setattr(session_index, "_NATIVE_INDEX_FROM", threshold)
     return SessionFile.parse(text)
 
 
@@ -99,14 +99,14 @@ def test_a_long_linear_file_is_read_natively_to_the_end(
     ]
     text = json.dumps(HEADER) + "\n" + "".join(json.dumps(e) + "\n" for e in entries)
     calls: list[int] = []
-    real = session_file._core.index_entries
+    real = session_index.index_entries
 
     def counted(items: Any, *args: Any) -> Any:
         done = real(items, *args)
         calls.append(done.read)
         return done
 
-    monkeypatch.setattr(session_file._core, "index_entries", counted)
+    monkeypatch.setattr(session_index, "index_entries", counted)
     session = _load(text, 1, monkeypatch)
     assert calls == [200]  # every entry read by the native loop
     assert len(session.build_context().messages) == 100
@@ -119,7 +119,7 @@ def test_appended_entries_that_refile_a_branch_id_drop_the_kept_branch(
     # A forked file: the kept branch path is walked; then another writer appends entries,
     # one of which files an id of that branch again (the later entry wins): the branch is
     # read again from the new entry.
-    monkeypatch.setattr(session_file, "_NATIVE_INDEX_FROM", 1)
+    monkeypatch.setattr(session_index, "_NATIVE_INDEX_FROM", 1)
     first = [_entry("user", n, f"e{n}", f"e{n - 1}" if n else None) for n in range(10)]
     first.append(_entry("user", 10, "e10", "e3"))  # a fork: not a linear file
     path = tmp_path / "s.jsonl"
@@ -145,13 +145,13 @@ def test_loading_pauses_the_collector_and_leaves_it_as_it_was(
     entries = [_entry("user", n, f"e{n}", f"e{n - 1}" if n else None) for n in range(100)]
     text = json.dumps(HEADER) + "\n" + "".join(json.dumps(e) + "\n" for e in entries)
     seen: list[bool] = []
-    real = session_file._core.index_entries
+    real = session_index.index_entries
 
     def observed(*args: Any) -> Any:
         seen.append(gc.isenabled())
         return real(*args)
 
-    monkeypatch.setattr(session_file._core, "index_entries", observed)
+    monkeypatch.setattr(session_index, "index_entries", observed)
     was = gc.isenabled()
     try:
         (gc.enable if running else gc.disable)()

@@ -314,7 +314,7 @@ def test_a_300_char_tool_call_id_spills_to_a_capped_file(tmp_path: Path) -> None
 
 
 def test_a_leftover_temp_file_of_a_capped_name_fits_and_is_cleaned(tmp_path: Path) -> None:
-    from pi_condense import blob_write
+    from pi_condense._fs import blob as blob_write
 
     target = blob_path(str(tmp_path), "sid", "call_" + "k" * 295 + "@1150")
     temp = Path(blob_write._temp_for(target))

@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import tarfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -201,19 +202,14 @@ def test_unknown_leaf_fails_early(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ live session file
 
 
-def test_entries_appended_to_the_file_are_seen(tmp_path: Path) -> None:
-    path = small_session(tmp_path / "s.jsonl")
-    tools = condense_tools(path)
-    assert tools.execute("context_tree_query", {"toolCallIds": ["t1"]}).endswith(
-        "(not found in index \u2014 may not have been summarized yet)"
-    )
-    writer = SessionFile.load(path)  # another process (Pi) appending to the same file
-    writer.append_message({"role": "user", "content": "a brand new request"})
+def summarize(writer: SessionFile, call_id: str, text: str) -> None:
+    """Append what the pruner writes for one summarized output: its index record and a
+    summary listing it as ``t1``."""
     record = {
-        "toolCallId": "c-run",
+        "toolCallId": call_id,
         "toolName": "bash",
         "args": {"cmd": "ls"},
-        "resultText": "README.md",
+        "resultText": text,
         "isError": False,
         "turnIndex": 0,
         "timestamp": 5,
@@ -224,11 +220,41 @@ def test_entries_appended_to_the_file_are_seen(tmp_path: Path) -> None:
         "context-prune-summary",
         "summary",
         False,
-        {"toolCallRefs": [{"shortId": "t1", "toolCallId": "c-run", "resultTimestamp": 7}]},
+        {"toolCallRefs": [{"shortId": "t1", "toolCallId": call_id, "resultTimestamp": 7}]},
     )
+
+
+def test_entries_appended_to_the_file_are_seen(tmp_path: Path) -> None:
+    path = small_session(tmp_path / "s.jsonl")
+    tools = condense_tools(path)
+    assert tools.execute("context_tree_query", {"toolCallIds": ["t1"]}).endswith(
+        "(not found in index \u2014 may not have been summarized yet)"
+    )
+    writer = SessionFile.load(path)  # another process (Pi) appending to the same file
+    writer.append_message({"role": "user", "content": "a brand new request"})
+    summarize(writer, "c-run", "README.md")
     found = json.loads(tools.execute("session_search", {"query": "brand new"}))
     assert found["totalMatches"] == 1
     assert tools.execute("context_tree_query", {"toolCallIds": ["t1"]}).endswith("\n\nREADME.md")
+
+
+def test_appended_entries_that_branch_off_are_followed_to_the_files_last_entry(
+    tmp_path: Path,
+) -> None:
+    # A writer (a hook whose client dropped a message, Pi after /tree) appends a branch that
+    # does not continue from the last entry. The tools read the session as Pi loads it: the
+    # branch ending at the file's last entry, with the refs written on it.
+    path = small_session(tmp_path / "s.jsonl")
+    tools = condense_tools(path)
+    assert "not found in index" in tools.execute("context_tree_query", {"toolCallIds": ["t1"]})
+    writer = SessionFile.load(path)
+    writer.set_leaf("u1")  # the assistant message a1 is left on its own branch
+    summarize(writer, "c-new", "ON THE NEW BRANCH")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a reader appends nothing: no warning about its leaf
+        answer = tools.execute("context_tree_query", {"toolCallIds": ["t1"]})
+    assert answer.endswith("\n\nON THE NEW BRANCH")
+    assert answer == condense_tools(path).execute("context_tree_query", {"toolCallIds": ["t1"]})
 
 
 def test_a_rewritten_file_is_loaded_again(tmp_path: Path) -> None:

@@ -8,6 +8,10 @@ url), the agent first calls ``context_tree_query`` on the best such ref (followi
 refs a paged answer hands back); then it calls ``session_search`` with the question's subject;
 then it tries the other refs (and the step refs a chain's answer names), within
 :data:`MAX_CALLS` extra tool calls. A probe fails when the answer cannot be reached.
+
+Questions about the task in progress (the prompt's ticket, the file being edited, the last
+error, the last decision) name no call: the agent searches for their subject, except for the
+last error, where it first asks for the latest ref whose line reports an error (``ERROR``).
 """
 
 from __future__ import annotations
@@ -111,9 +115,13 @@ def answer(probe: Probe, visible: str, messages: list[dict[str, Any]], strategy:
         for i in sorted(range(len(pool)), key=lambda i: -scores[i]):
             if (named or scores[i] > 0) and pool[i][0] not in queue:
                 queue.append(pool[i][0])
-    # the best ref when a stub or summary line names the call the question is about, else
-    # (and after it) a literal search for the question's subject, then the other refs
+    # the best ref when a stub or summary line names the call the question is about (for the
+    # last error: the latest ref whose line reports an error), else (and after it) a literal
+    # search for the question's subject, then the other refs
     plan: list[tuple[str, str]] = [("ref", r) for r in queue[:1] if named]
+    if probe.fact.kind == "error":
+        failed = [r for r, t in reversed(docs) if "ERROR" in t]
+        plan = [("ref", r) for r in failed[:1]]
     plan.append(("search", probe.fact.subject))
     plan += [("ref", r) for r in queue if ("ref", r) not in plan]
     calls = 0

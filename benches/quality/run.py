@@ -19,10 +19,16 @@ from typing import Any, Optional
 from .agent import answer
 from .measure import cache_cost, rule_breaks, tokens, wire
 from .strategies import Strategy, all_strategies
-from .workload import SYSTEM, Workload, workloads
+from .workload import SYSTEM, Probe, Workload, workloads
 
 DEFAULTS = "pi-condense defaults"
 FIDELITY_CHARS = 8000
+CLASSES = (
+    "recent", "later", "old", "chain", "mid-run", "spilled", "image",
+    "task:asked", "task:file", "task:error", "task:decision", "task",
+)  # fmt: skip
+GATED = ("chain", "mid-run", "task")  # the classes the gate checks one by one
+MIN_PROBES = 20  # a gated class with fewer probes is a miss: it would prove nothing
 
 
 @dataclass
@@ -40,8 +46,18 @@ class Tally:
     fidelity_kept: int = 0
     fidelity_all: int = 0
     fidelity_all_kept: int = 0
-    by_tag: dict[str, list[int]] = field(default_factory=dict)
+    by_tag: dict[str, list[int]] = field(default_factory=dict)  # tag -> [found, probes, calls]
     seconds: float = 0.0
+
+    def count(self, tags: tuple[str, ...], found: bool, calls: int) -> None:
+        self.probes += 1
+        self.found += found
+        self.calls += calls
+        for tag in tags:
+            cell = self.by_tag.setdefault(tag, [0, 0, 0])
+            cell[0] += found
+            cell[1] += 1
+            cell[2] += calls
 
     def row(self, none: Tally) -> dict[str, Any]:
         return {
@@ -60,19 +76,37 @@ class Tally:
             if self.fidelity_all
             else None,
             "success by tag": {k: v[0] / v[1] for k, v in sorted(self.by_tag.items())},
+            "calls by tag": {k: v[2] / v[1] for k, v in sorted(self.by_tag.items())},
+            "probes by tag": {k: v[1] for k, v in sorted(self.by_tag.items())},
         }
+
+
+@dataclass
+class Outcome:
+    """One probe's result for one strategy: ``chain`` when the probe's fact was inside a
+    compressed chain of the request (pi-condense strategies only)."""
+
+    probe: Probe
+    found: bool
+    calls: int
+    chain: bool
 
 
 def run_workload(
     workload: Workload, strategy: Strategy, tally: Tally, model: Optional[Any] = None
-) -> None:
+) -> list[Outcome]:
+    """Send every request of ``workload`` through ``strategy``, asking the probes on the way;
+    costs, rule breaks and fidelity go to ``tally``, the probes' outcomes are returned."""
+    outcomes: list[Outcome] = []
     history: list[dict[str, Any]] = []
     previous = ""
     started = time.perf_counter()
+    asked: dict[tuple[int, int], list[Probe]] = {}
+    for probe in workload.probes:
+        asked.setdefault((probe.after, probe.step), []).append(probe)
     for index, prompt in enumerate(workload.prompts):
         history.append({"role": "user", "content": prompt.user})
-        first = True
-        for message in prompt.messages:
+        for step, message in enumerate(prompt.messages):
             if message["role"] == "assistant":
                 sent = strategy.prepare(history)
                 text = wire(SYSTEM, strategy.tools(), sent)
@@ -86,9 +120,8 @@ def run_workload(
                 if problems:
                     tally.breaks += 1
                     tally.break_examples.extend(problems[:1])
-                if first:
-                    _probe(workload, index, strategy, sent, text, tally, model)
-                    first = False
+                for probe in asked.get((index, step), []):
+                    outcomes.append(_probe(workload, probe, strategy, sent, text, model))
             history.append(message)
     tally.seconds += time.perf_counter() - started
     inputs = strategy.summarizer_inputs()
@@ -102,32 +135,45 @@ def run_workload(
         if fact.output_chars <= FIDELITY_CHARS:
             tally.fidelity_facts += 1
             tally.fidelity_kept += kept
+    return outcomes
 
 
 def _probe(
     workload: Workload,
-    index: int,
+    probe: Probe,
     strategy: Strategy,
     sent: list[dict[str, Any]],
     text: str,
-    tally: Tally,
     model: Optional[Any],
-) -> None:
-    for probe in workload.probes:
-        if probe.after != index:
-            continue
-        if model is not None:
-            found, calls = model.answer(probe, sent, strategy)
-        else:
-            result = answer(probe, text, sent, strategy)
-            found, calls = result.found, result.calls
-        tally.probes += 1
-        tally.found += found
-        tally.calls += calls
-        for tag in (*probe.tags, workload.name, probe.fact.position):
-            cell = tally.by_tag.setdefault(tag, [0, 0])
-            cell[0] += found
-            cell[1] += 1
+) -> Outcome:
+    if model is not None:
+        found, calls = model.answer(probe, sent, strategy)
+    else:
+        result = answer(probe, text, sent, strategy)
+        found, calls = result.found, result.calls
+    chain = probe.fact.kind == "output" and in_compressed_chain(
+        sent, workload.prompts[probe.fact.prompt].user
+    )
+    return Outcome(probe, found, calls, chain)
+
+
+def in_compressed_chain(sent: list[dict[str, Any]], user: str) -> bool:
+    """Whether the prompt ``user`` opens a compressed chain in ``sent``: its message (or the
+    next one) holds a ``<compressed-chain`` text."""
+
+    def texts(message: dict[str, Any]) -> list[str]:
+        content = message["content"]
+        if isinstance(content, str):
+            return [content]
+        return [b["text"] for b in content if b.get("type") == "text"]
+
+    for i, message in enumerate(sent):
+        if message["role"] == "user" and user in texts(message):
+            after = texts(message)[texts(message).index(user) + 1 :]
+            if i + 1 < len(sent) and sent[i + 1]["role"] == "user":
+                after += texts(sent[i + 1])
+            return any(t.startswith("<compressed-chain") for t in after)
+    return False
 
 
 def run(
@@ -136,13 +182,22 @@ def run(
     loads = workloads(quick)
     tallies: dict[str, Tally] = {}
     for workload in loads:
+        outcomes: dict[str, list[Outcome]] = {}
         for strategy in all_strategies():
             tally = tallies.setdefault(strategy.name, Tally())
             try:
-                run_workload(workload, strategy, tally, model)
+                outcomes[strategy.name] = run_workload(workload, strategy, tally, model)
             finally:
                 strategy.close()
             print(f"{workload.name:<11} {strategy.name:<40} {tally.seconds:6.1f}s", file=log)
+        # the chain class: probes whose fact pi-condense defaults had inside a compressed
+        # chain when asked, the same probes for every strategy
+        chain = [o.chain for o in outcomes.get(DEFAULTS, [])]
+        for name, results in outcomes.items():
+            for i, o in enumerate(results):
+                extra = ("chain",) if i < len(chain) and chain[i] else ()
+                tags = (*o.probe.tags, *extra, workload.name, o.probe.fact.position)
+                tallies[name].count(tags, o.found, o.calls)
     none = tallies["none"]
     return {name: t.row(none) for name, t in tallies.items()} | {
         "_breaks": {name: t.break_examples[:3] for name, t in tallies.items()}  # type: ignore[dict-item]
@@ -177,6 +232,26 @@ def table(rows: dict[str, dict[str, Any]]) -> str:
                 if isinstance(v, float)
                 else str(v)
             )
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def class_table(rows: dict[str, dict[str, Any]]) -> str:
+    """Probe success per class (extra tool calls per probe in brackets when any)."""
+    counts = rows["none"]["probes by tag"]
+    cols = [c for c in CLASSES if c in counts]
+    out = [
+        "| strategy | " + " | ".join(f"{c} ({counts[c]})" for c in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    for name, row in rows.items():
+        if name.startswith("_"):
+            continue
+        cells = []
+        for c in cols:
+            calls = row["calls by tag"].get(c, 0.0)
+            cell = f"{row['success by tag'].get(c, 0.0):.1%}"
+            cells.append(f"{cell} ({calls:.2f})" if calls else cell)
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -254,9 +329,26 @@ def gate(rows: dict[str, dict[str, Any]], margin: float) -> list[str]:
     fidelity = d["fidelity <=8k"]
     if fidelity is not None and fidelity < 0.95 + margin:
         misses.append(f"summary fidelity {fidelity:.1%} < {0.95 + margin:.0%}")
-    for name, row in rows.items():
-        if name.startswith(("_", "pi-condense", "none")):
+    peers = [n for n in rows if not n.startswith(("_", "pi-condense", "none"))]
+    for c in GATED:
+        count = none.get("probes by tag", {}).get(c, 0)
+        if count < MIN_PROBES:
+            misses.append(f"class {c}: {count} probes (want >= {MIN_PROBES})")
             continue
+        ours = d["success by tag"][c]
+        if ours < (0.98 + margin) * none["success by tag"][c]:
+            misses.append(
+                f"class {c}: probe success {ours:.1%} < {0.98 + margin:.0%} "
+                f"of none's {none['success by tag'][c]:.1%}"
+            )
+        for name in peers:
+            if ours < rows[name]["success by tag"][c]:
+                misses.append(
+                    f"class {c}: probe success {ours:.1%} < {name}'s "
+                    f"{rows[name]['success by tag'][c]:.1%}"
+                )
+    for name in peers:
+        row = rows[name]
         if d["probe success"] < row["probe success"] or d["cache cost"] > row["cache cost"]:
             misses.append(
                 f"not Pareto-better than {name} (success {d['probe success']:.1%} vs "
@@ -301,7 +393,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     md = (
         f"Made by `{command}` (tokens: chars / 4 of the Anthropic Messages request, "
-        "images 4,800 chars).\n\n" + table(rows)
+        "images 4,800 chars).\n\n"
+        + table(rows)
+        + "\nProbe success per class (probes in brackets in the header; extra tool calls per "
+        "probe in brackets in a cell when any):\n\n" + class_table(rows)
     )
     (args.out / "quality.md").write_text(md)
     (args.out / "quality.svg").write_text(svg(rows))

@@ -64,19 +64,22 @@ class Fact:
     subject: str
     tool_use_id: str
     output_chars: int
-    position: str  # head | middle | tail | caption
+    position: str  # head | middle | tail | caption | task
     prompt: int  # the prompt whose run produced the output
     head: str  # the output's first 2,000 chars: every cut of a summarizer's input keeps them
     tags: tuple[str, ...] = ()
+    kind: str = "output"  # output, or what a task probe asks: asked | file | error | decision
 
 
 @dataclass
 class Probe:
-    """A question asked when the prompt after ``after`` starts."""
+    """A question asked with the request sent before ``prompts[after].messages[step]`` (an
+    assistant message; step 0: when the prompt starts)."""
 
     fact: Fact
     after: int
     tags: tuple[str, ...]
+    step: int = 0
 
 
 @dataclass
@@ -143,13 +146,68 @@ class _Builder:
         self.prompts: list[Prompt] = []
         self.facts: list[Fact] = []
         self.reuse_ids = reuse_ids
+        self.probes: list[Probe] = []  # the task probes and mid-run probes, as they are asked
         self._ids = 0
         self._files: dict[str, str] = {}
+        self._task_facts: dict[str, Fact] = {}  # kind -> the latest fact of the prompt's run
+        self._asked = 0  # facts planted before the run's previous probe point
+        self._say: Optional[str] = None
 
-    def prompt(self, text: str) -> None:
+    def prompt(self, text: str, ticket: bool = True) -> None:
+        """A new user prompt; with ``ticket``, its text names a ticket (a task probe asks
+        for it while its run goes on)."""
         self.prompts.append(Prompt(text))
+        self._task_facts = {}
+        self._asked = len(self.facts)
+        if ticket:
+            tok = _token(self.rng)
+            self.prompts[-1].user = f"{text} (ticket {tok})"
+            q = "Which ticket did the user give in the current prompt?"
+            self._task("asked", "", tok, q, "ticket")
         if self.reuse_ids:
             self._ids = 0  # some providers' models number their calls per turn: ids repeat
+
+    def _task(self, kind: str, call_id: str, answer: str, question: str, subject: str) -> Fact:
+        """The latest fact of ``kind`` about the task in progress (probed by :meth:`ask`)."""
+        fact = Fact(
+            key=f"{self.name}:task:{len(self.prompts) - 1}:{kind}:{answer}",
+            answer=answer,
+            question=question,
+            subject=subject,
+            tool_use_id=call_id,
+            output_chars=0,
+            position="task",
+            prompt=len(self.prompts) - 1,
+            head="",
+            tags=(f"task:{kind}",),
+            kind=kind,
+        )
+        self._task_facts[kind] = fact
+        return fact
+
+    def decide(self, topic: str) -> None:
+        """The next assistant message states a decision (a task probe asks for it)."""
+        tok = _token(self.rng)
+        self._say = f"Decision: set the {topic} limit to {tok}, then go on."
+        self._task("decision", "", tok, f"What limit did we decide on for {topic}?", topic)
+
+    def ask(self, step: Optional[int] = None) -> None:
+        """A probe point before the next assistant message of the run in progress (or before
+        its message ``step``): the task probes (the prompt's ticket, the file being edited, the
+        last error, the last decision) and the facts planted in this run since its previous
+        probe point (``mid-run``)."""
+        after = len(self.prompts) - 1
+        step = len(self.prompts[-1].messages) if step is None else step
+        if self.probes and (self.probes[-1].after, self.probes[-1].step) == (after, step):
+            return
+        for fact in self._task_facts.values():
+            if fact not in self.facts:
+                self.facts.append(fact)
+            self.probes.append(Probe(fact, after, fact.tags, step))
+        for fact in self.facts[self._asked :]:
+            if fact.kind == "output" and fact.prompt == after:
+                self.probes.append(Probe(fact, after, ("mid-run", *fact.tags), step))
+        self._asked = len(self.facts)
 
     def _id(self) -> str:
         self._ids += 1
@@ -200,7 +258,10 @@ class _Builder:
             elif kind == "grep":
                 args = {"pattern": f"{w}_handler\\({self.rng.randrange(100)}"}
             elif kind == "edit":
-                args = {"path": path or f"src/{w}/core.py", "old": f"{w} = 1", "new": f"{w} = 2"}
+                edited = path or f"src/{w}/core_{_token(self.rng).lower()}.py"
+                args = {"path": edited, "old": f"{w} = 1", "new": f"{w} = 2"}
+                q = "Which file is being edited right now?"
+                self._task("file", call_id, edited, q, "edit")
             elif kind == "screenshot":
                 args = {"url": f"http://localhost:{self.rng.randrange(3000, 9000)}/{w}"}
             else:
@@ -226,10 +287,13 @@ class _Builder:
             else:
                 lines = _filler(self.rng, kind, str(locator), chars)
                 if error:
+                    code = _token(self.rng)
                     lines[-1] = (
                         "Traceback (most recent call last):\n"
-                        f'  File "{locator}"\nValueError: bad {w}'
+                        f'  File "{locator}"\nValueError: bad {w} (error code {code})'
                     )
+                    q = "What error code did the last failing command report?"
+                    self._task("error", call_id, code, q, "error code")
                 if fact is not None:
                     at = {"head": 1, "middle": len(lines) // 2, "tail": max(len(lines) - 2, 0)}[
                         fact
@@ -253,7 +317,8 @@ class _Builder:
             if error:
                 result["is_error"] = True
             results.append(result)
-        text = {"type": "text", "text": f"Next I will use {kind}."}
+        text = {"type": "text", "text": self._say or f"Next I will use {kind}."}
+        self._say = None
         self.prompts[-1].messages.append({"role": "assistant", "content": [text, *uses]})
         self.prompts[-1].messages.append({"role": "user", "content": results})
 
@@ -264,23 +329,36 @@ class _Builder:
 
     def done(self) -> Workload:
         # a last prompt without tools: the probes of the previous prompt are asked at its start
-        self.prompt("Summarize what you found and stop.")
+        self.prompt("Summarize what you found and stop.", ticket=False)
         self.reply("Done: everything above is summarized.")
         workload = Workload(self.name, self.prompts, self.facts)
-        workload.probes = plan_probes(workload)
+        workload.probes = sorted(
+            plan_probes(workload) + self.probes, key=lambda p: (p.after, p.step)
+        )
         return workload
 
 
+CHAIN_WINDOW = 3  # pi-condense's default chainCompression.rollingWindow
+
+
 def plan_probes(workload: Workload) -> list[Probe]:
-    """Each fact is probed when the next prompt starts (recent) and, when three or more prompts
-    follow, again at the last prompt (many turns old)."""
+    """Each fact planted in a tool output is probed when the next prompt starts (``recent``),
+    at the second request of the prompt :data:`CHAIN_WINDOW` + 1 prompts later (``later``:
+    about when pi-condense's chain compression takes its run), and, when three or more prompts
+    follow, again at the last prompt (``old``). Whether a probe's fact is inside a compressed
+    chain (the ``chain`` class) is measured on the requests pi-condense defaults send."""
     last = len(workload.prompts) - 1
     probes = []
     for fact in workload.facts:
+        if fact.kind != "output":
+            continue
         probes.append(Probe(fact, fact.prompt + 1, ("recent", *fact.tags)))
+        at = fact.prompt + CHAIN_WINDOW + 1
+        if at < last and len(workload.prompts[at].messages) > 2:
+            probes.append(Probe(fact, at, ("later", *fact.tags), 2))
         if last - fact.prompt >= 3:
             probes.append(Probe(fact, last, ("old", *fact.tags)))
-    return sorted(probes, key=lambda p: p.after)
+    return probes
 
 
 def coding(seed: int, prompts: int = 8) -> Workload:
@@ -295,11 +373,16 @@ def coding(seed: int, prompts: int = 8) -> Workload:
         for i in range(6):
             size = SIZES[(p * 6 + i) % len(SIZES)]
             kind = ("read", "grep", "bash", "read", "bash", "grep")[i]
+            if i == 2:
+                b.decide(f"the {_WORDS[p % len(_WORDS)]} cache")
             b.call(kind, size, fact=positions[(p + i) % 3] if i % 2 == 0 or size <= 8000 else None)
         b.call("read", 3000, path=shared, fact="middle" if p < 3 else None)  # re-read later
         b.call("bash", 2500, error=True, fact="tail" if p % 2 else None)
+        b.call("edit", 0)
+        b.ask()  # mid-prompt: the ticket, the file being edited, the last error, the decision
         b.call("screenshot", 0, fact="caption")
         b.call("edit", 0, calls=2)
+        b.ask()  # the run's last request: the same questions, the answers moved on
         b.reply(f"Task {p + 1} is done: fixed and tested.")
     return b.done()
 
@@ -311,13 +394,19 @@ def autonomous(seed: int, calls: int = 200) -> Workload:
     for i in range(calls):
         size = (400, 1500, 3000, 5000, 8000, 1200, 20000)[i % 7]
         kind = ("read", "bash", "grep", "edit")[i % 4]
-        plant = ("head", "middle", "tail")[i % 3] if i % 9 == 0 and kind != "edit" else None
-        b.call(kind, size, fact=plant)
+        plant = ("head", "middle", "tail")[i // 9 % 3] if i % 9 == 0 and kind != "edit" else None
+        if i % 40 == 10:
+            b.decide(f"the {_WORDS[i // 40]} batch")
+        b.call(kind, size, fact=plant, error=i % 20 == 13)
+        if i % 25 == 24:
+            b.ask()  # mid-run, every 25 calls
+    b.ask()
     b.reply("Migration complete.")
     for p in range(3):
         b.prompt(f"Follow-up {p + 1}: double-check part {p + 1}.")
         for i in range(4):
             b.call(("read", "bash")[i % 2], 2000, fact="middle" if i == 0 else None)
+        b.ask()
         b.reply(f"Part {p + 1} checked.")
     return b.done()
 
@@ -382,6 +471,7 @@ def real(seed: int, prompts: int = 12) -> Workload:
         if message is None:
             continue
         if entry["message"]["role"] == "user":
+            _ask_at_reply(b)
             if len(b.prompts) == prompts:
                 break
             b.prompt(
@@ -397,6 +487,11 @@ def real(seed: int, prompts: int = 12) -> Workload:
             block = message["content"][0]
             results += 1
             text = block["content"]
+            if block.get("is_error"):
+                code = _token(b.rng)
+                text = block["content"] = f"{text} (error code {code})"
+                q = "What error code did the last failing command report?"
+                b._task("error", block["tool_use_id"], code, q, "error code")
             if results % 5 == 0 and len(text) > 200:
                 lines = text.split("\n")
                 position = ("head", "middle", "tail")[results % 3]
@@ -412,10 +507,21 @@ def real(seed: int, prompts: int = 12) -> Workload:
             if run and run[-1]["role"] == "user" and isinstance(run[-1]["content"], list):
                 run[-1]["content"].append(block)  # parallel calls: results in one message
                 continue
-        elif run and run[-1]["role"] == "assistant":
-            run[-1]["content"].extend(message["content"])
-            continue
+        else:
+            for use in message["content"]:
+                if use.get("type") == "tool_use" and use["name"] in ("edit", "write"):
+                    path = str(use["input"].get("path", ""))
+                    if path:
+                        b._task("file", use["id"], path, "Which file is being edited right now?",
+                                "edit")  # fmt: skip
+            if run and run[-1]["role"] == "assistant":
+                run[-1]["content"].extend(message["content"])
+                continue
+            if sum(m["role"] == "assistant" for m in run) % 10 == 9:
+                b.ask()  # mid-run, every 10 model calls
         run.append(message)
+    else:
+        _ask_at_reply(b)
     for p in b.prompts:  # a run interrupted mid-call: close it with a reply
         if (
             not p.messages
@@ -428,6 +534,18 @@ def real(seed: int, prompts: int = 12) -> Workload:
                 {"role": "assistant", "content": [{"type": "text", "text": "(stopped)"}]}
             )
     return b.done()
+
+
+def _ask_at_reply(b: _Builder) -> None:
+    """A probe point before the run's final reply, when the run used tools."""
+    run = b.prompts[-1].messages if b.prompts else []
+    last = run[-1] if run else None
+    if last is None or last["role"] != "assistant":
+        return
+    if any(blk.get("type") == "tool_use" for blk in last["content"]):
+        return
+    if any(blk.get("type") == "tool_use" for m in run for blk in m["content"]):
+        b.ask(len(run) - 1)
 
 
 def _locator(run: list[dict[str, Any]], call_id: str) -> str:
@@ -445,5 +563,5 @@ def _locator(run: list[dict[str, Any]], call_id: str) -> str:
 def workloads(quick: bool, seed: int = 39) -> list[Workload]:
     """The benchmark's workloads (``quick``: smaller ones, for CI)."""
     if quick:
-        return [coding(seed, prompts=5), autonomous(seed, calls=60), real(seed, prompts=5)]
+        return [coding(seed, prompts=6), autonomous(seed, calls=60), real(seed, prompts=5)]
     return [coding(seed), autonomous(seed), real(seed)]

@@ -15,6 +15,7 @@ __all__ = [
     "RenderOptions",
     "RenderOutcome",
     "SizeMemo",
+    "SupersedeState",
     "__version__",
     "bare_tool_call_id",
     "deterministic_body",
@@ -224,7 +225,21 @@ def render(
     options: RenderOptions,
     sizes: SizeMemo | None = None,
     frozen: bool = False,
+    supersede: SupersedeState | None = None,
 ) -> RenderOutcome: ...
+
+# --- supersession (rust/py/src/supersede.rs) ---
+
+@_final
+class SupersedeState:
+    def __new__(cls) -> SupersedeState: ...
+    def lower_floor(self, t: float | None) -> None: ...
+    def cold(self) -> None: ...
+    def reset(self) -> None: ...
+    @property
+    def floor(self) -> float | None: ...
+    @property
+    def activated(self) -> list[str]: ...
 
 # --- size memo (rust/py/src/size_memo.rs) ---
 

@@ -10,17 +10,18 @@ when the branch is replaced (the leaf moved elsewhere) it starts over from the n
 
 from __future__ import annotations
 
+import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from .capture import is_chain_anchor_custom
 from .js.values import MISSING, get_field
 from .metrics import BranchMetrics, ContextMetrics, project_custom_message
-from .replay_log import reported_usage
 from .session import SessionFile
+from .usage import estimate_context_tokens, reported_usage
 
-__all__ = ["BranchFacts", "branch_facts"]
+__all__ = ["BranchFacts", "branch_facts", "pi_context_usage"]
 
 
 def _match_key(value: Any) -> Any:
@@ -180,3 +181,15 @@ def branch_facts(session: SessionFile) -> BranchFacts:
         facts = BranchFacts(session)
         _FACTS[session] = facts
     return facts.update()
+
+
+def pi_context_usage(
+    session: SessionFile, messages: Sequence[Any], window: int
+) -> tuple[Optional[int], Optional[float]]:
+    """(tokens, percent) as Pi's ``getContextUsage``; (None, None) right after a compaction."""
+    if branch_facts(session).after_compaction_without_usage:
+        return None, None
+    tokens = estimate_context_tokens(messages)
+    if not math.isfinite(tokens):
+        return None, None
+    return int(tokens), tokens / window * 100

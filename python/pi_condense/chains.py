@@ -35,7 +35,9 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from . import _core, spill
+from . import spill
+from ._core import ChainScan
+from ._core import deterministic_body as native_deterministic_body
 from .config import Config
 from .errors import CondenseError
 from .js import json as jsjson
@@ -184,7 +186,7 @@ class ScanMemo:
     __slots__ = ("scan",)
 
     def __init__(self) -> None:
-        self.scan: Optional[_core.ChainScan] = None
+        self.scan: Optional[ChainScan] = None
 
 
 def _scan(
@@ -194,8 +196,8 @@ def _scan(
     grace_len: Optional[int] = None,
     memo: Optional[ScanMemo] = None,
     closing: Any = None,
-) -> _core.ChainScan:
-    scan = _core.ChainScan(
+) -> ChainScan:
+    scan = ChainScan(
         messages,
         grace_len=grace_len,
         grace_turns=float(config.recovery_grace_turns),
@@ -245,7 +247,7 @@ def deterministic_body(records: Sequence[ToolCallRecord], refs: Sequence[str]) -
                 float(at) if is_number(at) else math.nan,
             )
         )
-    return _core.deterministic_body(rows, list(refs))
+    return native_deterministic_body(rows, list(refs))
 
 
 # ---------------------------------------------------------------------------- the seam
@@ -449,7 +451,7 @@ async def _compress_covered(
 
 def _compress_uncovered(
     deps: ChainDeps,
-    scan: _core.ChainScan,
+    scan: ChainScan,
     chain: ChainRange,
     keys: list[str],
     result: ChainRunResult,

@@ -10,7 +10,9 @@ messages) and calls, in Pi's order:
 - :meth:`Condenser.message_end` for every message, before appending it to the session;
 - :meth:`Condenser.turn_end` after each assistant turn with the turn's tool results;
 - :meth:`Condenser.agent_end` when the agent's run ends; :meth:`Condenser.session_tree`
-  after moving the session's leaf.
+  after moving the session's leaf; :meth:`Condenser.session_compact`,
+  :meth:`Condenser.model_select`, :meth:`Condenser.thinking_level_select` when the prompt
+  cache goes cold (pi-condense 2.10.3 supersedes protected re-reads then).
 
 Summaries are written to the session by flushes that these events trigger (spec 08 section
 1). See COMPAT.md for where the default behaviour differs from the TypeScript reference and
@@ -41,7 +43,6 @@ from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
-from .metrics import DiagnosticSink, StatsAccumulator
 from .render import RenderResult, render, sized_without_images
 from .runtime import Runtime, Ui
 from .session import SessionFile
@@ -53,7 +54,11 @@ from .spill import (
     spill_batch,
 )
 from .state import PrunerState, Stats
+from .status import DiagnosticSink, StatsAccumulator
 from .summarize.base import Completion, CompletionRequest, Summarizer
+from .summarize.resolve import resolve_summarizers
+from .summarize.runner import SummarizerRunner
+from .supersede import lower_floor_by_chains
 from .triggers import ContextUsage, evaluate_gate, queued_notice
 
 __all__ = ["Condenser"]
@@ -246,8 +251,6 @@ class Condenser:
         self._ui.notify(text, level)
 
     def _make_runner(self) -> Any:
-        from .summarize.resolve import resolve_summarizers
-
         notes: list[tuple[str, str]] = []
 
         def note(level: str, text: str) -> None:
@@ -260,8 +263,6 @@ class Condenser:
         self._resolve_notes = notes
         if primary is None:
             return _NoSummarizer(self._ui.notify)
-        from .summarize.runner import SummarizerRunner
-
         return SummarizerRunner(
             primary,
             session_model,
@@ -308,6 +309,7 @@ class Condenser:
         rt.previous_fraction = None
         rt.rearmed = False
         rt.live_summaries.clear()
+        rt.supersede.reset()
         if rt.config.enabled:
             try:
                 rt.rearmed = len(rt.capture_pending(rethrow=True)) > 0
@@ -330,6 +332,18 @@ class Condenser:
     def session_tree(self) -> None:
         """The session's leaf moved: rebuild the state from the new branch."""
         self._reconstruct()
+
+    def session_compact(self) -> None:
+        """The session was compacted (the prompt cache is cold)."""
+        self._runtime().supersede.cold()
+
+    def model_select(self) -> None:
+        """The model changed (the prompt cache is cold)."""
+        self._runtime().supersede.cold()
+
+    def thinking_level_select(self) -> None:
+        """The thinking level changed (the prompt cache is cold)."""
+        self._runtime().supersede.cold()
 
     async def turn_end(
         self, message: Any, tool_results: Sequence[Any], turn_index: int
@@ -491,6 +505,7 @@ class Condenser:
             rt.config,
             frozen=self._frozen_messages,
             spill_paths=self.spill_paths,
+            supersede=rt.supersede,
         )
         for diagnostic in result.diagnostics:
             rt.sink.report(diagnostic.kind, diagnostic.dedup_key, diagnostic.detail)
@@ -559,6 +574,7 @@ class Condenser:
             raise
         _count_fusions(rt, result)
         if result.compressed:
+            lower_floor_by_chains(rt.supersede, result.entries)
             rt.stats.add_chains_compressed(result.compressed)
             rt.append("context-prune-stats", rt.stats.snapshot())
             rt.emit_cost()
@@ -627,6 +643,7 @@ async def _chains_in_flush(rt: Runtime, branch_messages: list[Any], closing: Any
         _count_fusions(rt, exc.partial)
         raise
     _count_fusions(rt, result)
+    lower_floor_by_chains(rt.supersede, result.entries)
     return result.block_ids
 
 

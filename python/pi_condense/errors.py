@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from types import FrameType
+from typing import Optional
+
 
 class CondenseError(Exception):
     """Base class of every error raised by pi-condense."""
@@ -30,11 +36,6 @@ _WARNED: set[str] = set()
 def _outside_frames() -> int:
     """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame outside
     this package: the user's line that built the hook or the Condenser."""
-    import os
-    import sys
-    from types import FrameType
-    from typing import Optional
-
     package = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame: Optional[FrameType] = sys._getframe(2)
     level = 2  # warn_once (1) is in the package: its caller is level 2
@@ -51,7 +52,5 @@ def warn_once(text: str) -> bool:
     if text in _WARNED:
         return False
     _WARNED.add(text)
-    import warnings
-
     warnings.warn(text, CondenseWarning, stacklevel=_outside_frames())
     return True

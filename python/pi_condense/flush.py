@@ -24,19 +24,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Optional, Union
 
 from .capture import CapturedBatch, call_key, raw_chars
 from .config import Config
+from .errors import CondenseError
 from .js import json as jsjson
 from .metrics import MetricsSnapshot
 from .runtime import SUMMARY, LiveSummary, Runtime
+from .session.lock import UNGUARDED, try_side_lock
 from .spill import alias_entry_data, index_records
 from .state import Frontier, PrunerState
 from .summarize.base import Completion, CompletionRequest
 from .summarize.labels import refs_footer, substitute_inline_refs, summary_details
 from .summarize.prompt import batch_prompt
+from .supersede import lower_floor_by_calls
 from .triggers import FlushTrigger
 
 __all__ = [
@@ -395,6 +399,7 @@ class _Flush:
         totals = _Totals()
         kinds: dict[str, list[int]] = {"oversized": [], "trivial": [], "deduped": []}
         processed: list[int] = []
+        stubbed = [call for calls in self.deduped for call in calls]
         first_failure = -1
         for i, slot in enumerate(slots):
             if slot is None:
@@ -421,6 +426,7 @@ class _Flush:
                 totals.summary += jsjson.utf16_len(slot.text)
                 self.persist_summary(batch, slot.refs, slot.text, write_summary=False)
                 self.stub_count += len(batch.tool_calls)
+                stubbed.extend(batch.tool_calls)
                 processed.append(i)
                 continue
             assert isinstance(slot, Completion)
@@ -436,7 +442,11 @@ class _Flush:
             else:
                 self.persist_summary(batch, refs, text, write_summary=True)
                 self.stub_count += len(batch.tool_calls)
+                stubbed.extend(batch.tool_calls)
             processed.append(i)
+        # Supersession may follow where this flush's stubs change the context anyway: from
+        # the earliest result stubbed (every deduplicated call counts, as in the reference).
+        lower_floor_by_calls(rt.supersede, stubbed)
 
         if first_failure >= 0:
             rt.pending[:0] = self.batches[first_failure:]
@@ -519,8 +529,6 @@ async def flush_pending(rt: Runtime, options: Optional[FlushOptions] = None) -> 
         return FlushResult(False, "already-flushing")
     if rt.config.is_reference:
         return await _flush_pending(rt, opts)
-    from .cooperation import FlushLock, absorb_other_writers
-
     lock = FlushLock.try_acquire(rt)
     if lock is None:
         rt.ui.notify("pruner: another condenser is flushing this session; will retry", "info")
@@ -547,3 +555,58 @@ async def _flush_pending(rt: Runtime, opts: FlushOptions) -> FlushResult:
     finally:
         rt.flushing = False
         flush.emit_metrics(entry_metrics)
+
+
+# ------------------------------------------------- two Condensers on one session cooperate
+#
+# Pi runs one extension per process, so the reference never meets a second writer of its own
+# entries; two Pi processes (or a Pi and a ``pi-condense compact``) on one session each
+# summarize everything. In the default mode a flush therefore
+#
+# 1. takes the session's flush lock (``flock`` on ``.<session name>.pi-condense-flush.lock``
+#    beside the session, never waited on: when another Condenser is flushing, this flush is
+#    skipped with ``already-flushing`` and its batches stay pending for the next trigger), and
+# 2. re-reads the session and, when another Condenser appended ``context-prune-*`` entries
+#    since the state was built, rebuilds the pruner state from the session, so the calls it
+#    summarized are no longer pending.
+#
+# ``compat: "reference"`` does neither (the reference behaviour). Windows has no ``flock``:
+# there only step 2 applies (see README, Reliability).
+
+
+class FlushLock:
+    """The session-wide flush lock (held until :meth:`release`)."""
+
+    def __init__(self, fd: Optional[int]) -> None:
+        self._fd = fd
+
+    @classmethod
+    def try_acquire(cls, rt: Runtime) -> Optional[FlushLock]:
+        """The lock, or None when another process holds it. In-memory sessions (and
+        Windows, or a directory we cannot write) get a lock that guards nothing."""
+        fd = try_side_lock(rt.session.path, "flush")
+        if fd is None:
+            return None
+        return cls(None if fd == UNGUARDED else fd)
+
+    def release(self) -> None:
+        """Drop the lock (closing the descriptor releases the flock)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def absorb_other_writers(rt: Runtime) -> bool:
+    """Pick up what other writers appended; rebuild the state when another Condenser's
+    entries arrived. Returns whether the state was rebuilt."""
+    session = rt.session
+    if session.path is None:
+        return False
+    try:
+        session.refresh()
+    except CondenseError:
+        return False  # rewritten meanwhile: the flush's first append reports it
+    if session.foreign_prune_entries == rt.foreign_prune_seen:
+        return False
+    rt.resync()
+    return True

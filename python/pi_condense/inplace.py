@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from ._fs.atomic import fsync_dir
+from ._fs.lock import try_lock, wait_for_lock
 from .errors import CondenseError, JsonError
-from .flock import try_lock, wait_for_lock
-from .fsio import fsync_dir
 from .js import json as jsjson
 from .session.lock import read_from
 

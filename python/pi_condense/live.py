@@ -28,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import hashlib
 import inspect
 import logging
 import os
 import threading
+import uuid
 import warnings
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
@@ -39,17 +41,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
+from . import _core
 from .adapters.base import Codec, Out, Unit, unit_messages
+from .branch_facts import pi_context_usage
 from .capture import is_final_assistant
 from .condenser import Condenser
 from .config import Config, agent_dir
-from .cooperation import try_side_lock
 from .errors import CondenseError, CondenseWarning, SessionError
 from .js import json as jsjson
 from .js import time as jstime
-from .render import RenderResult
+from .render import RenderResult, render
 from .session import SessionFile
+from .session.lock import try_side_lock
+from .state import PrunerState
+from .summarize import make_summarizer
 from .summarize.base import Summarizer
+from .summarize.deterministic import DeterministicSummarizer
 from .tools.base import ToolResult
 from .tools.registry import Tool, ToolRegistry, condense_tools
 from .triggers import ContextUsage
@@ -107,8 +114,6 @@ def _fingerprint_text(item: Any) -> str:
 def conversation_fingerprint(items: Sequence[Any], units: Sequence[Unit]) -> Optional[str]:
     """A hash of a history's beginning: its host-only items (system prompts) and messages up to
     and including its first user message; None when it has no user message yet."""
-    import hashlib
-
     parts: list[str] = []
     for unit in units:
         messages = unit_messages(unit.message)
@@ -129,8 +134,6 @@ def stable_session(
     id (derived from the fingerprint) in ``$PI_CONDENSE_SESSION_DIR``, else in Pi's sessions
     directory for ``cwd``; created there (as Pi names a new session) when there is none.
     Without a fingerprint: a new session with a random id, in the same directory."""
-    import uuid
-
     session_id = str(uuid.UUID(fingerprint[:32], version=4) if fingerprint else uuid.uuid4())
     configured = os.environ.get(ENV_SESSION_DIR)
     now = clock() if clock is not None else jstime.now_ms()
@@ -237,8 +240,6 @@ def open_session(
         return session
     here = cwd if cwd is not None else os.getcwd()
     if session is None:
-        import uuid
-
         session_id = str(uuid.uuid4())
         now = clock() if clock is not None else jstime.now_ms()
         path = default_session_path(here, session_id, now)
@@ -262,9 +263,6 @@ def _summarizers(
     summarizer: Union[Summarizer, str, None],
 ) -> tuple[Optional[Summarizer], Summarizer]:
     """(explicit summarizer or None, the session model: the offline summarizer by default)."""
-    from .summarize import make_summarizer
-    from .summarize.deterministic import DeterministicSummarizer
-
     if isinstance(summarizer, str):
         return make_summarizer(summarizer), DeterministicSummarizer()
     return summarizer, DeterministicSummarizer()
@@ -280,7 +278,16 @@ def _has_tool_calls(message: Mapping[str, Any]) -> bool:
 
 
 def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """The length of the common prefix of two item lists (identity, else equality)."""
+    """The length of the common prefix of two item lists (identity, else equality).
+
+    Native (``_core.list_prefix``): identity first, then ``==`` from the first item that is
+    another object (a host that rebuilds its history hands over equal copies), with no Python
+    frame per item; a 10k-item prefix of equal copies costs one deep comparison of the items."""
+    if type(a) is list and type(b) is list:
+        try:
+            return _core.list_prefix(a, b, equal=True)
+        except Exception:  # an item whose == raises: compare one at a time, stop there
+            pass
     n = min(len(a), len(b))
     i = 0
     while i < n:
@@ -297,6 +304,8 @@ def _same_items(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 def _identical_items(a: Sequence[Any], b: Sequence[Any]) -> int:
     """The length of the common prefix of two item lists (the very same objects)."""
+    if type(a) is list and type(b) is list:
+        return _core.list_prefix(a, b)
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] is b[i]:
@@ -327,10 +336,27 @@ class _Known:
 
 @dataclass
 class _Origin:
-    """The host items one unit was decoded from, and the stored messages it made."""
+    """Where the host items one unit was decoded from lie in the latest history
+    (``items[start:stop]``: positions, not objects, so a history handed over again as equal
+    copies needs no rebinding), and the stored messages the unit made."""
 
-    items: tuple[Any, ...]
+    start: int
+    stop: int
     group: list[dict[str, Any]]
+
+
+@dataclass
+class _Encoded:
+    """The previous call's encode, to assemble the next one from when nothing it depends on
+    changed: the render's messages and their origins (compared by equality and identity),
+    and the output as positions into ``items + made`` (``items``: the history of that call,
+    ``made``: the host items the codec made)."""
+
+    layout: tuple[int, int, int, int]
+    rendered: list[Any]
+    origins: list[Optional[_Origin]]
+    made: list[Any]
+    at: list[int]
 
 
 @dataclass
@@ -458,6 +484,8 @@ class LiveDriver(Generic[H]):
         self._last_out: Optional[list[Any]] = None
         # (a written-back history a call was given, the raw history it stood for)
         self._given: Optional[tuple[list[Any], list[Any]]] = None
+        self._epoch = 0  # bumped whenever units, origins or the stored messages change
+        self._encoded: Optional[_Encoded] = None
 
     def _new_condenser(self) -> Condenser:
         explicit, fallback = _summarizers(self._summarizer)
@@ -470,6 +498,8 @@ class LiveDriver(Generic[H]):
             context_usage=self._context_usage,
             notify=self._notify,
             spill_paths=self._spill_paths,
+            # the driver's messages are its own copies, never changed in place once stored
+            frozen_messages=True,
         )
 
     def _settle(self, items: list[Any]) -> None:
@@ -631,8 +661,6 @@ class LiveDriver(Generic[H]):
             log.info("%s", text)
 
     def _context_usage(self) -> Optional[ContextUsage]:
-        from .replay_log import pi_context_usage
-
         tokens, percent = pi_context_usage(self._session, self._raw, self._window)
         return ContextUsage(tokens, self._window, percent)
 
@@ -662,6 +690,7 @@ class LiveDriver(Generic[H]):
         self._raw = []
         self._known = []
         self._origin = {}
+        self._epoch += 1
         self._last_ts = 0
         messages = self._session.build_context().messages
         # the context holds copies: pair its host messages with the branch's message entries
@@ -796,17 +825,11 @@ class LiveDriver(Generic[H]):
         (only what differs from the previous call's items is decoded again)."""
         same = _same_items(items, self._prev_items)
         units = self._prev_units
-        keep = 0
-        lo, hi = 0, len(units)
-        while lo < hi:  # the number of previous units lying wholly within the shared prefix
-            mid = (lo + hi) // 2
-            if units[mid].stop <= same:
-                lo = mid + 1
-            else:
-                hi = mid
-        keep = lo
+        keep = _units_within(units, same, len(units))
         start = units[keep - 1].stop if keep else 0
         fresh = self.codec.decode(items, start)
+        if keep < len(units) or fresh:
+            self._epoch += 1
         del units[keep:]
         del self._host_counts[keep + 1 :]
         count = self._host_counts[-1]
@@ -841,11 +864,7 @@ class LiveDriver(Generic[H]):
         self._start()
         given = items
         items = self._unwrite(items)
-        previous = self._prev_items
         units, keep = self._decode(items)
-        # units kept because their items are equal, not identical, to the previous call's
-        # are bound to the caller's new objects: those are what an untouched message returns
-        rebind = _units_within(units, _identical_items(items, previous), keep)
         # the previous call's host messages are the session's first ones: start after them
         shared = min(self._host_counts[keep], len(self._known))
         fresh = [m for u in units[keep:] for m in unit_messages(u.message)]
@@ -877,16 +896,19 @@ class LiveDriver(Generic[H]):
         if any(m.get("role") == "user" for m in new[:last_user]):
             # whole earlier runs at once (a conversation the driver joins late): take them in
             # as Pi does a session it opens, then let the next turn flush what is recoverable
-            self._adopt(new[:last_user])
-            new = new[last_user:]
-            if self._condenser.config.enabled and self._condenser.capture_pending():
-                await self._guard("flush", self._condenser.flush_now)
+            with self._session.deferred_sync():  # one fsync for the lot, not one an entry
+                self._adopt(new[:last_user])
+                new = new[last_user:]
+                if self._condenser.config.enabled and self._condenser.capture_pending():
+                    await self._guard("flush", self._condenser.flush_now)
         for bare in new:
             await self._take(bare)
+        # the units kept from the previous call keep their origins: an origin is a position in
+        # the latest history, and those positions hold the same (or equal) items
         if forked:
-            self._bind(items, units, 0, 0)
+            self._bind(units, 0, 0)
         else:
-            self._bind(items, units, rebind, min(self._host_counts[rebind], len(known)))
+            self._bind(units, keep, shared)
         return units
 
     def _recognise_restart(self, fresh: list[dict[str, Any]]) -> Optional[tuple[list[Any], int]]:
@@ -896,9 +918,6 @@ class LiveDriver(Generic[H]):
         entry between two host messages near the end). A match gives host items standing for
         the raw messages behind that output, and how many of the given items it covers.
         """
-        from .render import render
-        from .state import PrunerState
-
         branch = self._session.branch()
         config = self._condenser.config
         host_at = [
@@ -972,7 +991,7 @@ class LiveDriver(Generic[H]):
                 return None
         return None
 
-    def _bind(self, items: list[Any], units: list[Unit], first: int, position: int) -> None:
+    def _bind(self, units: list[Unit], first: int, position: int) -> None:
         """Remember which host items each stored message came from (units from ``first`` on,
         whose first message is stored message ``position``)."""
         known = self._known
@@ -981,7 +1000,8 @@ class LiveDriver(Generic[H]):
             if not n:
                 continue
             group = [k.message for k in known[position : position + n]]
-            origin = _Origin(tuple(items[unit.start : unit.stop]), group)
+            origin = _Origin(unit.start, unit.stop, group)
+            self._epoch += 1
             for message in group:
                 self._origin[id(message)] = origin
             position += n
@@ -1014,6 +1034,40 @@ class LiveDriver(Generic[H]):
             return list(out)
 
     def _encode(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
+        """Host items for the render's output: assembled from the previous call's encode
+        when the history's layout and the render are the same (equal messages, the same
+        origins), else encoded afresh (and remembered)."""
+        items = self._prev_items
+        layout = (self._epoch, len(items), len(units), len(self._known))
+        last = self._encoded
+        same = last is not None and last.layout == layout and len(last.rendered) == len(rendered)
+        # the same objects (a frozen render hands out its unchanged messages again): their
+        # origins are those of the previous call, as none was added or dropped (same epoch)
+        if same and last is not None and _identical_items(last.rendered, rendered) == len(rendered):
+            return list(map((items + last.made).__getitem__, last.at))
+        rendered = list(rendered)
+        origins = list(map(self._origin.get, map(id, rendered)))
+        if (
+            same
+            and last is not None
+            and _identical_items(last.origins, origins) == len(origins)
+            and _same_items(last.rendered, rendered) == len(rendered)
+        ):
+            return list(map((items + last.made).__getitem__, last.at))
+        out = self._encode_afresh(rendered, units)
+        where = dict(zip(map(id, items), range(len(items)), strict=True))
+        made: list[Any] = []
+        at: list[int] = []
+        for item in out:
+            index = where.get(id(item))
+            if index is None:
+                index = len(items) + len(made)
+                made.append(item)
+            at.append(index)
+        self._encoded = _Encoded(layout, rendered, origins, made, at)
+        return out
+
+    def _encode_afresh(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
         items = self._prev_items
         position = {id(k.message): i for i, k in enumerate(self._known)}
         # host-only items (system prompts, ...) stay before the host message that followed them
@@ -1042,7 +1096,7 @@ class LiveDriver(Generic[H]):
             if origin is None:
                 outs.append(Out(message, ()))
             elif len(origin.group) == 1:
-                outs.append(Out(message, origin.items))
+                outs.append(Out(message, tuple(items[origin.start : origin.stop])))
             else:
                 n = len(origin.group)
                 whole = origin.group[0] is message and all(
@@ -1050,7 +1104,7 @@ class LiveDriver(Generic[H]):
                     for k in range(n)
                 )
                 if whole:
-                    outs.append(Out(list(origin.group), origin.items))
+                    outs.append(Out(list(origin.group), tuple(items[origin.start : origin.stop])))
                     i += n - 1
                 else:
                     outs.append(Out(message, ()))

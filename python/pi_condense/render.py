@@ -4,7 +4,8 @@ Before every model call the message list is rewritten, in four phases (spec 04):
 
 1. summarized tool results become short stubs pointing at their ``tN`` ref (spilled ones point
    at their sidecar file), except protected ones and recent ``context_tree_query`` outputs
-   (the recovery grace window);
+   (the recovery grace window); then an earlier read of a protected path read again later
+   becomes a ``[Superseded: ...]`` stub (pi-condense 2.10.3, see ``supersede``);
 2. the arguments of errored tool calls are replaced by a size marker after a cooldown;
 3. compressed chains collapse into one synthetic ``<compressed-chain>`` user message;
 4. tool results left without an open call are swept.
@@ -24,7 +25,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, cast
 
-from . import _core
+from ._core import RenderOptions, RenderOutcome, SupersedeState
+from ._core import render as native_render
 from .js import json as jsjson
 
 if TYPE_CHECKING:
@@ -149,7 +151,7 @@ def _count(value: Optional[int]) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def render_options(config: Config, *, spill_paths: bool = True) -> _core.RenderOptions:
+def render_options(config: Config, *, spill_paths: bool = True) -> RenderOptions:
     """What render (and chain detection) read of ``config``, compiled for ``_core`` once per
     distinct value: the grace window, phases 2 and 3, and the protection rule (tool names, or
     in reference mode a string ``protectedTools`` matched by substring; path globs).
@@ -182,10 +184,10 @@ def _compiled_options(
     paths: tuple[str, ...],
     substring: Optional[str],
     spill_ref_only: bool,
-) -> _core.RenderOptions:
+) -> RenderOptions:
     # Keyed by value, not by Config object: a derived Config (``with_value``, ``model_copy``)
     # never sees another's options, and equal configs share one compiled matcher.
-    return _core.RenderOptions(
+    return RenderOptions(
         recovery_grace_turns=grace,
         purge_errors=purge,
         cooldown_turns=cooldown,
@@ -206,6 +208,7 @@ def render(
     *,
     frozen: bool = False,
     spill_paths: bool = True,
+    supersede: Optional[SupersedeState] = None,
 ) -> RenderResult:
     """Rewrite ``messages`` (Pi ``AgentMessage`` dicts, in context order) for the model.
 
@@ -227,9 +230,14 @@ def render(
     reference's spill stub tells it to read the sidecar at its absolute path. With False the
     stub names only its ``context_tree_query`` ref (ours; ``compat: "reference"`` always gives
     the reference's stub).
+
+    ``supersede`` is the live supersession state (pi-condense 2.10.3: an earlier read of a
+    protected path that was read again becomes a one-line ``[Superseded: ...]`` stub where
+    the state's floor allows it); the render updates it. None renders as a fresh pruner
+    would after a session start: every such earlier read is stubbed.
     """
     try:
-        rendered = _render(messages, state, config, frozen, spill_paths)
+        rendered = _render(messages, state, config, frozen, spill_paths, supersede)
     except ValueError as exc:
         if not str(exc).startswith("JSON nesting deeper than"):
             raise
@@ -256,6 +264,7 @@ def _render(
     config: Config,
     frozen: bool = False,
     spill_paths: bool = True,
-) -> _core.RenderOutcome:
+    supersede: Optional[SupersedeState] = None,
+) -> RenderOutcome:
     options = render_options(config, spill_paths=spill_paths)
-    return _core.render(messages, state.index, options, state.sizes, frozen)
+    return native_render(messages, state.index, options, state.sizes, frozen, supersede)

@@ -16,7 +16,8 @@ would have emitted around it (conformance/README.md, "How the replay drove the e
 - ``bashExecution`` and other roles, ``thinking_level_change``, ``model_change``,
   ``session_info``, ``label``, foreign ``custom`` / ``custom_message``: re-appended, no event.
   Source ``context-prune-*`` entries are skipped (the replay writes its own).
-- ``compaction``: the run ends, the compaction is appended, the message list is rebuilt.
+- ``compaction``: the run ends, the compaction is appended, the message list is rebuilt,
+  ``session_compact``.
   ``branch_summary``: the run ends, a summary is appended at the leaf, the list is rebuilt,
   ``session_tree``.
 
@@ -43,7 +44,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
+from .branch_facts import pi_context_usage
 from .collector import collector_paused
+from .condenser import Condenser
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
@@ -57,17 +60,14 @@ from .replay_log import (
     counter_ids,
     iso_ms,
     number,
-    pi_context_usage,
 )
 from .session import ABSENT, SessionFile
 from .summarize.base import Summarizer
 from .tools.spill_access import rerooted
+from .triggers import ContextUsage
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
-
-    from .condenser import Condenser
-    from .triggers import ContextUsage
 
     _P = ParamSpec("_P")
 
@@ -252,8 +252,6 @@ class _Replayer:
     def _new_condenser(self) -> Condenser:
         factory = self.factory
         if factory is None:
-            from .condenser import Condenser
-
             factory = Condenser
         extra: dict[str, Any] = {}
         if self.options.recorded_session_dir or self.options.blob_mode is not None:
@@ -278,8 +276,6 @@ class _Replayer:
         spill.write_blob(path, text, mode=self.options.blob_mode)
 
     def _context_usage(self) -> Optional[ContextUsage]:
-        from .triggers import ContextUsage
-
         window = self.options.context_window
         tokens, percent = pi_context_usage(self.session, self.messages, window)
         return ContextUsage(tokens, window, percent)
@@ -485,7 +481,7 @@ class _Replayer:
         if call is None:
             self._warn(f"exec-query-tool: no toolCall/tool for {call_id}")
             return None
-        from .tools.query import ContextTreeQuery
+        from .tools.query import ContextTreeQuery  # deferred: `condense` starts without the tools
 
         tool = ContextTreeQuery(
             self.condenser.state,
@@ -591,6 +587,7 @@ class _Replayer:
         )
         self._map_last(entry)
         self.messages = list(self.session.build_context().messages)
+        await self._event("session_compact", self.condenser.session_compact)
 
     def _append_plain(self, entry: Mapping[str, Any]) -> bool:
         """Re-append an entry that causes no event; False when it is skipped."""

@@ -1,4 +1,4 @@
-"""Replay plumbing: a frozen clock, counter ids, Pi's context-usage estimate, call logs.
+"""Replay plumbing: a frozen clock, counter ids, call logs.
 
 Used by :mod:`pi_condense.replay`; the logs serialize to the conformance vectors' formats
 (``contexts.jsonl`` pool encoding, ``summarizer.jsonl``).
@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 from .js import json as jsjson
 from .js import time as jstime
-from .session import SessionFile
 from .summarize.base import Completion, CompletionRequest, ModelRef, Summarizer
 from .summarize.conformance import prompt_kind
 
@@ -27,17 +26,11 @@ __all__ = [
     "SummarizerCall",
     "array_chars",
     "counter_ids",
-    "estimate_context_tokens",
-    "estimate_tokens",
     "iso_ms",
-    "pi_context_usage",
-    "reported_usage",
 ]
 
 CONTEXT_WINDOW = 200000
 """The model window the replay reports context usage against."""
-
-_IMAGE_CHARS = 4800
 
 Number = Union[int, float]
 
@@ -83,95 +76,6 @@ def number(value: Any) -> Optional[Number]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value
-
-
-# ------------------------------------------------------------------------ context usage (Pi)
-
-
-def _chars(text: Any) -> int:
-    return jsjson.utf16_len(text) if isinstance(text, str) else 0
-
-
-def _content_chars(content: Any) -> int:
-    if isinstance(content, str):
-        return jsjson.utf16_len(content)
-    total = 0
-    for block in content if isinstance(content, list) else ():
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text" and block.get("text"):
-            total += _chars(block["text"])
-        elif block.get("type") == "image":
-            total += _IMAGE_CHARS
-    return total
-
-
-def estimate_tokens(message: Mapping[str, Any]) -> int:
-    """Pi's per-message token estimate (``ceil(chars / 4)`` of the countable parts)."""
-    role = message.get("role")
-    if role in ("user", "custom", "toolResult"):
-        return math.ceil(_content_chars(message.get("content")) / 4)
-    if role == "assistant":
-        total = 0
-        for block in message.get("content") or ():
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text":
-                total += _chars(block.get("text"))
-            elif kind == "thinking":
-                total += _chars(block.get("thinking"))
-            elif kind == "toolCall":
-                total += _chars(block.get("name")) + jsjson.length(block.get("arguments"))
-        return math.ceil(total / 4)
-    if role == "bashExecution":
-        return math.ceil((_chars(message.get("command")) + _chars(message.get("output"))) / 4)
-    if role in ("branchSummary", "compactionSummary"):
-        return math.ceil(_chars(message.get("summary")) / 4)
-    return 0
-
-
-def _usage_tokens(usage: Mapping[str, Any]) -> Number:
-    total = number(usage.get("totalTokens"))
-    if total:
-        return total
-    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
-    if all(isinstance(p, (int, float)) for p in parts):
-        return sum(parts)  # type: ignore[arg-type]
-    return math.nan
-
-
-def reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
-    """The usage of an assistant message Pi's context estimate starts from, if usable."""
-    if not isinstance(message, dict) or message.get("role") != "assistant":
-        return None
-    usage = message.get("usage")
-    if message.get("stopReason") in ("aborted", "error") or not isinstance(usage, dict):
-        return None
-    return usage if _usage_tokens(usage) > 0 else None
-
-
-def estimate_context_tokens(messages: Sequence[Any]) -> Number:
-    """Pi's context estimate: the last usable assistant usage plus estimates after it."""
-    for i in range(len(messages) - 1, -1, -1):
-        usage = reported_usage(messages[i])
-        if usage is not None:
-            return _usage_tokens(usage) + sum(estimate_tokens(m) for m in messages[i + 1 :])
-    return sum(estimate_tokens(m) for m in messages if isinstance(m, dict))
-
-
-def pi_context_usage(
-    session: SessionFile, messages: Sequence[Any], window: int
-) -> tuple[Optional[int], Optional[float]]:
-    """(tokens, percent) as Pi's ``getContextUsage``; (None, None) right after a compaction."""
-    from .branch_facts import branch_facts
-
-    if branch_facts(session).after_compaction_without_usage:
-        return None, None
-    tokens = estimate_context_tokens(messages)
-    if not math.isfinite(tokens):
-        return None, None
-    return int(tokens), tokens / window * 100
 
 
 # -------------------------------------------------------------------------------- recording

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from . import _core
+from ._core import SupersedeState, list_prefix, splice
 from .branch_facts import BranchFacts, branch_facts
 from .capture import (
     CapturedBatch,
@@ -28,10 +28,12 @@ from .capture import (
 )
 from .config import Config
 from .js import json as jsjson
-from .metrics import ContextMetrics, DiagnosticSink, MetricsSnapshot, StatsAccumulator, status_text
+from .metrics import ContextMetrics, MetricsSnapshot
 from .session import SessionFile
 from .state import PrunerState
+from .status import DiagnosticSink, StatsAccumulator, status_text
 from .summarize.base import Completion, CompletionRequest
+from .supersede import cold_state
 
 if TYPE_CHECKING:
     from .chains import ScanMemo
@@ -123,6 +125,8 @@ class Runtime:
     """Writes one spill sidecar ``(path, text)``; None: :func:`pi_condense.spill.write_blob`."""
     scan_memo: Optional[ScanMemo] = None
     """The latest chain scan, for a host of frozen messages (None: every scan reads all)."""
+    supersede: SupersedeState = field(default_factory=cold_state)
+    """Protected-path supersession between renders (see :mod:`pi_condense.supersede`)."""
     _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
         default=None, init=False, repr=False
     )
@@ -304,9 +308,9 @@ class LiveSummaryPlacer:
         # Compared as list equality compares (identity first, at C speed): a message
         # replaced by an equal one keeps what was learned from it, which only reads its
         # content.
-        identical = done <= len(messages) and _core.list_prefix(seen, messages) == done
+        identical = done <= len(messages) and list_prefix(seen, messages) == done
         if not identical and (
-            done > len(messages) or _core.list_prefix(seen, messages, equal=True) < done
+            done > len(messages) or list_prefix(seen, messages, equal=True) < done
         ):
             self._seen_reset()
             seen = self._positions
@@ -396,7 +400,7 @@ class LiveSummaryPlacer:
         if (
             moved
             or len(tracked) < len(self._live)
-            or _core.list_prefix(self._live, tracked) < len(self._live)
+            or list_prefix(self._live, tracked) < len(self._live)
         ):
             self._reset_plan()
         if grown:
@@ -421,7 +425,7 @@ class LiveSummaryPlacer:
             # Each summary goes after the last message matching its anchor and after the
             # summaries already following it, in the order they were written (as inserting
             # them one by one would place them).
-            out = _core.splice(messages, self._slots, self._groups)
+            out = splice(messages, self._slots, self._groups)
         self._out, self._out_len = out, len(messages)
         return out
 

@@ -24,13 +24,12 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .blob_write import write_blob_bytes
+from ._fs.blob import plain_session_id, write_blob_bytes
 from .capture import CapturedBatch, call_key
 from .js import json as jsjson
 from .js.values import js_utf8, to_string, truthy
 from .keys import hash_tool_result, parse_occ_key
 from .state import PrunerState
-from .tools.spill_access import plain_session_id
 
 __all__ = [
     "SpillSettings",
@@ -116,7 +115,7 @@ def head_preview(text: str, max_bytes: int) -> str:
 
 def write_blob(path: str, text: str, *, mode: Optional[int] = None) -> None:
     """Write ``text`` (JS UTF-8) to ``path``: parent dirs created, temp file fsynced, renamed
-    (see :mod:`pi_condense.blob_write`, which also removes what killed writers left).
+    (see :mod:`pi_condense._fs.blob`, which also removes what killed writers left).
     ``mode`` is the permission bits of the session the blob belongs to: the blob and its
     directory are no more open than it (None: the umask's)."""
     write_blob_bytes(path, js_utf8(text), mode=mode)

@@ -17,9 +17,9 @@ from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
 import typer
 from rich.console import Console
 
+from .._fs.atomic import read_input, read_regular
 from ..config import Config, load_config
 from ..errors import CondenseError, warn_once
-from ..fsio import read_input, read_regular
 from ..js import json as jsjson
 from ..session import SessionFile
 from ..summarize.base import Summarizer

@@ -23,9 +23,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from .._fs.atomic import read_input, read_regular
 from ..chains import ChainCompressionError, ChainRunResult, estimate_reclaim_tokens
 from ..errors import CondenseError
-from ..fsio import read_input, read_regular
 from ..inplace import write_new
 from ..js import json as jsjson
 from ..js import time as jstime

@@ -17,11 +17,11 @@ from typing import Any, Optional
 import typer
 from rich.text import Text
 
+from .._fs.atomic import read_input
 from ..adapters import detect_format
 from ..condenser import Condenser
 from ..config import Config, load_config
 from ..errors import CondenseError, warn_once
-from ..fsio import read_input
 from ..js import json as jsjson
 from ..js.values import js_round, to_fixed
 from ..render import RenderResult, render, sized

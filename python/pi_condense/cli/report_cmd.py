@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from ..fsio import write_atomic
+from .._fs.atomic import write_atomic
 from ..js import json as jsjson
 from ._common import (
     base_url_option,

@@ -11,10 +11,10 @@ import typer
 from rich.table import Table
 
 from ..config import Config
-from ..facts import raw_conversation
 from ..js import json as jsjson
 from ..render import render
 from ..session import SessionFile
+from ..session_stats import raw_conversation
 from ..state import PrunerState
 from ._common import (
     example_option,

@@ -15,13 +15,14 @@ import typer
 from rich.table import Table
 
 from ..config import BATCHING_MODES, PRUNE_ON_MODES, SUMMARIZER_THINKING_LEVELS, Config
-from ..facts import raw_conversation, stats_report
 from ..js import json as jsjson
 from ..js import time as jstime
-from ..metrics import cc, format_cost
+from ..js.values import js_round
 from ..render import render
 from ..session import SessionFile
+from ..session_stats import raw_conversation, stats_report
 from ..state import Stats
+from ..status import cc, format_cost
 from ._common import (
     check_leaf,
     compat_option,
@@ -48,7 +49,7 @@ def _label(table: tuple[tuple[str, str], ...], value: str) -> str:
 
 
 def _timeout(ms: int) -> str:
-    return "disabled" if ms == 0 else f"{round(ms / 1000)}s"
+    return "disabled" if ms == 0 else f"{js_round(ms / 1000)}s"
 
 
 def _tokens(chars: int) -> int:

@@ -12,7 +12,7 @@ from ..js import json as jsjson
 from ..session import SessionFile
 from ..state import PrunerState
 from ..tools.base import ToolResult
-from ..tools.query import ContextTreeQuery
+from ..tools.query import ContextTreeQuery, missing_refs
 from ..tools.recovery import SessionRecovery
 from ._common import (
     EXIT_UNREADABLE,
@@ -113,18 +113,10 @@ def query_command(
         full=full,
     )
     result = tool.query(list(refs))
-    found = result.details.get("results", {})
-    missing = [
-        ref for ref in dict.fromkeys(refs) if ref not in found and not _has_occurrence(found, ref)
-    ]
+    missing = missing_refs(refs, result)
     refused = f"not in the index: {', '.join(missing)}" if missing else None
     _emit(result, as_json, newline=False, refused=refused)
     exit_for_warnings(session, strict)
-
-
-def _has_occurrence(found: dict[str, Any], ref: str) -> bool:
-    """A bare id with several occurrences is answered as ``id@timestamp`` labels."""
-    return any(label.startswith(ref + "@") for label in found)
 
 
 @recover_app.callback()

@@ -20,8 +20,8 @@ from rich.tree import Tree
 
 from .. import keys
 from ..js import json as jsjson
-from ..metrics import cc
 from ..state import PrunerState
+from ..status import cc
 from ._common import (
     check_leaf,
     exit_for_warnings,

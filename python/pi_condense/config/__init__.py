@@ -27,8 +27,8 @@ In reference mode a string ``protectedTools`` matches by substring (``String.inc
 ``Config.is_protected_tool`` implements that, ``Config.protected_tools`` cannot.
 
 The package, by job: :mod:`.defaults` (keys, choice lists, the default object),
-:mod:`.models` (:class:`Config` and its nested objects), :mod:`.normalize` (the reference's
-``normalize``), :mod:`.files` (Pi's agent directory, loading and saving ``settings.json``),
+:mod:`.models` (:class:`Config` and its nested objects, and the reference's ``normalize``
+that builds them), :mod:`.files` (Pi's agent directory, loading and saving ``settings.json``),
 :mod:`.cli_values` (values typed on a command line).
 """
 
@@ -52,8 +52,7 @@ from .defaults import (
     default_settings,
 )
 from .files import agent_dir, load_config, save_config, settings_path
-from .models import ChainCompressionConfig, Config, PurgeErrorsConfig
-from .normalize import normalize
+from .models import ChainCompressionConfig, Config, PurgeErrorsConfig, normalize
 
 __all__ = [
     "BATCHING_MODES",

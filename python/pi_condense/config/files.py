@@ -9,14 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from .._fs.atomic import read_regular, write_atomic
 from ..errors import ConfigError, JsonError
-from ..fsio import read_regular, write_atomic
 from ..js import json as jsjson
 from ..js.values import MISSING
 from ._common import type_name
 from .defaults import ENV_AGENT_DIR, SETTINGS_KEY, Compat
-from .models import Config
-from .normalize import normalize_settings
+from .models import Config, normalize_settings
 
 __all__ = [
     "agent_dir",

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import orjson
 
-from .. import __version__
+from .._core import __version__
 
 __all__ = ["ResultCache", "default_cache_dir", "digest"]
 

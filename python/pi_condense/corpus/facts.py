@@ -17,9 +17,9 @@ from typing import Any, Optional
 from ..config import Config
 from ..js import json as jsjson
 from ..render import render
-from ..replay_log import estimate_tokens
 from ..session import SessionFile
 from ..state import PrunerState
+from ..usage import estimate_tokens
 from .models import (
     GAP_THRESHOLDS,
     GapTable,

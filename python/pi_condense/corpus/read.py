@@ -6,8 +6,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from .._fs.atomic import InputError, gunzip_bounded, read_regular
 from ..errors import CondenseError
-from ..fsio import InputError, gunzip_bounded, read_regular
 from ..session import SessionFile
 from .discover import is_url
 from .models import Problem
@@ -57,7 +57,7 @@ def content_hash(data: bytes) -> str:
 
 def parse_session(data: bytes, path: str) -> tuple[SessionFile, list[Problem]]:
     """Parse stored bytes (gunzipped for ``.gz``, bounded as every command's input: see
-    :func:`pi_condense.fsio.gunzip_bounded`); load warnings become problems."""
+    :func:`pi_condense._fs.atomic.gunzip_bounded`); load warnings become problems."""
     text = data
     if path.endswith(".gz"):
         try:

@@ -17,7 +17,9 @@ from typing import Any, NoReturn, Union
 
 import orjson
 
-from .. import _core
+from .._core import reformat_json, stringify, stringify_bytes, stringify_len
+from .._core import utf8_len as _utf8_len
+from .._core import utf16_len as _utf16_len
 from ..deep_json import deep_loads
 from ..errors import JsonError
 
@@ -74,7 +76,7 @@ def _fallback_loads(text: str) -> tuple[Any, int]:
         ) from None
     except _ConstantRejected as exc:
         # The Rust parser follows JSON.parse too and reports where the literal is.
-        _core.reformat_json(text)
+        reformat_json(text)
         raise JsonError(f"{exc.args[0]} is not valid JSON") from None
 
 
@@ -123,7 +125,7 @@ def dumps(value: Any, indent: int | None = None) -> str:
         TypeError: an unsupported type, or a dict key that is not a str.
         ValueError: nesting deeper than 1024 levels (e.g. a circular reference).
     """
-    return _core.stringify(value, indent)
+    return stringify(value, indent)
 
 
 def dumps_bytes(value: Any, indent: int | None = None) -> bytes:
@@ -131,7 +133,7 @@ def dumps_bytes(value: Any, indent: int | None = None) -> bytes:
 
     Raises the same errors as `dumps`.
     """
-    return _core.stringify_bytes(value, indent)
+    return stringify_bytes(value, indent)
 
 
 def length(value: Any) -> int:
@@ -139,7 +141,7 @@ def length(value: Any) -> int:
 
     Raises the same errors as `dumps`.
     """
-    return _core.stringify_len(value)
+    return stringify_len(value)
 
 
 def reformat(text: str, indent: int | None = None) -> str:
@@ -148,14 +150,14 @@ def reformat(text: str, indent: int | None = None) -> str:
     Raises:
         JsonError: the text is not valid JSON.
     """
-    return _core.reformat_json(text, indent)
+    return reformat_json(text, indent)
 
 
 def utf16_len(s: str) -> int:
     """JS `s.length`: the number of UTF-16 code units (an emoji counts 2)."""
-    return _core.utf16_len(s)
+    return _utf16_len(s)
 
 
 def utf8_len(s: str) -> int:
     """`Buffer.byteLength(s, "utf8")`: a lone surrogate counts 3 bytes (as U+FFFD)."""
-    return _core.utf8_len(s)
+    return _utf8_len(s)

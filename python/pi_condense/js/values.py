@@ -20,7 +20,8 @@ import re
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Optional
 
-from .. import _core
+from .._core import ABSENT as _NATIVE_ABSENT
+from .json import dumps
 
 __all__ = [
     "ABSENT",
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-ABSENT: Any = _core.ABSENT
+ABSENT: Any = _NATIVE_ABSENT
 """An absent optional value (JS ``undefined``): the key is omitted, never written as ``null``.
 
 The native module's own sentinel (``_core.ABSENT``), which the native readers tell by identity;
@@ -118,8 +119,6 @@ def _number_text(value: float) -> str:
         if math.isnan(value):
             return "NaN"
         return "Infinity" if value > 0 else "-Infinity"
-    from .json import dumps  # local import: json imports nothing from here
-
     return dumps(value)
 
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..config import Config
-from ..facts import raw_conversation, stats_report
 from ..js import json as jsjson
 from ..render import render
+from ..replay import ReplayOptions, replay
 from ..session import SessionFile
+from ..session_stats import raw_conversation, stats_report
 from ..state import PrunerState
 from ..summarize.base import Summarizer
 
@@ -97,8 +98,6 @@ def _has_pruner_entries(session: SessionFile) -> bool:
 
 
 def _replayed_calls(source: SessionFile, config: Config, summarizer: Summarizer) -> Any:
-    from ..replay import ReplayOptions, replay
-
     with tempfile.TemporaryDirectory(prefix="pi-condense-report-") as tmp:
         options = ReplayOptions(session_dir=tmp, deterministic=False, record_contexts=True)
         result = replay(source, config, summarizer, options)

@@ -7,7 +7,7 @@ import html
 from typing import Any
 
 from ..condense_report import chars_change, per_call_chars
-from ..metrics import cc, format_cost
+from ..status import cc, format_cost
 from .data import ReportData
 
 __all__ = ["SECTIONS", "ReportExtraMissing", "render_html"]

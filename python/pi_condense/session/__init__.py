@@ -66,8 +66,8 @@ Where this differs from Pi (only on input Pi mishandles, or by design):
 
 The package, by job: :mod:`.jsonl` (reading lines, :class:`LoadWarning`), :mod:`.context`
 (``buildSessionContext``, the branch walk), :mod:`.entries` (building entries in Pi's key
-order), :mod:`.lock` (the append lock and low-level reads and writes), :mod:`.file`
-(:class:`SessionFile`).
+order), :mod:`.lock` (the append lock, the side locks and low-level reads and writes),
+:mod:`.index` (the entry index and the in-memory migration), :mod:`.file` (:class:`SessionFile`).
 """
 
 from __future__ import annotations

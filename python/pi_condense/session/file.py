@@ -3,28 +3,26 @@ durable appends under the lock (see :mod:`pi_condense.session` for the rules).""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional, Union, cast
 
-from .. import _core
+from .._fs.atomic import fsync_dir
+from .._fs.lock import unlock
 from ..collector import collector_paused
 from ..errors import CondenseWarning, SessionError
-from ..flock import unlock
-from ..fsio import fsync_dir
 from ..js import json as jsjson
 from ..js import time as jstime
 from ..js.values import ABSENT, map_key, to_number, trim, truthy
 from .context import (
     STATE_ENTRY_TYPES,
     BranchPath,
-    ContextBuilder,
     SessionContext,
     build_context,
     walk,
@@ -38,6 +36,7 @@ from .entries import (
     put,
     random_entry_id,
 )
+from .index import EntryIndex
 from .jsonl import LoadWarning, Parsed, decode_line, is_blank, parse_line, parse_lines
 from .lock import (
     LOCK_TIMEOUT_S,
@@ -58,26 +57,6 @@ StrPath = Union[str, "os.PathLike[str]"]
 
 _TAIL_BYTES = 256
 _LINE_BREAKS = re.compile(r"[\r\n]+")
-
-# Files of at least this many entries are indexed by the native loop first (``_index_all``).
-_NATIVE_INDEX_FROM = 64
-
-# The indexing warnings, by code (the native loop reports codes): (kind, reason) given the
-# entry's id.
-_INDEX_WARNINGS: dict[str, Callable[[Any], tuple[str, str]]] = {
-    "extra-header": lambda _: (
-        "extra-header",
-        "extra session header ignored (only the first line is the header)",
-    ),
-    "duplicate-id": lambda entry_id: (
-        "duplicate-id",
-        f"duplicate entry id {entry_id!r}: the later entry wins in the id index",
-    ),
-    "no-message": lambda _: (
-        "bad-entry",
-        "message entry without a message object (left out of the context)",
-    ),
-}
 
 
 def _shown(value: Any) -> str:
@@ -106,7 +85,7 @@ def _version_number(version: Any, name: str, line: int) -> float:
         ) from None
 
 
-class SessionFile:
+class SessionFile(EntryIndex):
     """A Pi session: loaded from a file (or built in memory), indexed, appendable.
 
     Use :meth:`load`, :meth:`create`, :meth:`in_memory` or :meth:`parse`; see
@@ -116,32 +95,17 @@ class SessionFile:
     _path: Optional[str]
     _session_dir: str
     _clock: Clock
-    _id_source: IdSource
-    _explicit_ids: bool
     _mutex: threading.RLock
-    _header: dict[str, Any]
     _file_version: Any
-    _migrate_v1: bool
-    _migrate_v3: bool
-    _v1_prev: Any
-    # Every object of the file in order (the header first): what a version 1 entry's
-    # firstKeptEntryIndex counts. Kept only while version 1 entries are migrated.
-    _file_objects: list[dict[str, Any]]
-    _entries: list[dict[str, Any]]
-    _by_id: dict[Any, dict[str, Any]]
-    _labels: dict[Any, Any]
     _leaf: Any
-    _tip: Any
-    _warnings: list[LoadWarning]
     _size: int
     _lines: int
     _tail: bytes
     _foreign_prune: int
-    _branch_path: Optional[BranchPath]
-    _linear_count: int
-    _linear_context: Optional[ContextBuilder]
     _failed_appends: list[str]
     _warned_fork: bool
+    _defer_sync: int  # > 0: inside deferred_sync(), appends are written but not yet fsynced
+    _unsynced: bool
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -187,6 +151,8 @@ class SessionFile:
         session._linear_context = None
         session._failed_appends = []
         session._warned_fork = False
+        session._defer_sync = 0
+        session._unsynced = False
         return session
 
     @classmethod
@@ -354,158 +320,6 @@ class SessionFile:
             self._tail = data[-_TAIL_BYTES:]
         else:
             self._tail = (self._tail + data)[-_TAIL_BYTES:]
-
-    # ---------------------------------------------------------------- indexing
-
-    def _absorb(self, objects: Iterable[tuple[int, dict[str, Any]]]) -> int:
-        """Migrate (as Pi would on load) and index parsed objects; returns the entry count."""
-        items = objects if isinstance(objects, list) else list(objects)
-        if not (self._migrate_v1 or self._migrate_v3):
-            return self._index_all(items)
-        if self._migrate_v1:
-            self._file_objects.extend([obj for _, obj in items])
-        count = 0
-        for line, obj in items:
-            if obj.get("type") != "session":
-                if self._migrate_v1:
-                    self._migrate_entry_v1(obj, line)
-                if self._migrate_v3 and obj.get("type") == "message":
-                    message = obj.get("message")
-                    if isinstance(message, dict) and message.get("role") == "hookMessage":
-                        message["role"] = "custom"
-            # A v1 id is checked against the index as it grows: index one at a time.
-            count += self._index_all(((line, obj),))
-        return count
-
-    def _migrate_entry_v1(self, entry: dict[str, Any], line: int) -> None:
-        entry_id = self._id_source() if self._explicit_ids else self._stable_v1_id(line)
-        entry["id"] = entry_id
-        entry["parentId"] = self._v1_prev
-        self._v1_prev = entry_id
-        if entry.get("type") != "compaction" or "firstKeptEntryIndex" not in entry:
-            return
-        index = entry["firstKeptEntryIndex"]
-        if isinstance(index, bool) or not isinstance(index, (int, float)):
-            return
-        target: Optional[dict[str, Any]] = None
-        if float(index).is_integer() and 0 <= index < len(self._file_objects):
-            target = self._file_objects[int(index)]
-        if target is not None and target.get("type") != "session":
-            target_id = target.get("id", ABSENT)
-            if target_id is ABSENT:
-                entry.pop("firstKeptEntryId", None)
-            else:
-                entry["firstKeptEntryId"] = target_id
-        del entry["firstKeptEntryIndex"]
-
-    def _stable_v1_id(self, line: int) -> str:
-        # Pi gives migrated v1 entries random ids and then rewrites the file; we never rewrite,
-        # so ids derived from the session id and the line keep them stable across loads.
-        seed = f"{self._header.get('id')}\0{line}"
-        for attempt in range(100):
-            digest = hashlib.sha1(f"{seed}\0{attempt}".encode("utf-8", "replace")).hexdigest()
-            candidate = digest[:8]
-            if map_key(candidate) not in self._by_id:
-                return candidate
-        return random_entry_id()
-
-    def _index_all(self, items: Iterable[tuple[int, dict[str, Any]]]) -> int:
-        """Index entries in file order (the id index, labels, the tip; a warning for an
-        extra header, which is skipped, an entry without a string id, a repeated id, a
-        message entry without a message); returns how many were indexed."""
-        by_id = self._by_id
-        entries = self._entries
-        warnings = self._warnings
-        cached = self._branch_path
-        entry_id: Any = ABSENT
-        count = 0
-        # Whether every entry so far is the child of the one before, the first a root (then
-        # the tip's branch is every entry, in file order: see _current_path). Checked here,
-        # while each entry is in the cache, because a walk of a long branch is slow.
-        linear = not entries
-        previous: Any = None
-        # The context of that branch, read in the same pass.
-        builder = ContextBuilder() if linear else None
-        if isinstance(items, list) and len(items) >= _NATIVE_INDEX_FROM:
-            # The common entries at C speed; the loop below reads what it left.
-            dangling = cached.dangling if cached is not None else None
-            fast = _core.index_entries(items, by_id, entries, linear, None, 0, dangling)
-            for line, code, bad_id in fast.warnings:
-                warnings.append(LoadWarning(line, *_INDEX_WARNINGS[code](bad_id)))
-            for label_entry in fast.labels:
-                self._label(label_entry)
-            if builder is not None and fast.linear:
-                builder.customs.extend(fast.customs)
-                done = 0
-                for before, other, kind in fast.others:
-                    builder.messages.extend(fast.messages[done:before])
-                    done = before
-                    builder.feed_other_messages(other, kind)
-                builder.messages.extend(fast.messages[done:])
-            if fast.invalidated:
-                cached = None
-            count, linear, previous = fast.count, fast.linear, fast.previous
-            if fast.last_id is not None:
-                entry_id = fast.last_id
-            items = items[fast.read :]
-        for line, entry in items:
-            kind = entry.get("type")
-            if kind == "session":
-                warnings.append(LoadWarning(line, *_INDEX_WARNINGS["extra-header"](None)))
-                continue
-            count += 1
-            entry_id = entry.get("id", ABSENT)
-            key = entry_id if type(entry_id) is str else map_key(entry_id)
-            seen = key in by_id
-            if not isinstance(entry_id, str):
-                reason = "entry has no string id (it cannot be a parent or a leaf)"
-                warnings.append(LoadWarning(line, "bad-entry", reason))
-            elif seen:
-                warnings.append(LoadWarning(line, *_INDEX_WARNINGS["duplicate-id"](entry_id)))
-            message = entry.get("message") if kind == "message" else None
-            if kind == "message":
-                if not isinstance(message, dict):
-                    warnings.append(LoadWarning(line, *_INDEX_WARNINGS["no-message"](None)))
-            elif kind == "label":
-                self._label(entry)
-            if cached is not None and (seen or key == cached.dangling):
-                cached = None  # the id index changes under a path walked before
-            if linear:
-                parent = entry.get("parentId")
-                linear = (
-                    type(entry_id) is str
-                    and not seen
-                    and (parent is None if count == 1 else parent == previous)
-                )
-                previous = entry_id
-                if builder is not None:
-                    if kind != "message":
-                        builder.feed_other(entry, kind)
-                    elif isinstance(message, dict):
-                        builder.messages.append(message)
-            by_id[key] = entry
-            entries.append(entry)
-        self._branch_path = cached
-        self._linear_count = len(entries) if linear and count else 0
-        if builder is not None and self._linear_count:
-            builder.length = len(entries)
-            self._linear_context = builder
-        else:
-            self._linear_context = None
-        if count:
-            self._tip = entry_id
-        return count
-
-    def _label(self, entry: dict[str, Any]) -> None:
-        target = map_key(entry.get("targetId", ABSENT))
-        label = entry.get("label", ABSENT)
-        if truthy(label):
-            self._labels[target] = label
-        else:
-            self._labels.pop(target, None)
-
-    def _index(self, entry: dict[str, Any], line: int) -> None:
-        self._index_all(((line, entry),))
 
     # ---------------------------------------------------------------- properties
 
@@ -891,6 +705,33 @@ class SessionFile:
         bytes that reached the file): a command that appends checks it to exit non-zero."""
         return list(self._failed_appends)
 
+    @contextmanager
+    def deferred_sync(self) -> Iterator[None]:
+        """Appends inside the block are written at once (whole lines, under the lock, as
+        always) but made durable with one ``fsync`` when the block ends, not one each: for
+        taking in many entries at a time (a live hook joining a long conversation late).
+        A process killed inside the block loses nothing it wrote; a power cut may lose the
+        block's lines."""
+        with self._mutex:
+            self._defer_sync += 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._defer_sync -= 1
+                if not self._defer_sync and self._unsynced and self._path is not None:
+                    self._unsynced = False
+                    try:
+                        fd = self._open(os.O_RDONLY)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                    except OSError as exc:
+                        raise SessionError(
+                            f"{self._path}: cannot sync the appended entries: {exc.strerror or exc}"
+                        ) from exc
+
     def _append(self, fields: dict[str, Any], *, follow_tip: bool = True) -> str:
         with self._mutex:
             if self._path is None:
@@ -931,7 +772,9 @@ class SessionFile:
         if fd is not None:
             assert self._path is not None
             try:
-                start = append_whole(fd, payload, self._path)
+                deferred = self._defer_sync > 0
+                start = append_whole(fd, payload, self._path, sync=not deferred)
+                self._unsynced = self._unsynced or deferred
             except AppendFailed as failed:
                 undo = f" ({failed.undo})" if failed.undo else " (nothing was written)"
                 raise SessionError(

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import orjson
 
-from .. import _core
+from .._core import parse_lines_from
 from ..errors import SessionError
 from ..js import json as jsjson
 from ..js.values import ABSENT, JS_WHITESPACE
@@ -337,7 +337,7 @@ def _parse_native(
     refused = orjson.JSONDecodeError
     if headroom.fits(size - position, size - position, number + 1):
         try:
-            return _core.parse_lines_from(data, position, number, loads, refused, objects)
+            return parse_lines_from(data, position, number, loads, refused, objects)
         except MemoryError:
             last = number + data.count(b"\n", position)
             raise _short(headroom.name, number + 1, last, size - position) from None
@@ -347,9 +347,9 @@ def _parse_native(
         try:
             headroom.take(end - position, size - position, number + 1)
             if end == size:
-                return _core.parse_lines_from(data, position, number, loads, refused, objects)
+                return parse_lines_from(data, position, number, loads, refused, objects)
             chunk = data[position:end]
-            offset, number = _core.parse_lines_from(chunk, 0, number, loads, refused, objects)
+            offset, number = parse_lines_from(chunk, 0, number, loads, refused, objects)
         except MemoryError:
             last = number + data.count(b"\n", position, end)
             raise _short(headroom.name, number + 1, last, end - position) from None

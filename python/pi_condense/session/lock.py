@@ -1,5 +1,6 @@
-"""Low-level session file I/O: the advisory append lock, opening only regular files, reading
-from an offset (waiting for a line still being written) and writing every byte."""
+"""Low-level session file I/O: the advisory append lock, the side locks beside a session (one
+flush, one live hook at a time), opening only regular files, reading from an offset (waiting
+for a line still being written) and writing every byte."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import errno
 import os
 import stat
 import time
+from pathlib import Path
+from typing import Optional
 
+from .._fs.lock import HAS_FLOCK, try_lock, wait_for_lock
 from ..errors import SessionError
-from ..flock import wait_for_lock
 
 __all__ = [
     "LOCK_TIMEOUT_S",
     "O_BINARY",
     "O_CLOEXEC",
+    "UNGUARDED",
     "AppendFailed",
     "append_whole",
     "open_regular",
@@ -22,6 +26,7 @@ __all__ = [
     "read_from",
     "read_settled",
     "take_lock",
+    "try_side_lock",
     "write_all",
 ]
 
@@ -30,6 +35,32 @@ O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
 
 LOCK_TIMEOUT_S = 10.0
 """How long an append waits for another pi-condense writer's lock before it gives up."""
+
+
+UNGUARDED = -1
+"""What :func:`try_side_lock` returns when nothing can be guarded."""
+
+
+def try_side_lock(path: Optional[Path], purpose: str) -> Optional[int]:
+    """``flock`` (never waited on) of ``.<session name>.pi-condense-<purpose>.lock`` beside
+    the session: its descriptor, None when another holder has it (another process, or another
+    open of it in this one), or :data:`UNGUARDED` when nothing can be guarded (in memory,
+    Windows, a directory we cannot write)."""
+    if path is None or not HAS_FLOCK:
+        return UNGUARDED
+    lock_path = path.with_name(f".{path.name}.pi-condense-{purpose}.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | O_CLOEXEC, 0o600)
+    except OSError:
+        return UNGUARDED
+    try:
+        held = try_lock(fd)
+    except OSError:
+        held = False
+    if not held:
+        os.close(fd)
+        return None
+    return fd
 
 
 def take_lock(fd: int, name: str, timeout: float) -> None:
@@ -151,11 +182,12 @@ class AppendFailed(Exception):
 _BLANK = bytes(0x0A if b == 0x0A else 0x20 for b in range(256))
 
 
-def append_whole(fd: int, data: bytes, name: str) -> int:
-    """Append ``data`` (whole lines) to ``fd`` (opened with ``O_APPEND``) and fsync it;
-    returns the offset it starts at. All or nothing: if a write or the fsync fails (ENOSPC,
-    EFBIG, EIO, ...), the bytes of ``data`` that reached the file are overwritten in place
-    with spaces before :class:`AppendFailed` is raised.
+def append_whole(fd: int, data: bytes, name: str, *, sync: bool = True) -> int:
+    """Append ``data`` (whole lines) to ``fd`` (opened with ``O_APPEND``) and fsync it
+    (``sync=False``: the caller fsyncs later); returns the offset it starts at. All or
+    nothing: if a write or the fsync fails (ENOSPC, EFBIG, EIO, ...), the bytes of ``data``
+    that reached the file are overwritten in place with spaces before :class:`AppendFailed`
+    is raised.
 
     Blanking in place, and not truncating back, because the other writer (Pi) appends without
     our lock: a line it appended after our fragment, or in the moment between checking the
@@ -178,7 +210,8 @@ def append_whole(fd: int, data: bytes, name: str) -> int:
         if last[0] + last[2] - first[0] != len(data):
             # Another writer appended between two parts of ours: the line is split.
             raise OSError(errno.EIO, "another writer's line landed inside ours")
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         return first[0]
     except OSError as exc:
         raise AppendFailed(exc, _undo(fd, name, data, pieces)) from exc

@@ -17,13 +17,16 @@ The model part is everything after the first `:` (model ids may hold `/` and `:`
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Optional
 
 from ..config import Config
 from ..errors import CondenseError
+from .anthropic_client import AnthropicSummarizer
 from .base import Summarizer
+from .conformance import ConformanceSummarizer
+from .deterministic import DeterministicSummarizer
+from .openai_client import OpenAISummarizer
 
 __all__ = ["OPENAI_COMPATIBLE_SERVERS", "SummarizerSpecError", "make_summarizer"]
 
@@ -44,18 +47,6 @@ class SummarizerSpecError(CondenseError, ValueError):
     """A summarizer spec names no known summarizer."""
 
 
-def _builtin(module: str, class_name: str, spec: str) -> Summarizer:
-    try:
-        found = importlib.import_module(f"{__package__}.{module}")
-        cls = getattr(found, class_name)
-    except (ImportError, AttributeError) as exc:
-        raise SummarizerSpecError(
-            f"summarizer {spec!r} is not available in this build ({exc})"
-        ) from exc
-    summarizer: Summarizer = cls()
-    return summarizer
-
-
 def make_summarizer(
     spec: str, *, base_url: Optional[str] = None, config: Optional[Config] = None
 ) -> Summarizer:
@@ -71,24 +62,18 @@ def make_summarizer(
         if base_url is not None:
             raise SummarizerSpecError(f"--base-url does not apply to the {text!r} summarizer")
         if text == "default":
-            return _builtin("deterministic", "DeterministicSummarizer", text)
-        return _builtin("conformance", "ConformanceSummarizer", text)
+            return DeterministicSummarizer()
+        return ConformanceSummarizer()
     kind, sep, model = text.partition(":")
     kind = kind.strip().lower()
     model = model.strip()
     if not sep or not model:
         raise SummarizerSpecError(f"unknown summarizer {spec!r}; expected one of: {_FORMS}")
     if kind == "openai":
-        from .openai_client import OpenAISummarizer
-
         return OpenAISummarizer(model, base_url=base_url, prices=prices)
     if kind == "anthropic":
-        from .anthropic_client import AnthropicSummarizer
-
         return AnthropicSummarizer(model, base_url=base_url, prices=prices)
     if kind in OPENAI_COMPATIBLE_SERVERS:
-        from .openai_client import OpenAISummarizer
-
         return OpenAISummarizer(
             model,
             base_url=base_url or OPENAI_COMPATIBLE_SERVERS[kind],

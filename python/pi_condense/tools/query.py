@@ -39,7 +39,7 @@ from .base import ToolResult, ToolSpec
 from .spill_access import read_spill
 from .truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_head
 
-__all__ = ["QUERY_TOOL", "ContextTreeQuery"]
+__all__ = ["QUERY_TOOL", "ContextTreeQuery", "missing_refs"]
 
 _log = logging.getLogger(__name__)
 
@@ -307,6 +307,17 @@ class ContextTreeQuery:
         preview = record.get("resultPreview")
         fallback = preview if isinstance(preview, str) else _SPILL_MISSING
         return fallback, read.refused, None
+
+
+def missing_refs(ids: Iterable[str], result: ToolResult) -> list[str]:
+    """The ids of a call whose answer ``result`` found nothing for them (each once, in call
+    order). A bare id with several occurrences is answered as ``id@timestamp`` labels."""
+    found = result.details.get("results", {})
+    return [
+        id_
+        for id_ in dict.fromkeys(ids)
+        if id_ not in found and not any(label.startswith(id_ + "@") for label in found)
+    ]
 
 
 def _next_note(ref: str, line: int, total: int) -> str:

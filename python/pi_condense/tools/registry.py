@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from ..errors import JsonError, SessionError
+from ..errors import CondenseWarning, JsonError, SessionError
 from ..js import json as jsjson
 from ..session import SessionFile
 from ..state import PrunerState
@@ -180,6 +181,9 @@ class ToolRegistry:
         return self.call(name, args, tool_call_id=tool_call_id).text
 
 
+_FORK_WARNING = ".*another writer appended entries that do not continue from"
+
+
 class _LiveSession:
     """The session the tools read, kept current with the file, and its pruner state."""
 
@@ -194,11 +198,20 @@ class _LiveSession:
     def current(self) -> SessionFile:
         if self.refresh:
             try:
-                self.session.refresh()
+                with warnings.catch_warnings():
+                    # (the warning is for a writer, whose next entries would stay on its leaf)
+                    warnings.filterwarnings("ignore", _FORK_WARNING, CondenseWarning)
+                    appended = self.session.refresh()
             except SessionError:
                 path = self.session.path
                 assert path is not None
                 self.session = SessionFile.load(path)  # rewritten meanwhile: read it again
+            else:
+                tip = self.session.file_leaf_id
+                if appended and self.leaf is None and tip is not None:
+                    # the branch Pi loads: the file's last entry, even when the appended
+                    # entries branch off an earlier one
+                    self.session.set_leaf(tip)
         return self.session
 
     def state(self) -> PrunerState:

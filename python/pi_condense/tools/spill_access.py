@@ -35,6 +35,9 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from .._fs.blob import plain_session_id
+from ..keys import hash_tool_result
+
 __all__ = [
     "HASH_CHECK_MAX_BYTES",
     "SpillRead",
@@ -78,12 +81,6 @@ class SpillRead:
 def blob_dir(session_dir: str, session_id: str) -> str:
     """``<session_dir>/<session_id>-blobs`` (where the reference writes spill sidecars)."""
     return os.path.join(session_dir, f"{session_id}-blobs")
-
-
-def plain_session_id(session_id: str) -> bool:
-    """Whether ``<session_id>-blobs`` is a plain directory name on every platform: no path
-    separator, no drive colon (``C:x`` is drive-relative on Windows), no NUL."""
-    return not any(ch in session_id for ch in ("/", "\\", ":", "\0"))
 
 
 def _is_within(path: str, root: str) -> bool:
@@ -167,8 +164,6 @@ def read_spill(
     finally:
         os.close(fd)
     if hashed and record is not None and read.text is not None:
-        from ..keys import hash_tool_result  # the native core, only when a hash is checked
-
         name = record.get("toolName")
         if hash_tool_result(name if isinstance(name, str) else str(name), read.text) != (
             record.get("contentHash")

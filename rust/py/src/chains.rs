@@ -99,24 +99,35 @@ impl Protection<'_> {
             let args = args.map_or_else(|| py.None().into_bound(py), Clone::clone);
             return predicate.call1((name, args))?.is_truthy();
         }
-        let path = args_path(keys, args)?;
-        let check = |name: Option<&str>| -> bool {
-            match &path {
-                Some(p) => self.matcher.is_protected(name, Some(&text(p))),
-                None => self.matcher.is_protected(name, None),
-            }
-        };
-        match self.matcher.rule() {
-            // `raw.includes(toolName)` converts the name with `String()`.
-            ToolRule::Substring(_) => {
-                let name = js_string(name)?.to_utf16();
-                Ok(self.matcher.is_protected_tool_utf16(&name) || check(None))
-            }
-            ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
-                Some(name) => Ok(check(Some(&text(name)))),
-                None => Ok(check(None)),
-            },
+        matcher_protects(&self.matcher, keys, name, args)
+    }
+}
+
+/// `isProtected(name, args, cfg)` by the compiled rule alone (no predicate): the tool name,
+/// then `args.path` against the globs.
+pub(crate) fn matcher_protects(
+    matcher: &ProtectedMatcher,
+    keys: &Keys<'_>,
+    name: Option<&Bound<'_, PyAny>>,
+    args: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let path = args_path(keys, args)?;
+    let check = |name: Option<&str>| -> bool {
+        match &path {
+            Some(p) => matcher.is_protected(name, Some(&text(p))),
+            None => matcher.is_protected(name, None),
         }
+    };
+    match matcher.rule() {
+        // `raw.includes(toolName)` converts the name with `String()`.
+        ToolRule::Substring(_) => {
+            let name = js_string(name)?.to_utf16();
+            Ok(matcher.is_protected_tool_utf16(&name) || check(None))
+        }
+        ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
+            Some(name) => Ok(check(Some(&text(name)))),
+            None => Ok(check(None)),
+        },
     }
 }
 

@@ -45,6 +45,7 @@ mod pyvalue;
 mod render;
 mod size_memo;
 mod stamp;
+mod supersede;
 
 // The module relies on the GIL (borrowed views, the size memo): it declares so, and a
 // free-threaded interpreter keeps the GIL on while it is imported.
@@ -61,5 +62,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     size_memo::register(m)?;
     chains::register(m)?;
     lists::register(m)?;
+    supersede::register(m)?;
     Ok(())
 }

@@ -31,7 +31,11 @@ pub struct Extracted {
 #[cfg(test)]
 pub(crate) fn range_views(msgs: &[ChainMsg]) -> Vec<MsgView> {
     msgs.iter()
-        .map(|m| MsgView::new(m.role, m.timestamp))
+        .map(|m| {
+            let mut view = MsgView::new(m.role, m.timestamp);
+            view.anchor = matches!(m.body, MsgBody::Anchor);
+            view
+        })
         .collect()
 }
 

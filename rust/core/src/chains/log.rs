@@ -68,16 +68,18 @@ struct Stamps {
 }
 
 impl Stamps {
-    fn table(&mut self, role: Role) -> Option<&mut FastMap<u64, Hits>> {
-        match role {
-            Role::User => Some(&mut self.users),
-            Role::Assistant => Some(&mut self.assistants),
+    /// The table of a range's possible ends that `msg` is one of: starts (a user message or
+    /// a chain-anchor custom message, pi-condense 2.10.0) or final assistants.
+    fn table(&mut self, msg: &ChainMsg) -> Option<&mut FastMap<u64, Hits>> {
+        match (msg.role, &msg.body) {
+            (Role::User, _) | (Role::Custom, MsgBody::Anchor) => Some(&mut self.users),
+            (Role::Assistant, _) => Some(&mut self.assistants),
             _ => None,
         }
     }
 
     fn add(&mut self, i: usize, msg: &ChainMsg) {
-        let (Some(key), Some(table)) = (stamp_key(msg.timestamp), self.table(msg.role)) else {
+        let (Some(key), Some(table)) = (stamp_key(msg.timestamp), self.table(msg)) else {
             return;
         };
         table
@@ -89,7 +91,7 @@ impl Stamps {
     /// Takes out the message at `i`; every position after it must be taken out too (then
     /// `first` stays right: a timestamp whose first position goes has no position left).
     fn remove(&mut self, msg: &ChainMsg) {
-        let (Some(key), Some(table)) = (stamp_key(msg.timestamp), self.table(msg.role)) else {
+        let (Some(key), Some(table)) = (stamp_key(msg.timestamp), self.table(msg)) else {
             return;
         };
         if let Some(hits) = table.get_mut(&key) {
@@ -100,7 +102,8 @@ impl Stamps {
         }
     }
 
-    /// The only position of `role` holding `ts` (`None`: none or several).
+    /// The only start (`Role::User`: a user or anchor message) or final assistant holding
+    /// `ts` (`None`: none or several).
     fn unique(&self, role: Role, ts: f64) -> Option<usize> {
         let table = match role {
             Role::User => &self.users,
@@ -511,6 +514,7 @@ mod tests {
         msgs.iter()
             .map(|(m, recovery)| {
                 let mut v = MsgView::new(m.role, m.timestamp);
+                v.anchor = matches!(m.body, MsgBody::Anchor);
                 if *recovery {
                     if let MsgBody::ToolResult { id, .. } = &m.body {
                         v.is_recovery = true;
@@ -630,6 +634,33 @@ mod tests {
                 log = grown;
             }
         }
+    }
+
+    #[test]
+    fn an_anchor_custom_message_starts_an_extracted_span() {
+        // 2.10.0: a chain opened by a non-pruner custom message resolves from it, as render's
+        // range does, so the deterministic backfill finds its calls.
+        let msgs = [
+            (user(1.0), false),
+            (text(2.0), false),
+            (custom(3.0, true), false),
+            (assistant(4.0, vec![call("a")]), false),
+            (result("a", 5.0), false),
+            (text(6.0), false),
+        ];
+        let log = ChainLog::grown(None, 0, reads(&msgs, &[1, 2, 3, 4, 5, 6])).unwrap_or_default();
+        let got = log.extract(3.0, 6.0, &HashSet::new(), |_| false);
+        assert_eq!(got.map(|r| r.len()), Ok(1));
+        // A pruner custom message is no start.
+        let msgs = [
+            (user(1.0), false),
+            (custom(3.0, false), false),
+            (assistant(4.0, vec![call("a")]), false),
+            (result("a", 5.0), false),
+            (text(6.0), false),
+        ];
+        let log = ChainLog::grown(None, 0, reads(&msgs, &[1, 2, 3, 4, 5])).unwrap_or_default();
+        assert_eq!(log.extract(3.0, 6.0, &HashSet::new(), |_| false), Ok(vec![]));
     }
 
     #[test]

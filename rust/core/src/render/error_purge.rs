@@ -105,7 +105,10 @@ impl Bloom {
 }
 
 fn is_stub(slots: Option<&[Item]>, i: usize) -> bool {
-    matches!(slots.and_then(|s| s.get(i)), Some(Item::Stub { .. }))
+    matches!(
+        slots.and_then(|s| s.get(i)),
+        Some(Item::Stub { .. } | Item::Superseded { .. })
+    )
 }
 
 /// Phase 2 over the phase-1 output (`slots`, `None` = the input unchanged).

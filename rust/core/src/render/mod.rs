@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | 0 grace set | [`grace`] | 04 section 3.1 |
 //! | 1 stub-replace | `stub_replace` | 04 section 3.2 |
+//! | 1b supersession | [`supersede`] | pi-condense 2.10.3 |
 //! | 2 error purge | `error_purge` | 04 section 4 |
 //! | 3 chain-range prune | `chain`, `placeholders` | 04 section 5 |
 //! | 4 orphan sweep | `orphan_sweep` | 04 section 6 |
@@ -27,6 +28,7 @@ pub mod resume;
 pub mod size;
 pub(crate) mod state;
 pub(crate) mod stub_replace;
+pub mod supersede;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -125,6 +127,9 @@ pub struct RenderConfig<'a> {
     /// The spill stub names only the ref, not the sidecar path (ours, for hosts without a
     /// file-reading tool; `false` is the reference's stub).
     pub spill_stub_ref_only: bool,
+    /// Phase 1b: the superseded toolResults (ascending index) and their stub texts
+    /// ([`supersede`]).
+    pub superseded: &'a [(usize, Text)],
 }
 
 /// Values render computes only when a decision needs them.
@@ -318,6 +323,7 @@ where
     phase1.spill_ref_only = cfg.spill_stub_ref_only;
     let mut current: Option<Vec<Item>> =
         stub_replace::stub_replace_deferred(msgs, state, cfg.protection, &in_grace, &mut phase1);
+    supersede_phase(msgs.len(), &mut current, cfg.superseded, &mut phase1);
     if let Some(purge) = &cfg.purge {
         let trail = traces
             .as_deref_mut()
@@ -365,6 +371,37 @@ where
     Ok(current)
 }
 
+/// Phase 1b: each superseded result becomes its stub; one that phase 1 stubbed keeps the
+/// stub's shape (`{...stub, content, isError: false}` changes only its text).
+fn supersede_phase(
+    len: usize,
+    current: &mut Option<Vec<Item>>,
+    superseded: &[(usize, Text)],
+    phase1: &mut stub_replace::Phase1<'_>,
+) {
+    for (i, text) in superseded {
+        if *i >= len {
+            continue;
+        }
+        let slots = current.get_or_insert_with(|| (0..len).map(Item::Keep).collect());
+        let Some(slot) = slots.get_mut(*i) else {
+            continue;
+        };
+        *slot = if matches!(slot, Item::Stub { .. }) {
+            phase1.forget(*i);
+            Item::Stub {
+                src: *i,
+                text: text.clone(),
+            }
+        } else {
+            Item::Superseded {
+                src: *i,
+                text: text.clone(),
+            }
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::testing::{
@@ -386,6 +423,7 @@ mod tests {
             chain,
             protection: None,
             spill_stub_ref_only: false,
+            superseded: &[],
         }
     }
 
@@ -561,6 +599,64 @@ mod tests {
         let items = plan.items.unwrap_or_default();
         assert_eq!(items[0], Item::Keep(0));
         assert!(matches!(items[1], Item::Stub { .. }));
+    }
+
+    #[test]
+    fn superseded_reads_are_stubbed_between_phase_one_and_the_purge() {
+        // An errored read (0-1), a summarized one (2-3), a plain one (4-5), all superseded.
+        let msgs = vec![
+            assistant(100.0, vec![tc("r1")]),
+            errored("r1", 110.0),
+            assistant(200.0, vec![tc("r2")]),
+            tool_result("r2", 210.0),
+            assistant(300.0, vec![tc("r3")]),
+            tool_result("r3", 310.0),
+            assistant(400.0, vec![tc("r4")]),
+            tool_result("r4", 410.0),
+        ];
+        let state = TestState::default()
+            .record("r2@210", rec("read"))
+            .short_ref_of("r2@210", "t1");
+        let purge = Some(PurgeConfig {
+            cooldown_turns: Some(2.0),
+            min_arg_chars: Some(100.0),
+        });
+        let text = supersede::superseded_text(&crate::jsstr::JsStr::new("a.md".into()));
+        let superseded = [(1, text.clone()), (3, text.clone()), (5, text.clone())];
+        let mut cfg = cfg(None, purge);
+        cfg.superseded = &superseded;
+        let mut lens = Lens::default();
+        lens.0.insert((0, 0), 216);
+        let items = render(&msgs, &state, &cfg, &mut lens)
+            .items
+            .unwrap_or_default();
+        // The errored read is no longer errored: its call keeps its arguments.
+        assert_eq!(items[0], Item::Keep(0));
+        assert_eq!(
+            items[1],
+            Item::Superseded {
+                src: 1,
+                text: text.clone()
+            }
+        );
+        // The summarized read keeps the stub's shape, with the supersession's text.
+        assert_eq!(
+            items[3],
+            Item::Stub {
+                src: 3,
+                text: text.clone()
+            }
+        );
+        assert_eq!(items[5], Item::Superseded { src: 5, text });
+        assert_eq!(items[7], Item::Keep(7));
+        // Without supersession the errored call is purged and r2 gets its summary stub.
+        cfg.superseded = &[];
+        let items = render(&msgs, &state, &cfg, &mut lens)
+            .items
+            .unwrap_or_default();
+        assert!(matches!(items[0], Item::Assistant { .. }));
+        assert!(matches!(&items[3], Item::Stub { text, .. }
+            if text.as_literal().is_some_and(|t| t.contains("`t1`"))));
     }
 
     #[test]

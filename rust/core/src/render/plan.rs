@@ -111,6 +111,14 @@ pub enum Item {
         /// the stub text
         text: Text,
     },
+    /// a superseded protected read (phase 1b, pi-condense 2.10.3): a copy of toolResult
+    /// `src` with `content` one text block and `isError: false`, its other members kept
+    Superseded {
+        /// the replaced input message
+        src: usize,
+        /// the stub text
+        text: Text,
+    },
     /// a shallow copy of assistant `src` whose `content` is rebuilt
     Assistant {
         /// the copied input message
@@ -138,7 +146,10 @@ impl Item {
     /// The input message this slot stands for, if any.
     pub fn src(&self) -> Option<usize> {
         match self {
-            Item::Keep(i) | Item::Stub { src: i, .. } | Item::Assistant { src: i, .. } => Some(*i),
+            Item::Keep(i)
+            | Item::Stub { src: i, .. }
+            | Item::Superseded { src: i, .. }
+            | Item::Assistant { src: i, .. } => Some(*i),
             Item::Synthetic { .. } => None,
         }
     }

@@ -175,6 +175,13 @@ impl Phase1<'_> {
         Some(stub_text(i, found, self.spill_ref_only))
     }
 
+    /// Message `i` is no longer stubbed with its summary text (phase 1b replaced it).
+    pub(crate) fn forget(&mut self, i: usize) {
+        if let Ok(at) = self.deferred.binary_search_by_key(&i, |&(at, _)| at) {
+            self.deferred.remove(at);
+        }
+    }
+
     /// Writes the texts of the deferred stubs still among `items` (in list order).
     pub(crate) fn finish(&self, items: &mut [Item]) {
         let mut deferred = self.deferred.iter().peekable();

@@ -289,6 +289,28 @@ impl<'py> Writer<'_, 'py> {
         Ok(out)
     }
 
+    /// `{...msg, content: [{type: "text", text}], isError: false}` (a superseded read).
+    fn superseded_message(&self, src: usize, text: &Text) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py;
+        let Some(msg) = self.message(src) else {
+            return Err(PyValueError::new_err(
+                "the message list changed during render",
+            ));
+        };
+        // SAFETY: `msg` is held by the list (the render's snapshot) and the GIL is held; the
+        // copy takes its own references.
+        let msg = unsafe { Borrowed::from_ptr(py, msg) };
+        let dict = msg.downcast::<PyDict>()?;
+        let text = self.text(text)?;
+        let out = fresh_copy(dict)?;
+        out.set_item(
+            self.key(K::Content),
+            PyList::new(py, [self.text_block(text)?])?,
+        )?;
+        out.set_item(self.key(K::IsError), false)?;
+        Ok(out)
+    }
+
     /// `{...msg, content}` with purged `arguments` and/or thinking blocks removed; also
     /// the removed blocks and the length of the original content list.
     fn assistant_copy(
@@ -510,6 +532,10 @@ pub(super) fn build<'py>(
             Item::Stub { src, text } => {
                 out_lens.push(None);
                 writer.stub_message(*src, text)?.into_ptr()
+            }
+            Item::Superseded { src, text } => {
+                out_lens.push(None);
+                writer.superseded_message(*src, text)?.into_ptr()
             }
             Item::Assistant {
                 src,

@@ -56,6 +56,7 @@ use crate::cpython::GcPaused;
 use crate::index::PyIndex;
 use crate::jsread::{list_items, Keys, Obj};
 use crate::size_memo::PySizeMemo;
+use crate::supersede::{superseded, PySupersedeState};
 
 use apply::{apply, Writer};
 use extract::{extract, Reader};
@@ -66,14 +67,17 @@ pub(crate) use options::{PyRenderOptions, PyRenderOutcome};
 /// Renders `messages` against `index` (spec 04 phases 1-4) with the compiled `options`,
 /// reusing and updating the size memo `sizes` when given (`frozen`: the caller has changed
 /// none of the messages it handed over before, so the memo trusts their identity).
+/// `supersede`: the live supersession state (phase 1b), updated; `None` renders as a fresh
+/// extension would (a cold cache: every superseded protected read is stubbed).
 #[pyfunction]
-#[pyo3(signature = (messages, index, options, sizes = None, frozen = false))]
+#[pyo3(signature = (messages, index, options, sizes = None, frozen = false, supersede = None))]
 fn render<'py>(
     messages: &Bound<'py, PyList>,
     index: PyRef<'py, PyIndex>,
     options: PyRef<'py, PyRenderOptions>,
     sizes: Option<PyRef<'py, PySizeMemo>>,
     frozen: bool,
+    supersede: Option<PyRef<'py, PySupersedeState>>,
 ) -> PyResult<PyRenderOutcome> {
     let py = messages.py();
     // No Python code runs from here to the return, by construction: the cyclic collector
@@ -101,6 +105,17 @@ fn render<'py>(
         }
     }
     let keys = Keys::new(py, true);
+    let superseded = superseded(&keys, messages, &options.matcher, supersede.as_deref())?;
+    if !superseded.is_empty() {
+        // Rare (a protected path read again): rendered in full, and the memo starts over
+        // (what it remembers was decided without these stubs).
+        if let Some(guard) = memo_guard.as_mut() {
+            guard.0.forget_resume();
+            guard.0.drop_outputs();
+        }
+        release_retired(&mut memo_guard);
+        memo_guard = None;
+    }
     // A frozen render resumes from the previous one when it can (`resume`).
     let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
     if let Some(guard) = memo_guard.as_mut() {
@@ -113,7 +128,8 @@ fn render<'py>(
             return Ok(outcome);
         }
     }
-    let cfg = options.config();
+    let mut cfg = options.config();
+    cfg.superseded = &superseded;
     let state = index.core();
     let reader = Reader {
         py,

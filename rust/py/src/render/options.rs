@@ -32,6 +32,7 @@ impl PyRenderOptions {
             chain: self.chain,
             protection: Some(&self.matcher as &dyn Protection),
             spill_stub_ref_only: self.spill_stub_ref_only,
+            superseded: &[],
         }
     }
 }

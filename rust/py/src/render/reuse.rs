@@ -99,7 +99,8 @@ unsafe fn borrowed_sources(
             Some(())
         };
         match item {
-            Item::Keep(_) => None,
+            // Made only by renders that do without the memo.
+            Item::Keep(_) | Item::Superseded { .. } => None,
             Item::Stub { src, text } => {
                 let mut out = vec![at(*src)?];
                 quoted(text, &mut out)?;

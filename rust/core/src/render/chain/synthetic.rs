@@ -40,6 +40,9 @@ pub(super) fn result_text<S, L: Lazy + ?Sized>(
         let deferred = phase1.and_then(|p| p.stub_text(i));
         return Ok(deferred.unwrap_or_else(|| text.clone()));
     }
+    if let Some(Item::Superseded { text, .. }) = slots.and_then(|s| s.get(i)) {
+        return Ok(text.clone());
+    }
     let throws = lazy
         .text_throws(i)
         .unwrap_or_else(|| msgs.get(i).is_some_and(|m| m.text_throws));

@@ -437,6 +437,10 @@ fn shifted(item: Item, offset: usize) -> Item {
             src: src + offset,
             text: text(t),
         },
+        Item::Superseded { src, text: t } => Item::Superseded {
+            src: src + offset,
+            text: text(t),
+        },
         Item::Assistant {
             src,
             purged,

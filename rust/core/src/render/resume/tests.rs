@@ -193,6 +193,7 @@ fn config(rng: &mut Rng) -> RenderConfig<'static> {
         }),
         protection: rng.chance(50).then_some(keep_rule() as &dyn Protection),
         spill_stub_ref_only: rng.chance(50),
+        superseded: &[],
     }
 }
 
@@ -466,6 +467,7 @@ fn cfg_all() -> RenderConfig<'static> {
         }),
         protection: None,
         spill_stub_ref_only: false,
+        superseded: &[],
     }
 }
 

@@ -1,10 +1,13 @@
-"""Durable file writes shared by the session, settings, spill and CLI writers."""
+"""Durable file writes shared by the session, settings, spill and CLI writers, and the bounded
+reads of input files."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
+import zlib
 from pathlib import Path
 from typing import Optional, Union
 
@@ -65,8 +68,6 @@ class InputError(OSError):
 def read_regular(path: StrPath) -> bytes:
     """The bytes of a regular file; a FIFO, device, socket or directory is refused at once
     (opened without blocking) instead of hanging or growing without bound."""
-    import stat
-
     fd = os.open(
         path,
         os.O_RDONLY
@@ -99,8 +100,6 @@ def gunzip_bounded(data: bytes, limit: Optional[int] = None) -> bytes:
     """Decompress a gzip stream (several members allowed) to at most ``limit`` bytes
     (default: :data:`GZIP_MIN_LIMIT` or :data:`GZIP_MAX_RATIO` times the input); a corrupt,
     truncated or oversized stream raises :class:`InputError`."""
-    import zlib
-
     cap = limit if limit is not None else max(GZIP_MIN_LIMIT, GZIP_MAX_RATIO * len(data))
     out: list[bytes] = []
     size = 0

@@ -1,4 +1,4 @@
-"""Facts about a session's pruning read from its entries: the conversation without the
+"""A session's pruning stats read from its entries: the conversation without the
 pruner's messages, and the summarizer stats with one row per batch and per stats update."""
 
 from __future__ import annotations

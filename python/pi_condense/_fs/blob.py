@@ -25,10 +25,17 @@ import threading
 import time
 from typing import Optional
 
-from .flock import HAS_FLOCK, try_lock
-from .fsio import fsync_dir
+from .atomic import fsync_dir
+from .lock import HAS_FLOCK, try_lock
 
-__all__ = ["STALE_AFTER", "STALE_UNLOCKED", "clean_stale_temps", "dir_mode", "write_blob_bytes"]
+__all__ = [
+    "STALE_AFTER",
+    "STALE_UNLOCKED",
+    "clean_stale_temps",
+    "dir_mode",
+    "plain_session_id",
+    "write_blob_bytes",
+]
 
 STALE_AFTER = 2.0
 """Seconds since its last change before an unlocked temporary file is removed."""
@@ -41,6 +48,12 @@ _TEMP_NAME = re.compile(r"\.[A-Za-z0-9_-]*(?:\.[0-9a-f]{16})?\.txt\.[0-9a-f]{12}
 _NAME_MAX = 255
 _scanned: dict[str, float] = {}
 _scanned_lock = threading.Lock()
+
+
+def plain_session_id(session_id: str) -> bool:
+    """Whether ``<session_id>-blobs`` is a plain directory name on every platform: no path
+    separator, no drive colon (``C:x`` is drive-relative on Windows), no NUL."""
+    return not any(ch in session_id for ch in ("/", "\\", ":", "\0"))
 
 
 def _temp_for(path: str) -> str:

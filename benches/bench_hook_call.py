@@ -1,0 +1,141 @@
+"""The Agents SDK hook (``CondenseFilter``) per model call and on joining late, 10k items.
+
+The history is ``bench_hook_adapters``' Responses conversation: 1,000 prompts, each four tool
+calls with ~1.5 KB outputs and a final answer (10,000 items). Pairs, each divided in one run:
+
+- ``hook-trim``: a call with nothing new, the history handed over as a fresh copy (as the
+  SDK builds it before every model call), against the SDK's own ``ToolOutputTrimmer`` called
+  the same way on the same copy. Target <= 1.5x.
+- ``hook-agents`` (``bench_hook_adapters``): the same call against ``orjson.dumps`` of the
+  copy. Target <= 2x.
+- ``hook-same``: the very objects of the previous call handed over again, against
+  ``orjson.dumps`` of them. Target <= 1x.
+- ``late-join``: the first call of a new hook on the whole 10k history (an agent that turns
+  pi-condense on mid-conversation, a restart without the session file), against decoding the
+  history and the cold render of the session it makes (new objects, size memo emptied).
+  Target <= 1.5x. The late join takes the history in as Pi opens a session and summarizes
+  what is pending at once (4,000 tool outputs with the offline summarizer), so its ratio is
+  mostly that flush.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+import pytest
+
+from bench_hook_adapters import Prepared
+from pi_condense.adapters.openai_responses import OpenAIResponsesCodec
+from pi_condense.integrations.openai_agents import CondenseFilter
+from pi_condense.render import render
+from pi_condense.state import PrunerState
+
+Record = Callable[[Any, str, str, int], None]
+
+ROUNDS = 5
+LATE_ROUNDS = 2
+SCALE = 1
+
+
+@pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory) -> Prepared:
+    return Prepared("hook-agents", tmp_path_factory.mktemp("hook-call"))
+
+
+def _trimmer_call(items: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    from agents.run_config import CallModelData, ModelInputData
+
+    data = CallModelData(
+        model_data=ModelInputData(input=items, instructions=None), agent=None, context=None
+    )  # type: ignore[arg-type]
+    return (data,), {}
+
+
+def test_trimmer_fresh_history(benchmark: Any, record: Record, agents: Prepared) -> None:
+    from agents.extensions.tool_output_trimmer import ToolOutputTrimmer
+
+    trimmer = ToolOutputTrimmer()
+    result = benchmark.pedantic(
+        trimmer, setup=lambda: _trimmer_call(agents.fresh()[0][0]), rounds=ROUNDS * 2
+    )
+    record(benchmark, "hook-trim", "baseline", SCALE)
+    assert len(orjson.dumps(result.input)) < len(agents.json)
+
+
+def test_hook_fresh_history_vs_trimmer(benchmark: Any, record: Record, agents: Prepared) -> None:
+    seen = agents.hook.stats.messages_seen
+    result = benchmark.pedantic(agents.hook.condense, setup=agents.fresh, rounds=ROUNDS)
+    record(benchmark, "hook-trim", "subject", SCALE)
+    assert agents.hook.stats.messages_seen == seen  # the copies were recognised
+    assert agents.hook.stats.rebuilds == 0
+    assert len(orjson.dumps(result)) < 0.5 * len(agents.json)
+
+
+def test_orjson_dumps_same_history(benchmark: Any, record: Record, agents: Prepared) -> None:
+    result = benchmark.pedantic(orjson.dumps, args=(agents.history,), rounds=ROUNDS * 3)
+    record(benchmark, "hook-same", "baseline", SCALE)
+    assert len(result) == len(agents.json)
+
+
+def test_hook_same_history(benchmark: Any, record: Record, agents: Prepared) -> None:
+    agents.hook.condense(agents.history)
+    result = benchmark.pedantic(agents.hook.condense, args=(agents.history,), rounds=ROUNDS)
+    record(benchmark, "hook-same", "subject", SCALE)
+    assert len(orjson.dumps(result)) < 0.5 * len(agents.json)
+    kept = {id(item) for item in agents.history}
+    assert result[0] is agents.history[0]  # untouched items are the caller's own objects
+    assert sum(id(item) in kept for item in result) > len(result) // 4
+
+
+class LateJoin:
+    """A new session file per round, and the session one late join made (for the baseline)."""
+
+    def __init__(self, directory: Path, prepared: Prepared) -> None:
+        self.directory = directory
+        self.json = prepared.json
+        self.rounds = 0
+        hook = self.fresh_hook()
+        self.items = len(orjson.loads(self.json))
+        hook.condense(orjson.loads(self.json))
+        hook.close()
+        self.session = hook.session
+        self.context = orjson.dumps(self.session.build_context().messages)
+        self.state = PrunerState.from_session(self.session)
+        self.config = hook.driver.condenser.config
+
+    def fresh_hook(self) -> CondenseFilter:
+        self.rounds += 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return CondenseFilter(session=self.directory / f"late-{self.rounds}.jsonl")
+
+    def subject(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.fresh_hook(), orjson.loads(self.json)), {}
+
+    def baseline(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self.state.sizes.clear()
+        return (orjson.loads(self.json), orjson.loads(self.context)), {}
+
+    def decode_and_render(self, items: list[Any], messages: list[Any]) -> Any:
+        OpenAIResponsesCodec().decode(items)
+        return render(messages, self.state, self.config)
+
+
+@pytest.fixture(scope="module")
+def late(tmp_path_factory: pytest.TempPathFactory, agents: Prepared) -> LateJoin:
+    return LateJoin(tmp_path_factory.mktemp("late-join"), agents)
+
+
+def test_cold_render_and_decode(benchmark: Any, record: Record, late: LateJoin) -> None:
+    result = benchmark.pedantic(late.decode_and_render, setup=late.baseline, rounds=ROUNDS)
+    record(benchmark, "late-join", "baseline", SCALE)
+    assert result.pruned
+
+
+def test_hook_late_join(benchmark: Any, record: Record, late: LateJoin) -> None:
+    result = benchmark.pedantic(CondenseFilter.condense, setup=late.subject, rounds=LATE_ROUNDS)
+    record(benchmark, "late-join", "subject", SCALE)
+    assert len(orjson.dumps(result)) < 0.5 * len(late.json)

@@ -1,0 +1,91 @@
+"""Pi's context-usage estimate: ``ceil(chars / 4)`` per message, and the last reported usage.
+
+What Pi's ``estimateTokens`` and ``estimateContextTokens`` compute; the replay, the live driver
+and the corpus facts report context usage from it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional, Union
+
+from .js import json as jsjson
+
+__all__ = ["estimate_context_tokens", "estimate_tokens", "reported_usage"]
+
+_IMAGE_CHARS = 4800
+
+Number = Union[int, float]
+
+
+def _chars(text: Any) -> int:
+    return jsjson.utf16_len(text) if isinstance(text, str) else 0
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return jsjson.utf16_len(content)
+    total = 0
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and block.get("text"):
+            total += _chars(block["text"])
+        elif block.get("type") == "image":
+            total += _IMAGE_CHARS
+    return total
+
+
+def estimate_tokens(message: Mapping[str, Any]) -> int:
+    """Pi's per-message token estimate (``ceil(chars / 4)`` of the countable parts)."""
+    role = message.get("role")
+    if role in ("user", "custom", "toolResult"):
+        return math.ceil(_content_chars(message.get("content")) / 4)
+    if role == "assistant":
+        total = 0
+        for block in message.get("content") or ():
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                total += _chars(block.get("text"))
+            elif kind == "thinking":
+                total += _chars(block.get("thinking"))
+            elif kind == "toolCall":
+                total += _chars(block.get("name")) + jsjson.length(block.get("arguments"))
+        return math.ceil(total / 4)
+    if role == "bashExecution":
+        return math.ceil((_chars(message.get("command")) + _chars(message.get("output"))) / 4)
+    if role in ("branchSummary", "compactionSummary"):
+        return math.ceil(_chars(message.get("summary")) / 4)
+    return 0
+
+
+def _usage_tokens(usage: Mapping[str, Any]) -> Number:
+    total = usage.get("totalTokens")
+    if isinstance(total, (int, float)) and not isinstance(total, bool) and total:
+        return total
+    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    if all(isinstance(p, (int, float)) for p in parts):
+        return sum(parts)  # type: ignore[arg-type]
+    return math.nan
+
+
+def reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
+    """The usage of an assistant message Pi's context estimate starts from, if usable."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return None
+    usage = message.get("usage")
+    if message.get("stopReason") in ("aborted", "error") or not isinstance(usage, dict):
+        return None
+    return usage if _usage_tokens(usage) > 0 else None
+
+
+def estimate_context_tokens(messages: Sequence[Any]) -> Number:
+    """Pi's context estimate: the last usable assistant usage plus estimates after it."""
+    for i in range(len(messages) - 1, -1, -1):
+        usage = reported_usage(messages[i])
+        if usage is not None:
+            return _usage_tokens(usage) + sum(estimate_tokens(m) for m in messages[i + 1 :])
+    return sum(estimate_tokens(m) for m in messages if isinstance(m, dict))
