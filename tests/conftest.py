@@ -131,7 +131,7 @@ SLOW_MODULES = frozenset(
         "test_corpus_ray.py",
         "test_layout_off.py",
         "test_pruner_commands.py",
-        "test_readme_console.py",
+        "test_docs.py",
         "test_reliability_appends_cli.py",
         "test_reliability_corpus.py",
         "test_reliability_corpus_scan.py",

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from conftest import REPO_ROOT
 from pi_condense import jsjson
 from pi_condense.cli._common import EXAMPLE_SESSION
 from pi_condense.cli.condense_cmd import example_folder
@@ -167,35 +168,21 @@ def test_condense_example_can_be_run_twice(tmp_path: Path) -> None:
     assert output.read_text() == '{"type":"session","id":"mine"}\n'
 
 
-def test_condense_example_inside_a_clone_writes_to_the_user_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_condense_example_in_a_clone_writes_beside_the_docs_examples(tmp_path: Path) -> None:
+    """The quickstart runs `condense --example` at the top of a clone: the file lands there,
+    where the docs' examples read it, and the clone's .gitignore keeps the checkout clean."""
     clone = tmp_path / "pi-condense"
     (clone / ".git").mkdir(parents=True)
     (clone / "rust" / "core").mkdir(parents=True)
     (clone / "pyproject.toml").write_text('[project]\nname = "pi-condense"\n')
-    (clone / "python").mkdir()
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.chdir(clone / "python")
-    assert example_folder() == tmp_path / "cache" / "pi-condense"
-    other = tmp_path / "elsewhere"
-    (other / ".git").mkdir(parents=True)
-    (other / "pyproject.toml").write_text('[project]\nname = "something-else"\n')
-    monkeypatch.chdir(other)
-    assert example_folder() == Path()
-    proc = run(
-        "condense", "--example", "--leaf", LEAF, "-q", cwd=clone, XDG_CACHE_HOME=str(tmp_path / "c")
-    )
+    cache = str(tmp_path / "cache")
+    proc = run("condense", "--example", "--leaf", LEAF, "-q", cwd=clone, XDG_CACHE_HOME=cache)
     assert proc.returncode == 0, proc.stderr
-    target = tmp_path / "c" / "pi-condense" / "example-session.condensed.jsonl"
-    assert proc.stdout.startswith(f"Condensed -> {target}")
-    assert target.is_file()
-    assert sorted(p.name for p in clone.iterdir()) == [
-        ".git",
-        "pyproject.toml",
-        "python",
-        "rust",
-    ]
+    assert proc.stdout.startswith("Condensed -> example-session.condensed.jsonl")
+    assert (clone / "example-session.condensed.jsonl").is_file()
+    assert example_folder() == Path()
+    ignored = (REPO_ROOT / ".gitignore").read_text("utf-8").splitlines()
+    assert "example-session.condensed.jsonl" in ignored
 
 
 # ---------------------------------------------------------------------------- errors

@@ -3,6 +3,7 @@ figures the CLI prints adding up, help texts that say what the options do."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -66,6 +67,35 @@ def test_the_report_line_uses_the_counts(condensed: Path, tmp_path: Path) -> Non
         r"report -> \S+ \(\d+ model calls?, \d+ flush points?, \d+ chain points?\)", line
     ), line
     assert not re.search(r"\b1 \w+ points\b", line)
+
+
+def _shown_rows(text: str) -> dict[str, str]:
+    """``{label: value}`` of the table `condense` prints."""
+    return {
+        m.group(1).strip(): m.group(2).strip()
+        for m in re.finditer(r"^│ (.+?) │ (.+?) │$", text, re.M)
+    }
+
+
+def test_the_report_headline_is_what_condense_printed(tmp_path: Path) -> None:
+    """The example condensed as the quickstart does, then reported: the report's headline
+    figures of that session are the ones `condense` printed for the run (issue 40 saw
+    139,468 / 199,795 against 141,015 / 211,045: the report rendered calls with entries
+    that a flush wrote while the model answered)."""
+    proc = run("condense", "--example", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    printed = _shown_rows(proc.stdout)
+    target = tmp_path / "example-session.condensed.jsonl"
+    assert target.is_file(), proc.stdout
+    page = tmp_path / "report.html"
+    proc = run("report", str(target), "-o", str(page), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    shown = re.findall(r"<div><b>([^<]+)</b><br>([^<]*)</div>", page.read_text("utf-8"))
+    facts = {label: html.unescape(value) for label, value in shown}
+    for label in ("chars per call (avg)", "chars at the last call", "batches summarized"):
+        assert facts[label] == printed[label], label
+    assert facts["model calls"] == printed["LLM calls replayed"]
+    assert re.fullmatch(r"[\d,]+ -> [\d,]+ \(\d+\.\d% smaller\)", facts["chars per call (avg)"])
 
 
 def test_recover_help_says_the_scope_defaults_to_the_current_branch(tmp_path: Path) -> None:
@@ -177,6 +207,42 @@ def test_an_unknown_key_warns_once_in_the_api_and_the_hooks(
     assert len(texts) == 1, texts
     assert "contextPrune.protectedTool: unknown setting" in texts[0]
     assert "did you mean protectedTools?" in texts[0]
+
+
+def _here() -> tuple[str, int]:
+    """(file, line) of the caller's next line."""
+    caller = sys._getframe(1)
+    return caller.f_code.co_filename, caller.f_lineno + 1
+
+
+@pytest.mark.parametrize("build", ["chat-hook", "driver", "condenser-open"])
+def test_a_config_warning_points_at_the_users_line(
+    build: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not at pi-condense's own code (``live.py:443: ... self._condenser = ...``)."""
+    from pi_condense import Condenser, CondenseWarning, Config, errors
+    from pi_condense.adapters.pi_messages import PiCodec
+    from pi_condense.integrations.openai_chat import ChatCondenser
+    from pi_condense.live import LiveDriver
+
+    monkeypatch.setattr(errors, "_WARNED", set(), raising=False)
+    session = tmp_path / "s.jsonl"
+    shutil.copy(EXAMPLE_SESSION, session)
+    config = {"protectedTool": ["read"]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if build == "chat-hook":
+            where = _here()
+            ChatCondenser(session=":memory:", config=config)
+        elif build == "driver":
+            where = _here()
+            LiveDriver(PiCodec(), session=":memory:", config=config)
+        else:
+            where = _here()
+            Condenser.open(session, Config.from_settings_dict(config))
+    found = [w for w in caught if issubclass(w.category, CondenseWarning)]
+    assert len(found) == 1, [str(w.message) for w in found]
+    assert (found[0].filename, found[0].lineno) == where
 
 
 def test_printing_a_hooks_stats_is_one_short_line(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ session condensed either way reports the same numbers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .config import Config
@@ -15,7 +16,7 @@ from .replay import ReplayResult
 from .session import SessionFile
 from .state import PrunerState
 
-__all__ = ["cold_chars", "condense_report", "problems"]
+__all__ = ["chars_change", "cold_chars", "condense_report", "per_call_chars", "problems"]
 
 
 def cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
@@ -24,6 +25,24 @@ def cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
     before = jsjson.length(messages)
     result = render(messages, PrunerState.from_session(session), config)
     return before, result.after_chars if result.pruned else before
+
+
+def per_call_chars(sizes: Sequence[tuple[int, int]]) -> dict[str, int]:
+    """Context chars per model call, before and after pruning, from each call's (before, after):
+    the rounded means and the last call's pair. `condense` and the HTML report both show these."""
+    count = len(sizes)
+    return {
+        "beforeChars": round(sum(b for b, _ in sizes) / count) if count else 0,
+        "afterChars": round(sum(a for _, a in sizes) / count) if count else 0,
+        "lastBeforeChars": sizes[-1][0] if count else 0,
+        "lastAfterChars": sizes[-1][1] if count else 0,
+    }
+
+
+def chars_change(before: int, after: int) -> str:
+    """``522,379 -> 141,244 (73.0% smaller)`` (no share when ``before`` is 0)."""
+    smaller = f" ({(before - after) / before * 100:.1f}% smaller)" if before > 0 else ""
+    return f"{before:,} -> {after:,}{smaller}"
 
 
 _OVERSIZED = "pruner: skipped pruning turn "
@@ -80,8 +99,6 @@ def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) 
     facts = _entry_facts(result.session)
     skipped = _notification_counts(result)
     sizes = result.contexts.sizes
-    before = sum(s.before for s in sizes)
-    after = sum(s.after for s in sizes)
     stats = facts["stats"]
     return {
         "llmCalls": len(sizes),
@@ -95,12 +112,7 @@ def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) 
         "dedupedToolCalls": facts["aliases"],
         "spilled": facts["spilled"],
         "chains": facts["chains"],
-        "perCall": {
-            "beforeChars": round(before / len(sizes)) if sizes else 0,
-            "afterChars": round(after / len(sizes)) if sizes else 0,
-            "lastBeforeChars": sizes[-1].before if sizes else 0,
-            "lastAfterChars": sizes[-1].after if sizes else 0,
-        },
+        "perCall": per_call_chars([(s.before, s.after) for s in sizes]),
         "context": {"rawChars": raw_chars, "condensedChars": condensed_chars},
         "summarizer": {
             "inputTokens": stats.get("totalInputTokens", 0),

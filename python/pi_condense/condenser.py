@@ -651,7 +651,7 @@ def _warn_config(config: Config) -> None:
     """The config's warnings (unknown keys with the closest known one, values that fell back
     to defaults) as CondenseWarnings, each once per process: the CLI prints the same ones."""
     for text in config.warnings:
-        warn_once(f"pi-condense: warning: {text}", stacklevel=4)
+        warn_once(f"pi-condense: warning: {text}")
 
 
 def _reclaim_sizes(rt: Runtime, result: RenderResult) -> tuple[int, int]:

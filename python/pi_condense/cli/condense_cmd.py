@@ -3,8 +3,7 @@
 Both replay the session's branch through a :class:`~pi_condense.condenser.Condenser` with the
 event model of :mod:`pi_condense.replay`. ``condense`` writes the condensed session (a new file
 beside the input, or the input itself with a backup; for ``--example``, a new file in the
-current directory, or the user cache directory inside a clone of this project) and reports
-what was reclaimed;
+current directory) and reports what was reclaimed;
 ``replay`` writes the conformance vectors' files (``session.jsonl``, ``contexts.jsonl``,
 ``summarizer.jsonl``) into a directory that is also the new session's directory.
 """
@@ -21,7 +20,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ..condense_report import cold_chars, condense_report, problems
+from ..condense_report import chars_change, cold_chars, condense_report, problems
 from ..config import Config
 from ..errors import CondenseError
 from ..inplace import (
@@ -175,12 +174,6 @@ def _print_problems(result: ReplayResult) -> None:
         err.print(f"pi-condense: {event} failed: {message}", markup=False)
 
 
-def _pct(before: int, after: int) -> str:
-    if before <= 0:
-        return ""
-    return f" ({(before - after) / before * 100:.1f}% smaller)"
-
-
 def _print_report(report: dict[str, Any], target: Path) -> None:
     table = Table(title=f"Condensed -> {target}", show_header=False, title_justify="left")
     table.add_column("what")
@@ -202,8 +195,7 @@ def _print_report(report: dict[str, Any], target: Path) -> None:
         ("chains compressed", f"{report['chains']}"),
         (
             "chars per call (avg)",
-            f"{per_call['beforeChars']:,} -> {per_call['afterChars']:,}"
-            f"{_pct(per_call['beforeChars'], per_call['afterChars'])}",
+            chars_change(per_call["beforeChars"], per_call["afterChars"]),
         ),
         (
             "chars at the last call",
@@ -211,8 +203,7 @@ def _print_report(report: dict[str, Any], target: Path) -> None:
         ),
         (
             "context on reload",
-            f"{context['rawChars']:,} -> {context['condensedChars']:,}"
-            f"{_pct(context['rawChars'], context['condensedChars'])}",
+            chars_change(context["rawChars"], context["condensedChars"]),
         ),
         ("summarizer tokens (in / out)", f"{money['inputTokens']:,} / {money['outputTokens']:,}"),
         ("summarizer cost", f"${money['cost']:.4f}"),
@@ -246,28 +237,11 @@ def _targets(
     return out_file, out_file
 
 
-def _own_checkout(start: Path) -> Optional[Path]:
-    """The root of the pi-condense git checkout holding ``start``, if it is inside one."""
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
-            try:
-                project = (folder / "pyproject.toml").read_text("utf-8")
-            except OSError:
-                return None
-            named = 'name = "pi-condense"' in project
-            return folder if named and (folder / "rust" / "core").is_dir() else None
-    return None
-
-
 def example_folder() -> Path:
-    """Where ``condense --example`` writes: the current directory, except inside a clone of
-    this project (where it would be an untracked file): there the user cache directory
-    (``$XDG_CACHE_HOME/pi-condense``, default ``~/.cache/pi-condense``)."""
-    here = Path.cwd()
-    if _own_checkout(here) is None:
-        return Path()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "pi-condense"
+    """Where ``condense --example`` writes: the current directory (in a clone of this project
+    its .gitignore lists the file, so the checkout stays clean and the docs' examples, which
+    read it, run from the clone's top)."""
+    return Path()
 
 
 def _is_example_output(path: Path) -> bool:
@@ -295,8 +269,8 @@ def condense(
         None, metavar="SESSION", help="Raw Pi session (.jsonl or .jsonl.gz)."
     ),
     example: bool = example_option(
-        "Condense the bundled example session into ./example-session.condensed.jsonl (inside "
-        "a clone of this project: into ~/.cache/pi-condense/ instead); a rerun replaces it."
+        "Condense the bundled example session into ./example-session.condensed.jsonl; a rerun "
+        "replaces it."
     ),
     out_file: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Output file (default: <name>.condensed.jsonl beside SESSION)."

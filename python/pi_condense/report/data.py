@@ -29,6 +29,7 @@ SUMMARY = "context-prune-summary"
 CHAIN = "context-prune-chain"
 INDEX = "context-prune-index"
 STATS = "context-prune-stats"
+FLUSH_METRICS = "context-prune-flush-metrics"
 QUERY_TOOL = "context_tree_query"
 
 
@@ -66,6 +67,7 @@ class ReportData:
     summarizer: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     recoveries: list[Recovery] = field(default_factory=list)
+    summaries: int = 0
 
 
 def _common_start(x: str, y: str) -> int:
@@ -92,7 +94,7 @@ def common_prefix_chars(a: list[str], b: list[str]) -> int:
 
 
 def _has_pruner_entries(session: SessionFile) -> bool:
-    return any(str(e.get("customType", "")).startswith("context-prune-") for e in session.branch())
+    return any(_is_pruner_entry(e) for e in session.branch())
 
 
 def _replayed_calls(source: SessionFile, config: Config, summarizer: Summarizer) -> Any:
@@ -112,6 +114,41 @@ def _replayed_calls(source: SessionFile, config: Config, summarizer: Summarizer)
     return result.session, calls
 
 
+def _is_pruner_entry(entry: dict[str, Any]) -> bool:
+    return str(entry.get("customType", "")).startswith("context-prune-")
+
+
+def _seen_by_call(branch: list[dict[str, Any]], answer: int) -> int:
+    """How many branch entries the model call answered by ``branch[answer]`` was rendered from.
+
+    Pi runs ``message_end`` handlers before it persists a final reply (one with no tool call),
+    so the entries of that reply's ``message-end`` flush precede it in the file although its
+    model call came first (spec 08 section 1.4): they end with a flush-metrics entry whose
+    trigger is ``message-end`` and go back to the previous flush's metrics or the last
+    conversation entry.
+    """
+    message = branch[answer]["message"]
+    content = message.get("content")
+    if isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "toolCall" for b in content
+    ):
+        return answer
+    closing = branch[answer - 1]
+    data = closing.get("data")
+    if closing.get("customType") != FLUSH_METRICS or not (
+        isinstance(data, dict) and data.get("trigger") == "message-end"
+    ):
+        return answer
+    seen = answer - 1
+    while (
+        seen > 0
+        and _is_pruner_entry(branch[seen - 1])
+        and branch[seen - 1].get("customType") != FLUSH_METRICS
+    ):
+        seen -= 1
+    return seen
+
+
 def _measured_calls(session: SessionFile, config: Config) -> list[tuple[int, int, list[str], int]]:
     branch = session.branch()
     calls = []
@@ -119,8 +156,9 @@ def _measured_calls(session: SessionFile, config: Config) -> list[tuple[int, int
         message = entry.get("message") if entry.get("type") == "message" else None
         if not isinstance(message, dict) or message.get("role") != "assistant" or i == 0:
             continue
-        messages = session.build_context(branch[i - 1]["id"]).messages
-        result = render(messages, PrunerState.from_branch(branch[:i]), config)
+        seen = _seen_by_call(branch, i)
+        messages = session.build_context(branch[seen - 1]["id"]).messages
+        result = render(messages, PrunerState.from_branch(branch[:seen]), config)
         sent = result.messages if result.pruned else messages
         texts = [jsjson.dumps(m) for m in sent]
         raw = jsjson.length(raw_conversation(messages))
@@ -245,6 +283,7 @@ def collect(
     for position, entry in enumerate(branch):
         kind = entry.get("customType")
         if kind == SUMMARY and entry.get("type") == "custom_message":
+            data.summaries += 1
             data.flush_calls.append(_call_of(position, calls))
         elif kind == CHAIN:
             data.chain_calls.append(_call_of(position, calls))

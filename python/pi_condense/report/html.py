@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..condense_report import chars_change, per_call_chars
 from ..status import cc, format_cost
 from .data import ReportData
 
@@ -205,15 +206,18 @@ def render_html(data: ReportData) -> str:
     """The report page for ``data`` (raises :class:`ReportExtraMissing` without plotly)."""
     go, offline = _plotly()
     calls = data.calls
-    last = calls[-1] if calls else None
-    mean_raw = sum(c.raw for c in calls) / len(calls) if calls else 0
-    mean_sent = sum(c.sent for c in calls) / len(calls) if calls else 0
+    per_call = per_call_chars([(c.raw, c.sent) for c in calls])
     stats = data.stats
+    # The same figures, labels and wording as `pi-condense condense` prints for the same run.
     facts = [
         ("model calls", f"{len(calls):,}"),
-        ("chars per call (mean)", f"{round(mean_raw):,} \u2192 {round(mean_sent):,}"),
-        ("last call", f"{last.raw:,} \u2192 {last.sent:,}" if last else "-"),
+        ("chars per call (avg)", chars_change(per_call["beforeChars"], per_call["afterChars"])),
+        (
+            "chars at the last call",
+            f"{per_call['lastBeforeChars']:,} -> {per_call['lastAfterChars']:,}" if calls else "-",
+        ),
         ("flushes", str(len(data.flush_calls))),
+        ("batches summarized", str(data.summaries)),
         ("chain compressions", str(stats.get("chainsCompressed", 0))),
         ("summarizer calls", str(stats.get("callCount", 0))),
         (
