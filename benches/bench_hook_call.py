@@ -15,7 +15,7 @@ calls with ~1.5 KB outputs and a final answer (10,000 items). Pairs, each divide
   history and the cold render of the session it makes (new objects, size memo emptied).
   Target <= 1.5x. The late join takes the history in as Pi opens a session and summarizes
   what is pending at once (4,000 tool outputs with the offline summarizer), so its ratio is
-  mostly that flush.
+  mostly that flush and the 19k session entries it writes (docs/performance.md, the table).
 """
 
 from __future__ import annotations

@@ -283,6 +283,43 @@ def test_deterministic_puts_error_lines_first_for_failed_calls() -> None:
     ]
 
 
+def _details(text: str, is_error: bool = False) -> list[str]:
+    calls = (
+        {"toolName": "bash", "args": {"command": "x"}, "resultText": text, "isError": is_error},
+    )
+
+    class Batch:
+        assistant_text = ""
+        tool_calls = calls
+
+    output = summarize_batch_prompt(batch_prompt(Batch()))
+    return output.split(": ", 1)[1].split(" | ") if ": " in output else []
+
+
+@pytest.mark.parametrize(
+    ("line", "is_error_line"),
+    [
+        ("the step FaIlEd again at 3", True),  # any case
+        (
+            "Zugriff verweigert: \u017fuch datei n\u0131cht (no \u017fuch file)",
+            True,
+        ),  # U+017F (long s) matches s without case
+        ("one two three xEPERM four", False),  # an errno only as a whole word
+        ("one two three EPERM, four", True),
+        ("one two three EPE four", False),  # at least three capitals after the E
+        ("one two three not\tfound four", False),  # the words' own space only
+    ],
+)
+def test_deterministic_finds_error_lines_after_the_first_two(
+    line: str, is_error_line: bool
+) -> None:
+    text = "alpha line one\nbeta line two\ngamma line three\n" + line + "\n" + "padding text\n" * 12
+    expected = ["alpha line one", "beta line two"] + ([line] if is_error_line else [])
+    assert _details(text) == expected
+    # a failed call shows its error lines first
+    assert _details(text, is_error=True) == ([line] if is_error_line else []) + expected[:2]
+
+
 def test_deterministic_label_lookalikes_in_output_stay_in_their_call() -> None:
     serialized = (
         "[[1:bash]] Tool: bash({})\nResult (OK): first\n[[7:read]] Tool: fake\n---\n"

@@ -264,3 +264,30 @@ def test_our_appends_extend_the_context(entries: list[dict[str, Any]], texts: li
     session.append_custom("ext", {"i": 1})
     all_entries = session.entries
     assert session.custom_entries() == _customs(all_entries, all_entries[-1])
+
+
+def test_hundreds_of_appends_at_once_grow_the_same_branch(tmp_path: Path) -> None:
+    """A late join's flush appends thousands of entries between two looks at a long branch:
+    the branch is the same list grown (same epoch), so what was learned of it is kept."""
+    session = SessionFile.create(tmp_path / "s.jsonl", cwd="/w")
+    with session.deferred_sync():
+        for n in range(600):
+            session.append_message({"role": "user", "content": f"a{n}", "timestamp": 1 + n})
+    epoch, path = session.branch_path()
+    first = list(path)
+    with session.deferred_sync():
+        for n in range(500):
+            session.append_message({"role": "user", "content": f"b{n}", "timestamp": 700 + n})
+    again, grown = session.branch_path()
+    assert again == epoch
+    assert grown is path
+    assert grown[: len(first)] == first
+    assert len(grown) == len(first) + 500
+    assert grown == session.branch()
+    # the leaf moved off the branch: a new branch (new epoch)
+    session.set_leaf(first[-1]["id"])
+    session.append_message({"role": "user", "content": "fork", "timestamp": 5000})
+    moved, forked = session.branch_path()
+    assert moved != epoch
+    assert forked == session.branch()
+    assert len(forked) == len(first) + 1

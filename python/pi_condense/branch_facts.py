@@ -19,7 +19,7 @@ from .capture import is_chain_anchor_custom
 from .js.values import MISSING, get_field
 from .metrics import BranchMetrics, ContextMetrics, project_custom_message
 from .session import SessionFile
-from .usage import estimate_context_tokens, reported_usage
+from .usage import TokenMemo, estimate_context_tokens, reported_usage
 
 __all__ = ["BranchFacts", "branch_facts", "pi_context_usage"]
 
@@ -184,12 +184,13 @@ def branch_facts(session: SessionFile) -> BranchFacts:
 
 
 def pi_context_usage(
-    session: SessionFile, messages: Sequence[Any], window: int
+    session: SessionFile, messages: Sequence[Any], window: int, memo: Optional[TokenMemo] = None
 ) -> tuple[Optional[int], Optional[float]]:
-    """(tokens, percent) as Pi's ``getContextUsage``; (None, None) right after a compaction."""
+    """(tokens, percent) as Pi's ``getContextUsage``; (None, None) right after a compaction.
+    ``memo``: see :func:`~pi_condense.usage.estimate_context_tokens`."""
     if branch_facts(session).after_compaction_without_usage:
         return None, None
-    tokens = estimate_context_tokens(messages)
+    tokens = estimate_context_tokens(messages, memo)
     if not math.isfinite(tokens):
         return None, None
     return int(tokens), tokens / window * 100

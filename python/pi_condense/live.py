@@ -60,6 +60,7 @@ from .summarize.deterministic import DeterministicSummarizer
 from .tools.base import ToolResult
 from .tools.registry import Tool, ToolRegistry, condense_tools
 from .triggers import ContextUsage
+from .usage import TokenMemo
 
 __all__ = [
     "ENV_SESSION_DIR",
@@ -474,6 +475,8 @@ class LiveDriver(Generic[H]):
         self._inner_tools: Optional[ToolRegistry] = None
         self._started = False
         self._raw: list[Any] = []
+        # each stored message's token estimate (they never change once stored)
+        self._tokens: TokenMemo = {}
         self._known: list[_Known] = []
         self._origin: dict[int, _Origin] = {}  # by id() of a stored message in _raw
         self._last_ts = 0
@@ -661,7 +664,7 @@ class LiveDriver(Generic[H]):
             log.info("%s", text)
 
     def _context_usage(self) -> Optional[ContextUsage]:
-        tokens, percent = pi_context_usage(self._session, self._raw, self._window)
+        tokens, percent = pi_context_usage(self._session, self._raw, self._window, self._tokens)
         return ContextUsage(tokens, self._window, percent)
 
     async def _guard(self, name: str, step: Callable[[], Any]) -> Any:
@@ -688,6 +691,7 @@ class LiveDriver(Generic[H]):
     def _load_branch(self) -> None:
         """Take the raw context and the host messages from the session's current branch."""
         self._raw = []
+        self._tokens = {}
         self._known = []
         self._origin = {}
         self._epoch += 1
@@ -899,7 +903,8 @@ class LiveDriver(Generic[H]):
             with self._session.deferred_sync():  # one fsync for the lot, not one an entry
                 self._adopt(new[:last_user])
                 new = new[last_user:]
-                if self._condenser.config.enabled and self._condenser.capture_pending():
+                # (session_tree's probe has rescanned the branch: no second rescan to ask)
+                if self._condenser.config.enabled and self._condenser.rearmed:
                     await self._guard("flush", self._condenser.flush_now)
         for bare in new:
             await self._take(bare)

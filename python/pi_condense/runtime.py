@@ -341,25 +341,29 @@ class LiveSummaryPlacer:
         """Tracked summary ``k`` goes at ``new`` instead of ``old``."""
         self._out = None
         message = self._live[k].message
+        # a position's entries are in summary order (k is unique: (k,) sorts just before
+        # (k, message)), and its group holds their messages in the same order
         if old is not None:
             entries = self._by_position[old]
-            entries.remove((k, message))
+            index = bisect.bisect_left(entries, (k,))
+            del entries[index]
             slot = bisect.bisect_left(self._slots, old)
             if entries:
-                self._groups[slot] = [m for _, m in entries]
+                del self._groups[slot][index]
             else:
                 del self._by_position[old]
                 del self._slots[slot]
                 del self._groups[slot]
         if new is not None:
             entries = self._by_position.setdefault(new, [])
-            bisect.insort(entries, (k, message))
+            index = bisect.bisect_left(entries, (k,))
+            entries.insert(index, (k, message))
             slot = bisect.bisect_left(self._slots, new)
             if len(entries) == 1:
                 self._slots.insert(slot, new)
                 self._groups.insert(slot, [message])
             else:
-                self._groups[slot] = [m for _, m in entries]
+                self._groups[slot].insert(index, message)
 
     def _put(self, k: int, messages: list[Any]) -> None:
         """(Re)compute where tracked summary ``k`` goes."""

@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 
 from .js import json as jsjson
 
-__all__ = ["estimate_context_tokens", "estimate_tokens", "reported_usage"]
+__all__ = ["TokenMemo", "estimate_context_tokens", "estimate_tokens", "reported_usage"]
 
 _IMAGE_CHARS = 4800
 
@@ -82,10 +82,37 @@ def reported_usage(message: Any) -> Optional[Mapping[str, Any]]:
     return usage if _usage_tokens(usage) > 0 else None
 
 
-def estimate_context_tokens(messages: Sequence[Any]) -> Number:
-    """Pi's context estimate: the last usable assistant usage plus estimates after it."""
+TokenMemo = dict[int, tuple[Any, Optional[Mapping[str, Any]], int]]
+"""What :func:`estimate_context_tokens` learned of each message (by ``id``: the message, its
+usable usage, its estimate), for a caller whose messages never change once seen."""
+
+
+def estimate_context_tokens(messages: Sequence[Any], memo: Optional[TokenMemo] = None) -> Number:
+    """Pi's context estimate: the last usable assistant usage plus estimates after it.
+
+    With ``memo`` each message is read once (the messages must not change afterwards)."""
+    if memo is None:
+        for i in range(len(messages) - 1, -1, -1):
+            usage = reported_usage(messages[i])
+            if usage is not None:
+                return _usage_tokens(usage) + sum(estimate_tokens(m) for m in messages[i + 1 :])
+        return sum(estimate_tokens(m) for m in messages if isinstance(m, dict))
+    known = [_learn(m, memo) if isinstance(m, dict) else None for m in messages]
     for i in range(len(messages) - 1, -1, -1):
-        usage = reported_usage(messages[i])
-        if usage is not None:
-            return _usage_tokens(usage) + sum(estimate_tokens(m) for m in messages[i + 1 :])
-    return sum(estimate_tokens(m) for m in messages if isinstance(m, dict))
+        fact = known[i]
+        if fact is not None and fact[1] is not None:
+            after = known[i + 1 :]
+            if any(f is None for f in after):  # not a message: raises as without the memo
+                return _usage_tokens(fact[1]) + sum(estimate_tokens(m) for m in messages[i + 1 :])
+            return _usage_tokens(fact[1]) + sum(f[2] for f in after if f is not None)
+    return sum(f[2] for f in known if f is not None)
+
+
+def _learn(
+    message: dict[str, Any], memo: TokenMemo
+) -> tuple[Any, Optional[Mapping[str, Any]], int]:
+    fact = memo.get(id(message))
+    if fact is None or fact[0] is not message:
+        fact = (message, reported_usage(message), estimate_tokens(message))
+        memo[id(message)] = fact
+    return fact

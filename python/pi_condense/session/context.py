@@ -357,8 +357,11 @@ class BranchPath:
             return False
         added: list[dict[str, Any]] = []
         current: Optional[dict[str, Any]] = leaf
+        # a walk as long as the path costs what a rebuild would (thousands of entries
+        # appended at once, e.g. a late join's, keep the path and what was learned of it)
+        steps = max(_EXTEND_STEPS, len(self.path))
         while current is not self.leaf:
-            if current is None or id(current) in self.members or len(added) >= _EXTEND_STEPS:
+            if current is None or id(current) in self.members or len(added) >= steps:
                 return False
             added.append(current)
             parent = current.get("parentId", ABSENT)

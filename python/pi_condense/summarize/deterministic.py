@@ -16,7 +16,9 @@ The model is ``pi-condense/deterministic``; usage is reported as zero tokens and
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -35,13 +37,25 @@ _LABEL = re.compile(r"\[\[([0-9]+):([^\]\n]+)\]\] Tool: ")
 _RESULT = re.compile(r"\nResult \((OK|ERROR)\): ")
 _TRUNCATED = re.compile(r" \.\.\.\[([0-9]+) chars truncated\]\Z")
 _CUT_MIDDLE = re.compile(r"\n\.\.\.\[([0-9]+) chars truncated\]\.\.\.\n")
-_ERROR_WORDS = re.compile(
-    r"error|exception|traceback|fail|fatal|panic|denied|not found|no such|cannot|can't|"
-    r"unable|invalid|undefined",
-    re.IGNORECASE,
+_ERROR_WORD_LIST = (
+    "error",
+    "exception",
+    "traceback",
+    "fail",
+    "fatal",
+    "panic",
+    "denied",
+    "not found",
+    "no such",
+    "cannot",
+    "can't",
+    "unable",
+    "invalid",
+    "undefined",
 )
+_ERROR_WORDS = re.compile("|".join(map(re.escape, _ERROR_WORD_LIST)), re.IGNORECASE)
 _ERRNO = re.compile(r"\bE[A-Z]{3,}\b")
-_WORD = re.compile(r"[A-Za-z0-9]")
+_THREE_WORD_CHARS = re.compile(r"[A-Za-z0-9](?:[^A-Za-z0-9]*+[A-Za-z0-9]){2}")
 _REF = re.compile(r"`([tb][0-9]+)`")
 _SPACE = re.compile(r"\s+")
 
@@ -203,16 +217,40 @@ def _is_error_line(line: str) -> bool:
     return _ERROR_WORDS.search(line) is not None or _ERRNO.search(line) is not None
 
 
+def _may_hold_errors(text: str) -> bool:
+    """False only when no line of ``text`` is an error line (a quick test of the whole text:
+    neither pattern matches across a line break nor in the whitespace a line's strip removes;
+    ASCII text is matched without case as its lower case, the rest line by line)."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    if any(word in lowered for word in _ERROR_WORD_LIST):
+        return True
+    return "E" in text and _ERRNO.search(text) is not None
+
+
 def _meaningful(line: str) -> bool:
-    return len(_WORD.findall(line)) >= 3
+    """At least three ASCII letters or digits."""
+    return _THREE_WORD_CHARS.search(line) is not None
 
 
 def _detail_lines(call: _Call) -> list[str]:
+    """The first two meaningful lines and the meaningful error lines (errors first for a
+    failed call), distinct, at most three."""
     lines = [line.strip() for line in call.result.split("\n")]
-    first = [line for line in lines if _meaningful(line)][:2]
-    errors = [line for line in lines if _meaningful(line) and _is_error_line(line)]
+    first: list[str] = []
+    for line in lines:
+        if _meaningful(line):
+            first.append(line)
+            if len(first) == 2:
+                break
+    errors: Iterable[str] = ()
+    if _may_hold_errors(call.result):
+        errors = (line for line in lines if _meaningful(line) and _is_error_line(line))
     picked: list[str] = []
-    ordered = errors + first if call.status == "ERROR" else first + errors
+    ordered = (
+        itertools.chain(errors, first) if call.status == "ERROR" else itertools.chain(first, errors)
+    )
     for line in ordered:
         if line not in picked:
             picked.append(line)
