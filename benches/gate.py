@@ -26,7 +26,7 @@ scan        corpus scan in process / orjson.loads lines     -       6.0
 hook-*      a framework hook per model call, fresh objects  -       see PAIRS
 hook-trim   Agents SDK hook, 10k fresh / ToolOutputTrimmer  1.5     1.5
 hook-same   Agents SDK hook, 10k same objects / dumps       1.0     1.0
-late-join   first hook call on 10k / decode + cold render   1.5     130
+late-join   first hook call on 10k / decode + cold render   1.5     55
 cx3         condense x3 / x1, per model call                1.5     1.5
 cx10        condense x10 / x1, per model call               1.5     2.0
 live        Condenser events+context() / render, 10k        1.3     1.5
