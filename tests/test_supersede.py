@@ -10,6 +10,7 @@ byte-for-byte check against pi-condense 2.11.3 itself is ``test_reference_differ
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,10 @@ from _agent import Agent, Clock, ScriptedSummarizer, assistant, config, new_sess
 from pi_condense import jsjson
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
-from pi_condense.render import render
+from pi_condense.render import RenderResult, render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
+from pi_condense.supersede import cold_state
 
 OVERRIDES = ".pi/gauntlet-overrides.md"
 
@@ -43,13 +45,17 @@ def only_text(message: Any) -> str:
     return text
 
 
-def reads_session(path: Path, reads: list[tuple[str, dict[str, Any], bool]]) -> SessionFile:
-    """A session file with one user prompt and a tool turn per read ``(id, args, errored)``:
-    each result's text is ``body of <id>``."""
+def reads_session(
+    path: Path, reads: list[tuple[str, dict[str, Any], bool]], *, prompts: bool = False
+) -> SessionFile:
+    """A session file with one user prompt (one per read with ``prompts``) and a tool turn
+    per read ``(id, args, errored)``: each result's text is ``body of <id>``."""
     clock = Clock()
     session = new_session(path, clock=clock)
     session.append_message(user("go", clock.tick()))
     for call_id, args, errored in reads:
+        if prompts and call_id != reads[0][0]:
+            session.append_message(user(f"then {call_id}", clock.tick()))
         session.append_message(assistant(clock.tick(), (call_id, "read", args)))
         message = result(call_id, "read", f"body of {call_id}", clock.tick(), is_error=errored)
         message["details"] = {"lines": 3}
@@ -189,3 +195,53 @@ def test_a_frozen_render_supersedes_as_a_plain_one(tmp_path: Path) -> None:
         assert jsjson.dumps(frozen.messages) == jsjson.dumps(plain.messages)
         assert (frozen.before_chars, frozen.after_chars) == (plain.before_chars, plain.after_chars)
     assert only_text(results_of(plain.messages, "r1")[0]) == stub(OVERRIDES)
+
+
+def fresh_render(session: SessionFile, messages: list[Any], cfg: Config) -> RenderResult:
+    """A render of a copy of ``messages`` against a fresh state, as a fresh extension's
+    (a cold cache: every superseded read is stubbed)."""
+    return render(copy.deepcopy(messages), PrunerState.from_session(session), cfg)
+
+
+def test_a_frozen_render_after_a_superseded_read_resumes(tmp_path: Path) -> None:
+    reads = [("r0", {"path": OVERRIDES}, False), ("r1", {"path": OVERRIDES}, True)]
+    reads += [(f"r{i}", {"path": f"src/f{i}.py"}, False) for i in range(2, 10)]
+    session = reads_session(tmp_path, reads)
+    messages = list(session.build_context().messages)
+    cfg = config()
+    state = PrunerState.from_session(session)
+    live = cold_state()
+    renders = 0
+    for upto in range(6, len(messages) + 1, 2):
+        got = render(messages[:upto], state, cfg, frozen=True, supersede=live)
+        renders += 1
+        want = fresh_render(session, messages[:upto], cfg)
+        assert jsjson.dumps(got.messages) == jsjson.dumps(want.messages)
+        assert (got.before_chars, got.after_chars) == (want.before_chars, want.after_chars)
+        assert only_text(results_of(got.messages, "r0")[0]) == stub(OVERRIDES)
+    # The first render decides the whole list; each later one only its new messages.
+    stats = state.render_cache.resume_stats
+    assert (stats["full"], stats["resumed"]) == (1, renders - 1), stats
+
+
+def test_a_read_superseded_by_a_new_one_restarts_the_render_before_it(tmp_path: Path) -> None:
+    # Cold renders (no live state): each new read of the path supersedes the previous one,
+    # which the previous renders kept verbatim; the render restarts at the user message
+    # before it.
+    reads = [
+        (f"r{i}", {"path": OVERRIDES if i % 3 == 0 else f"src/f{i}.py"}, False) for i in range(12)
+    ]
+    session = reads_session(tmp_path, reads, prompts=True)
+    messages = list(session.build_context().messages)
+    cfg = config()
+    state = PrunerState.from_session(session)
+    # Two messages at a time: some renders end between a protected call and its result.
+    for upto in range(3, len(messages) + 1, 2):
+        got = render(messages[:upto], state, cfg, frozen=True)
+        want = fresh_render(session, messages[:upto], cfg)
+        assert jsjson.dumps(got.messages) == jsjson.dumps(want.messages)
+        assert (got.before_chars, got.after_chars) == (want.before_chars, want.after_chars)
+    assert only_text(results_of(got.messages, "r6")[0]) == stub(OVERRIDES)
+    stats = state.render_cache.resume_stats
+    # The first new read supersedes the first read, before every restart point.
+    assert (stats["full"], stats["restarted"]) == (2, 2), stats

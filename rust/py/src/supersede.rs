@@ -200,13 +200,16 @@ unsafe fn read_message<'py>(
 }
 
 /// Phase 1b of a render of `messages`: the superseded results (ascending index) and their
-/// stub texts, after `state` (a fresh, cold one when `None`) activated what its floor allows.
+/// stub texts, after `state` (a fresh, cold one when `None`) activated what its floor allows;
+/// and the scan of the list. `prior`: the scan of the list's first `prior.len()` messages (the
+/// very same objects, unchanged), read on from there.
 pub(crate) fn superseded<'py>(
     keys: &Keys<'py>,
     messages: &Bound<'py, PyList>,
     matcher: &ProtectedMatcher,
     state: Option<&PySupersedeState>,
-) -> PyResult<Vec<(usize, Text)>> {
+    prior: Option<Scan>,
+) -> PyResult<(Vec<(usize, Text)>, Scan)> {
     let mut cold = SupersedeState::new();
     let mut held;
     let state: &mut SupersedeState = match state {
@@ -222,24 +225,25 @@ pub(crate) fn superseded<'py>(
     if matcher.is_empty() {
         // Nothing is protected, so nothing is a candidate; the render still spends the floor.
         state.floor = None;
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Scan::new()));
     }
     let py = messages.py();
-    let mut scan = Scan::new();
+    let mut scan = prior.unwrap_or_default();
     // SAFETY: `messages` is the render's snapshot (owned for the call), the GIL is held and
     // no Python code runs while its items are read (the borrow rule, lib.rs).
     unsafe {
-        for msg in list_items(messages.as_ptr()) {
+        for msg in list_items(messages.as_ptr()).skip(scan.len()) {
             let read = read_message(py, keys, matcher, scan.has_open(), msg)?;
             scan.push(read);
         }
     }
     let candidates = scan.candidates();
-    Ok(state
+    let superseded = state
         .apply(&candidates)
         .into_iter()
         .map(|c| (c.index, superseded_text(&c.path)))
-        .collect())
+        .collect();
+    Ok((superseded, scan))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

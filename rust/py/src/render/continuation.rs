@@ -2,6 +2,7 @@
 //! render cache), and how resumed renders went ([`ResumeStats`]); `super::resume` says when
 //! and how a render resumes.
 
+use pi_condense_core::render::supersede::Scan;
 use pi_condense_core::render::{Fallback, Resume};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -30,6 +31,9 @@ pub(crate) struct Continuation {
     /// nothing changed.
     pub(super) outputs: Vec<usize>,
     pub(super) output_lens: Vec<usize>,
+    /// Phase 1b's scan of the inputs (`crate::supersede`), when it read all of them: the
+    /// next render reads on from their end.
+    pub(super) scan: Option<Scan>,
 }
 
 /// Marks the restart points of a render that changed nothing (its output is its input;
@@ -115,7 +119,23 @@ impl Continuation {
             input_lens: lens.map(<[usize]>::to_vec),
             outputs,
             output_lens,
+            scan: None,
         }
+    }
+
+    /// The phase-1b scan to read `items` on from, taken out: this one's, when its inputs
+    /// start `items` and the options are the same.
+    pub(super) fn take_scan(&mut self, items: &[Obj], options: u64) -> Option<Scan> {
+        let scan = self.scan.take()?;
+        let same = self.options == options
+            && scan.len() == self.inputs.len()
+            && items.len() >= self.inputs.len()
+            && self
+                .inputs
+                .iter()
+                .zip(items)
+                .all(|(&held, &item)| held == item as usize);
+        same.then_some(scan)
     }
 
     /// Hands its references over to `released` (released once nothing borrows).

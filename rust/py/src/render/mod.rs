@@ -110,26 +110,42 @@ fn render<'py>(
         }
     }
     let keys = Keys::new(py, true);
-    let superseded = superseded(&keys, messages, &options.matcher, supersede.as_deref())?;
-    if !superseded.is_empty() {
-        // Rare (a protected path read again): rendered in full, and the memo starts over
-        // (what it remembers was decided without these stubs).
-        if let Some(guard) = memo_guard.as_mut() {
-            guard.0.forget_resume();
-            guard.0.drop_outputs();
-        }
-        release_retired(&mut memo_guard);
-        memo_guard = None;
-    }
+    // Phase 1b is decided for the whole list (read from where the previous frozen render's
+    // scan ended); a resume restarts before the first result whose supersession changed
+    // (`pi_condense_core::render::resume`).
+    let prior = if frozen {
+        memo_guard
+            .as_mut()
+            .and_then(|g| g.0.resume.as_mut())
+            .and_then(|cont| {
+                // SAFETY: the snapshot is alive (owned here) and the GIL is held.
+                let items: Vec<Obj> = unsafe { list_items(messages.as_ptr()) }.collect();
+                cont.take_scan(&items, options.stamp)
+            })
+    } else {
+        None
+    };
+    let (superseded, scan) = superseded(
+        &keys,
+        messages,
+        &options.matcher,
+        supersede.as_deref(),
+        prior,
+    )?;
+    let mut scan = Some(scan);
     // A frozen render resumes from the previous one when it can (`resume`).
     let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
     if let Some(guard) = memo_guard.as_mut() {
         if !resuming {
             guard.0.forget_resume();
-        } else if let Some(outcome) =
-            resume::resume(original, messages, &index, &options, &keys, &mut guard.0)?
-        {
-            release_retired(&mut memo_guard);
+        } else if let Some(outcome) = resume::resume(
+            original,
+            messages,
+            (&index, &options, &superseded),
+            &keys,
+            &mut guard.0,
+        )? {
+            finish(&mut memo_guard, &mut scan);
             return Ok(outcome);
         }
     }
@@ -229,7 +245,7 @@ fn render<'py>(
                 guard.0.resume_stats.full += 1;
             }
         }
-        release_retired(&mut memo_guard);
+        finish(&mut memo_guard, &mut scan);
         return PyRenderOutcome::new(py, original.clone(), false, 0, 0, diagnostics, plan.threw);
     };
 
@@ -270,7 +286,7 @@ fn render<'py>(
         }
     }
     let after = list_len(out_lens);
-    release_retired(&mut memo_guard);
+    finish(&mut memo_guard, &mut scan);
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false)
 }
 
@@ -288,9 +304,17 @@ fn snapshot_of<'py>(messages: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList
     }
 }
 
-/// Lets the memo release what it retired during this render (no view borrows any more).
-fn release_retired(guard: &mut Option<std::sync::MutexGuard<'_, SendCache>>) {
+/// Leaves phase 1b's `scan` of this render's list with the continuation that holds the list
+/// (the next frozen render reads on from its end), and lets the memo release what it retired
+/// during this render (no view borrows any more).
+fn finish(
+    guard: &mut Option<std::sync::MutexGuard<'_, SendCache>>,
+    scan: &mut Option<pi_condense_core::render::supersede::Scan>,
+) {
     if let Some(guard) = guard.as_mut() {
+        if let (Some(cont), Some(scan)) = (guard.0.resume.as_mut(), scan.take()) {
+            cont.scan = (scan.len() == cont.inputs.len()).then_some(scan);
+        }
         // SAFETY: the GIL is held and the views of this render are gone: Python code that
         // a deallocation runs cannot invalidate anything still in use.
         unsafe { guard.0.sizes.release_retired() };

@@ -17,7 +17,7 @@
 //! decision and objects for it again, stale but alive.
 
 use pi_condense_core::render::size::list_len;
-use pi_condense_core::render::{self as core_render, Fallback, Item, Needs};
+use pi_condense_core::render::{self as core_render, Fallback, Item, Needs, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -38,12 +38,12 @@ use crate::jsread::{Keys, Obj};
 /// The render of `messages` resumed from the cache's continuation, or `None` when there is
 /// none that applies (the caller renders the whole list; the continuation is retired).
 /// `messages` is the render's snapshot of the caller's list `original` (the same items,
-/// owned by the snapshot); an unchanged render hands `original` back.
+/// owned by the snapshot); an unchanged render hands `original` back. `superseded`: phase
+/// 1b of this render (the whole list's).
 pub(super) fn resume(
     original: &Bound<'_, PyList>,
     messages: &Bound<'_, PyList>,
-    index: &PyIndex,
-    options: &PyRenderOptions,
+    (index, options, superseded): (&PyIndex, &PyRenderOptions, &[(usize, Text)]),
     keys: &Keys<'_>,
     cache: &mut RenderCache,
 ) -> PyResult<Option<PyRenderOutcome>> {
@@ -73,7 +73,8 @@ pub(super) fn resume(
         cache.retire(cont);
         return Ok(None);
     };
-    let cfg = options.config();
+    let mut cfg = options.config();
+    cfg.superseded = superseded;
     let Some(from) = core.restart_point(state, &cfg, changes) else {
         cache.resume_stats.fell_back(Fallback::Changed);
         cache.retire(cont);

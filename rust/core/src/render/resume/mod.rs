@@ -17,6 +17,7 @@
 //! | phase | what can change before the restart point | carried |
 //! |---|---|---|
 //! | 0 grace | a recovery output leaves the window; a new one shares an old result's key | ages and keys in the window; result keys |
+//! | 1b supersede | a covered result's supersession changed (restart before it); an errored one superseded now no longer names its call (fall back) | the superseded results |
 //! | 2 purge | a call's cooldown ends; a new errored result names an old call | `erroredAtTurn`, the candidate blocks and verdicts; call ids |
 //! | 3 chains | a new message at a range's timestamp; a summary covered by a range on the other side | entries' outcomes and ranges; timestamps; dropped and summarized ids |
 //! | 4 sweep | nothing (it reads forward) | open calls, swept ids |
@@ -71,6 +72,8 @@ pub struct Resume {
     seen: Seen,
     chains: ChainMemory,
     hasher: foldhash::fast::RandomState,
+    /// The superseded results (phase 1b) the covered messages were rendered with, ascending.
+    superseded: Vec<usize>,
 }
 
 /// The phases' state after the first `len` messages.
@@ -297,6 +300,7 @@ impl Resume {
             seen,
             chains,
             hasher,
+            superseded: superseded_below(cfg, msgs.len()).collect(),
         }
     }
 
@@ -314,6 +318,12 @@ impl Resume {
             return None;
         }
         let mut touched = self.len();
+        // Phase 1b decides a result alone: the first covered result whose supersession
+        // changed (a lowered floor, a cold cache) is decided again.
+        let now = superseded_below(cfg, touched);
+        if let Some(first) = first_difference(&self.superseded, now) {
+            touched = first;
+        }
         let mut at = |p: usize| touched = touched.min(p);
         let h = |kind, text: &str| tagged(&self.hasher, kind, text);
         let results = &self.seen.results;
@@ -373,6 +383,32 @@ impl Resume {
             .rev()
             .find(|c| c.len <= touched)
             .map(|c| c.len)
+    }
+}
+
+/// The indices of `cfg.superseded` below `len`.
+fn superseded_below<'c>(cfg: &'c RenderConfig<'_>, len: usize) -> impl Iterator<Item = usize> + 'c {
+    cfg.superseded
+        .iter()
+        .map(|(i, _)| *i)
+        .take_while(move |&i| i < len)
+}
+
+/// The smallest index in one of two ascending lists and not in the other.
+fn first_difference(old: &[usize], now: impl Iterator<Item = usize>) -> Option<usize> {
+    let mut old = old.iter().copied().peekable();
+    let mut now = now.peekable();
+    loop {
+        match (old.peek().copied(), now.peek().copied()) {
+            (None, None) => return None,
+            (Some(a), None) => return Some(a),
+            (None, Some(b)) => return Some(b),
+            (Some(a), Some(b)) if a == b => {
+                old.next();
+                now.next();
+            }
+            (Some(a), Some(b)) => return Some(a.min(b)),
+        }
     }
 }
 
@@ -466,8 +502,10 @@ fn shifted(item: Item, offset: usize) -> Item {
 /// the items from `from` on, or why the whole list must be rendered.
 ///
 /// `lazy` answers for the whole list (indices from 0). The caller must pass the config of the
-/// render that left `resume`, the very same messages before `from` (none edited), and the
-/// state whose changes [`Resume::restart_point`] was given.
+/// render that left `resume` (its `superseded` may differ from `from` on: the restart point
+/// is before the first covered result whose supersession changed), the very same messages
+/// before `from` (none edited), and the state whose changes [`Resume::restart_point`] was
+/// given.
 pub fn resume_render<S, St, L>(
     mut resume: Resume,
     from: usize,
@@ -620,6 +658,34 @@ where
         }
     }
 
+    // Phase 1b. An errored result superseded now and not before no longer names its call
+    // (phase 2), which old messages may hold: checked there.
+    let covered = resume.len();
+    let was_superseded = |i: usize| resume.superseded.binary_search(&i).is_ok();
+    let newly_superseded: Vec<usize> = cfg
+        .superseded
+        .iter()
+        .map(|(i, _)| *i)
+        .filter(|&i| i >= from && i < covered && !was_superseded(i))
+        .collect();
+    let first = cfg.superseded.partition_point(|(i, _)| *i < from);
+    for (i, text) in cfg.superseded.get(first..).unwrap_or_default() {
+        let j = i - from;
+        if let Some(slot) = items.get_mut(j) {
+            *slot = if matches!(slot, Item::Stub { .. }) {
+                Item::Stub {
+                    src: j,
+                    text: text.clone(),
+                }
+            } else {
+                Item::Superseded {
+                    src: j,
+                    text: text.clone(),
+                }
+            };
+        }
+    }
+
     // Phase 2.
     let mut purge = start.purge.clone();
     if let (Some(purge_cfg), Some(trail)) = (&cfg.purge, purge.as_mut()) {
@@ -629,7 +695,18 @@ where
             match msg.role {
                 Role::Assistant => turns += 1,
                 Role::ToolResult
-                    if msg.is_error && !matches!(items.get(j), Some(Item::Stub { .. })) =>
+                    if msg.is_error
+                        && matches!(items.get(j), Some(Item::Superseded { .. }))
+                        && newly_superseded.binary_search(&(from + j)).is_ok() =>
+                {
+                    return Err(Fallback::Errored);
+                }
+                Role::ToolResult
+                    if msg.is_error
+                        && !matches!(
+                            items.get(j),
+                            Some(Item::Stub { .. } | Item::Superseded { .. })
+                        ) =>
                 {
                     let id = msg.tool_call_id.borrowed();
                     let old = trail.errored.iter().any(|(e, _)| e.borrowed() == id);
@@ -873,6 +950,12 @@ where
     });
     trim(&mut resume.checkpoints, &resume.seen);
     resume.revision = revision;
+    resume
+        .superseded
+        .truncate(resume.superseded.partition_point(|&i| i < from));
+    resume
+        .superseded
+        .extend(superseded_below(cfg, len).skip(first));
     let plan = TailPlan {
         from,
         marks: start.marks,

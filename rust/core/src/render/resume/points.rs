@@ -127,11 +127,17 @@ pub(super) fn points<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
             open_at.push(open.to_owned_ids());
         }
     }
-    // Phase 1's verdict on an errored result (phase 2 keys on those left raw).
+    // Phase 1's and 1b's verdict on an errored result (phase 2 keys on those left raw);
+    // `i`: its index in the whole list.
     let mut key = String::new();
     let mut hint = 0;
-    let mut raw_error = |msg: &MsgView<S>| -> bool {
-        if !msg.is_error {
+    let superseded = |i: usize| {
+        cfg.superseded
+            .binary_search_by_key(&i, |(at, _)| *at)
+            .is_ok()
+    };
+    let mut raw_error = |i: usize, msg: &MsgView<S>| -> bool {
+        if !msg.is_error || superseded(i) {
             return false;
         }
         if !state.may_stub() {
@@ -161,10 +167,10 @@ pub(super) fn points<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         // Phase 2's state before `j`: the assistants, `erroredAtTurn`, and the candidate
         // blocks with the verdicts this render gave them.
         if let Some(trail) = purge.as_mut() {
-            for msg in msgs.get(scanned..j).unwrap_or_default() {
+            for (i, msg) in msgs.iter().enumerate().take(j).skip(scanned) {
                 match msg.role {
                     Role::Assistant => trail.turns += 1,
-                    Role::ToolResult if raw_error(msg) => {
+                    Role::ToolResult if raw_error(offset + i, msg) => {
                         let id = msg.tool_call_id.to_owned_id();
                         match trail.errored.iter_mut().find(|(e, _)| *e == id) {
                             Some(slot) => slot.1 = trail.turns,

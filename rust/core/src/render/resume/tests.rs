@@ -233,6 +233,8 @@ struct Counts {
     resumed: usize,
     restarted: usize,
     fell_back: usize,
+    /// Resumed or restarted renders with superseded results.
+    superseding: usize,
 }
 
 /// A random change of the state, logged as the index would log it.
@@ -326,25 +328,84 @@ fn change_state(
 
 /// Renders `msgs` growing by random steps, with random index changes in between, resuming
 /// where it can, and checks every resumed render against a full render of the same list.
+/// Phase 1b's superseded results of a history as renders see them: activated results stay
+/// superseded; now and then a floor activates some from a point on, new results are
+/// sometimes activated already (their key was), and a reset forgets all.
+struct Supersession {
+    rng: Rng,
+    on: bool,
+    active: std::collections::BTreeSet<usize>,
+}
+
+impl Supersession {
+    fn new(seed: u64) -> Self {
+        let mut rng = Rng((seed ^ 0x5DEE_CE66_D1CE_4E5B) | 1);
+        let on = rng.chance(50);
+        Supersession {
+            rng,
+            on,
+            active: std::collections::BTreeSet::new(),
+        }
+    }
+
+    /// The superseded results of a render of `msgs` whose first `at` messages the previous
+    /// render covered.
+    fn render(&mut self, msgs: &[MsgView], at: usize) -> Vec<(usize, Text)> {
+        if !self.on {
+            return Vec::new();
+        }
+        let rng = &mut self.rng;
+        let results =
+            |from: usize| (from..msgs.len()).filter(|&i| msgs[i].role == Role::ToolResult);
+        if rng.chance(3) {
+            self.active.clear();
+        }
+        if rng.chance(15) {
+            let floor = rng.below(msgs.len());
+            for i in results(floor) {
+                if rng.chance(60) {
+                    self.active.insert(i);
+                }
+            }
+        }
+        for i in results(at) {
+            if rng.chance(15) {
+                self.active.insert(i);
+            }
+        }
+        let text = crate::render::supersede::superseded_text(&crate::jsstr::JsStr::new(
+            "skills/a.md".to_owned(),
+        ));
+        self.active
+            .range(..msgs.len())
+            .map(|&i| (i, text.clone()))
+            .collect()
+    }
+}
+
 fn check_history(seed: u64, counts: &mut Counts) {
     let mut rng = Rng(seed | 1);
     let (msgs, mut state) = history(&mut rng);
-    let cfg = config(&mut rng);
+    let cfg_base = config(&mut rng);
+    let mut supersession = Supersession::new(seed);
+    let superseded = supersession.render(&msgs, 0);
+    let mut cfg = RenderConfig {
+        superseded: &superseded,
+        ..cfg_base
+    };
     let mut lens = lens(&mut rng, &msgs);
     let mut changes: Vec<Change> = Vec::new();
     let mut at = 1 + rng.below(msgs.len() / 2 + 1);
-    let full = |msgs: &[MsgView], state: &TestState, lens: &mut Lens, revision: usize| {
-        let (plan, resume) = render_resumable(
-            msgs,
-            state,
-            &cfg,
-            lens,
-            &mut ResultKeys::default(),
-            revision,
-        );
+    let full = |msgs: &[MsgView],
+                cfg: &RenderConfig<'_>,
+                state: &TestState,
+                lens: &mut Lens,
+                revision: usize| {
+        let (plan, resume) =
+            render_resumable(msgs, state, cfg, lens, &mut ResultKeys::default(), revision);
         (plan, resume)
     };
-    let (plan, mut resume) = full(&msgs[..at], &state, &mut lens, 0);
+    let (plan, mut resume) = full(&msgs[..at], &cfg, &state, &mut lens, 0);
     let mut output = plan.items;
     let mark = |resume: &mut Option<Resume>, output: &Option<Vec<Item>>| {
         if let Some(r) = resume.as_mut() {
@@ -374,6 +435,11 @@ fn check_history(seed: u64, counts: &mut Counts) {
         }
         let revision = changes.len();
         let next = (at + 1 + rng.below(4)).min(msgs.len());
+        let superseded = supersession.render(&msgs[..next], at);
+        cfg = RenderConfig {
+            superseded: &superseded,
+            ..cfg_base
+        };
         let expected = render_with_keys(
             &msgs[..next],
             &state,
@@ -401,6 +467,9 @@ fn check_history(seed: u64, counts: &mut Counts) {
                 } else {
                     counts.resumed += 1;
                 }
+                if !cfg.superseded.is_empty() {
+                    counts.superseding += 1;
+                }
                 assert!(!expected.threw, "seed {seed}: resumed a render that throws");
                 let items = match (output.take(), tail.items) {
                     (Some(mut old), Some(new)) => {
@@ -422,7 +491,7 @@ fn check_history(seed: u64, counts: &mut Counts) {
             }
             Some(Err(_)) | None => {
                 counts.fell_back += 1;
-                let (plan, again) = full(&msgs[..next], &state, &mut lens, revision);
+                let (plan, again) = full(&msgs[..next], &cfg, &state, &mut lens, revision);
                 assert_eq!(
                     plan, expected,
                     "seed {seed}: the resumable render is the render"
@@ -447,7 +516,9 @@ fn a_resumed_render_is_the_full_render() {
         resumed,
         restarted,
         fell_back,
+        superseding,
     } = counts;
+    assert!(superseding > 5000, "{superseding}");
     assert!(resumed > 20_000, "{resumed} / {restarted} / {fell_back}");
     assert!(restarted > 1000, "{resumed} / {restarted} / {fell_back}");
     assert!(fell_back > 1000, "{resumed} / {restarted} / {fell_back}");
