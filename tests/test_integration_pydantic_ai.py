@@ -689,3 +689,36 @@ def test_restart_after_a_protected_reread_that_the_live_render_kept(tmp_path: Pa
     assert len(refs) >= 5
     for ref, read_path in stub_paths(json_messages(again.seen[-1])):
         assert output(read_path) in second.execute("context_tree_query", {"toolCallIds": [ref]})
+
+
+def test_restarts_with_some_protected_reads_superseded_and_some_not(tmp_path: Path) -> None:
+    """Three processes: the second starts cold and supersedes the first read of a protected
+    path, then reads it a third time (the live render keeps the second read as it is); the
+    third recognises a history where one earlier read is superseded and the other is not."""
+    history: Optional[list[ModelMessage]] = None
+    calls = 0
+    given: list[bytes] = []
+    for k, prompts in enumerate(
+        [[f"read {SKILL} a", f"read {SKILL} b"], [f"read {SKILL} c d", "read e"], ["read f"]]
+    ):
+        path = tmp_path / f"s{k}.jsonl"  # each process finds the file as the previous left it
+        if k:
+            shutil.copy(tmp_path / f"s{k - 1}.jsonl", path)
+            given.append(dump(history or []))
+            history = json_messages(given[-1])
+        hook = CondenseHistory(session=path, clock=clock)
+        script = PathScript(reuse_ids=False, n=calls)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CondenseWarning)
+            history = converse(make_agent(script, hook, process=True), prompts, history)
+        calls = script.n
+        session = hook.driver._session
+        assert hook.driver.stats.rebuilds == 0
+        assert len(session.branch()) == len(session)
+    reads = [text for read, text in read_returns(given[-1]) if read == SKILL]
+    assert reads[0].startswith(f"[Superseded: {SKILL} was read again")
+    assert reads[1:] == [output(SKILL)] * 2
+    checked = stub_paths(json_messages(script.seen[-1]))
+    assert len(checked) >= 4
+    for ref, read_path in checked:
+        assert output(read_path) in hook.execute("context_tree_query", {"toolCallIds": [ref]})
