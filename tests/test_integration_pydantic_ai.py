@@ -623,3 +623,102 @@ def seen_parts(messages: list[ModelMessage]) -> list[Any]:
     keep = ("part_kind", "content", "tool_name", "args", "tool_call_id")
     raw = json.loads(dump(messages))
     return [{k: p.get(k) for k in keep} for m in raw for p in m["parts"]]
+
+
+SKILL = "skills/demo/SKILL.md"  # a default protected path (``**/skills/**/*.md``)
+
+
+class PathScript(Script):
+    """The model: reads the paths its prompt lists (``read a b ...``), one a call, then replies."""
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        check_request(messages)
+        self.seen.append(dump(messages))
+        paths = self.prompt(messages).split()[1:]
+        done = len(self.reads_since_prompt(messages))
+        if done < len(paths):
+            call = ToolCallPart("read", {"path": paths[done]}, tool_call_id=self.call_id())
+            return ModelResponse(parts=[call])
+        return ModelResponse(parts=[TextPart("done")])
+
+
+def read_returns(raw: bytes) -> list[tuple[str, str]]:
+    """(path read, what the model sees of it) for every ``read`` result of a request."""
+    messages = json.loads(raw)
+    paths = {
+        p["tool_call_id"]: p["args"]["path"]
+        for m in messages
+        for p in m["parts"]
+        if p["part_kind"] == "tool-call" and p["tool_name"] == "read"
+    }
+    return [
+        (paths[p["tool_call_id"]], p["content"])
+        for m in messages
+        for p in m["parts"]
+        if p["part_kind"] == "tool-return" and p["tool_name"] == "read"
+    ]
+
+
+def test_restart_after_a_protected_reread_that_the_live_render_kept(tmp_path: Path) -> None:
+    """A protected path read twice: the live render keeps the earlier read as it is (no flush
+    lowered the supersession floor to it; only d and e, read after it, were flushed), a cold
+    render supersedes it. A restarted ProcessHistory hook still recognises its own output."""
+    prompts = [f"read {SKILL} a", "read b c", f"read {SKILL} d e", "read g"]
+    path = tmp_path / "s.jsonl"
+    first = CondenseHistory(session=path, clock=clock)
+    history = converse(make_agent(PathScript(reuse_ids=False), first, process=True), prompts)
+    saved = dump(history)
+    kept = [text for read, text in read_returns(saved) if read == SKILL]
+    assert kept == [output(SKILL)] * 2  # the live output kept the earlier read
+    assert len(REF.findall(saved.decode())) >= 3  # and stubbed reads after the later one
+    shutil.copy(path, tmp_path / "copy.jsonl")
+    going = PathScript(reuse_ids=False, n=100)
+    converse(make_agent(going, first, process=True), ["read h"], history)
+    # a new process: a new hook on the same session file, the saved history reloaded
+    second = CondenseHistory(session=tmp_path / "copy.jsonl", clock=clock)
+    again = PathScript(reuse_ids=False, n=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CondenseWarning)
+        converse(make_agent(again, second, process=True), ["read h"], json_messages(saved))
+    session = second.driver._session
+    assert second.driver.stats.rebuilds == 0
+    assert len(session.branch()) == len(session)  # one branch: nothing taken in twice
+    # the model sees what the first process sent it
+    assert [visible(s) for s in again.seen] == [visible(s) for s in going.seen]
+    refs = [ref for ref, _ in stub_paths(json_messages(again.seen[-1]))]
+    assert len(refs) >= 5
+    for ref, read_path in stub_paths(json_messages(again.seen[-1])):
+        assert output(read_path) in second.execute("context_tree_query", {"toolCallIds": [ref]})
+
+
+def test_restarts_with_some_protected_reads_superseded_and_some_not(tmp_path: Path) -> None:
+    """Three processes: the second starts cold and supersedes the first read of a protected
+    path, then reads it a third time (the live render keeps the second read as it is); the
+    third recognises a history where one earlier read is superseded and the other is not."""
+    history: Optional[list[ModelMessage]] = None
+    calls = 0
+    given: list[bytes] = []
+    for k, prompts in enumerate(
+        [[f"read {SKILL} a", f"read {SKILL} b"], [f"read {SKILL} c d", "read e"], ["read f"]]
+    ):
+        path = tmp_path / f"s{k}.jsonl"  # each process finds the file as the previous left it
+        if k:
+            shutil.copy(tmp_path / f"s{k - 1}.jsonl", path)
+            given.append(dump(history or []))
+            history = json_messages(given[-1])
+        hook = CondenseHistory(session=path, clock=clock)
+        script = PathScript(reuse_ids=False, n=calls)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CondenseWarning)
+            history = converse(make_agent(script, hook, process=True), prompts, history)
+        calls = script.n
+        session = hook.driver._session
+        assert hook.driver.stats.rebuilds == 0
+        assert len(session.branch()) == len(session)
+    reads = [text for read, text in read_returns(given[-1]) if read == SKILL]
+    assert reads[0].startswith(f"[Superseded: {SKILL} was read again")
+    assert reads[1:] == [output(SKILL)] * 2
+    checked = stub_paths(json_messages(script.seen[-1]))
+    assert len(checked) >= 4
+    for ref, read_path in checked:
+        assert output(read_path) in hook.execute("context_tree_query", {"toolCallIds": [ref]})

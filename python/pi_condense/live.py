@@ -947,10 +947,13 @@ class LiveDriver(Generic[H]):
                 out = render(raw, state, config, spill_paths=self._condenser.spill_paths)
                 if not out.pruned:
                     continue
-                encoded = self.codec.encode([Out(m, ()) for m in out.messages])
-                sent = [m for u in self.codec.decode(encoded) for m in unit_messages(u.message)]
-                if len(sent) > len(fresh) or fresh[: len(sent)] != [_bare(m) for m in sent]:
-                    continue
+                sent = self._sent(out.messages)
+                rendered: Sequence[Any] = out.messages
+                if len(sent) > len(fresh) or fresh[: len(sent)] != sent:
+                    matched = self._live_supersession(raw, leaf_id, out.messages, sent, fresh)
+                    if matched is None:
+                        continue
+                    rendered, sent = matched
                 cut = self._items_covering(len(sent))
                 if cut is None:
                     continue
@@ -963,11 +966,48 @@ class LiveDriver(Generic[H]):
                     if u.stop <= cut and not unit_messages(u.message)
                     for item in self._prev_items[u.start : u.stop]
                 ]
-                kept = self._untouched_items(out.messages, len(sent))
+                kept = self._untouched_items(rendered, len(sent))
                 outs = [Out(m, kept.get(id(m), ())) for m in hosts]
                 raw_items = own + self.codec.encode(outs)
                 return raw_items, cut
         return None
+
+    def _sent(self, messages: Sequence[Any]) -> list[dict[str, Any]]:
+        """The messages a render's output reaches the model as (through the host's codec)."""
+        encoded = self.codec.encode([Out(m, ()) for m in messages])
+        return [_bare(m) for u in self.codec.decode(encoded) for m in unit_messages(u.message)]
+
+    def _live_supersession(
+        self,
+        raw: list[Any],
+        leaf_id: str,
+        cold: Sequence[Any],
+        cold_sent: list[dict[str, Any]],
+        fresh: list[dict[str, Any]],
+    ) -> Optional[tuple[Sequence[Any], list[dict[str, Any]]]]:
+        """The cold render stubs every earlier read of a protected path that was read again;
+        the live one stubbed only those its supersession floor reached, so an earlier call
+        may have sent some of them as they are. Does the history start with the cold render
+        with some of its superseded reads left as they are? Then the render's messages with
+        those reads put back, and what they reach the model as."""
+        state = PrunerState.from_session(self._session, leaf_id)
+        out = render(
+            raw,
+            state,
+            self._condenser.config,
+            spill_paths=self._condenser.spill_paths,
+            supersede=_core.SupersedeState(),  # no floor: nothing superseded
+        )
+        sent = self._sent(out.messages)
+        count = len(sent)
+        if count != len(cold_sent) or count > len(fresh) or sent == cold_sent:
+            return None
+        if any(fresh[i] != sent[i] and fresh[i] != cold_sent[i] for i in range(count)):
+            return None
+        if len(out.messages) != len(cold) or len(cold) != count:
+            return cold, fresh[:count]  # matched; no message-for-message map to the items
+        mixed = [out.messages[i] if fresh[i] == sent[i] else cold[i] for i in range(count)]
+        return mixed, fresh[:count]
 
     def _untouched_items(self, rendered: Sequence[Any], count: int) -> dict[int, tuple[Any, ...]]:
         """The caller's items of the messages the render left untouched (by ``id`` of the
