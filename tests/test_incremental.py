@@ -28,9 +28,9 @@ from pi_condense.capture import (
     trim_batch,
 )
 from pi_condense.config import Config
+from pi_condense.live_state import LiveSummary, LiveSummaryPlacer, last_message_anchor
 from pi_condense.metrics import ContextMetrics, project_branch_messages, project_custom_message
 from pi_condense.replay import ReplayOptions, replay
-from pi_condense.runtime import LiveSummary, LiveSummaryPlacer, last_message_anchor
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.summarize.factory import make_summarizer
