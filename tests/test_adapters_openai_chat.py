@@ -23,8 +23,8 @@ from _adapters import (
     turns,
     untouched_outs,
 )
-from pi_condense import jsjson
 from pi_condense.adapters import OpenAIChatCodec, Out
+from pi_condense.js import json as jsjson
 
 codec = OpenAIChatCodec()
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

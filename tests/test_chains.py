@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from _builders import call, final, plain_result, tool_use, user
 from conftest import shared_root
-from pi_condense import jsjson
 from pi_condense.chains import (
     RANGE_SYSTEM_PROMPT,
     ChainCompressionError,
@@ -32,6 +31,7 @@ from pi_condense.chains import (
 )
 from pi_condense.cli import app
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.keys import hash_tool_result
 from pi_condense.render import render
 from pi_condense.session import SessionFile

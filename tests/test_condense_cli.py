@@ -28,9 +28,9 @@ import pytest
 from _cli import CLI, env, run
 from _sessions import small_session
 from conftest import shared_root
-from pi_condense import jsjson
 from pi_condense.cli._common import EXAMPLE_SESSION
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

@@ -34,8 +34,8 @@ from _builders import (
     user,
     utf16_len,
 )
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderDiagnostic, RenderResult, render
 from pi_condense.state import PrunerState
 

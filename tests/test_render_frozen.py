@@ -16,7 +16,7 @@ from typing import Any
 
 from _builders import NO_CHAIN, assert_same_render, example
 from _debug_alloc import run_under_debug_allocator
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.state import PrunerState
 

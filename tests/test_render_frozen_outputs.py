@@ -17,8 +17,8 @@ from typing import Any
 
 from _builders import assert_same_render, cfg, example, protected_chain, result
 from _debug_alloc import run_under_debug_allocator
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 from test_render_frozen_prefix import history, turn

@@ -23,8 +23,8 @@ import pytest
 
 from _builders import assert_same_render, assistant, call, cfg, example, result, user
 from _debug_alloc import run_under_debug_allocator
-from pi_condense import jsjson
 from pi_condense._core import RenderCache
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 

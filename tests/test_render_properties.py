@@ -27,8 +27,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.keys import occ_key
 from pi_condense.render import render
 from pi_condense.state import PrunerState

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from _builders import assert_same_render, assistant, call, cfg, example, result, user
 from _debug_alloc import run_under_debug_allocator
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 from test_render_properties import SETTINGS, cases

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from _builders import NO_CHAIN, example
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 
 

@@ -20,8 +20,8 @@ from typing import Any, Optional
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jstime
 from pi_condense.errors import CondenseWarning
+from pi_condense.js import time as jstime
 from pi_condense.session import SessionFile
 
 HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": "2025-01-01T00:00:00.000Z"}
