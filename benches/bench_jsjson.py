@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 import generate
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 
 Benchmark = Callable[..., Any]
 

@@ -31,8 +31,8 @@ import orjson
 import pytest
 
 import generate
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 
 Record = Callable[[Any, str, str, int], None]

@@ -49,8 +49,9 @@ from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from pi_condense import jsjson, jstime
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
+from pi_condense.js import time as jstime
 from pi_condense.keys import occ_key, parse_occ_key
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

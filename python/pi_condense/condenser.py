@@ -43,8 +43,8 @@ from .flush import FlushOptions, FlushResult, ProgressCallback, flush_pending
 from .image_cap import cap_images, image_limit
 from .js import json as jsjson
 from .js import time as jstime
+from .live_state import Runtime, Ui
 from .render import RenderResult, render, sized_without_images
-from .runtime import Runtime, Ui
 from .session import SessionFile
 from .spill import (
     SpillSettings,

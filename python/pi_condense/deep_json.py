@@ -2,7 +2,7 @@
 recursion limit).
 
 ``JSON.parse`` accepts any depth memory allows, and so does this parser: containers are kept
-on a list, not the call stack. It gives what :func:`pi_condense.jsjson.loads` gives for
+on a list, not the call stack. It gives what :func:`pi_condense.js.json.loads` gives for
 shallower texts (a repeated key keeps its first position and takes the last value, integers
 within 64 bits stay ints, other numbers are floats, escaped lone surrogates are kept) and is
 only used when the fast parsers refuse the depth: it is a few times slower.

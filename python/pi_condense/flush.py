@@ -10,7 +10,7 @@ and appends, in the reference's order (spec 02 section 9): dedup aliases; per su
 the summary message then its index entry; the frontier, then the stats; per compressed chain an
 optional backfilled index then the chain entry, then stats again; the flush-metrics entry last.
 
-The flush works on a :class:`~pi_condense.runtime.Runtime`, the live state a
+The flush works on a :class:`~pi_condense.live_state.Runtime`, the live state a
 :class:`~pi_condense.condenser.Condenser` shares between its event handlers and its flushes.
 
 Compat: in ``compat: "reference"`` everything the reference does is reproduced, including its
@@ -32,8 +32,8 @@ from .capture import CapturedBatch, call_key, raw_chars
 from .config import Config
 from .errors import CondenseError
 from .js import json as jsjson
+from .live_state import SUMMARY, LiveSummary, Runtime
 from .metrics import MetricsSnapshot
-from .runtime import SUMMARY, LiveSummary, Runtime
 from .session.lock import UNGUARDED, try_side_lock
 from .spill import alias_entry_data, index_records
 from .state import Frontier, PrunerState

@@ -215,7 +215,7 @@ def render(
     ``state`` is the pruner state of the session's branch; ``config`` the effective
     configuration. ``config.enabled`` is not consulted: skipping render when the extension is
     off is the caller's decision, as in the reference's ``context`` handler. No input object is
-    mutated. A message nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH` levels (or
+    mutated. A message nested deeper than :data:`pi_condense.js.json.MAX_DEPTH` levels (or
     circular), which ``JSON.stringify`` refuses, makes ``threw`` true.
 
     ``frozen=True`` is a promise that no message object passed to an earlier render against

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from conftest import REPO_ROOT
-from pi_condense import jsjson
 from pi_condense.cli._common import EXAMPLE_SESSION
 from pi_condense.cli.condense_cmd import example_folder
+from pi_condense.js import json as jsjson
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.tools.query import ContextTreeQuery

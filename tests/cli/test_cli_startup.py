@@ -180,7 +180,7 @@ def test_package_render_stays_the_function_after_its_module_loads(tmp_path: Path
     code = (
         "import sys, types, pi_condense\n"
         "assert 'pi_condense.render' not in sys.modules\n"
-        "import pi_condense.condense_report\n"
+        "import pi_condense.report.condense\n"
         "import pi_condense.render as module\n"
         "from pi_condense import render\n"
         "assert isinstance(pi_condense.render, types.FunctionType), pi_condense.render\n"

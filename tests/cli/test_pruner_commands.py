@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.cli._common import EXAMPLE_SESSION
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

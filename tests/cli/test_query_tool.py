@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.capture import image_digest
+from pi_condense.js import json as jsjson
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.tools import QUERY_TOOL, ContextTreeQuery, condense_tools, truncate_head

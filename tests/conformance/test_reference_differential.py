@@ -30,8 +30,8 @@ from typing import Optional
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from conftest import shared_root
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.session import SessionFile
 
 

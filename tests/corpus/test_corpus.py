@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from pi_condense import corpus, jsjson
+from pi_condense import corpus
 from pi_condense.cli._common import EXAMPLE_SESSION
 from pi_condense.config import Config
 from pi_condense.corpus.facts import LENGTH_BUCKETS
 from pi_condense.corpus.grid import expand_grid, parse_set, percentile
 from pi_condense.errors import ConfigError
+from pi_condense.js import json as jsjson
 from pi_condense.session import SessionFile
 from support import corpus as _corpus
 

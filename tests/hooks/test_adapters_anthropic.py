@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
 from pi_condense.adapters import AnthropicMessagesCodec, Out, unit_messages
+from pi_condense.js import json as jsjson
 from support.adapters import (
     PNG,
     anthropic_history,

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
 from pi_condense.errors import JsonError
+from pi_condense.js import json as jsjson
 
 CONFORMANCE_LINES = 2035
 MAX_DEPTH = 1024

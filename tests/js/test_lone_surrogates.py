@@ -21,9 +21,9 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
 from pi_condense._core import deterministic_body
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

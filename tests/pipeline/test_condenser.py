@@ -11,11 +11,11 @@ from typing import Any, Optional
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense import replay as replay_module
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
 from pi_condense.errors import CondenseWarning
+from pi_condense.js import json as jsjson
 from pi_condense.replay_log import counter_ids
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

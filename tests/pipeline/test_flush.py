@@ -9,10 +9,10 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
 from pi_condense.flush import FlushOptions, FlushResult, flush_pending
+from pi_condense.js import json as jsjson
 from pi_condense.keys import occ_key
 from pi_condense.session import SessionFile
 from pi_condense.summarize.labels import refs_footer

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.branch_facts import BranchFacts, branch_facts
 from pi_condense.capture import (
     _less,
@@ -28,9 +27,10 @@ from pi_condense.capture import (
     trim_batch,
 )
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
+from pi_condense.live_state import LiveSummary, LiveSummaryPlacer, last_message_anchor
 from pi_condense.metrics import ContextMetrics, project_branch_messages, project_custom_message
 from pi_condense.replay import ReplayOptions, replay
-from pi_condense.runtime import LiveSummary, LiveSummaryPlacer, last_message_anchor
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.summarize.factory import make_summarizer

@@ -16,11 +16,12 @@ from typing import Any, Optional
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pi_condense import _core, jsjson
+from pi_condense import _core
 from pi_condense.branch_facts import BranchFacts
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
+from pi_condense.live_state import LiveSummary, LiveSummaryPlacer
 from pi_condense.render import render_options
-from pi_condense.runtime import LiveSummary, LiveSummaryPlacer
 from pi_condense.session import SessionFile
 from support.builders import call, chain_entry, final, plain_result, tool_use, user
 

@@ -17,7 +17,6 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import shared_root
-from pi_condense import jsjson
 from pi_condense.chains import (
     RANGE_SYSTEM_PROMPT,
     ChainCompressionError,
@@ -31,6 +30,7 @@ from pi_condense.chains import (
 )
 from pi_condense.cli import app
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.keys import hash_tool_result
 from pi_condense.render import render
 from pi_condense.session import SessionFile

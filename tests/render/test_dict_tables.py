@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from support.builders import assert_same_render, cfg, example, utf16_len
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderDiagnostic, RenderResult, render
 from pi_condense.state import PrunerState
 from support.builders import (

@@ -14,7 +14,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.state import PrunerState
 from support.builders import NO_CHAIN, assert_same_render, example

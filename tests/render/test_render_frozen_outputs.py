@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 from support.builders import assert_same_render, cfg, example, protected_chain, result

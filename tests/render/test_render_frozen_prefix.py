@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 from support.builders import assert_same_render, cfg, example, result, user

@@ -26,8 +26,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from pi_condense.state import PrunerState
 from support.render_cases import SETTINGS, Case, _text, cases

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 from support.builders import assert_same_render, assistant, call, cfg, example, result, user

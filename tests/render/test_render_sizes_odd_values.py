@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import render
 from support.builders import NO_CHAIN, example
 

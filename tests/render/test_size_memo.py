@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pi_condense import jsjson
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.state import PrunerState
 from support.builders import NO_CHAIN, assert_same_render, cfg, example, text

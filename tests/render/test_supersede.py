@@ -15,9 +15,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from pi_condense import jsjson
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult, render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState

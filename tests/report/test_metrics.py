@@ -8,9 +8,9 @@ from typing import Any, Optional
 
 import pytest
 
-from pi_condense import jsjson
 from pi_condense.capture import protection_predicate
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.js.values import js_round, to_fixed
 from pi_condense.keys import occ_key
 from pi_condense.metrics import ContextMetrics, MetricsSnapshot, project_branch_messages

@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 import pytest
 
-from pi_condense import jsjson, jstime
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
+from pi_condense.js import time as jstime
 from pi_condense.render import RenderResult
 from pi_condense.replay import ReplayOptions, ReplayResult, replay
 from pi_condense.session import SessionFile

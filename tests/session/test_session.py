@@ -21,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jsjson, jstime
 from pi_condense.errors import SessionError
+from pi_condense.js import json as jsjson
+from pi_condense.js import time as jstime
 from pi_condense.session import ABSENT, SessionFile, build_session_context
 
 T0 = 1735689600000  # 2025-01-01T00:00:00.000Z

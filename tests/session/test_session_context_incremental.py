@@ -20,8 +20,8 @@ from typing import Any, Optional
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_condense import jstime
 from pi_condense.errors import CondenseWarning
+from pi_condense.js import time as jstime
 from pi_condense.session import SessionFile
 from support.session_entries import HEADER, sessions
 

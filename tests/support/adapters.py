@@ -334,7 +334,7 @@ def _tool_result(call: Call) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    from pi_condense import jsjson
+    from pi_condense.js import json as jsjson
 
     return jsjson.dumps(value)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pi_condense import jsjson
 from pi_condense.config import Config
+from pi_condense.js import json as jsjson
 from pi_condense.render import RenderResult
 from pi_condense.state import PrunerState
 

@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from hypothesis import strategies as st
 
-from pi_condense import jstime
+from pi_condense.js import time as jstime
 
 HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": "2025-01-01T00:00:00.000Z"}
 

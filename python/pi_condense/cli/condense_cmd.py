@@ -20,7 +20,6 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ..condense_report import chars_change, cold_chars, condense_report, problems
 from ..config import Config
 from ..errors import CondenseError
 from ..inplace import (
@@ -34,6 +33,7 @@ from ..inplace import (
 )
 from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
+from ..report.condense import chars_change, cold_chars, condense_report, problems
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ._common import (

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..condense_report import cold_chars, condense_report
 from ..config import Config
 from ..inplace import (
     Fingerprint,
@@ -33,6 +32,7 @@ from ..inplace import (
 )
 from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
+from ..report.condense import cold_chars, condense_report
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import make_summarizer

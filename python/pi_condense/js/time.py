@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 to_js_string = to_string
-"""JS ``String(value)`` (kept here for callers of :mod:`pi_condense.jstime`)."""
+"""JS ``String(value)`` (kept here for callers of :mod:`pi_condense.js.time`)."""
 
 MAX_TIME_MS = 8_640_000_000_000_000
 """Largest absolute time value a JS ``Date`` can hold (ms since the epoch)."""

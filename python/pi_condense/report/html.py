@@ -6,8 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..condense_report import chars_change, per_call_chars
 from ..status import cc, format_cost
+from .condense import chars_change, per_call_chars
 from .data import ReportData
 
 __all__ = ["SECTIONS", "ReportExtraMissing", "render_html"]

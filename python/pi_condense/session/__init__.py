@@ -5,7 +5,7 @@ A :class:`SessionFile` reads a Pi session (JSON Lines, spec 01) exactly as Pi's
 
 Loading
     The whole file is read and handled as Pi does (JS-``trim()``, split on ``"\\n"``, blank
-    lines skipped, every line parsed with :func:`pi_condense.jsjson.loads`), one line at a
+    lines skipped, every line parsed with :func:`pi_condense.js.json.loads`), one line at a
     time so that only the file's bytes and the parsed entries are held. Lines Pi would skip
     are skipped here too, but each one is reported in :attr:`SessionFile.warnings` (1-based
     line number and reason); a last line cut short by a crash (no trailing newline) is

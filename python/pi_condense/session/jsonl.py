@@ -53,7 +53,7 @@ class LoadWarning:
     that does not parse), ``not-object``, ``extra-header``, ``invalid-utf8``, ``bad-entry``,
     ``duplicate-id``, ``glued`` (bytes appended after a torn line by a writer without our lock),
     ``odd-version`` (a header ``version`` Pi does not write, e.g. ``99`` or ``"4-beta"``),
-    ``deep`` (a line nested deeper than :data:`pi_condense.jsjson.MAX_DEPTH`: loaded, but it
+    ``deep`` (a line nested deeper than :data:`pi_condense.js.json.MAX_DEPTH`: loaded, but it
     cannot be serialized).
     """
 

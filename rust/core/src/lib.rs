@@ -29,6 +29,3 @@ pub(crate) mod placeholders;
 pub mod render;
 pub mod sha256;
 pub mod view;
-
-/// The former path of [`js::num`].
-pub use js::num as jsnum;

@@ -14,7 +14,7 @@ use pi_condense_core::chains::{
     self as core, AssistantContent, BodyError, BodyRecord, CallView, ChainLog, ChainMsg, MsgBody,
     Read, Sourced,
 };
-use pi_condense_core::jsnum::format_number;
+use pi_condense_core::js::num::format_number;
 use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::ProtectedMatcher;
 use pi_condense_core::render::grace::in_grace_keys;

@@ -21,7 +21,7 @@ use std::cell::Cell;
 use std::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use pi_condense_core::jsnum::format_number;
+use pi_condense_core::js::num::format_number;
 use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::render::{CowId, JsIdOf, Role, Ts};
 use pyo3::ffi;

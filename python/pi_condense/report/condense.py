@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .config import Config
-from .js import json as jsjson
-from .render import render
-from .replay import ReplayResult
-from .session import SessionFile
-from .state import PrunerState
+from ..config import Config
+from ..js import json as jsjson
+from ..render import render
+from ..replay import ReplayResult
+from ..session import SessionFile
+from ..state import PrunerState
 
 __all__ = ["chars_change", "cold_chars", "condense_report", "per_call_chars", "problems"]
 
