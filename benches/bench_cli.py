@@ -12,7 +12,7 @@ Pairs (each a fresh interpreter running the console entry point,
 
 All are real subprocesses; each round is timed by the CPU time the child used
 (``getrusage(RUSAGE_CHILDREN)``: user + system), so waiting for a core does not count. The
-commands' own modules load only when a command runs (``tests/test_cli_startup.py`` checks
+commands' own modules load only when a command runs (``tests/cli/test_cli_startup.py`` checks
 which).
 """
 

@@ -1,5 +1,5 @@
 """Draw docs/architecture.svg: the package's layers (from the module map of
-docs/architecture.md, which tests/test_layering.py holds to the code) and the path of a live
+docs/architecture.md, which tests/architecture/test_layering.py holds to the code) and the path of a live
 model call and of `pi-condense condense` through them.
 
     python scripts/architecture_svg.py          # write docs/architecture.svg
@@ -117,7 +117,7 @@ def svg(rows: list[tuple[int, str, list[str]]]) -> str:
     )
     out.append(
         f'<text x="10" y="46" style="{FONT};font-size:12px" fill="#555">'
-        "module map: docs/architecture.md, held to the code by tests/test_layering.py</text>"
+        "module map: docs/architecture.md, held to the code by tests/architecture/test_layering.py</text>"
     )
     for index, (number, name, _) in enumerate(reversed(rows)):
         y = TOP + ROW_H * index

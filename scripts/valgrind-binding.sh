@@ -9,7 +9,7 @@
 # checks is $PYTHON (default: python3) and must have the package's dependencies (orjson,
 # pydantic, ...): CI runs the script inside its test venv. It checks, each under valgrind:
 #
-# - tests/_render_hostile_child.py: a native render while a finalizer, a host thread or
+# - tests/support/render_hostile_child.py: a native render while a finalizer, a host thread or
 #   hostile subclasses (`__eq__`, `__hash__`, `__float__`, `__index__`) try to free the
 #   rendered list's items, with lone-surrogate ids and timestamps beyond the double range;
 #   it must exit 0 having run none of that code during the render;
@@ -59,7 +59,7 @@ started=$SECONDS
 for scenario in finalizer thread hooks; do
     echo "==> render under valgrind: $scenario (lone surrogates and ints beyond the double range)"
     PYTHONMALLOC=malloc PYTHONPATH="$work/site" "${memcheck[@]}" --log-file="$work/valgrind.log" \
-        "$python" tests/_render_hostile_child.py "$scenario" both >"$work/out.json" || {
+        "$python" tests/support/render_hostile_child.py "$scenario" both >"$work/out.json" || {
         status=$?
         cat "$work/valgrind.log" >&2
         echo "valgrind: the render ($scenario) failed with exit $status" >&2

@@ -29,8 +29,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA = REPO_ROOT / "tests" / "data"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TESTS = REPO_ROOT / "tests"
+DATA = TESTS / "data"
 # Folders of DATA whose ``*.gz`` files are packed copies of files the tests read as they are.
 PACKED = ("conformance/json", "conformance/session", "fixtures/pi-sessions")
 
@@ -102,7 +103,7 @@ def fixtures_dir(shared_dir: Path) -> Path:
 @pytest.fixture
 def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy settings: SDK clients reach the loopback servers on 127.0.0.1 directly."""
-    from _llm_servers import clear_proxy_env
+    from support.llm_servers import clear_proxy_env
 
     clear_proxy_env(monkeypatch)
 
@@ -110,7 +111,7 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def server() -> Iterator[Any]:
     """A loopback LLM server (OpenAI and Anthropic wire protocols), stopped after the test."""
-    from _llm_servers import LoopbackLLMServer
+    from support.llm_servers import LoopbackLLMServer
 
     with LoopbackLLMServer() as srv:
         yield srv
@@ -122,62 +123,62 @@ def server() -> Iterator[Any]:
 # replays of the large session (about three quarters of the suite's time)...
 SLOW_MODULES = frozenset(
     {
-        "test_cli.py",
-        "test_cli_polish.py",
-        "test_condense_cli.py",
-        "test_condense_llm.py",
-        "test_corpus.py",
-        "test_corpus_engines.py",
-        "test_corpus_ray.py",
-        "test_layout_off.py",
-        "test_pruner_commands.py",
-        "test_docs.py",
-        "test_reliability_appends_cli.py",
-        "test_reliability_corpus.py",
-        "test_reliability_corpus_scan.py",
-        "test_reliability_inplace.py",
-        "test_reliability_inputs.py",
-        "test_reliability_kills.py",
-        "test_reliability_kills_live.py",
-        "test_replay_conformance.py",
-        "test_report.py",
-        "test_first_hour.py",
+        "cli/test_cli.py",
+        "cli/test_cli_polish.py",
+        "cli/test_condense_cli.py",
+        "summarize/test_condense_llm.py",
+        "corpus/test_corpus.py",
+        "corpus/test_corpus_engines.py",
+        "corpus/test_corpus_ray.py",
+        "architecture/test_layout_off.py",
+        "cli/test_pruner_commands.py",
+        "docs/test_docs.py",
+        "reliability/test_reliability_appends_cli.py",
+        "reliability/test_reliability_corpus.py",
+        "reliability/test_reliability_corpus_scan.py",
+        "reliability/test_reliability_inplace.py",
+        "reliability/test_reliability_inputs.py",
+        "reliability/test_reliability_kills.py",
+        "reliability/test_reliability_kills_live.py",
+        "conformance/test_replay_conformance.py",
+        "report/test_report.py",
+        "docs/test_first_hour.py",
     }
 )
 # ...and these single tests took 3 s or more each (debug allocator runs, the large session's
 # chain vectors, generated-history round trips). ``module::function`` marks every parameter.
 SLOW_TESTS = frozenset(
     {
-        "test_adapters_anthropic.py::test_new_messages_encode_to_a_valid_request_and_decode_back",
-        "test_adapters_openai_chat.py::test_decode_is_deterministic_and_json_shaped",
-        "test_adapters_openai_chat.py::test_generated_histories_round_trip_untouched",
-        "test_adapters_openai_chat.py::test_new_messages_encode_to_a_valid_request_and_decode_back",
-        "test_adapters_openai_responses.py::test_decode_is_deterministic_and_json_shaped",
-        "test_adapters_openai_responses.py::test_generated_histories_round_trip_untouched",
-        "test_adapters_openai_responses.py::test_new_messages_encode_to_valid_items_and_decode_back",
-        "test_bench_quality_model.py::test_model_mode_recovers_through_the_tools",
-        "test_binding_safety.py::test_probes_under_debug_allocator",
-        "test_chains.py::test_vector_chain_entries[large-default]",
-        "test_chains.py::test_vector_chain_entries[large-default-restart]",
-        "test_chains.py::test_vector_chain_entries[large-protect-spill]",
-        "test_chains.py::test_vector_chain_entries[large-recovery-grace0]",
-        "test_config.py::test_normalize_is_idempotent",
-        "test_config.py::test_reference_mode_never_raises",
-        "test_jsjson.py::test_loads_takes_any_depth_as_json_parse[200000]",
-        "test_render_frozen.py::test_the_frozen_replay_writes_what_fresh_copies_write",
-        "test_render_frozen.py::test_under_the_debug_allocator",
-        "test_render_frozen_outputs.py::test_under_the_debug_allocator",
-        "test_render_frozen_prefix.py::test_under_the_debug_allocator",
-        "test_render_resume.py::test_a_frozen_history_grown_step_by_step_renders_as_fresh",
-        "test_render_resume.py::test_under_the_debug_allocator",
-        "test_summarizer_runner.py::test_concurrency_limit",
+        "hooks/test_adapters_anthropic.py::test_new_messages_encode_to_a_valid_request_and_decode_back",
+        "hooks/test_adapters_openai_chat.py::test_decode_is_deterministic_and_json_shaped",
+        "hooks/test_adapters_openai_chat.py::test_generated_histories_round_trip_untouched",
+        "hooks/test_adapters_openai_chat.py::test_new_messages_encode_to_a_valid_request_and_decode_back",
+        "hooks/test_adapters_openai_responses.py::test_decode_is_deterministic_and_json_shaped",
+        "hooks/test_adapters_openai_responses.py::test_generated_histories_round_trip_untouched",
+        "hooks/test_adapters_openai_responses.py::test_new_messages_encode_to_valid_items_and_decode_back",
+        "bench/test_bench_quality_model.py::test_model_mode_recovers_through_the_tools",
+        "reliability/test_binding_safety.py::test_probes_under_debug_allocator",
+        "render/test_chains.py::test_vector_chain_entries[large-default]",
+        "render/test_chains.py::test_vector_chain_entries[large-default-restart]",
+        "render/test_chains.py::test_vector_chain_entries[large-protect-spill]",
+        "render/test_chains.py::test_vector_chain_entries[large-recovery-grace0]",
+        "config/test_config.py::test_normalize_is_idempotent",
+        "config/test_config.py::test_reference_mode_never_raises",
+        "js/test_jsjson.py::test_loads_takes_any_depth_as_json_parse[200000]",
+        "render/test_render_frozen.py::test_the_frozen_replay_writes_what_fresh_copies_write",
+        "render/test_render_frozen.py::test_under_the_debug_allocator",
+        "render/test_render_frozen_outputs.py::test_under_the_debug_allocator",
+        "render/test_render_frozen_prefix.py::test_under_the_debug_allocator",
+        "render/test_render_resume.py::test_a_frozen_history_grown_step_by_step_renders_as_fresh",
+        "render/test_render_resume.py::test_under_the_debug_allocator",
+        "summarize/test_summarizer_runner.py::test_concurrency_limit",
     }
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.path.name
+        module = item.path.relative_to(TESTS).as_posix()
         function = getattr(item, "originalname", item.name)
         if (
             module in SLOW_MODULES

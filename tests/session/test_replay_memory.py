@@ -1,0 +1,104 @@
+"""What a replay (``condense`` / ``replay``) holds: the source's messages once, the new session
+written piece by piece, nothing of the condenser once the caller lets it go (issue 41)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import weakref
+from pathlib import Path
+
+from pi_condense.config import Config
+from pi_condense.corpus.run import config_settings
+from pi_condense.corpus.tasks import Task, run_task
+from pi_condense.inplace import fingerprint, replace_in_place, write_new
+from pi_condense.replay import ReplayOptions, ReplayResult, replay
+from pi_condense.session import SessionFile
+from pi_condense.summarize.factory import make_summarizer
+from support.sessions import write_session
+
+
+def _condense(source: SessionFile, tmp_path: Path) -> ReplayResult:
+    config = Config.from_settings_dict({"enabled": True})
+    options = ReplayOptions(session_dir=str(tmp_path), record_contexts=False, deterministic=True)
+    return replay(source, config, make_summarizer("default", config=config), options)
+
+
+def _source(tmp_path: Path) -> SessionFile:
+    return SessionFile.load(write_session(tmp_path / "s.jsonl", prompts=6))
+
+
+def test_the_new_session_holds_the_source_messages_themselves(tmp_path: Path) -> None:
+    source = _source(tmp_path)
+    result = _condense(source, tmp_path)
+    originals = [e["message"] for e in source.entries if e["type"] == "message"]
+    copied = [e["message"] for e in result.session.entries if e["type"] == "message"]
+    assert len(copied) == len(originals) == 24
+    assert all(new is old for new, old in zip(copied, originals, strict=True))
+    # and the written session reads back as it did when each line was parsed again
+    again = SessionFile.parse(result.session_text())
+    assert [e["message"] for e in again.entries if e["type"] == "message"] == originals
+
+
+def test_append_message_copies_unless_shared(tmp_path: Path) -> None:
+    session = SessionFile.in_memory("/w")
+    message = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1}
+    session.append_message(message)
+    session.append_message(message, shared=True)
+    first, second = (e["message"] for e in session.entries)
+    assert first == message
+    assert first is not message
+    assert second is message
+
+
+def test_session_chunks_are_the_session_text_in_pieces(tmp_path: Path) -> None:
+    result = _condense(_source(tmp_path), tmp_path)
+    text = result.session_text()
+    pieces = list(result.session_chunks(size=2000))
+    assert len(pieces) > 3
+    assert b"".join(pieces) == text.encode("utf-8")
+    assert json.loads(pieces[0].split(b"\n", 1)[0])["type"] == "session"
+    assert all(piece.endswith(b"\n") for piece in pieces)
+    assert list(result.session_chunks()) == [text.encode("utf-8")]
+
+
+def test_files_are_written_from_pieces(tmp_path: Path) -> None:
+    target = tmp_path / "new.jsonl"
+    write_new(target, iter([b'{"type":"session","id":"a"}\n', b"{}\n", b"[]\n"]))
+    assert target.read_bytes() == b'{"type":"session","id":"a"}\n{}\n[]\n'
+    # in place: the header (in the first piece) is marked with what it replaced
+    session = write_session(tmp_path / "s.jsonl", prompts=1)
+    before = fingerprint(session)
+    pieces = [b'{"type":"session","id":"b"}\n{"a":1}\n', b'{"b":2}\n']
+    replace_in_place(session, iter(pieces), tmp_path / "s.jsonl.bak", before)
+    lines = session.read_bytes().splitlines()
+    header = json.loads(lines[0])
+    assert header["condensedFrom"] == {"size": before.size, "sha256": before.sha256}
+    assert lines[1:] == [b'{"a":1}', b'{"b":2}']
+
+
+def test_the_condenser_state_is_freed_with_the_condenser(tmp_path: Path) -> None:
+    # The new session outlives the replay (it is written and reported on); its branch facts
+    # must not keep the condenser's state (whose size memo holds every message it measured).
+    result = _condense(_source(tmp_path), tmp_path)
+    assert result.condenser is not None
+    state = weakref.ref(result.condenser.state)
+    result.condenser = None
+    gc.collect()
+    assert state() is None
+    assert len(result.session.entries) > 24
+
+
+def test_a_corpus_task_leaves_no_garbage_behind(tmp_path: Path) -> None:
+    # A worker runs session after session: what one left in reference cycles would wait for
+    # a rare full collection, several sessions' worth at a time.
+    path = write_session(tmp_path / "s.jsonl", prompts=6)
+    settings = config_settings(Config.from_settings_dict({"enabled": True}))
+    options = {"output": str(tmp_path / "out.jsonl"), "force": True}
+    task = Task("condense", str(path), path.stat().st_size, settings, "key", None, options)
+    gc.collect()
+    outcome = run_task(task)
+    assert outcome.failure is None
+    assert outcome.result is not None
+    assert outcome.result["row"]["model_calls"] == 12
+    assert gc.collect() < 20  # before: every object of the condenser and its replay

@@ -1,0 +1,1 @@
+"""summarize tests."""
