@@ -132,6 +132,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--require-reference", action="store_true")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
+    if args.rounds < 1 or args.big_rounds < 1:
+        parser.error("--rounds and --big-rounds take at least 1")
 
     reference, why = Reference.locate(args)
     if reference is None:
