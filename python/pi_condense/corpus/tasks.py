@@ -87,12 +87,18 @@ def run_task(task: Task) -> Outcome:
     condensed in place (:func:`pi_condense.inplace.prior_run`) returns ``{"skipped":
     message}`` without reading it."""
     outcome = _run_task(task)
-    # What a task built refers to itself in cycles (the condenser and its replay, the
-    # runtime and its sinks, the event loop): reference counting frees none of it, and the
-    # collector's full passes are rare, so a worker would hold several sessions' worth of
-    # garbage at a time. Collected here, the worker is back where it started.
-    gc.collect()
+    # A replay (condense, what-if) builds what refers to itself in cycles (the condenser and
+    # its replay, the runtime and its sinks, the event loop): reference counting frees none
+    # of it, and the collector's full passes are rare, so a worker would hold several
+    # sessions' worth of garbage at a time. Collected here, the worker is back where it
+    # started. A scan builds no cycles, and a full pass per session would cost it more than
+    # the scan itself; a cached task built nothing.
+    if task.kind in REPLAYING_KINDS and outcome.result is not None and not outcome.cached:
+        gc.collect()
     return outcome
+
+
+REPLAYING_KINDS = frozenset({"condense", "whatif"})
 
 
 def _run_task(task: Task) -> Outcome:
