@@ -168,3 +168,57 @@ def test_a_process_killed_inside_a_batch_leaves_whole_lines_and_no_lock(tmp_path
         with loaded.batched():  # the next writer appends at once, after every line
             last = loaded.append_custom("after", round_)
         assert file_ids(path)[-1] == last
+
+
+JOINER = """
+import json, sys, warnings
+from pi_condense.integrations.openai_agents import CondenseFilter
+history = []
+for p in range(100):
+    history.append({"role": "user", "content": f"task {p}"})
+    for t in range(3):
+        call = f"call_{p}_{t}"
+        path = json.dumps({"path": f"f{p}_{t}.txt"})
+        history.append({"type": "function_call", "id": f"fc_{p}_{t}", "call_id": call,
+                        "name": "read", "arguments": path, "status": "completed"})
+        text = "".join(f"line {n} of f{p}_{t}.txt\\n" for n in range(60))
+        history.append({"type": "function_call_output", "call_id": call, "output": text})
+    history.append({"type": "message", "id": f"msg_{p}", "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": f"done {p}", "annotations": []}]})
+history.append({"role": "user", "content": "and now?"})
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    hook = CondenseFilter(session=sys.argv[1])
+out = hook.condense(history)
+assert "ref `" in json.dumps(out)
+hook.close()
+"""
+
+
+def test_a_late_join_killed_midway_leaves_whole_lines_and_the_next_join_completes(
+    tmp_path: Path,
+) -> None:
+    started = time.monotonic()
+    complete = subprocess.run([sys.executable, "-c", JOINER, str(tmp_path / "whole.jsonl")])
+    assert complete.returncode == 0
+    took = time.monotonic() - started
+    whole = len(SessionFile.load(tmp_path / "whole.jsonl"))
+    for round_, share in enumerate((0.45, 0.65)):  # storing the messages, flushing
+        path = tmp_path / f"killed-{round_}.jsonl"
+        proc = subprocess.Popen([sys.executable, "-c", JOINER, str(path)])
+        time.sleep(took * share)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        if not path.exists():
+            continue  # killed before the session was created
+        assert path.read_bytes().endswith(b"\n")
+        assert SessionFile.load(path).warnings == []
+        assert lock_is_free(path)
+        if round_:
+            continue
+        again = subprocess.run([sys.executable, "-c", JOINER, str(path)], timeout=120)
+        assert again.returncode == 0
+        loaded = SessionFile.load(path)
+        assert loaded.warnings == []
+        assert len(loaded) >= whole
