@@ -37,6 +37,7 @@ import uuid
 import warnings
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
@@ -901,11 +902,19 @@ class LiveDriver(Generic[H]):
             # whole earlier runs at once (a conversation the driver joins late): take them in
             # as Pi does a session it opens, then let the next turn flush what is recoverable
             with self._session.deferred_sync():  # one fsync for the lot, not one an entry
-                self._adopt(new[:last_user])
+                with self._session.batched():  # and one open and lock of the file
+                    self._adopt(new[:last_user])
                 new = new[last_user:]
                 # (session_tree's probe has rescanned the branch: no second rescan to ask)
                 if self._condenser.config.enabled and self._condenser.rearmed:
-                    await self._guard("flush", self._condenser.flush_now)
+                    # the offline summarizer (the driver's session model) makes no slow call
+                    # between the flush's appends; a model's would keep other writers waiting
+                    local = (
+                        self._summarizer is None
+                        and self._condenser.config.summarizer_model == "default"
+                    )
+                    with self._session.batched() if local else nullcontext():
+                        await self._guard("flush", self._condenser.flush_now)
         for bare in new:
             await self._take(bare)
         # the units kept from the previous call keep their origins: an origin is a position in

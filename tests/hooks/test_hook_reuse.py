@@ -7,6 +7,7 @@ opens a copy of the session file as it was after each call and condenses that ca
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from pi_condense.integrations.anthropic_messages import MessagesCondenser
 from pi_condense.integrations.langchain import CondenseMiddleware
 from pi_condense.integrations.openai_agents import CondenseFilter
 from pi_condense.integrations.openai_chat import ChatCondenser
+from pi_condense.session import SessionFile
 
 
 class Clock:
@@ -329,4 +331,42 @@ def test_a_late_join_syncs_the_session_once(
     assert entries > len(history)
     assert "ref `" in json.dumps(out)
     assert len(synced) <= 3
+    hook.close()
+
+
+def test_a_late_join_opens_and_locks_the_session_once_for_its_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The join's thousands of entries share one open and one hold of the append lock for
+    its messages and one for its flush's summaries (it was one of each an entry)."""
+    history = [item for prompt in range(20) for step in responses_steps(prompt, 3) for item in step]
+    history.append({"role": "user", "content": "and now?"})
+    path = tmp_path / "s.jsonl"
+    hook = CondenseFilter(session=path, clock=Clock())
+    real_open, real_flock = os.open, fcntl.flock
+    opened: list[int] = []
+    locked: list[int] = []
+
+    def open_(name: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(name, flags, *args, **kwargs)
+        if os.fspath(name) == str(path) and flags & os.O_APPEND:
+            opened.append(fd)
+        return fd
+
+    def flock(fd: int, operation: int) -> None:
+        real_flock(fd, operation)
+        if operation & fcntl.LOCK_EX and os.fstat(fd).st_ino == path.stat().st_ino:
+            locked.append(fd)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(fcntl, "flock", flock)
+    out = hook.condense(history)
+    monkeypatch.setattr(os, "open", real_open)
+    monkeypatch.setattr(fcntl, "flock", real_flock)
+    entries = path.read_text().count("\n")
+    assert entries > len(history)
+    assert "ref `" in json.dumps(out)
+    assert len(opened) <= 8, f"{len(opened)} opens for {entries} entries"
+    assert 1 <= len(locked) <= len(opened)
+    assert SessionFile.load(path).warnings == []
     hook.close()

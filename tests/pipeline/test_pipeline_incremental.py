@@ -347,3 +347,72 @@ def test_the_list_helpers_compare_and_splice_as_python_does(
         previous = position
     out += objects[previous:]
     assert [id(x) for x in _core.splice(objects, at, groups)] == [id(x) for x in out]
+
+
+class _Text(str):
+    """A str subclass: never compared natively (its == is Python's)."""
+
+
+_LEAVES = st.sampled_from(
+    (0, 1, 1.0, True, False, None, math.nan, 2**70, "", "ab", "ab", "é", "ā", "😀x", "x" * 40)
+)
+_TREES = st.recursive(
+    _LEAVES | st.builds(_Text, st.sampled_from(("ab", "é"))),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(("a", "b", "ā", 1)), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _rebuilt(tree: Any) -> Any:
+    """An equal tree of new objects (new strs too, a key order kept)."""
+    if type(tree) is list:
+        return [_rebuilt(x) for x in tree]
+    if type(tree) is dict:
+        return {_rebuilt(k): _rebuilt(v) for k, v in tree.items()}
+    if type(tree) is str and len(tree) > 1:
+        return "".join(list(tree))
+    return tree
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(_TREES, max_size=6),
+    other=st.lists(_TREES, max_size=6),
+    cut=st.integers(0, 6),
+    reorder=st.booleans(),
+)
+def test_the_prefix_of_a_fresh_copy_is_what_equality_says(
+    items: list[Any], other: list[Any], cut: int, reorder: bool
+) -> None:
+    """The native comparison of JSON-like trees answers as ``==`` does, with nan (equal only
+    to itself), 1 / 1.0 / True, str kinds and subclasses, and keys in another order."""
+    copies = [_rebuilt(x) for x in items[:cut]]
+    if reorder:
+        copies = [dict(reversed(x.items())) if type(x) is dict else x for x in copies]
+    shared = [*copies, *other]
+    equal = 0
+    # as list equality compares items: identity first (a nan is equal to itself), then ==
+    while equal < min(len(items), len(shared)) and [items[equal]] == [shared[equal]]:
+        equal += 1
+    assert _core.list_prefix(items, shared, equal=True) == equal
+    assert _core.list_prefix(shared, items, equal=True) == equal
+
+
+def test_an_edited_copy_is_where_the_prefix_ends() -> None:
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "x" * 3000 + str(i)}]}
+        for i in range(50)
+    ]
+    copy_ = _rebuilt(history)
+    assert _core.list_prefix(history, copy_, equal=True) == 50
+    copy_[30]["content"][0]["text"] = copy_[30]["content"][0]["text"][:-1] + "!"
+    assert _core.list_prefix(history, copy_, equal=True) == 30
+    copy_[20]["content"].append({"type": "text", "text": ""})
+    assert _core.list_prefix(history, copy_, equal=True) == 20
+    copy_[10]["role"] = "user "
+    assert _core.list_prefix(history, copy_, equal=True) == 10
+    copy_[5]["content"][0]["type"] = _Text("text")  # equal, by a subclass's ==
+    assert _core.list_prefix(history, copy_, equal=True) == 10

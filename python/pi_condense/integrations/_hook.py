@@ -104,6 +104,8 @@ class LiveHook(ABC, Generic[H]):
 
     def _history(self, items: Sequence[Any]) -> list[Any]:
         """The host's items with SDK objects as dicts (see :func:`plain`)."""
+        if type(items) is list and set(map(type, items)) <= {dict}:
+            return items  # all dicts already (the driver copies the list)
         return [item if type(item) is dict else plain(item) for item in items]
 
     def flush(self, history: Optional[Sequence[Any]] = None) -> None:

@@ -31,6 +31,11 @@ Appending
     session in memory until the first assistant message, every append is written immediately
     and :meth:`SessionFile.create` writes the header at once. Loading and :meth:`refresh` take
     no lock (every writer appends whole lines), so a stuck lock holder never blocks a reader.
+    Inside :meth:`SessionFile.batched` (thousands of entries at once: a live hook joining a
+    conversation late) the appends share one open of the file and one hold of the lock (taken
+    at the first, released when the block ends) and one ``fsync`` at its end; each line is
+    still one whole write, checked first as below (re-read when the file's size moved, refused
+    when the path now names another file).
 
 Concurrent writers
     Pi appends without any lock (``appendFileSync``). Before every append (and on

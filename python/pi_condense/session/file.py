@@ -106,6 +106,9 @@ class SessionFile(EntryIndex):
     _warned_fork: bool
     _defer_sync: int  # > 0: inside deferred_sync(), appends are written but not yet fsynced
     _unsynced: bool
+    _batch: int  # > 0: inside batched(), appends share one open and one hold of the lock
+    _batch_fd: Optional[int]  # that open (locked), from the block's first append on
+    _batch_file: tuple[int, int]  # (st_dev, st_ino) of the file it opened
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -153,6 +156,9 @@ class SessionFile(EntryIndex):
         session._warned_fork = False
         session._defer_sync = 0
         session._unsynced = False
+        session._batch = 0
+        session._batch_fd = None
+        session._batch_file = (0, 0)
         return session
 
     @classmethod
@@ -738,6 +744,32 @@ class SessionFile(EntryIndex):
                             f"{self._path}: cannot sync the appended entries: {exc.strerror or exc}"
                         ) from exc
 
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Appends inside the block share one open of the file and one hold of the append
+        lock (taken at the block's first append, released when it ends), and are made
+        durable with one ``fsync`` at its end (:meth:`deferred_sync`): for the thousands of
+        entries of a late join. Each line is still written whole by one write, and before
+        each one the file is checked: what a writer that takes no lock (Pi) appended
+        meanwhile is read in first; a file replaced, or cut or rewritten to another size,
+        meanwhile fails the append. Other pi-condense writers wait for the block to end (at
+        most their :attr:`lock_timeout`), so keep slow work (a model call) out of it."""
+        with self.deferred_sync():
+            with self._mutex:
+                self._batch += 1
+            try:
+                yield
+            finally:
+                with self._mutex:
+                    self._batch -= 1
+                    fd = self._batch_fd
+                    if not self._batch and fd is not None:
+                        self._batch_fd = None
+                        try:
+                            unlock(fd)
+                        finally:
+                            os.close(fd)
+
     def _append(
         self, fields: dict[str, Any], *, follow_tip: bool = True, shared: bool = False
     ) -> str:
@@ -752,21 +784,59 @@ class SessionFile(EntryIndex):
 
     def _append_locked(self, fields: dict[str, Any], follow_tip: bool, shared: bool) -> str:
         with self._mutex:
+            if self._batch:
+                return self._append_batched(fields, follow_tip, shared)
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
                 take_lock(fd, self._name(), self.lock_timeout)
                 try:
-                    if follow_tip:
-                        self._sync(fd)
-                    else:
-                        leaf = self._leaf
-                        self._sync(fd)
-                        self._leaf = leaf
+                    self._sync_before_append(fd, follow_tip)
                     return self._commit(fields, fd, shared)
                 finally:
                     unlock(fd)
             finally:
                 os.close(fd)
+
+    def _sync_before_append(self, fd: int, follow_tip: bool) -> None:
+        if follow_tip:
+            self._sync(fd)
+        else:
+            leaf = self._leaf
+            self._sync(fd)
+            self._leaf = leaf
+
+    def _append_batched(self, fields: dict[str, Any], follow_tip: bool, shared: bool) -> str:
+        """An append inside :meth:`batched`: to the block's open, locked file, once it is
+        known to be the file at the session's path still; read again (its tail checked, what
+        was appended meanwhile read in) when its size is not the one this session left."""
+        assert self._path is not None
+        fd = self._batch_fd
+        if fd is None:
+            fd = self._open(os.O_RDWR | os.O_APPEND)
+            try:
+                take_lock(fd, self._name(), self.lock_timeout)
+                opened = os.fstat(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._batch_fd = fd
+            self._batch_file = (opened.st_dev, opened.st_ino)
+        else:
+            try:
+                now = os.stat(self._path)
+            except OSError as exc:
+                raise SessionError(
+                    f"{self._path}: cannot append entry: {exc.strerror or exc}"
+                ) from exc
+            if (now.st_dev, now.st_ino) != self._batch_file:
+                raise SessionError(
+                    f"{self._path}: the file was replaced since it was opened for appending; "
+                    "load it again before appending"
+                )
+            if now.st_size == self._size:
+                return self._commit(fields, fd, shared)
+        self._sync_before_append(fd, follow_tip)
+        return self._commit(fields, fd, shared)
 
     def _commit(self, fields: dict[str, Any], fd: Optional[int], shared: bool = False) -> str:
         entry_id = self._generate_id()

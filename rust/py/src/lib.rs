@@ -51,6 +51,7 @@ use pyo3::prelude::*;
 mod chains;
 #[doc(hidden)]
 pub mod cpython;
+mod deep_eq;
 mod index;
 mod json;
 #[doc(hidden)]

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::cpython;
+use crate::deep_eq;
 use crate::jsread;
 
 /// How many items of `a` and `b` from position `from` on are the very same objects.
@@ -43,7 +44,7 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
 
 /// How many leading items `a` and `b` have in common: the very same objects, or with
 /// `equal` items that compare equal as list equality compares them (identity first, then
-/// `==`, which may run Python code).
+/// a native deep comparison of JSON-like items, else `==`, which may run Python code).
 #[pyfunction]
 #[pyo3(signature = (a, b, *, equal = false))]
 fn list_prefix(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, equal: bool) -> PyResult<usize> {
@@ -52,7 +53,9 @@ fn list_prefix(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, equal: bool) -> PyR
         return Ok(same);
     }
     while let (Ok(x), Ok(y)) = (a.get_item(same), b.get_item(same)) {
-        if !x.eq(y)? {
+        // SAFETY: `x` and `y` are owned and the GIL is held; `deep_eq` runs no Python code.
+        let known = unsafe { deep_eq::deep_eq(x.as_ptr(), y.as_ptr()) };
+        if !known.map_or_else(|| x.eq(y), Ok)? {
             break;
         }
         same += 1;
