@@ -40,6 +40,27 @@ def test_the_new_session_holds_the_source_messages_themselves(tmp_path: Path) ->
     assert [e["message"] for e in again.entries if e["type"] == "message"] == originals
 
 
+def test_a_replay_without_its_call_log_holds_no_summarizer_prompts(tmp_path: Path) -> None:
+    # `condense` writes no call log: each batch's prompt (the batch's tool outputs) held to
+    # the end of the replay grew with the session (2.4 MB of the x10 bench session).
+    source = _source(tmp_path)
+    config = Config.from_settings_dict({"enabled": True})
+    logged = replay(
+        source,
+        config,
+        make_summarizer("default", config=config),
+        ReplayOptions(session_dir=str(tmp_path / "a"), deterministic=True),
+    )
+    result = _condense(source, tmp_path / "b")
+    assert len(result.summarizer.calls) == len(logged.summarizer.calls) > 0
+    assert [c.kind for c in result.summarizer.calls] == [c.kind for c in logged.summarizer.calls]
+    assert all(c.prompt and c.output for c in logged.summarizer.calls)
+    assert all(c.prompt == "" and c.output is None for c in result.summarizer.calls)
+    assert result.session_text() == logged.session_text()
+    result.write(tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["meta.json", "session.jsonl"]
+
+
 def test_append_message_copies_unless_shared(tmp_path: Path) -> None:
     session = SessionFile.in_memory("/w")
     message = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1}
