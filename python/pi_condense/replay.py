@@ -57,6 +57,7 @@ from .replay_log import (
     FrozenClock,
     RecordingSummarizer,
     SummarizerCall,
+    batch_notice,
     counter_ids,
     iso_ms,
     number,
@@ -132,6 +133,11 @@ class ReplayResult:
     contexts: ContextLog
     summarizer: RecordingSummarizer
     notifications: list[tuple[str, str]] = field(default_factory=list)
+    """The condenser's notifications (message, level): all of them, or without
+    ``ReplayOptions.record_contexts`` only the warnings and errors (the ``info`` ones come
+    about once a source entry)."""
+    batch_notices: dict[str, int] = field(default_factory=dict)
+    """How many notifications told each batch outcome (`replay_log.batch_notice`)."""
     handler_errors: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -309,7 +315,12 @@ class _Replayer:
         return ContextUsage(tokens, window, percent)
 
     def _notify(self, message: str, kind: str) -> None:
-        self.result.notifications.append((message, kind))
+        notice = batch_notice(message)
+        if notice is not None:
+            notices = self.result.batch_notices
+            notices[notice] = notices.get(notice, 0) + 1
+        if self.options.record_contexts or kind in ("warning", "error"):
+            self.result.notifications.append((message, kind))
 
     def _warn(self, text: str) -> None:
         self.result.warnings.append(text)

@@ -78,6 +78,20 @@ def number(value: Any) -> Optional[Number]:
     return value
 
 
+_OVERSIZED = "pruner: skipped pruning turn "
+_DEDUPED = "pruner: deduplicated "
+
+
+def batch_notice(message: str) -> Optional[str]:
+    """The batch outcome a condenser notification tells, if any: ``"trivial"`` (under
+    ``minBatchChars``), ``"oversized"`` or ``"deduped"``."""
+    if message.startswith(_OVERSIZED):
+        return "trivial" if "minBatchChars=" in message else "oversized"
+    if message.startswith(_DEDUPED) and "(turn " in message:
+        return "deduped"
+    return None
+
+
 # -------------------------------------------------------------------------------- recording
 
 
