@@ -90,7 +90,8 @@ CORPUS_BOUND = 1.2
 what a session leaves behind in its worker adds up over a corpus."""
 BOUNDS = {"condense": 13.0}
 """Subjects gated with another bound than ``BOUND``. ``condense``: target 5 (issue 41), the
-bound is a regression bound above what it measures (10.2 at x10 on 2026-12-07, 25 before)."""
+bound is a regression bound above what it measures (9.45 at x10 and 8.3 at x100 on 2026-12-07,
+25 before; docs/performance.md says what is left)."""
 SMALLEST_GATED = {"condense": 10}
 """Subjects gated only from this scale on: at x1 the command's fixed part (the event loop, the
 config models, the summarizer, about 16 MB) outweighs the 1 MB session."""

@@ -57,6 +57,7 @@ from .replay_log import (
     FrozenClock,
     RecordingSummarizer,
     SummarizerCall,
+    batch_notice,
     counter_ids,
     iso_ms,
     number,
@@ -104,8 +105,9 @@ class ReplayOptions:
     directory the session names instead (its spill paths, stubs and index records), the files
     still going under ``session_dir`` (a vector recorded in one directory reproduced in
     another); ``deterministic`` numbers entry ids ``00000001``...
-    (else Pi's random ids); ``record_contexts`` keeps the pool-encoded call log (call sizes
-    are always kept); ``raise_errors`` lets a failing condenser event propagate instead of
+    (else Pi's random ids); ``record_contexts`` keeps the pool-encoded call log and the
+    summarizer calls' prompts and outputs (call sizes and the calls' kinds are always
+    kept); ``raise_errors`` lets a failing condenser event propagate instead of
     being recorded like Pi's extension runner does. ``blob_mode`` is the permission bits of
     the session file the new session becomes: its spill sidecars and their directory are
     no more open (None: the umask's).
@@ -131,6 +133,11 @@ class ReplayResult:
     contexts: ContextLog
     summarizer: RecordingSummarizer
     notifications: list[tuple[str, str]] = field(default_factory=list)
+    """The condenser's notifications (message, level): all of them, or without
+    ``ReplayOptions.record_contexts`` only the warnings and errors (the ``info`` ones come
+    about once a source entry)."""
+    batch_notices: dict[str, int] = field(default_factory=dict)
+    """How many notifications told each batch outcome (`replay_log.batch_notice`)."""
     handler_errors: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -185,14 +192,16 @@ class ReplayResult:
         }
 
     def write(self, out_dir: Union[str, os.PathLike[str]]) -> None:
-        """Write ``session.jsonl``, ``contexts.jsonl`` (if recorded), ``summarizer.jsonl`` and
-        ``meta.json`` into ``out_dir``."""
+        """Write ``session.jsonl``, ``contexts.jsonl`` and ``summarizer.jsonl`` (if recorded)
+        and ``meta.json`` into ``out_dir``."""
         root = Path(out_dir)
         root.mkdir(parents=True, exist_ok=True)
         with (root / "session.jsonl").open("wb") as file:
             for piece in self.session_chunks():
                 file.write(piece)
-        files = {"summarizer.jsonl": self.summarizer.jsonl()}
+        files: dict[str, str] = {}
+        if self.summarizer.keep_text:
+            files["summarizer.jsonl"] = self.summarizer.jsonl()
         if self.contexts.keep_pool:
             files["contexts.jsonl"] = self.contexts.jsonl()
         files["meta.json"] = jsjson.dumps(self.meta(), 2) + "\n"
@@ -306,7 +315,12 @@ class _Replayer:
         return ContextUsage(tokens, window, percent)
 
     def _notify(self, message: str, kind: str) -> None:
-        self.result.notifications.append((message, kind))
+        notice = batch_notice(message)
+        if notice is not None:
+            notices = self.result.batch_notices
+            notices[notice] = notices.get(notice, 0) + 1
+        if self.options.record_contexts or kind in ("warning", "error"):
+            self.result.notifications.append((message, kind))
 
     def _warn(self, text: str) -> None:
         self.result.warnings.append(text)
@@ -738,18 +752,21 @@ async def replay_async(
     keyword arguments ``summarizer``, ``session_model``, ``clock``, ``context_usage`` and
     ``notify``, plus ``write_blob`` when ``options.recorded_session_dir`` is set).
     """
+    options = options or ReplayOptions()
+    # Without the contexts' log no call log is written: the prompts are not kept either.
+    keep_text = options.record_contexts
     recorder = summarizer if isinstance(summarizer, RecordingSummarizer) else None
     if recorder is None:
-        recorder = RecordingSummarizer(summarizer)
+        recorder = RecordingSummarizer(summarizer, keep_text=keep_text)
     fallback: Optional[RecordingSummarizer] = None
     if session_model is not None:
-        fallback = RecordingSummarizer(session_model)
+        fallback = RecordingSummarizer(session_model, keep_text=keep_text)
         fallback.calls = recorder.calls  # one log, in call order
     runner = _Replayer(
         source,
         config,
         recorder,
-        options or ReplayOptions(),
+        options,
         on_progress,
         condenser_factory,
         fallback,

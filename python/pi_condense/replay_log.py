@@ -78,6 +78,20 @@ def number(value: Any) -> Optional[Number]:
     return value
 
 
+_OVERSIZED = "pruner: skipped pruning turn "
+_DEDUPED = "pruner: deduplicated "
+
+
+def batch_notice(message: str) -> Optional[str]:
+    """The batch outcome a condenser notification tells, if any: ``"trivial"`` (under
+    ``minBatchChars``), ``"oversized"`` or ``"deduped"``."""
+    if message.startswith(_OVERSIZED):
+        return "trivial" if "minBatchChars=" in message else "oversized"
+    if message.startswith(_DEDUPED) and "(turn " in message:
+        return "deduped"
+    return None
+
+
 # -------------------------------------------------------------------------------- recording
 
 
@@ -91,10 +105,15 @@ class SummarizerCall:
 
 
 class RecordingSummarizer:
-    """A summarizer wrapper that logs every call (in call order) for ``summarizer.jsonl``."""
+    """A summarizer wrapper that logs every call (in call order) for ``summarizer.jsonl``.
 
-    def __init__(self, inner: Summarizer) -> None:
+    Without ``keep_text`` a call's prompt and output are not kept (logged as ``""`` and None):
+    for a replay that writes no call log, where every batch's prompt would be held to the end.
+    """
+
+    def __init__(self, inner: Summarizer, *, keep_text: bool = True) -> None:
         self.inner = inner
+        self.keep_text = keep_text
         self.calls: list[SummarizerCall] = []
 
     @property
@@ -106,14 +125,16 @@ class RecordingSummarizer:
         self, request: CompletionRequest, on_event: Callable[[], None]
     ) -> Completion:
         """Forward to the wrapped summarizer; a failed call is not logged."""
-        call = SummarizerCall(prompt_kind(request.prompt), request.prompt)
+        keep = self.keep_text
+        call = SummarizerCall(prompt_kind(request.prompt), request.prompt if keep else "")
         self.calls.append(call)
         try:
             completion = await self.inner.complete(request, on_event)
         except BaseException:
             self.calls.remove(call)
             raise
-        call.output = completion.text
+        if keep:
+            call.output = completion.text
         return completion
 
     def jsonl(self) -> str:

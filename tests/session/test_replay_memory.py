@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import weakref
+from collections import Counter
 from pathlib import Path
 
 from pi_condense.config import Config
@@ -13,6 +14,7 @@ from pi_condense.corpus.run import config_settings
 from pi_condense.corpus.tasks import Task, run_task
 from pi_condense.inplace import fingerprint, replace_in_place, write_new
 from pi_condense.replay import ReplayOptions, ReplayResult, replay
+from pi_condense.replay_log import batch_notice
 from pi_condense.session import SessionFile
 from pi_condense.summarize.factory import make_summarizer
 from support.sessions import write_session
@@ -38,6 +40,45 @@ def test_the_new_session_holds_the_source_messages_themselves(tmp_path: Path) ->
     # and the written session reads back as it did when each line was parsed again
     again = SessionFile.parse(result.session_text())
     assert [e["message"] for e in again.entries if e["type"] == "message"] == originals
+
+
+def _with_and_without_log(source: SessionFile, tmp_path: Path) -> tuple[ReplayResult, ReplayResult]:
+    config = Config.from_settings_dict({"enabled": True})
+    logged = replay(
+        source,
+        config,
+        make_summarizer("default", config=config),
+        ReplayOptions(session_dir=str(tmp_path / "a"), deterministic=True),
+    )
+    result = _condense(source, tmp_path / "b")
+    assert result.session_text() == logged.session_text()
+    return logged, result
+
+
+def test_a_replay_without_its_call_log_holds_no_summarizer_prompts(tmp_path: Path) -> None:
+    # `condense` writes no call log: each batch's prompt (the batch's tool outputs), held to
+    # the end of the replay, grew with the session (2.4 MB of the x10 bench session).
+    logged, result = _with_and_without_log(_source(tmp_path), tmp_path)
+    assert len(result.summarizer.calls) == len(logged.summarizer.calls) > 0
+    assert [c.kind for c in result.summarizer.calls] == [c.kind for c in logged.summarizer.calls]
+    assert all(c.prompt and c.output for c in logged.summarizer.calls)
+    assert all(c.prompt == "" and c.output is None for c in result.summarizer.calls)
+    result.write(tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["meta.json", "session.jsonl"]
+
+
+def test_a_replay_without_its_call_log_holds_no_info_notifications(tmp_path: Path) -> None:
+    # Nor the condenser's info notifications (about one a source entry: 2.5 MB at x10); the
+    # batch outcomes the report counts from them are counted as they come.
+    source = SessionFile.load(write_session(tmp_path / "s.jsonl", prompts=6, result_chars=40))
+    logged, result = _with_and_without_log(source, tmp_path)
+    levels = Counter(level for _, level in logged.notifications)
+    assert levels["info"] >= 6
+    assert result.notifications == [n for n in logged.notifications if n[1] != "info"]
+    told = Counter(batch_notice(message) for message, _ in logged.notifications)
+    assert told["trivial"] == 6
+    expected = {kind: n for kind, n in told.items() if kind is not None}
+    assert result.batch_notices == logged.batch_notices == expected
 
 
 def test_append_message_copies_unless_shared(tmp_path: Path) -> None:

@@ -45,20 +45,6 @@ def chars_change(before: int, after: int) -> str:
     return f"{before:,} -> {after:,}{smaller}"
 
 
-_OVERSIZED = "pruner: skipped pruning turn "
-_DEDUPED = "pruner: deduplicated "
-
-
-def _notification_counts(result: ReplayResult) -> dict[str, int]:
-    counts = {"oversized": 0, "trivial": 0, "deduped": 0}
-    for message, _kind in result.notifications:
-        if message.startswith(_OVERSIZED):
-            counts["trivial" if "minBatchChars=" in message else "oversized"] += 1
-        elif message.startswith(_DEDUPED) and "(turn " in message:
-            counts["deduped"] += 1
-    return counts
-
-
 def problems(result: ReplayResult) -> list[dict[str, Any]]:
     """The condenser's warning and error notifications (e.g. failed summarizer calls), each
     once with its count, in order of first appearance."""
@@ -97,7 +83,7 @@ def _entry_facts(session: SessionFile) -> dict[str, Any]:
 def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) -> dict[str, Any]:
     """The figures `condense` prints: calls, batch outcomes, chains, sizes, summarizer cost."""
     facts = _entry_facts(result.session)
-    skipped = _notification_counts(result)
+    skipped = result.batch_notices
     sizes = result.contexts.sizes
     stats = facts["stats"]
     return {
@@ -105,9 +91,9 @@ def condense_report(result: ReplayResult, raw_chars: int, condensed_chars: int) 
         "summarizerCalls": len(result.summarizer.calls),
         "batches": {
             "summarized": facts["summaries"],
-            "deduped": skipped["deduped"],
-            "trivial": skipped["trivial"],
-            "oversized": skipped["oversized"],
+            "deduped": skipped.get("deduped", 0),
+            "trivial": skipped.get("trivial", 0),
+            "oversized": skipped.get("oversized", 0),
         },
         "dedupedToolCalls": facts["aliases"],
         "spilled": facts["spilled"],
