@@ -24,6 +24,7 @@ __all__ = [
     "index_entries",
     "layout_features",
     "list_prefix",
+    "loads_deep",
     "locale_compare",
     "normalize_result_text",
     "occ_key",
@@ -56,6 +57,9 @@ def stringify_len(value: object) -> int: ...
 def utf16_len(s: str) -> int: ...
 def utf8_len(s: str) -> int: ...
 def reformat_json(text: str, indent: int | None = None) -> str: ...
+
+# `json.loads(text)` at any depth (rust/py/src/json/deep.rs), and the deepest nesting.
+def loads_deep(text: str) -> tuple[_Any, int]: ...
 
 # --- keys (rust/py/src/keys.rs) ---
 
