@@ -36,6 +36,7 @@ __all__ = [
     "stringify",
     "stringify_bytes",
     "stringify_len",
+    "tool_result_text",
     "utf8_len",
     "utf16_len",
 ]
@@ -304,3 +305,6 @@ def deterministic_body(
     records: _Iterable[tuple[str, str, str, float]], refs: _Iterable[str]
 ) -> str: ...
 def locale_compare(a: str, b: str) -> int: ...
+
+# A toolResult message's text as a capture reads it (a nullish block skipped).
+def tool_result_text(message: object) -> str: ...
