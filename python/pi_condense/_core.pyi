@@ -87,15 +87,11 @@ class ProtectedMatcher:
 @_final
 class IndexedEntries:
     @property
-    def read(self) -> int: ...
-    @property
     def count(self) -> int: ...
     @property
-    def last_id(self) -> str | None: ...
+    def last_id(self) -> _Any: ...
     @property
     def linear(self) -> bool: ...
-    @property
-    def previous(self) -> str | None: ...
     @property
     def messages(self) -> list[dict[str, _Any]]: ...
     @property
@@ -122,9 +118,8 @@ def index_entries(
     by_id: dict[_Any, dict[str, _Any]],
     entries: list[dict[str, _Any]],
     linear: bool,
-    previous: str | None,
-    count: int,
     dangling: _Any,
+    map_key: _Callable[[_Any], _Any],
 ) -> IndexedEntries: ...
 
 # --- index (rust/py/src/index.rs) ---
