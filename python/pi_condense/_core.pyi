@@ -24,6 +24,7 @@ __all__ = [
     "index_entries",
     "layout_features",
     "list_prefix",
+    "loads_deep",
     "locale_compare",
     "normalize_result_text",
     "occ_key",
@@ -35,6 +36,7 @@ __all__ = [
     "stringify",
     "stringify_bytes",
     "stringify_len",
+    "tool_result_text",
     "utf8_len",
     "utf16_len",
 ]
@@ -56,6 +58,9 @@ def stringify_len(value: object) -> int: ...
 def utf16_len(s: str) -> int: ...
 def utf8_len(s: str) -> int: ...
 def reformat_json(text: str, indent: int | None = None) -> str: ...
+
+# `json.loads(text)` at any depth (rust/py/src/json/deep.rs), and the deepest nesting.
+def loads_deep(text: str) -> tuple[_Any, int]: ...
 
 # --- keys (rust/py/src/keys.rs) ---
 
@@ -82,15 +87,11 @@ class ProtectedMatcher:
 @_final
 class IndexedEntries:
     @property
-    def read(self) -> int: ...
-    @property
     def count(self) -> int: ...
     @property
-    def last_id(self) -> str | None: ...
+    def last_id(self) -> _Any: ...
     @property
     def linear(self) -> bool: ...
-    @property
-    def previous(self) -> str | None: ...
     @property
     def messages(self) -> list[dict[str, _Any]]: ...
     @property
@@ -117,9 +118,8 @@ def index_entries(
     by_id: dict[_Any, dict[str, _Any]],
     entries: list[dict[str, _Any]],
     linear: bool,
-    previous: str | None,
-    count: int,
     dangling: _Any,
+    map_key: _Callable[[_Any], _Any],
 ) -> IndexedEntries: ...
 
 # --- index (rust/py/src/index.rs) ---
@@ -300,3 +300,6 @@ def deterministic_body(
     records: _Iterable[tuple[str, str, str, float]], refs: _Iterable[str]
 ) -> str: ...
 def locale_compare(a: str, b: str) -> int: ...
+
+# A toolResult message's text as a capture reads it (a nullish block skipped).
+def tool_result_text(message: object) -> str: ...

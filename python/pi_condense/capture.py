@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ._core import tool_result_text
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
@@ -51,7 +52,6 @@ __all__ = [
     "extract_tool_result_text",
     "group_batches",
     "image_digest",
-    "image_marker",
     "is_chain_anchor_custom",
     "is_final_assistant",
     "protection_predicate",
@@ -127,21 +127,12 @@ def image_digest(data: Any) -> str:
     return hashlib.sha256(js_utf8(to_string(data))).hexdigest()[:8]
 
 
-def image_marker(block: Any) -> str:
-    """``[image returned: <mimeType> sha256:<8 hex>]`` for an image block (pi-condense 2.11.2)."""
-    mime = to_string(get_field(block, "mimeType"))
-    return f"[image returned: {mime} sha256:{image_digest(get_field(block, 'data'))}]"
-
-
 def extract_tool_result_text(message: Any) -> str:
-    """The text of a toolResult message: one image marker line per image block, in block order
-    (see :func:`image_marker`), then the text blocks, all joined with ``"\\n"`` (pi-condense
-    2.11.2: the image data is part of the text, so of the dedup key)."""
-    markers = [image_marker(block) for block in _blocks(message, "image")]
-    texts = _blocks(message, "text")
-    if not texts:
-        return "\n".join(markers)
-    return "\n".join([*markers, _join_text(texts)])
+    """The text of a toolResult message: one ``[image returned: <mimeType> sha256:<8 hex>]``
+    line per image block, in block order, then the text blocks (a nullish ``text`` as
+    ``""``), all joined with ``"\\n"`` (pi-condense 2.11.2: the image data is part of the
+    text, so of the dedup key). The core's rule, as the render and the chain scan read it."""
+    return tool_result_text(message)
 
 
 def raw_chars(tool_calls: Iterable[Mapping[str, Any]]) -> int:

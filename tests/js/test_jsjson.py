@@ -16,8 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pi_condense._core import loads_deep
 from pi_condense.errors import JsonError
 from pi_condense.js import json as jsjson
+from pi_condense.js.json import _parse_int
 
 CONFORMANCE_LINES = 2035
 MAX_DEPTH = 1024
@@ -664,15 +666,12 @@ def test_deep_invalid_texts_are_refused_with_their_position(tail: str, message: 
 @settings(max_examples=500)
 @given(st.one_of(_json_ish, _values.map(jsjson.dumps), _values.map(lambda v: jsjson.dumps(v, 2))))
 def test_the_deep_parser_agrees_with_loads(text: str) -> None:
-    from pi_condense.deep_json import deep_loads
-    from pi_condense.js.json import _parse_int
-
     try:
         expected: Any = (jsjson.dumps(jsjson.loads(text)), type(jsjson.loads(text)))
     except JsonError as exc:
         expected = str(exc)
     try:
-        value, _ = deep_loads(text, _parse_int)
+        value, _ = loads_deep(text)
         got: Any = (jsjson.dumps(value), type(value))
     except JsonError as exc:
         got = str(exc)
@@ -682,6 +681,67 @@ def test_the_deep_parser_agrees_with_loads(text: str) -> None:
         assert got.rsplit(": line", 1)[1] == expected.rsplit(": line", 1)[1]
     else:
         assert got == expected
+
+
+# What the deep parser must build as `json.loads` does (with `js.json`'s integer rule): keys
+# in text order, a repeated key at its first place with its last value, ints that fit 64
+# bits, other numbers as floats (signed zero, infinities), lone surrogates escaped or raw.
+_DEEP_CASES = [
+    '{"b":1,"2":0,"a":3,"01":4,"b":5}',
+    "[0,-0,-0.0,1.5,1E2,1e400,-1e400,9007199254740993,9223372036854775807,"
+    "-9223372036854775808,-9223372036854775809,18446744073709551615,18446744073709551616,"
+    "123456789012345678901234567890]",
+    '"\\ud800x\\udc00\\ud83d\\ude00\\u00e9\\/"',
+    '["\ud800 raw", "a\ud800"]',
+    '{"\\ud800":[true,false,null,{},[]], "\ud800":1}',
+]
+
+
+@pytest.mark.parametrize("depth", [0, 5000])
+@pytest.mark.parametrize("text", _DEEP_CASES)
+def test_the_deep_parser_builds_what_json_loads_builds(text: str, depth: int) -> None:
+    expected = json.loads(text, parse_int=_parse_int)
+    value, found = loads_deep("[" * depth + text + "]" * depth)
+    assert found >= depth
+    for _ in range(depth):
+        (value,) = value
+    # repr tells key order, int from float and the sign of zero apart.
+    assert repr(value) == repr(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\\ud800",
+        '"\ud800',
+        '"\\u0041',
+        '["\\ud800\\udc00',
+        '["\\u00e9\ud800',
+        '["\\\ud800"]',
+        "[1.5e+]",
+        "1.",
+        "[-x]",
+        '{"a":1,}',
+        '"a\\u12g4"',
+    ],
+)
+def test_the_deep_parser_words_and_places_errors_as_json_loads(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as stdlib:
+        json.loads(text)
+    error = stdlib.value
+    with pytest.raises(JsonError) as deep:
+        loads_deep(text)
+    where = f"line {error.lineno} column {error.colno} (char {error.pos})"
+    assert str(deep.value) == f"{error.msg}: {where}"
+
+
+def test_deep_errors_count_raw_lone_surrogates_as_one_character() -> None:
+    text = '["\ud800\ud800",\n' + "[" * 3000 + '"\ud800", 1 2' + "]" * 3001
+    at = text.index("2", text.index("1 2"))
+    column = at - text.index("\n")
+    with pytest.raises(JsonError) as refused:
+        jsjson.loads(text)
+    assert str(refused.value) == f"Expecting ',' delimiter: line 2 column {column} (char {at})"
 
 
 def test_a_value_too_deep_to_serialize_is_still_refused() -> None:

@@ -22,7 +22,7 @@ from pi_condense.capture import (
     rescan_branch,
     trim_batch,
 )
-from pi_condense.session import SessionFile
+from pi_condense.session import ABSENT, SessionFile
 from pi_condense.spill import index_records
 from pi_condense.state import Frontier, PrunerState, normalize_frontier
 from pi_condense.summarize.prompt import batch_prompt
@@ -81,6 +81,30 @@ def test_extract_tool_result_text_joins_text_blocks_after_image_markers() -> Non
     assert extract_tool_result_text({"content": [{"type": "text", "text": "a"}]}) == "a"
     assert extract_tool_result_text({"content": "plain"}) == ""
     assert extract_tool_result_text(None) == ""
+
+
+def test_a_tool_results_text_reads_its_blocks_as_the_reference_joins_them() -> None:
+    # extractToolResultText: `[...markers, ...texts.map(c => c.text)].join("\n")`; Array.join
+    # prints undefined and null as "" and other values as String(value).
+    message = {
+        "content": [
+            {"type": "text", "text": ABSENT},
+            {"type": "text", "text": None},
+            {"type": "text"},
+            {"type": "text", "text": 1.0},
+            {"type": "text", "text": [1, None, "b"]},
+            {"type": "other", "text": "not text"},
+            {"type": "image", "data": "QQ==", "mimeType": None},
+        ]
+    }
+    digest = hashlib.sha256(b"QQ==").hexdigest()[:8]
+    assert (
+        extract_tool_result_text(message)
+        == f"[image returned: null sha256:{digest}]\n\n\n\n1\n1,,b"
+    )
+    # A capture reads `block?.type`: a null block is no part of the text.
+    assert extract_tool_result_text({"content": [None, {"type": "text", "text": "a"}]}) == "a"
+    assert extract_tool_result_text({"content": {"type": "text", "text": "a"}}) == ""
 
 
 # The cases of pi-condense 2.11.2's src/batch-capture.test.ts "image markers" (its spec

@@ -17,10 +17,9 @@ from typing import Any, NoReturn, Union
 
 import orjson
 
-from .._core import reformat_json, stringify, stringify_bytes, stringify_len
+from .._core import loads_deep, reformat_json, stringify, stringify_bytes, stringify_len
 from .._core import utf8_len as _utf8_len
 from .._core import utf16_len as _utf16_len
-from ..deep_json import deep_loads
 from ..errors import JsonError
 
 __all__ = [
@@ -69,7 +68,7 @@ def _fallback_loads(text: str) -> tuple[Any, int]:
         return _DECODER.decode(text), 0
     except RecursionError:
         # Deeper than the recursion limit (orjson stops at 1024): JSON.parse takes any depth.
-        return deep_loads(text, _parse_int)
+        return loads_deep(text)
     except json.JSONDecodeError as exc:
         raise JsonError(
             f"{exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
@@ -86,8 +85,8 @@ def loads(text: Union[str, bytes, bytearray, memoryview]) -> Any:
     Bytes are decoded as UTF-8, invalid sequences replaced by U+FFFD (as Node reads
     files). Objects become dicts (a repeated key keeps its first position and takes the
     last value), integers that fit 64 bits stay ints, other numbers become floats. Any
-    nesting depth is accepted, as far as memory allows (beyond about 1000 levels through a
-    slower iterative parser).
+    nesting depth is accepted, as far as memory allows (beyond about 1000 levels through the
+    core's parser, `_core.loads_deep`).
 
     Raises:
         JsonError: the text is not valid JSON; the message gives line, column and char.
@@ -112,7 +111,7 @@ def loads_with_depth(text: Union[str, bytes, bytearray, memoryview]) -> tuple[An
     if too_deep:
         # Not the standard library's parser: how deep it reads depends on the interpreter
         # (3.13 reads far deeper than 3.11), and JSON.parse reads any depth.
-        return deep_loads(text, _parse_int)
+        return loads_deep(text)
     return _fallback_loads(text)
 
 

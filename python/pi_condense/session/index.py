@@ -1,6 +1,6 @@
 """The entry index of a :class:`~pi_condense.session.SessionFile`: entries in file order, the id
-index, labels and the tip, read from parsed lines (the common entries by the native loop, the
-rest here), with the in-memory migration of version 1 and 2 entries as Pi does on load."""
+index, labels and the tip, read from parsed lines by the native loop, with the in-memory
+migration of version 1 and 2 entries as Pi does on load."""
 
 from __future__ import annotations
 
@@ -16,9 +16,6 @@ from .jsonl import LoadWarning
 
 __all__ = ["EntryIndex"]
 
-# Files of at least this many entries are indexed by the native loop first (``_index_all``).
-_NATIVE_INDEX_FROM = 64
-
 # The indexing warnings, by code (the native loop reports codes): (kind, reason) given the
 # entry's id.
 _INDEX_WARNINGS: dict[str, Callable[[Any], tuple[str, str]]] = {
@@ -33,6 +30,10 @@ _INDEX_WARNINGS: dict[str, Callable[[Any], tuple[str, str]]] = {
     "no-message": lambda _: (
         "bad-entry",
         "message entry without a message object (left out of the context)",
+    ),
+    "no-string-id": lambda _: (
+        "bad-entry",
+        "entry has no string id (it cannot be a parent or a leaf)",
     ),
 }
 
@@ -115,88 +116,41 @@ class EntryIndex:
         """Index entries in file order (the id index, labels, the tip; a warning for an
         extra header, which is skipped, an entry without a string id, a repeated id, a
         message entry without a message); returns how many were indexed."""
-        by_id = self._by_id
         entries = self._entries
-        warnings = self._warnings
         cached = self._branch_path
-        entry_id: Any = ABSENT
-        count = 0
         # Whether every entry so far is the child of the one before, the first a root (then
-        # the tip's branch is every entry, in file order: see _current_path). Checked here,
-        # while each entry is in the cache, because a walk of a long branch is slow.
-        linear = not entries
-        previous: Any = None
-        # The context of that branch, read in the same pass.
-        builder = ContextBuilder() if linear else None
-        if isinstance(items, list) and len(items) >= _NATIVE_INDEX_FROM:
-            # The common entries at C speed; the loop below reads what it left.
-            dangling = cached.dangling if cached is not None else None
-            fast = index_entries(items, by_id, entries, linear, None, 0, dangling)
-            for line, code, bad_id in fast.warnings:
-                warnings.append(LoadWarning(line, *_INDEX_WARNINGS[code](bad_id)))
-            for label_entry in fast.labels:
-                self._label(label_entry)
-            if builder is not None and fast.linear:
-                builder.customs.extend(fast.customs)
-                done = 0
-                for before, other, kind in fast.others:
-                    builder.messages.extend(fast.messages[done:before])
-                    done = before
-                    builder.feed_other_messages(other, kind)
-                builder.messages.extend(fast.messages[done:])
-            if fast.invalidated:
-                cached = None
-            count, linear, previous = fast.count, fast.linear, fast.previous
-            if fast.last_id is not None:
-                entry_id = fast.last_id
-            items = items[fast.read :]
-        for line, entry in items:
-            kind = entry.get("type")
-            if kind == "session":
-                warnings.append(LoadWarning(line, *_INDEX_WARNINGS["extra-header"](None)))
-                continue
-            count += 1
-            entry_id = entry.get("id", ABSENT)
-            key = entry_id if type(entry_id) is str else map_key(entry_id)
-            seen = key in by_id
-            if not isinstance(entry_id, str):
-                reason = "entry has no string id (it cannot be a parent or a leaf)"
-                warnings.append(LoadWarning(line, "bad-entry", reason))
-            elif seen:
-                warnings.append(LoadWarning(line, *_INDEX_WARNINGS["duplicate-id"](entry_id)))
-            message = entry.get("message") if kind == "message" else None
-            if kind == "message":
-                if not isinstance(message, dict):
-                    warnings.append(LoadWarning(line, *_INDEX_WARNINGS["no-message"](None)))
-            elif kind == "label":
-                self._label(entry)
-            if cached is not None and (seen or key == cached.dangling):
-                cached = None  # the id index changes under a path walked before
-            if linear:
-                parent = entry.get("parentId")
-                linear = (
-                    type(entry_id) is str
-                    and not seen
-                    and (parent is None if count == 1 else parent == previous)
-                )
-                previous = entry_id
-                if builder is not None:
-                    if kind != "message":
-                        builder.feed_other(entry, kind)
-                    elif isinstance(message, dict):
-                        builder.messages.append(message)
-            by_id[key] = entry
-            entries.append(entry)
-        self._branch_path = cached
-        self._linear_count = len(entries) if linear and count else 0
+        # the tip's branch is every entry, in file order: see _current_path), and the
+        # context of that branch, read in the same pass (a walk of a long branch is slow).
+        builder = None if entries else ContextBuilder()
+        done = index_entries(
+            items if isinstance(items, list) else list(items),
+            self._by_id,
+            entries,
+            builder is not None,
+            cached.dangling if cached is not None else None,
+            map_key,
+        )
+        for line, code, bad_id in done.warnings:
+            self._warnings.append(LoadWarning(line, *_INDEX_WARNINGS[code](bad_id)))
+        for label_entry in done.labels:
+            self._label(label_entry)
+        self._branch_path = None if done.invalidated else cached
+        self._linear_count = len(entries) if done.linear and done.count else 0
         if builder is not None and self._linear_count:
+            builder.customs.extend(done.customs)
+            told = 0
+            for before, other, kind in done.others:
+                builder.messages.extend(done.messages[told:before])
+                told = before
+                builder.feed_other_messages(other, kind)
+            builder.messages.extend(done.messages[told:])
             builder.length = len(entries)
             self._linear_context = builder
         else:
             self._linear_context = None
-        if count:
-            self._tip = entry_id
-        return count
+        if done.count:
+            self._tip = done.last_id
+        return done.count
 
     def _label(self, entry: dict[str, Any]) -> None:
         target = map_key(entry.get("targetId", ABSENT))

@@ -258,22 +258,31 @@ fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
 
 // ----- apply -----
 
-/// The text of a toolResult (`view::tool_result_text_blocks`, a null block throws): the
-/// original text objects; `""` when content is not an array.
+/// The text of a toolResult as a capture reads it (`extractToolResultText`; a null block
+/// is skipped): `""` when `message` is not a dict or its content not an array.
+#[pyfunction]
+#[pyo3(name = "tool_result_text")]
+fn tool_result_text_of<'py>(message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    tool_result_text(&Keys::new(message.py(), false), message, NullBlock::Skip)
+}
+
+/// The text of a toolResult (`view::tool_result_text_blocks`): the original text objects;
+/// `""` when content is not an array.
 fn tool_result_text<'py>(
     keys: &Keys<'py>,
-    msg: &Bound<'py, PyDict>,
+    msg: &Bound<'py, PyAny>,
+    null_block: NullBlock,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = msg.py();
     let Some(list) = keys
-        .get_bound(msg.as_any(), K::Content)
+        .get_bound(msg, K::Content)
         .and_then(|c| c.downcast_into::<PyList>().ok())
     else {
         return Ok(PyString::new(py, "").into_any());
     };
     let items: Vec<Bound<'py, PyAny>> = list.iter().collect();
     let kinds = items.iter().map(|item| result_block(keys, item));
-    let Ok(blocks) = tool_result_text_blocks(kinds, NullBlock::Throw) else {
+    let Ok(blocks) = tool_result_text_blocks(kinds, null_block) else {
         return Err(PyTypeError::new_err(
             "toolResult content holds a null block (the reference throws reading it)",
         ));
@@ -651,7 +660,8 @@ impl PyChainScan {
                 record.set_item(keys.key(K::ToolName), name)?;
             }
             record.set_item(intern!(py, "args"), args)?;
-            record.set_item(intern!(py, "resultText"), tool_result_text(&keys, &result)?)?;
+            let text = tool_result_text(&keys, result.as_any(), NullBlock::Throw)?;
+            record.set_item(intern!(py, "resultText"), text)?;
             record.set_item(keys.key(K::IsError), is_error)?;
             record.set_item(intern!(py, "turnIndex"), -1)?;
             record.set_item(keys.key(K::Timestamp), &ts)?;
@@ -718,5 +728,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyChainScan>()?;
     m.add_function(wrap_pyfunction!(deterministic_body, m)?)?;
     m.add_function(wrap_pyfunction!(locale_compare, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_result_text_of, m)?)?;
     Ok(())
 }

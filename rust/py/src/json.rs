@@ -28,6 +28,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 
+mod deep;
 mod fifo;
 
 #[cfg(not(windows))]
@@ -1344,23 +1345,28 @@ fn json_error(py: Python<'_>, message: String) -> PyErr {
 
 /// The text of a JSON document that holds raw lone surrogates, with each one replaced by
 /// its `\uXXXX` escape: inside a string literal that denotes the same code unit, anywhere
-/// else both forms are syntax errors. `Err(offset)` for a lone surrogate that follows a
-/// backslash (an invalid escape either way).
-fn escape_lone_surrogates(units: &[u16]) -> Result<String, usize> {
+/// else both forms are syntax errors; the byte offset of each escape put in is added to
+/// `inserted`. One that follows a backslash (an invalid escape either way, and no escape)
+/// becomes U+FFFD, one character for one, and the first such one's index is returned.
+fn escape_lone_surrogates(units: &[u16], inserted: &mut Vec<usize>) -> (String, Option<usize>) {
     let mut text = String::with_capacity(units.len());
+    let mut after_backslash = None;
     for (i, decoded) in char::decode_utf16(units.iter().copied()).enumerate() {
         match decoded {
             Ok(c) => text.push(c),
             Err(lone) => {
                 let backslashes = text.bytes().rev().take_while(|&b| b == b'\\').count();
                 if backslashes % 2 == 1 {
-                    return Err(i);
+                    after_backslash.get_or_insert(i);
+                    text.push(char::REPLACEMENT_CHARACTER);
+                    continue;
                 }
+                inserted.push(text.len());
                 text.push_str(&format!("\\u{:04x}", lone.unpaired_surrogate()));
             }
         }
     }
-    Ok(text)
+    (text, after_backslash)
 }
 
 /// `JSON.stringify(JSON.parse(text), null, indent)`, done in Rust.
@@ -1376,12 +1382,12 @@ fn reformat_json<'py>(
     let escaped;
     let source = match read.view() {
         TextRef::Str(s) => s,
-        TextRef::Units(units) => match escape_lone_surrogates(units) {
-            Ok(s) => {
+        TextRef::Units(units) => match escape_lone_surrogates(units, &mut Vec::new()) {
+            (s, None) => {
                 escaped = s;
                 escaped.as_str()
             }
-            Err(at) => {
+            (_, Some(at)) => {
                 return Err(json_error(
                     py,
                     format!("Bad escaped character in JSON (char {at})"),
@@ -1423,6 +1429,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(utf16_len, m)?)?;
     m.add_function(wrap_pyfunction!(utf8_len, m)?)?;
     m.add_function(wrap_pyfunction!(reformat_json, m)?)?;
+    m.add_function(wrap_pyfunction!(deep::loads_deep, m)?)?;
     Ok(())
 }
 

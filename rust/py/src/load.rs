@@ -1,31 +1,29 @@
 //! Loading a session file at C speed: the loops of `session.jsonl.parse_lines` and
-//! `SessionFile._index_all` for the common lines and entries.
+//! `EntryIndex._index_all`.
 //!
 //! [`parse_lines_from`] hands each line's bytes to `orjson.loads` while it accepts them and
-//! gives a dict; [`index_entries`] files each entry under its string id, tells whether the
-//! file is still linear (each entry the child of the one before) and, while it is, collects
-//! the context's messages. What is rare or needs Python's rules (a line `orjson` refuses or
-//! that is not an object, warnings' texts, labels, the entries the context builder reads
-//! besides messages, an id that is not an exact `str`) goes back as data, or ends the fast
-//! part: the caller goes on from there with its own loop.
+//! gives a dict; [`index_entries`] files every entry under its id, tells whether the file is
+//! linear (each entry the child of the one before) and, while it is, collects the context's
+//! messages. What needs Python's rules (a line `orjson` refuses or that is not an object,
+//! warnings' texts, labels, the entries the context builder reads besides messages, the
+//! `Map` key of an id that is not a `str`) goes back as data or is asked of the caller.
 
 use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple};
 
-/// What the fast part did (see `SessionFile._index_all`).
+/// What indexing did (see `EntryIndex._index_all`).
 #[pyclass(module = "pi_condense._core", name = "IndexedEntries", frozen, get_all)]
 pub(crate) struct IndexedEntries {
-    /// How many of `items` it read (the caller goes on from there).
-    read: usize,
     /// Entries indexed (extra headers are not entries).
     count: usize,
-    /// The id of the last entry indexed (`None` when none was).
-    last_id: Option<Py<PyString>>,
-    /// Still linear, and the id of the last entry.
+    /// The id of the last entry indexed (`ABSENT` when it has none; `None` when no entry
+    /// was indexed).
+    last_id: Option<PyObject>,
+    /// Every entry is the child of the one before, the first a root.
     linear: bool,
-    previous: Option<Py<PyString>>,
     /// While linear: the messages of message entries, in order.
     messages: Py<PyList>,
     /// While linear: `(messages before it, entry, type)` of every other entry but `custom`
@@ -35,26 +33,45 @@ pub(crate) struct IndexedEntries {
     customs: Py<PyList>,
     /// Label entries, in order.
     labels: Py<PyList>,
-    /// `(line, code, id)`: `extra-header`, `duplicate-id`, `no-message`.
+    /// `(line, code, id)`: `extra-header`, `duplicate-id`, `no-message`, `no-string-id`.
     warnings: Py<PyList>,
     /// An id seen before, or the branch path's dangling id, was (re)filed.
     invalidated: bool,
 }
 
-/// Indexes `items` (`(line, entry)` pairs) into `by_id` and `entries` while each entry is a
-/// dict with an exact `str` id; `linear`, `previous` and `count` carry the state of the
-/// entries indexed before (`count` of them), `dangling` is the kept branch path's dangling
-/// id (or `None`).
+/// `_core.ABSENT`: the id of an entry without one (`entry.get("id", ABSENT)`).
+fn absent(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    static ABSENT: GILOnceCell<PyObject> = GILOnceCell::new();
+    let absent = ABSENT.get_or_try_init(py, || {
+        py.import("pi_condense._core")?
+            .getattr("ABSENT")
+            .map(Bound::unbind)
+    })?;
+    Ok(absent.bind(py).clone())
+}
+
+/// The text of a `str` (or str subclass) value, `None` for any other value or a str with
+/// lone surrogates (neither equals a name the loop looks for).
+fn text_of<'a>(value: Option<&'a Bound<'_, PyAny>>) -> Option<std::borrow::Cow<'a, str>> {
+    crate::cpython::str_cow(value?.downcast::<PyString>().ok()?)
+}
+
+/// Indexes `items` (`(line, entry)` pairs, each entry a dict) into `by_id` and `entries`, in
+/// file order: an extra header is skipped with a warning; every other entry is filed under
+/// its id (a `str` as itself, any other value as `map_key(id)`; the later entry wins), with
+/// a warning for an id that is not a string, a repeated id and a message entry without a
+/// message object. `linear`: `entries` was empty, so whether every entry is the child of
+/// the one before is tracked, and the context's entries collected while it is. `dangling`
+/// is the kept branch path's dangling id (or `None`).
 #[pyfunction]
-#[pyo3(signature = (items, by_id, entries, linear, previous, count, dangling))]
+#[pyo3(signature = (items, by_id, entries, linear, dangling, map_key))]
 pub(crate) fn index_entries<'py>(
     items: &Bound<'py, PyList>,
     by_id: &Bound<'py, PyDict>,
     entries: &Bound<'py, PyList>,
     linear: bool,
-    previous: Option<Bound<'py, PyString>>,
-    count: usize,
     dangling: Option<Bound<'py, PyAny>>,
+    map_key: &Bound<'py, PyAny>,
 ) -> PyResult<IndexedEntries> {
     let py = items.py();
     let (k_type, k_id, k_parent, k_message) = (
@@ -69,52 +86,40 @@ pub(crate) fn index_entries<'py>(
     let labels = PyList::empty(py);
     let warnings = PyList::empty(py);
     let mut linear = linear;
-    let mut previous = previous;
-    let mut count = count;
-    let mut last_id: Option<Bound<'py, PyString>> = None;
+    let mut previous: Option<Bound<'py, PyString>> = None;
+    let mut count = 0;
+    let mut last_id: Option<Bound<'py, PyAny>> = None;
     let mut invalidated = false;
-    let mut read = 0;
     for item in items.iter() {
         let item = item.downcast_into::<PyTuple>()?;
-        let Ok(entry) = item
-            .get_borrowed_item(1)?
-            .downcast_exact::<PyDict>()
-            .cloned()
-        else {
-            break;
-        };
-        let line = || item.get_borrowed_item(0).map(|l| l.to_owned());
+        let line = item.get_borrowed_item(0)?;
+        let entry = item.get_borrowed_item(1)?.downcast::<PyDict>()?.clone();
         let kind = entry.get_item(k_type)?;
-        let kind_text = match &kind {
-            None => None,
-            Some(k) => match k.downcast_exact::<PyString>() {
-                // A `type` that is not a str, or holds lone surrogates: the caller's loop
-                // reads it (and what follows).
-                Ok(k) => match crate::cpython::str_cow(k) {
-                    Some(text) => Some(text),
-                    None => break,
-                },
-                Err(_) if k.is_none() => None,
-                Err(_) => break,
-            },
-        };
+        let kind_text = text_of(kind.as_ref());
         let kind_text = kind_text.as_deref();
         if kind_text == Some("session") {
-            warnings.append((line()?, "extra-header", py.None()))?;
-            read += 1;
+            warnings.append((line, "extra-header", py.None()))?;
             continue;
         }
-        let Some(id) = entry
-            .get_item(k_id)?
-            .and_then(|id| id.downcast_into_exact::<PyString>().ok())
-        else {
-            // Not an exact str: the caller's loop reads it (and what follows).
-            break;
-        };
         count += 1;
-        let seen = by_id.contains(&id)?;
-        if seen {
-            warnings.append((line()?, "duplicate-id", id.clone()))?;
+        let id = match entry.get_item(k_id)? {
+            Some(id) => id,
+            None => absent(py)?,
+        };
+        let exact = id.downcast_exact::<PyString>().ok();
+        let mapped;
+        let key = match exact {
+            Some(_) => &id,
+            None => {
+                mapped = map_key.call1((&id,))?;
+                &mapped
+            }
+        };
+        let seen = by_id.contains(key)?;
+        if exact.is_none() && !id.is_instance_of::<PyString>() {
+            warnings.append((line, "no-string-id", py.None()))?;
+        } else if seen {
+            warnings.append((line, "duplicate-id", &id))?;
         }
         let is_message = kind_text == Some("message");
         let message = if is_message {
@@ -125,11 +130,15 @@ pub(crate) fn index_entries<'py>(
             None
         };
         if is_message && message.is_none() {
-            warnings.append((line()?, "no-message", py.None()))?;
+            warnings.append((line, "no-message", py.None()))?;
         } else if kind_text == Some("label") {
             labels.append(&entry)?;
         }
-        if seen || dangling.as_ref().is_some_and(|d| d.eq(&id).unwrap_or(true)) {
+        if seen
+            || dangling
+                .as_ref()
+                .is_some_and(|d| d.eq(key).unwrap_or(true))
+        {
             invalidated = true;
         }
         if linear {
@@ -137,7 +146,7 @@ pub(crate) fn index_entries<'py>(
             let follows = match (&parent, &previous) {
                 (None, _) if count == 1 => true,
                 (Some(parent), _) if count == 1 => parent.is_none(),
-                (Some(parent), Some(previous)) => match parent.downcast_exact::<PyString>() {
+                (Some(parent), Some(previous)) => match parent.downcast::<PyString>() {
                     Ok(parent) => match (
                         crate::cpython::str_cow(parent),
                         crate::cpython::str_cow(previous),
@@ -149,8 +158,8 @@ pub(crate) fn index_entries<'py>(
                 },
                 _ => false,
             };
-            linear = !seen && follows;
-            previous = Some(id.clone());
+            linear = exact.is_some() && !seen && follows;
+            previous = exact.cloned();
             if linear {
                 match (is_message, message) {
                     (true, Some(message)) => messages.append(message)?,
@@ -167,17 +176,14 @@ pub(crate) fn index_entries<'py>(
                 }
             }
         }
-        by_id.set_item(&id, &entry)?;
+        by_id.set_item(key, &entry)?;
         entries.append(&entry)?;
         last_id = Some(id);
-        read += 1;
     }
     Ok(IndexedEntries {
-        read,
         count,
         last_id: last_id.map(Bound::unbind),
         linear,
-        previous: previous.map(Bound::unbind),
         messages: messages.unbind(),
         others: others.unbind(),
         customs: customs.unbind(),

@@ -21,7 +21,9 @@ pub use escape::{str_len, units_len, units_utf8_len, utf16_len, write_str, write
 pub use fixed_width::{bmp_len, code_points_len, latin1_len, utf16_of};
 pub use number_lens::NumberLens;
 pub use order::{array_index, array_index_units, js_key_order};
-pub use parse::{parse, ParseError};
+pub use parse::{
+    parse, parse_with, Build, ErrorKind, Failure, Integer, NumberLiteral, ParseError, Scalar,
+};
 pub use write::{stringify, stringify_len, stringify_pretty, JsonWriter};
 
 /// Deepest nesting of arrays and objects accepted when parsing or serializing.

@@ -1,9 +1,16 @@
 //! A parser accepting exactly the grammar of `JSON.parse` (ECMA-404): JSON whitespace only
 //! (space, tab, LF, CR), no trailing commas, no comments, no `NaN`/`Infinity` literals,
-//! numbers read as doubles (`1e400` -> Infinity, big integers lose precision), escaped lone
-//! surrogates kept, duplicate keys resolved as JS does (last value, first position).
+//! escaped lone surrogates kept, duplicate keys resolved as JS does (last value, first
+//! position).
+//!
+//! [`parse`] builds a [`JsValue`] (numbers read as doubles: `1e400` -> Infinity, big
+//! integers lose precision; members in JS own-property order, nesting up to [`MAX_DEPTH`]);
+//! [`parse_with`] hands the values to a [`Build`]er in text order, to any depth, numbers as
+//! their literals. Either way errors say what is wrong in `JSON.parse`'s words and as an
+//! [`ErrorKind`].
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fmt;
 
 use super::order::{is_js_ordered, js_key_order};
@@ -14,8 +21,48 @@ use super::{JsString, JsValue, MAX_DEPTH};
 pub struct ParseError {
     /// Byte offset into the text where the problem was found.
     pub offset: usize,
-    /// What is wrong.
+    /// What is wrong, in `JSON.parse`'s words.
     pub message: String,
+    /// What is wrong, for a caller that words it otherwise.
+    pub kind: ErrorKind,
+}
+
+/// What is wrong with a text, with what a caller that words and places errors as another
+/// parser does (Python's `json`) needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Something other than whitespace after the value.
+    TrailingData,
+    /// Nesting deeper than the limit.
+    TooDeep,
+    /// No value where one must start (the end of the text included).
+    ExpectedValue,
+    /// Neither `,` nor the closing bracket after an array element or a property value.
+    ExpectedComma,
+    /// No `"` where a property name must start.
+    ExpectedKey,
+    /// No `:` after a property name.
+    ExpectedColon,
+    /// A `-` not followed by a digit (the offset is after the minus).
+    NoNumberAfterMinus,
+    /// A `.` or an exponent without digits.
+    NumberCut {
+        /// Byte offset of the `.` or `e`: where the longest valid number ends.
+        valid_end: usize,
+        /// The number is not inside an array or object.
+        top_level: bool,
+    },
+    /// The text ends inside a string (the offset is its opening quote).
+    Unterminated {
+        /// The backslash of a `\uXXXX` escape the text ends right after, if it does.
+        escape_at_end: Option<usize>,
+    },
+    /// A raw control character (below U+0020) in a string.
+    ControlCharacter,
+    /// A backslash followed by no escape letter (the offset is the backslash).
+    BadEscape,
+    /// A `\u` not followed by four hex digits (the offset is the backslash).
+    BadUnicodeEscape,
 }
 
 impl ParseError {
@@ -32,6 +79,43 @@ impl ParseError {
     pub fn char_offset(&self, text: &str) -> usize {
         text.get(..self.offset).unwrap_or(text).chars().count()
     }
+
+    /// The error as Python's `json` words and places it (its `JSONDecodeError.msg` and
+    /// byte offset into `text`): Python reads the longest valid number and then what
+    /// follows it, reports escapes at their `u`, and a `\uXXXX` escape that ends the text
+    /// as invalid. `-Infinity` keeps `JSON.parse`'s words (where `loads` reports it).
+    pub fn python_json(&self, text: &str) -> (&str, usize) {
+        let at = self.offset;
+        match self.kind {
+            ErrorKind::TrailingData => ("Extra data", at),
+            ErrorKind::TooDeep | ErrorKind::ExpectedValue => ("Expecting value", at),
+            ErrorKind::ExpectedComma => ("Expecting ',' delimiter", at),
+            ErrorKind::ExpectedKey => ("Expecting property name enclosed in double quotes", at),
+            ErrorKind::ExpectedColon => ("Expecting ':' delimiter", at),
+            ErrorKind::NoNumberAfterMinus => {
+                if text
+                    .get(at..)
+                    .is_some_and(|rest| rest.starts_with("Infinity"))
+                {
+                    (&self.message, at)
+                } else {
+                    ("Expecting value", at.saturating_sub(1))
+                }
+            }
+            ErrorKind::NumberCut {
+                valid_end,
+                top_level: true,
+            } => ("Extra data", valid_end),
+            ErrorKind::NumberCut { valid_end, .. } => ("Expecting ',' delimiter", valid_end),
+            ErrorKind::Unterminated {
+                escape_at_end: Some(backslash),
+            } => ("Invalid \\uXXXX escape", backslash + 1),
+            ErrorKind::Unterminated { .. } => ("Unterminated string starting at", at),
+            ErrorKind::ControlCharacter => ("Invalid control character at", at),
+            ErrorKind::BadEscape => ("Invalid \\escape", at),
+            ErrorKind::BadUnicodeEscape => ("Invalid \\uXXXX escape", at + 1),
+        }
+    }
 }
 
 impl fmt::Display for ParseError {
@@ -42,20 +126,206 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// `JSON.parse(text)`.
+/// Why [`parse_with`] stopped: the text, or the builder.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure<E> {
+    /// The text is not valid JSON.
+    Syntax(ParseError),
+    /// The builder failed.
+    Build(E),
+}
+
+impl<E> From<ParseError> for Failure<E> {
+    fn from(error: ParseError) -> Self {
+        Failure::Syntax(error)
+    }
+}
+
+/// A number as the text spells it (the JSON number grammar holds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NumberLiteral<'a> {
+    text: &'a str,
+    integer: bool,
+}
+
+impl<'a> NumberLiteral<'a> {
+    /// The literal.
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// Without fraction or exponent.
+    pub fn is_integer(&self) -> bool {
+        self.integer
+    }
+
+    /// The double `JSON.parse` reads (correctly rounded; beyond the range: infinite).
+    pub fn to_f64(&self) -> f64 {
+        // Rust reads every literal of the grammar, rounding as JS does.
+        self.text.parse().unwrap_or(f64::NAN)
+    }
+
+    /// The integer, when the literal is an integer that fits 64 bits, signed or unsigned.
+    pub fn to_integer(&self) -> Option<Integer> {
+        if !self.integer {
+            return None;
+        }
+        match self.text.parse::<i64>() {
+            Ok(value) => Some(Integer::Signed(value)),
+            Err(_) => self.text.parse::<u64>().ok().map(Integer::Unsigned),
+        }
+    }
+}
+
+/// An integer literal that fits 64 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Integer {
+    /// Within `i64`.
+    Signed(i64),
+    /// Above `i64::MAX`, within `u64`.
+    Unsigned(u64),
+}
+
+/// A value without members.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scalar<'a> {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// A number.
+    Number(NumberLiteral<'a>),
+    /// A string (escapes decoded, lone surrogates kept).
+    String(JsString),
+}
+
+/// What [`parse_with`] builds values with, in text order: a container is opened, filled
+/// and ended before the value after it is built.
+pub trait Build {
+    /// A finished value.
+    type Value;
+    /// An array being filled.
+    type Array;
+    /// An object being filled.
+    type Object;
+    /// Why building failed.
+    type Error;
+
+    /// A scalar value.
+    fn scalar(&mut self, scalar: Scalar<'_>) -> Result<Self::Value, Self::Error>;
+    /// A new, empty array.
+    fn array(&mut self) -> Result<Self::Array, Self::Error>;
+    /// Appends an element.
+    fn push(&mut self, array: &mut Self::Array, item: Self::Value) -> Result<(), Self::Error>;
+    /// The filled array as a value.
+    fn end_array(&mut self, array: Self::Array) -> Result<Self::Value, Self::Error>;
+    /// A new, empty object.
+    fn object(&mut self) -> Result<Self::Object, Self::Error>;
+    /// Adds a member, in text order: a key may come again (`JSON.parse` keeps its first
+    /// position and takes the last value).
+    fn insert(
+        &mut self,
+        object: &mut Self::Object,
+        key: JsString,
+        value: Self::Value,
+    ) -> Result<(), Self::Error>;
+    /// The filled object as a value.
+    fn end_object(&mut self, object: Self::Object) -> Result<Self::Value, Self::Error>;
+}
+
+/// `JSON.parse(text)`, nesting up to [`MAX_DEPTH`].
 pub fn parse(text: &str) -> Result<JsValue, ParseError> {
+    match parse_with(text, &mut JsValues, MAX_DEPTH) {
+        Ok((value, _)) => Ok(value),
+        Err(Failure::Syntax(error)) => Err(error),
+        Err(Failure::Build(never)) => match never {},
+    }
+}
+
+/// Parses `text` with `builder`, refusing nesting deeper than `max_depth`; returns the value
+/// and its deepest nesting (`[[]]`: 2). Open containers are kept on a heap stack, not the
+/// call stack: a small (thread) stack reads any depth memory allows.
+pub fn parse_with<B: Build>(
+    text: &str,
+    builder: &mut B,
+    max_depth: usize,
+) -> Result<(B::Value, usize), Failure<B::Error>> {
     let mut parser = Parser {
         text,
         bytes: text.as_bytes(),
         pos: 0,
     };
     parser.skip_ws();
-    let value = parser.value()?;
+    let (value, depth) = parser.value(builder, max_depth)?;
     parser.skip_ws();
     if parser.pos < parser.bytes.len() {
-        return Err(parser.unexpected("Unexpected non-whitespace character after JSON"));
+        return Err(parser
+            .unexpected(
+                ErrorKind::TrailingData,
+                "Unexpected non-whitespace character after JSON",
+            )
+            .into());
     }
-    Ok(value)
+    Ok((value, depth))
+}
+
+/// Builds [`JsValue`]s, members in JS own-property order.
+struct JsValues;
+
+/// An object's members while it is parsed, with a lookup table once it has many.
+struct Members {
+    members: Vec<(JsString, JsValue)>,
+    lookup: Option<HashMap<JsString, usize>>,
+}
+
+impl Build for JsValues {
+    type Value = JsValue;
+    type Array = Vec<JsValue>;
+    type Object = Members;
+    type Error = Infallible;
+
+    fn scalar(&mut self, scalar: Scalar<'_>) -> Result<JsValue, Infallible> {
+        Ok(match scalar {
+            Scalar::Null => JsValue::Null,
+            Scalar::Bool(b) => JsValue::Bool(b),
+            Scalar::Number(number) => JsValue::Number(number.to_f64()),
+            Scalar::String(s) => JsValue::String(s),
+        })
+    }
+
+    fn array(&mut self) -> Result<Vec<JsValue>, Infallible> {
+        Ok(Vec::new())
+    }
+
+    fn push(&mut self, array: &mut Vec<JsValue>, item: JsValue) -> Result<(), Infallible> {
+        array.push(item);
+        Ok(())
+    }
+
+    fn end_array(&mut self, array: Vec<JsValue>) -> Result<JsValue, Infallible> {
+        Ok(JsValue::Array(array))
+    }
+
+    fn object(&mut self) -> Result<Members, Infallible> {
+        Ok(Members {
+            members: Vec::new(),
+            lookup: None,
+        })
+    }
+
+    fn insert(
+        &mut self,
+        object: &mut Members,
+        key: JsString,
+        value: JsValue,
+    ) -> Result<(), Infallible> {
+        insert_member(&mut object.members, &mut object.lookup, key, value);
+        Ok(())
+    }
+
+    fn end_object(&mut self, object: Members) -> Result<JsValue, Infallible> {
+        Ok(JsValue::Object(in_js_order(object.members)))
+    }
 }
 
 /// A string being decoded: text until a lone surrogate shows up, code units afterwards.
@@ -101,11 +371,10 @@ impl StrBuf {
 }
 
 /// An array or object being parsed.
-enum Open {
-    Array(Vec<JsValue>),
+enum Open<A, O> {
+    Array(A),
     Object {
-        members: Vec<(JsString, JsValue)>,
-        lookup: Option<HashMap<JsString, usize>>,
+        object: O,
         /// The key whose value is being parsed.
         key: JsString,
     },
@@ -117,22 +386,27 @@ struct Parser<'a> {
     pos: usize,
 }
 
-impl Parser<'_> {
-    fn error(&self, offset: usize, message: &str) -> ParseError {
+impl<'a> Parser<'a> {
+    fn error(&self, offset: usize, kind: ErrorKind, message: &str) -> ParseError {
         ParseError {
             offset,
             message: message.to_owned(),
+            kind,
         }
     }
 
-    fn unexpected(&self, context: &str) -> ParseError {
+    fn unexpected(&self, kind: ErrorKind, context: &str) -> ParseError {
         match self
             .text
             .get(self.pos..)
             .and_then(|rest| rest.chars().next())
         {
-            None => self.error(self.pos, "Unexpected end of JSON input"),
-            Some(c) => self.error(self.pos, &format!("{context}: unexpected token {c:?}")),
+            None => self.error(self.pos, kind, "Unexpected end of JSON input"),
+            Some(c) => self.error(
+                self.pos,
+                kind,
+                &format!("{context}: unexpected token {c:?}"),
+            ),
         }
     }
 
@@ -146,59 +420,66 @@ impl Parser<'_> {
         }
     }
 
-    /// Parses one value. Containers are kept on a heap stack, not the call stack, so deep
-    /// nesting cannot overflow a (thread's) stack.
-    fn value(&mut self) -> Result<JsValue, ParseError> {
-        let mut stack: Vec<Open> = Vec::new();
+    /// Steps into a container at `self.pos`, `open` containers being open around it.
+    fn open(&mut self, open: usize, max_depth: usize, depth: &mut usize) -> Result<(), ParseError> {
+        if open >= max_depth {
+            let message = format!("Nesting deeper than {max_depth} levels");
+            return Err(self.error(self.pos, ErrorKind::TooDeep, &message));
+        }
+        *depth = (*depth).max(open + 1);
+        self.pos += 1;
+        self.skip_ws();
+        Ok(())
+    }
+
+    /// Parses one value and its deepest nesting, containers on a heap stack.
+    fn value<B: Build>(
+        &mut self,
+        builder: &mut B,
+        max_depth: usize,
+    ) -> Result<(B::Value, usize), Failure<B::Error>> {
+        let mut stack: Vec<Open<B::Array, B::Object>> = Vec::new();
+        let mut depth = 0;
         loop {
             // A value starts here (after optional whitespace).
             self.skip_ws();
             let mut value = match self.peek() {
-                Some(open @ (b'{' | b'[')) => {
-                    if stack.len() >= MAX_DEPTH {
-                        return Err(self
-                            .error(self.pos, &format!("Nesting deeper than {MAX_DEPTH} levels")));
-                    }
-                    self.pos += 1;
-                    self.skip_ws();
-                    if open == b'[' {
-                        if self.peek() == Some(b']') {
-                            self.pos += 1;
-                            JsValue::Array(Vec::new())
-                        } else {
-                            stack.push(Open::Array(Vec::new()));
-                            continue;
-                        }
-                    } else if self.peek() == Some(b'}') {
-                        self.pos += 1;
-                        JsValue::Object(Vec::new())
-                    } else {
-                        let key = self.member_key()?;
-                        stack.push(Open::Object {
-                            members: Vec::new(),
-                            lookup: None,
-                            key,
-                        });
+                Some(b'[') => {
+                    self.open(stack.len(), max_depth, &mut depth)?;
+                    let array = builder.array().map_err(Failure::Build)?;
+                    if self.peek() != Some(b']') {
+                        stack.push(Open::Array(array));
                         continue;
                     }
+                    self.pos += 1;
+                    builder.end_array(array).map_err(Failure::Build)?
                 }
-                Some(b'"') => JsValue::String(self.string()?),
-                Some(b't') => self.literal("true", JsValue::Bool(true))?,
-                Some(b'f') => self.literal("false", JsValue::Bool(false))?,
-                Some(b'n') => self.literal("null", JsValue::Null)?,
-                Some(b'-' | b'0'..=b'9') => self.number()?,
-                _ => return Err(self.unexpected("Expected a JSON value")),
+                Some(b'{') => {
+                    self.open(stack.len(), max_depth, &mut depth)?;
+                    let object = builder.object().map_err(Failure::Build)?;
+                    if self.peek() != Some(b'}') {
+                        let key = self.member_key()?;
+                        stack.push(Open::Object { object, key });
+                        continue;
+                    }
+                    self.pos += 1;
+                    builder.end_object(object).map_err(Failure::Build)?
+                }
+                _ => {
+                    let scalar = self.scalar(stack.is_empty())?;
+                    builder.scalar(scalar).map_err(Failure::Build)?
+                }
             };
             // Hand the value to the innermost open container, closing containers that end.
             loop {
                 let Some(top) = stack.last_mut() else {
-                    return Ok(value);
+                    return Ok((value, depth));
                 };
                 self.skip_ws();
                 let next = self.peek();
                 match top {
                     Open::Array(items) => {
-                        items.push(value);
+                        builder.push(items, value).map_err(Failure::Build)?;
                         match next {
                             Some(b',') => {
                                 self.pos += 1;
@@ -206,18 +487,19 @@ impl Parser<'_> {
                             }
                             Some(b']') => self.pos += 1,
                             _ => {
-                                return Err(
-                                    self.unexpected("Expected ',' or ']' after array element")
-                                )
+                                return Err(self
+                                    .unexpected(
+                                        ErrorKind::ExpectedComma,
+                                        "Expected ',' or ']' after array element",
+                                    )
+                                    .into())
                             }
                         }
                     }
-                    Open::Object {
-                        members,
-                        lookup,
-                        key,
-                    } => {
-                        insert_member(members, lookup, std::mem::take(key), value);
+                    Open::Object { object, key } => {
+                        builder
+                            .insert(object, std::mem::take(key), value)
+                            .map_err(Failure::Build)?;
                         match next {
                             Some(b',') => {
                                 self.pos += 1;
@@ -227,45 +509,69 @@ impl Parser<'_> {
                             }
                             Some(b'}') => self.pos += 1,
                             _ => {
-                                return Err(
-                                    self.unexpected("Expected ',' or '}' after property value")
-                                )
+                                return Err(self
+                                    .unexpected(
+                                        ErrorKind::ExpectedComma,
+                                        "Expected ',' or '}' after property value",
+                                    )
+                                    .into())
                             }
                         }
                     }
                 }
                 // The container just closed: it is the value to hand upwards.
                 value = match stack.pop() {
-                    Some(Open::Array(items)) => JsValue::Array(items),
-                    Some(Open::Object { members, .. }) => JsValue::Object(in_js_order(members)),
+                    Some(Open::Array(items)) => builder.end_array(items),
+                    Some(Open::Object { object, .. }) => builder.end_object(object),
                     // Unreachable: `top` was on the stack.
-                    None => return Err(self.error(self.pos, "Unbalanced JSON")),
-                };
+                    None => {
+                        let error = self.error(self.pos, ErrorKind::ExpectedValue, "Unbalanced");
+                        return Err(error.into());
+                    }
+                }
+                .map_err(Failure::Build)?;
             }
+        }
+    }
+
+    /// A value that is not a container, at `self.pos`.
+    fn scalar(&mut self, top_level: bool) -> Result<Scalar<'a>, ParseError> {
+        match self.peek() {
+            Some(b'"') => self.string().map(Scalar::String),
+            Some(b't') => self.literal("true", Scalar::Bool(true)),
+            Some(b'f') => self.literal("false", Scalar::Bool(false)),
+            Some(b'n') => self.literal("null", Scalar::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(top_level).map(Scalar::Number),
+            _ => Err(self.unexpected(ErrorKind::ExpectedValue, "Expected a JSON value")),
         }
     }
 
     /// A property name and its `:`, the position at the opening quote.
     fn member_key(&mut self) -> Result<JsString, ParseError> {
         if self.peek() != Some(b'"') {
-            return Err(self.unexpected("Expected a double-quoted property name"));
+            return Err(self.unexpected(
+                ErrorKind::ExpectedKey,
+                "Expected a double-quoted property name",
+            ));
         }
         let key = self.string()?;
         self.skip_ws();
         if self.peek() != Some(b':') {
-            return Err(self.unexpected("Expected ':' after property name"));
+            return Err(
+                self.unexpected(ErrorKind::ExpectedColon, "Expected ':' after property name")
+            );
         }
         self.pos += 1;
         Ok(key)
     }
 
-    fn literal(&mut self, word: &str, value: JsValue) -> Result<JsValue, ParseError> {
+    fn literal(&mut self, word: &str, value: Scalar<'a>) -> Result<Scalar<'a>, ParseError> {
         let end = self.pos + word.len();
         if self.bytes.get(self.pos..end) == Some(word.as_bytes()) {
             self.pos = end;
             Ok(value)
         } else {
-            Err(self.unexpected("Expected a JSON value"))
+            Err(self.unexpected(ErrorKind::ExpectedValue, "Expected a JSON value"))
         }
     }
 
@@ -277,7 +583,7 @@ impl Parser<'_> {
         self.pos - start
     }
 
-    fn number(&mut self) -> Result<JsValue, ParseError> {
+    fn number(&mut self, top_level: bool) -> Result<NumberLiteral<'a>, ParseError> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
@@ -287,29 +593,44 @@ impl Parser<'_> {
             Some(b'1'..=b'9') => {
                 self.digits();
             }
-            _ => return Err(self.unexpected("No number after minus sign")),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            if self.digits() == 0 {
-                return Err(self.unexpected("Unterminated fractional number"));
+            _ => {
+                return Err(
+                    self.unexpected(ErrorKind::NoNumberAfterMinus, "No number after minus sign")
+                )
             }
         }
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            let valid_end = self.pos;
+            self.pos += 1;
+            if self.digits() == 0 {
+                let kind = ErrorKind::NumberCut {
+                    valid_end,
+                    top_level,
+                };
+                return Err(self.unexpected(kind, "Unterminated fractional number"));
+            }
+            integer = false;
+        }
         if let Some(b'e' | b'E') = self.peek() {
+            let valid_end = self.pos;
             self.pos += 1;
             if let Some(b'+' | b'-') = self.peek() {
                 self.pos += 1;
             }
             if self.digits() == 0 {
-                return Err(self.unexpected("Exponent part is missing a number"));
+                let kind = ErrorKind::NumberCut {
+                    valid_end,
+                    top_level,
+                };
+                return Err(self.unexpected(kind, "Exponent part is missing a number"));
             }
+            integer = false;
         }
-        let literal = self.text.get(start..self.pos).unwrap_or("");
-        // Rust's float parsing rounds correctly and overflows to infinity, like JS.
-        literal
-            .parse::<f64>()
-            .map(JsValue::Number)
-            .map_err(|_| self.error(start, "Invalid number"))
+        Ok(NumberLiteral {
+            text: self.text.get(start..self.pos).unwrap_or(""),
+            integer,
+        })
     }
 
     fn hex4(&self, at: usize) -> Option<u16> {
@@ -326,9 +647,15 @@ impl Parser<'_> {
         self.pos += 1;
         let mut run_start = self.pos;
         let mut buf: Option<StrBuf> = None;
+        // The backslash of the last `\uXXXX` escape read, and where it ended.
+        let mut unicode_escape: Option<(usize, usize)> = None;
         loop {
             let Some(byte) = self.peek() else {
-                return Err(self.error(open, "Unterminated string in JSON"));
+                let escape_at_end = unicode_escape
+                    .filter(|&(_, end)| end == self.bytes.len())
+                    .map(|(at, _)| at);
+                let kind = ErrorKind::Unterminated { escape_at_end };
+                return Err(self.error(open, kind, "Unterminated string in JSON"));
             };
             match byte {
                 b'"' => {
@@ -348,7 +675,10 @@ impl Parser<'_> {
                     b.push_str(run);
                     let escape_at = self.pos;
                     let Some(kind) = self.bytes.get(self.pos + 1).copied() else {
-                        return Err(self.error(open, "Unterminated string in JSON"));
+                        let kind = ErrorKind::Unterminated {
+                            escape_at_end: None,
+                        };
+                        return Err(self.error(open, kind, "Unterminated string in JSON"));
                     };
                     self.pos += 2;
                     let simple = match kind {
@@ -366,7 +696,11 @@ impl Parser<'_> {
                         b.push_char(c);
                     } else if kind == b'u' {
                         let Some(unit) = self.hex4(self.pos) else {
-                            return Err(self.error(escape_at, "Bad Unicode escape in JSON"));
+                            return Err(self.error(
+                                escape_at,
+                                ErrorKind::BadUnicodeEscape,
+                                "Bad Unicode escape in JSON",
+                            ));
                         };
                         self.pos += 4;
                         let low = if (0xD800..0xDC00).contains(&unit)
@@ -378,25 +712,34 @@ impl Parser<'_> {
                             None
                         };
                         if let Some(low) = low {
+                            unicode_escape = Some((self.pos, self.pos + 6));
                             self.pos += 6;
                             let code = 0x10000
                                 + ((u32::from(unit) - 0xD800) << 10)
                                 + (u32::from(low) - 0xDC00);
                             b.push_char(char::from_u32(code).unwrap_or('\u{FFFD}'));
-                        } else if let Some(c) = char::from_u32(u32::from(unit)) {
-                            b.push_char(c);
                         } else {
-                            b.push_lone_surrogate(unit);
+                            unicode_escape = Some((escape_at, self.pos));
+                            match char::from_u32(u32::from(unit)) {
+                                Some(c) => b.push_char(c),
+                                None => b.push_lone_surrogate(unit),
+                            }
                         }
                     } else {
-                        return Err(self.error(escape_at, "Bad escaped character in JSON"));
+                        return Err(self.error(
+                            escape_at,
+                            ErrorKind::BadEscape,
+                            "Bad escaped character in JSON",
+                        ));
                     }
                     run_start = self.pos;
                 }
                 0..=0x1F => {
-                    return Err(
-                        self.error(self.pos, "Bad control character in string literal in JSON")
-                    );
+                    return Err(self.error(
+                        self.pos,
+                        ErrorKind::ControlCharacter,
+                        "Bad control character in string literal in JSON",
+                    ));
                 }
                 _ => self.pos += 1,
             }
@@ -555,6 +898,243 @@ mod tests {
             panic!("must fail")
         };
         assert_eq!((e.offset, e.char_offset("[\"é\",x]")), (6, 5));
+    }
+
+    /// Prints what a builder is handed, in text order: `[..]`, `{k=v,..}`, numbers as
+    /// `i<int>` / `u<int>` / `f<double>`.
+    struct Events;
+
+    impl Build for Events {
+        type Value = String;
+        type Array = Vec<String>;
+        type Object = Vec<String>;
+        type Error = Infallible;
+
+        fn scalar(&mut self, scalar: Scalar<'_>) -> Result<String, Infallible> {
+            Ok(match scalar {
+                Scalar::Null => "null".into(),
+                Scalar::Bool(b) => b.to_string(),
+                Scalar::Number(n) => match n.to_integer() {
+                    Some(Integer::Signed(i)) => format!("i{i}"),
+                    Some(Integer::Unsigned(u)) => format!("u{u}"),
+                    None => format!("f{:?}", n.to_f64()),
+                },
+                Scalar::String(s) => format!("{:?}", s.to_units()),
+            })
+        }
+        fn array(&mut self) -> Result<Vec<String>, Infallible> {
+            Ok(Vec::new())
+        }
+        fn push(&mut self, array: &mut Vec<String>, item: String) -> Result<(), Infallible> {
+            array.push(item);
+            Ok(())
+        }
+        fn end_array(&mut self, array: Vec<String>) -> Result<String, Infallible> {
+            Ok(format!("[{}]", array.join(",")))
+        }
+        fn object(&mut self) -> Result<Vec<String>, Infallible> {
+            Ok(Vec::new())
+        }
+        fn insert(
+            &mut self,
+            object: &mut Vec<String>,
+            key: JsString,
+            value: String,
+        ) -> Result<(), Infallible> {
+            object.push(format!("{}={value}", key.as_str().unwrap_or("?")));
+            Ok(())
+        }
+        fn end_object(&mut self, object: Vec<String>) -> Result<String, Infallible> {
+            Ok(format!("{{{}}}", object.join(",")))
+        }
+    }
+
+    fn events(text: &str) -> Result<(String, usize), ErrorKind> {
+        parse_with(text, &mut Events, usize::MAX).map_err(|e| match e {
+            Failure::Syntax(e) => e.kind,
+            Failure::Build(never) => match never {},
+        })
+    }
+
+    #[test]
+    fn a_builder_gets_literals_and_members_in_text_order() {
+        let text = r#"{"b":[1,-0,-0.0,1e400,18446744073709551615,18446744073709551616],
+            "2":-9223372036854775808,"b":-9223372036854775809,"e":{},"a":[[]]}"#;
+        let Ok((built, depth)) = events(text) else {
+            panic!("must parse")
+        };
+        assert_eq!(
+            built,
+            "{b=[i1,i0,f-0.0,finf,u18446744073709551615,f1.8446744073709552e19],\
+             2=i-9223372036854775808,b=f-9.223372036854776e18,e={},a=[[]]}"
+        );
+        assert_eq!(depth, 3);
+        assert_eq!(events(r#""\ud800x""#), Ok(("[55296, 120]".into(), 0)));
+    }
+
+    /// Counts the values a builder is handed.
+    struct Count;
+
+    impl Build for Count {
+        type Value = usize;
+        type Array = usize;
+        type Object = usize;
+        type Error = Infallible;
+
+        fn scalar(&mut self, _: Scalar<'_>) -> Result<usize, Infallible> {
+            Ok(1)
+        }
+        fn array(&mut self) -> Result<usize, Infallible> {
+            Ok(1)
+        }
+        fn push(&mut self, array: &mut usize, item: usize) -> Result<(), Infallible> {
+            *array += item;
+            Ok(())
+        }
+        fn end_array(&mut self, array: usize) -> Result<usize, Infallible> {
+            Ok(array)
+        }
+        fn object(&mut self) -> Result<usize, Infallible> {
+            Ok(1)
+        }
+        fn insert(
+            &mut self,
+            object: &mut usize,
+            _: JsString,
+            value: usize,
+        ) -> Result<(), Infallible> {
+            *object += value;
+            Ok(())
+        }
+        fn end_object(&mut self, object: usize) -> Result<usize, Infallible> {
+            Ok(object)
+        }
+    }
+
+    #[test]
+    fn a_builder_reads_any_depth_on_a_small_stack() {
+        let levels = 200_000;
+        let text = "{\"a\":[".repeat(levels) + "7" + &"]}".repeat(levels);
+        let worker = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || parse_with(&text, &mut Count, usize::MAX).map_err(|e| format!("{e:?}")));
+        match worker.map(|handle| handle.join()) {
+            Ok(Ok(Ok((values, depth)))) => {
+                assert_eq!((values, depth), (2 * levels + 1, 2 * levels))
+            }
+            other => panic!("deep text failed on a small stack: {other:?}"),
+        }
+        let refused = match parse_with("[[1]]", &mut Count, 1) {
+            Err(Failure::Syntax(e)) => Some((e.kind, e.offset)),
+            _ => None,
+        };
+        assert_eq!(refused, Some((ErrorKind::TooDeep, 1)));
+    }
+
+    #[test]
+    fn errors_name_their_kind_and_place() {
+        use ErrorKind::*;
+        let cases: [(&str, ErrorKind, usize); 18] = [
+            ("", ExpectedValue, 0),
+            ("[1,]", ExpectedValue, 3),
+            ("nul", ExpectedValue, 0),
+            ("1 2", TrailingData, 2),
+            ("[1 2]", ExpectedComma, 3),
+            ("{\"a\":1 2}", ExpectedComma, 7),
+            ("{,}", ExpectedKey, 1),
+            ("{\"a\" 1}", ExpectedColon, 5),
+            ("[-x]", NoNumberAfterMinus, 2),
+            (
+                "1.",
+                NumberCut {
+                    valid_end: 1,
+                    top_level: true,
+                },
+                2,
+            ),
+            (
+                "[1.5e+]",
+                NumberCut {
+                    valid_end: 4,
+                    top_level: false,
+                },
+                6,
+            ),
+            (
+                "\"ab",
+                Unterminated {
+                    escape_at_end: None,
+                },
+                0,
+            ),
+            (
+                "[\"\\u0041",
+                Unterminated {
+                    escape_at_end: Some(2),
+                },
+                1,
+            ),
+            (
+                "\"\\ud800\\udc00",
+                Unterminated {
+                    escape_at_end: Some(7),
+                },
+                0,
+            ),
+            (
+                "\"\\u0041\\",
+                Unterminated {
+                    escape_at_end: None,
+                },
+                0,
+            ),
+            ("\"\t\"", ControlCharacter, 1),
+            ("\"\\x\"", BadEscape, 1),
+            ("\"a\\u12g4\"", BadUnicodeEscape, 2),
+        ];
+        for (text, kind, offset) in cases {
+            let Err(error) = parse(text) else {
+                panic!("{text:?} must be refused")
+            };
+            assert_eq!((error.kind, error.offset), (kind, offset), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn errors_in_the_words_and_places_of_python_json() {
+        // What CPython 3.11's `json.loads` says for each text (`JSONDecodeError.msg`, `.pos`).
+        let cases = [
+            ("[1,]", "Expecting value", 3),
+            ("1 2", "Extra data", 2),
+            ("[1 2]", "Expecting ',' delimiter", 3),
+            (
+                "{,}",
+                "Expecting property name enclosed in double quotes",
+                1,
+            ),
+            ("{\"a\" 1}", "Expecting ':' delimiter", 5),
+            ("[-x]", "Expecting value", 1),
+            (
+                "[-Infinity]",
+                "No number after minus sign: unexpected token 'I'",
+                2,
+            ),
+            ("1.", "Extra data", 1),
+            ("[1.5e+]", "Expecting ',' delimiter", 4),
+            ("{\"a\":0.e1}", "Expecting ',' delimiter", 6),
+            ("\"ab", "Unterminated string starting at", 0),
+            ("[\"\\u0041", "Invalid \\uXXXX escape", 3),
+            ("\"\\ud800\\udc00", "Invalid \\uXXXX escape", 8),
+            ("\"\t\"", "Invalid control character at", 1),
+            ("\"\\x\"", "Invalid \\escape", 1),
+            ("\"a\\u12g4\"", "Invalid \\uXXXX escape", 3),
+        ];
+        for (text, message, at) in cases {
+            let Err(error) = parse(text) else {
+                panic!("{text:?} must be refused")
+            };
+            assert_eq!(error.python_json(text), (message, at), "{text:?}");
+        }
     }
 
     #[test]
