@@ -34,7 +34,6 @@ from support.agent import (
     result,
     user,
 )
-from support.builders import call, example
 
 OVERRIDES = ".pi/gauntlet-overrides.md"
 
@@ -264,13 +263,13 @@ def protected_reads(turns: int) -> tuple[list[Any], PrunerState]:
     """``builders.example()`` (a state that can stub: its render measures every message
     through the size memo) followed by ``turns`` tool turns, every other one a read of the
     protected ``OVERRIDES`` (fresh objects each call)."""
-    messages, state = example()
+    messages, state = builders.example()
     for i in range(turns):
         ts = 1000 + 10 * i
         path = OVERRIDES if i % 2 else f"src/f{i}.py"
         messages += [
             builders.user(ts, f"step {i}"),
-            builders.assistant(ts + 1, call(f"r{i}", "read", path=path)),
+            builders.assistant(ts + 1, builders.call(f"r{i}", "read", path=path)),
             builders.result(f"r{i}", ts + 2, f"body of r{i}", name="read"),
         ]
     return messages, state
@@ -287,7 +286,7 @@ def stubbed(messages: list[Any]) -> list[str]:
 
 def fresh_of(messages: list[Any]) -> RenderResult:
     """A render of a copy of ``messages`` against a fresh ``example()`` state."""
-    return render(copy.deepcopy(messages), example()[1], builders.cfg())
+    return render(copy.deepcopy(messages), builders.example()[1], builders.cfg())
 
 
 def test_reads_in_a_lent_prefix_are_still_scanned() -> None:
