@@ -15,6 +15,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from pi_condense._core import RenderCache
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
 from pi_condense.js import json as jsjson
@@ -22,6 +23,7 @@ from pi_condense.render import RenderResult, render
 from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from pi_condense.supersede import cold_state
+from support import builders
 from support.agent import (
     Agent,
     Clock,
@@ -255,3 +257,59 @@ def test_a_read_superseded_by_a_new_one_restarts_the_render_before_it(tmp_path: 
     stats = state.render_cache.resume_stats
     # The first new read supersedes the first read, before every restart point.
     assert (stats["full"], stats["restarted"]) == (2, 2), stats
+
+
+def protected_reads(turns: int) -> tuple[list[Any], PrunerState]:
+    """``builders.example()`` (a state that can stub: its render measures every message
+    through the size memo) followed by ``turns`` tool turns, every other one a read of the
+    protected ``OVERRIDES`` (fresh objects each call)."""
+    messages, state = builders.example()
+    for i in range(turns):
+        ts = 1000 + 10 * i
+        path = OVERRIDES if i % 2 else f"src/f{i}.py"
+        messages += [
+            builders.user(ts, f"step {i}"),
+            builders.assistant(ts + 1, builders.call(f"r{i}", "read", path=path)),
+            builders.result(f"r{i}", ts + 2, f"body of r{i}", name="read"),
+        ]
+    return messages, state
+
+
+def stubbed(messages: list[Any]) -> list[str]:
+    """The ids of the results that are a superseded stub."""
+    return [
+        m["toolCallId"]
+        for m in messages
+        if m.get("role") == "toolResult" and m["content"][0].get("text") == stub(OVERRIDES)
+    ]
+
+
+def fresh_of(messages: list[Any]) -> RenderResult:
+    """A render of a copy of ``messages`` against a fresh ``example()`` state."""
+    return render(copy.deepcopy(messages), builders.example()[1], builders.cfg())
+
+
+def test_reads_in_a_lent_prefix_are_still_scanned() -> None:
+    # A render reads the protected paths while it reads its views; the views a frozen
+    # render's size memo lends (its prefix) are not read, and their paths count all the same.
+    messages, state = protected_reads(8)
+    state.render_cache = RenderCache(resume=False)
+    lent = 0
+    for upto in range(7, len(messages) + 1, 3):
+        got = render(messages[:upto], state, builders.cfg(), frozen=True)
+        lent = max(lent, state.render_cache.prefix)
+        builders.assert_same_render(got, fresh_of(messages[:upto]))
+    assert lent > 0, "the frozen renders lent a prefix"
+    assert stubbed(got.messages) == ["r1", "r3", "r5"]
+
+
+def test_reads_in_kept_views_are_still_scanned() -> None:
+    # Plain renders of the very same objects: from the third on, the size memo hands over
+    # the views it kept instead of reading the messages.
+    messages, state = protected_reads(8)
+    want = fresh_of(messages)
+    assert stubbed(want.messages) == ["r1", "r3", "r5"]
+    for _ in range(4):
+        got = render(messages, state, builders.cfg(), supersede=cold_state())
+        builders.assert_same_render(got, want)
+    assert state.render_cache.stats[0] > 0

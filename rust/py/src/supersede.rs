@@ -1,7 +1,10 @@
 //! `pi_condense._core.SupersedeState` and the read of a message list for phase 1b
 //! (protected-path supersession, pi-condense 2.10.3; the rule is
-//! `pi_condense_core::render::supersede`).
+//! `pi_condense_core::render::supersede`): on its own ([`superseded`], a render that may
+//! resume, and read on from the previous scan), or recorded while the render reads its views
+//! ([`Recorder`], [`superseded_recorded`]: each message's dicts are walked once).
 
+use std::cell::RefCell;
 use std::sync::Mutex;
 
 use pi_condense_core::jsstr::JsStr;
@@ -140,6 +143,105 @@ unsafe fn protected_path<'py>(
     }
 }
 
+/// What the render's reader recorded of one message for phase 1b (`Recorder`), in place
+/// of a second read of the message ([`read_message`]).
+#[derive(Default)]
+pub(crate) enum Scanned {
+    /// Not read by the reader (a view the size memo lent or kept): read here.
+    #[default]
+    Unread,
+    /// A toolResult: its id and timestamp are read here, only while a call is open.
+    Result,
+    /// Neither an assistant with array content nor a toolResult.
+    Other,
+    /// An assistant with array content: its calls ([`Calls`]).
+    Assistant(Vec<(JsId, Option<JsStr>)>),
+    /// An assistant whose blocks raised: raised when the scan reaches it.
+    Failed(PyErr),
+}
+
+/// Phase 1b's record of the messages a render's reader reads (`render::extract`): one
+/// [`Scanned`] per list position.
+pub(crate) struct Recorder<'m> {
+    pub(crate) matcher: &'m ProtectedMatcher,
+    slots: RefCell<Vec<Scanned>>,
+}
+
+impl<'m> Recorder<'m> {
+    /// A record of a list of `len` messages, none read yet.
+    pub(crate) fn new(matcher: &'m ProtectedMatcher, len: usize) -> Self {
+        let mut slots = Vec::new();
+        slots.resize_with(len, Scanned::default);
+        Recorder {
+            matcher,
+            slots: RefCell::new(slots),
+        }
+    }
+
+    /// Forgets what was recorded (the list is read again from the start).
+    pub(crate) fn restart(&self) {
+        self.slots.borrow_mut().fill_with(Scanned::default);
+    }
+
+    /// Records message `index`.
+    pub(crate) fn record(&self, index: usize, scanned: Scanned) {
+        if let Some(slot) = self.slots.borrow_mut().get_mut(index) {
+            *slot = scanned;
+        }
+    }
+}
+
+/// The calls of an assistant's content as the scan reads them, one toolCall block at a
+/// time; the first error is kept (and the blocks after it are not read).
+#[derive(Default)]
+pub(crate) struct Calls {
+    calls: Vec<(JsId, Option<JsStr>)>,
+    error: Option<PyErr>,
+}
+
+impl Calls {
+    /// A toolCall block: its `name`, `input`, `args` and `arguments`, and its id (`id`,
+    /// read only when the block can count).
+    ///
+    /// # Safety
+    /// The values must be live objects (borrowed from a block the caller holds) and the
+    /// GIL held (the borrow rule, lib.rs).
+    pub(crate) unsafe fn block<'py>(
+        &mut self,
+        py: Python<'py>,
+        keys: &Keys<'py>,
+        matcher: &ProtectedMatcher,
+        fields: [Option<Obj>; 4],
+        id: impl FnOnce() -> PyResult<JsId>,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        // SAFETY: `# Safety` above.
+        let read = unsafe { protected_path(py, keys, matcher, fields) }.and_then(|path| {
+            if path.is_none() && self.calls.is_empty() {
+                return Ok(());
+            }
+            let id = id()?;
+            if path.is_some() || self.calls.iter().any(|(c, _)| *c == id) {
+                self.calls.push((id, path));
+            }
+            Ok(())
+        });
+        if let Err(err) = read {
+            self.error = Some(err);
+        }
+    }
+
+    /// What the scan reads of the assistant.
+    pub(crate) fn scanned(self) -> Scanned {
+        match self.error {
+            Some(err) => Scanned::Failed(err),
+            None => Scanned::Assistant(self.calls),
+        }
+    }
+}
+
 /// One message as the scan reads it: only what can make a candidate is read (a toolCall
 /// block with a protected path, a later block of the same id, a toolResult while a call is
 /// open).
@@ -165,7 +267,7 @@ unsafe fn read_message<'py>(
                 let Some(content) = present(content).filter(|c| is_list(*c)) else {
                     return Ok(SupMsg::Other);
                 };
-                let mut calls: Vec<(JsId, Option<JsStr>)> = Vec::new();
+                let mut calls = Calls::default();
                 for block in list_items(content) {
                     if !is_dict(block) {
                         continue;
@@ -177,16 +279,15 @@ unsafe fn read_message<'py>(
                     if !str_is(present(kind), "toolCall") {
                         continue;
                     }
-                    let path = protected_path(py, keys, matcher, [name, input, args, arguments])?;
-                    if path.is_none() && calls.is_empty() {
-                        continue;
-                    }
-                    let id = js_id(py, present(id), true)?.to_owned_id();
-                    if path.is_some() || calls.iter().any(|(c, _)| *c == id) {
-                        calls.push((id, path));
-                    }
+                    calls.block(py, keys, matcher, [name, input, args, arguments], || {
+                        Ok(js_id(py, present(id), true)?.to_owned_id())
+                    });
                 }
-                Ok(SupMsg::Assistant(calls))
+                match calls.scanned() {
+                    Scanned::Failed(err) => Err(err),
+                    Scanned::Assistant(calls) => Ok(SupMsg::Assistant(calls)),
+                    _ => Ok(SupMsg::Other),
+                }
             }
             Role::ToolResult if !open => Ok(SupMsg::Skip),
             Role::ToolResult => {
@@ -197,6 +298,44 @@ unsafe fn read_message<'py>(
             _ => Ok(SupMsg::Other),
         }
     }
+}
+
+/// The live state a render applies (a fresh, cold one when `None`), locked.
+enum StateOf<'s> {
+    Held(std::sync::MutexGuard<'s, SupersedeState>),
+    Cold(SupersedeState),
+}
+
+impl StateOf<'_> {
+    fn of(state: Option<&PySupersedeState>) -> StateOf<'_> {
+        match state {
+            Some(s) => StateOf::Held(s.state()),
+            None => {
+                let mut cold = SupersedeState::new();
+                cold.cold();
+                StateOf::Cold(cold)
+            }
+        }
+    }
+
+    fn get(&mut self) -> &mut SupersedeState {
+        match self {
+            StateOf::Held(held) => held,
+            StateOf::Cold(cold) => cold,
+        }
+    }
+}
+
+/// The superseded results of `scan` (ascending index) and their stub texts, after `state`
+/// activated what its floor allows.
+fn apply(state: Option<&PySupersedeState>, scan: &Scan) -> Vec<(usize, Text)> {
+    let candidates = scan.candidates();
+    StateOf::of(state)
+        .get()
+        .apply(&candidates)
+        .into_iter()
+        .map(|c| (c.index, superseded_text(&c.path)))
+        .collect()
 }
 
 /// Phase 1b of a render of `messages`: the superseded results (ascending index) and their
@@ -210,21 +349,9 @@ pub(crate) fn superseded<'py>(
     state: Option<&PySupersedeState>,
     prior: Option<Scan>,
 ) -> PyResult<(Vec<(usize, Text)>, Scan)> {
-    let mut cold = SupersedeState::new();
-    let mut held;
-    let state: &mut SupersedeState = match state {
-        Some(s) => {
-            held = s.state();
-            &mut held
-        }
-        None => {
-            cold.cold();
-            &mut cold
-        }
-    };
     if matcher.is_empty() {
         // Nothing is protected, so nothing is a candidate; the render still spends the floor.
-        state.floor = None;
+        StateOf::of(state).get().floor = None;
         return Ok((Vec::new(), Scan::new()));
     }
     let py = messages.py();
@@ -237,13 +364,39 @@ pub(crate) fn superseded<'py>(
             scan.push(read);
         }
     }
-    let candidates = scan.candidates();
-    let superseded = state
-        .apply(&candidates)
-        .into_iter()
-        .map(|c| (c.index, superseded_text(&c.path)))
-        .collect();
-    Ok((superseded, scan))
+    Ok((apply(state, &scan), scan))
+}
+
+/// [`superseded`] of `messages` (none before), from what `recorder` recorded while the
+/// render's reader read them: a message it did not read is read here, and so is a
+/// toolResult while a call is open. An error is raised where [`superseded`] raises it.
+pub(crate) fn superseded_recorded<'py>(
+    keys: &Keys<'py>,
+    messages: &Bound<'py, PyList>,
+    recorder: &Recorder<'_>,
+    state: Option<&PySupersedeState>,
+) -> PyResult<(Vec<(usize, Text)>, Scan)> {
+    let py = messages.py();
+    let matcher = recorder.matcher;
+    let slots = recorder.slots.take();
+    let mut scan = Scan::new();
+    // SAFETY: `messages` is the render's snapshot (owned for the call), the GIL is held and
+    // no Python code runs while its items are read (the borrow rule, lib.rs).
+    unsafe {
+        for (msg, slot) in list_items(messages.as_ptr()).zip(slots) {
+            let read = match slot {
+                Scanned::Other => SupMsg::Other,
+                Scanned::Assistant(calls) => SupMsg::Assistant(calls),
+                Scanned::Result if !scan.has_open() => SupMsg::Skip,
+                Scanned::Failed(err) => return Err(err),
+                Scanned::Result | Scanned::Unread => {
+                    read_message(py, keys, matcher, scan.has_open(), msg)?
+                }
+            };
+            scan.push(read);
+        }
+    }
+    Ok((apply(state, &scan), scan))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

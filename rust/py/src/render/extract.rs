@@ -1,5 +1,6 @@
 //! Extract: the message views the decision reads, through a prefetching pipeline (see
-//! `super` for what is read and why no Python code runs meanwhile).
+//! `super` for what is read and why no Python code runs meanwhile), and with them what phase
+//! 1b's scan reads of each message (`Reader::scan`: the dicts are walked once for both).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -18,6 +19,7 @@ use crate::jsread::{
     str_text, type_is, Keys, Obj, K,
 };
 use crate::size_memo::{self, SizeMemo};
+use crate::supersede::{Calls, Recorder, Scanned};
 
 /// How many messages ahead each level of the read pipeline works (see
 /// [`Reader::read_all`]): the message object, its hash table, its role, the values the
@@ -53,6 +55,12 @@ const M_CONTENT: u32 = 1 << 4;
 const M_CUSTOM_TYPE: u32 = 1 << 5;
 const M_DETAILS: u32 = 1 << 6;
 
+/// The members of a content block the reader may read: type, id (the view), name, input,
+/// args, arguments (phase 1b's scan, of toolCall blocks).
+const BLOCK_FIELDS: [K; 6] = [K::Kind, K::Id, K::Name, K::Input, K::Args, K::Arguments];
+const B_VIEW: u32 = 0b11;
+const B_SCAN: u32 = 0b11_1100;
+
 /// Reads message views.
 pub(super) struct Reader<'k, 'py> {
     pub(super) py: Python<'py>,
@@ -61,6 +69,8 @@ pub(super) struct Reader<'k, 'py> {
     /// Every str object a view read so far borrows its text from, in reading order (a
     /// size memo keeps a view only while it holds each of them: `size_memo::keep_view`).
     pub(super) borrowed: RefCell<Vec<Obj>>,
+    /// Phase 1b's scan, recorded while the messages are read (`None`: not this render's).
+    pub(super) scan: Option<&'k Recorder<'k>>,
 }
 
 // # Safety (every `unsafe fn` of the reader below)
@@ -81,7 +91,12 @@ impl Reader<'_, '_> {
         }
     }
 
-    unsafe fn block_of<'a>(&self, item: Obj) -> PyResult<Block<Cow<'a, str>>> {
+    /// A content block; a toolCall block is also read for phase 1b's scan into `calls`.
+    unsafe fn block_of<'a>(
+        &self,
+        item: Obj,
+        calls: Option<&mut Calls>,
+    ) -> PyResult<Block<Cow<'a, str>>> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             if item == ffi::Py_None() || is_absent(item) {
@@ -90,15 +105,32 @@ impl Reader<'_, '_> {
             if !is_dict(item) {
                 return Ok(Block::Other);
             }
-            let [kind, id] = self.keys.fields_of(item, [K::Kind, K::Id]);
+            let mut fields = [None; 6];
+            let mut pos = 0;
+            self.keys
+                .scan(item, &mut pos, &BLOCK_FIELDS, &mut fields, B_VIEW);
+            let [kind, id, ..] = fields;
             let Some(kind) = present(kind).filter(|k| is_str(*k)) else {
                 return Ok(Block::Other);
             };
             let kind = borrowed_utf8(kind).unwrap_or_default();
             Ok(if jsread::text_is(kind, "toolCall") {
-                Block::ToolCall {
-                    id: self.js_id(present(id))?,
+                let id = self.js_id(present(id))?;
+                if let (Some(calls), Some(scan)) = (calls, self.scan) {
+                    // The rest of the same walk of the block.
+                    self.keys
+                        .scan(item, &mut pos, &BLOCK_FIELDS, &mut fields, B_SCAN);
+                    let [_, _, name, input, args, arguments] = fields;
+                    let owned = || Ok(id.to_owned_id());
+                    calls.block(
+                        self.py,
+                        self.keys,
+                        scan.matcher,
+                        [name, input, args, arguments],
+                        owned,
+                    );
                 }
+                Block::ToolCall { id }
             } else if jsread::text_is(kind, "thinking") {
                 Block::Thinking
             } else {
@@ -107,7 +139,12 @@ impl Reader<'_, '_> {
         }
     }
 
-    unsafe fn content_of<'a>(&self, value: Option<Obj>) -> PyResult<Content<Cow<'a, str>>> {
+    /// A message's content; the toolCall blocks of an array also read into `calls`.
+    unsafe fn content_of<'a>(
+        &self,
+        value: Option<Obj>,
+        mut calls: Option<&mut Calls>,
+    ) -> PyResult<Content<Cow<'a, str>>> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let Some(value) = value else {
@@ -119,7 +156,7 @@ impl Reader<'_, '_> {
             if is_list(value) {
                 let mut blocks = Blocks::default();
                 for item in list_items(value) {
-                    blocks.push(self.block_of(item)?);
+                    blocks.push(self.block_of(item, calls.as_deref_mut())?);
                 }
                 return Ok(Content::Array(blocks));
             }
@@ -197,14 +234,20 @@ impl Reader<'_, '_> {
         }
     }
 
-    /// Reads message `msg` into `view` (a fresh [`MsgView::new`] of role `Other`).
-    unsafe fn read_into<'a>(&self, msg: Obj, view: &mut MsgView<Cow<'a, str>>) -> PyResult<()> {
+    /// Reads message `msg`, at `index` in the list, into `view` (a fresh [`MsgView::new`]
+    /// of role `Other`).
+    unsafe fn read_into<'a>(
+        &self,
+        index: usize,
+        msg: Obj,
+        view: &mut MsgView<Cow<'a, str>>,
+    ) -> PyResult<()> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
             let mut fetched = Fetched::default();
             self.fetch_role(msg, &mut fetched)?;
             self.fetch_fields(msg, &mut fetched)?;
-            self.decode(&fetched, view)
+            self.decode(index, &fetched, view)
         }
     }
 
@@ -347,9 +390,10 @@ impl Reader<'_, '_> {
         }
     }
 
-    /// Last stage: the view.
+    /// Last stage: the view (and phase 1b's record of the message, at `index` in the list).
     unsafe fn decode<'a>(
         &self,
+        index: usize,
         fetched: &Fetched,
         view: &mut MsgView<Cow<'a, str>>,
     ) -> PyResult<()> {
@@ -358,12 +402,22 @@ impl Reader<'_, '_> {
             let py = self.py;
             let needs = &self.needs;
             if !fetched.dict {
+                if let Some(scan) = self.scan {
+                    scan.record(index, Scanned::Other);
+                }
                 return Ok(());
             }
             view.role = fetched.kind;
             let a = present(fetched.a);
             let b = present(fetched.b);
             let ts = present(fetched.ts);
+            if let Some(scan) = self.scan {
+                match fetched.kind {
+                    Role::Assistant => {}
+                    Role::ToolResult => scan.record(index, Scanned::Result),
+                    _ => scan.record(index, Scanned::Other),
+                }
+            }
             match fetched.kind {
                 Role::ToolResult => {
                     view.tool_call_id = self.js_id(a)?;
@@ -375,7 +429,18 @@ impl Reader<'_, '_> {
                     }
                 }
                 Role::Assistant => {
-                    view.content = self.content_of(a)?;
+                    match self.scan {
+                        None => view.content = self.content_of(a, None)?,
+                        Some(scan) => {
+                            let mut calls = Calls::default();
+                            view.content = self.content_of(a, Some(&mut calls))?;
+                            let scanned = match view.content {
+                                Content::Array(_) => calls.scanned(),
+                                _ => Scanned::Other,
+                            };
+                            scan.record(index, scanned);
+                        }
+                    }
                     if needs.chain {
                         view.timestamp = jsread::timestamp(py, ts)?;
                     }
@@ -406,7 +471,8 @@ impl Reader<'_, '_> {
     /// Reads the views of `items`, in a software pipeline: while message i is decoded,
     /// the memory of the next ones is requested, a few messages ahead per level of
     /// indirection (object, hash table, values, content list, blocks), so that the loads
-    /// overlap instead of stalling one after another.
+    /// overlap instead of stalling one after another. With a `scan`, `items` is the whole
+    /// list (the record is by position).
     pub(super) unsafe fn read_all<'a>(
         &self,
         items: &[Obj],
@@ -458,7 +524,7 @@ impl Reader<'_, '_> {
                 }
                 views.push(MsgView::new(Role::Other, Ts::Absent));
                 if let (Some(view), Some(f)) = (views.last_mut(), fetched.get(i)) {
-                    self.decode(f, view)?;
+                    self.decode(i, f, view)?;
                 }
             }
             Ok(views)
@@ -538,9 +604,9 @@ pub(super) unsafe fn extract<'a>(
                 memo,
                 Some(reader.needs),
                 &reader.borrowed,
-                |_, msg| {
+                |i, msg| {
                     let mut view = MsgView::new(Role::Other, Ts::Absent);
-                    let read = reader.read_into(msg, &mut view);
+                    let read = reader.read_into(i, msg, &mut view);
                     read_error = read.is_err();
                     read.map(|()| view)
                 },
@@ -555,7 +621,12 @@ pub(super) unsafe fn extract<'a>(
                 })
             }
             Err(err) if read_error => return Err(err),
-            Err(_) => {}
+            Err(_) => {
+                // Read again below, from the start.
+                if let Some(scan) = reader.scan {
+                    scan.restart();
+                }
+            }
         }
     }
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).

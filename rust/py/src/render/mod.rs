@@ -60,7 +60,7 @@ use pyo3::types::PyList;
 use crate::cpython::GcPaused;
 use crate::index::PyIndex;
 use crate::jsread::{list_items, Keys, Obj};
-use crate::supersede::{superseded, PySupersedeState};
+use crate::supersede::{superseded, superseded_recorded, PySupersedeState, Recorder};
 
 use apply::{apply, Writer};
 use extract::{extract, Reader};
@@ -110,59 +110,68 @@ fn render<'py>(
         }
     }
     let keys = Keys::new(py, true);
-    // Phase 1b is decided for the whole list (read from where the previous frozen render's
-    // scan ended); a resume restarts before the first result whose supersession changed
-    // (`pi_condense_core::render::resume`).
-    let prior = if frozen {
-        memo_guard
+    // A frozen render resumes from the previous one when it can (`resume`).
+    let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
+    // Phase 1b is decided for the whole list. A render that may resume reads it first (from
+    // where the previous frozen render's scan ended): a resume restarts before the first
+    // result whose supersession changed (`pi_condense_core::render::resume`). Any other
+    // render reads it while its views are read (`extract`, `Recorder`); with nothing protected
+    // (no candidate) nothing is read.
+    let up_front = resuming || options.matcher.is_empty();
+    let mut phase_1b = None;
+    if up_front {
+        let prior = memo_guard
             .as_mut()
+            .filter(|_| resuming)
             .and_then(|g| g.0.resume.as_mut())
             .and_then(|cont| {
                 // SAFETY: the snapshot is alive (owned here) and the GIL is held.
                 let items: Vec<Obj> = unsafe { list_items(messages.as_ptr()) }.collect();
                 cont.take_scan(&items, options.stamp)
-            })
-    } else {
-        None
-    };
-    let (superseded, scan) = superseded(
-        &keys,
-        messages,
-        &options.matcher,
-        supersede.as_deref(),
-        prior,
-    )?;
-    let mut scan = Some(scan);
-    // A frozen render resumes from the previous one when it can (`resume`).
-    let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
+            });
+        phase_1b = Some(superseded(
+            &keys,
+            messages,
+            &options.matcher,
+            supersede.as_deref(),
+            prior,
+        )?);
+    }
     if let Some(guard) = memo_guard.as_mut() {
         if !resuming {
             guard.0.forget_resume();
-        } else if let Some(outcome) = resume::resume(
-            original,
-            messages,
-            (&index, &options, &superseded),
-            &keys,
-            &mut guard.0,
-        )? {
-            finish(&mut memo_guard, &mut scan);
-            return Ok(outcome);
+        } else if let Some((superseded, _)) = phase_1b.as_ref() {
+            let resumed = resume::resume(
+                original,
+                messages,
+                (&index, &options, superseded),
+                &keys,
+                &mut guard.0,
+            )?;
+            if let Some(outcome) = resumed {
+                let mut scan = phase_1b.map(|(_, read)| read);
+                finish(&mut memo_guard, &mut scan);
+                return Ok(outcome);
+            }
         }
     }
-    let mut cfg = options.config();
-    cfg.superseded = &superseded;
     let state = index.core();
+    let needs = Needs::of(state, &options.config());
+    let recorder = (!up_front).then(|| Recorder::new(&options.matcher, messages.len()));
     let reader = Reader {
         py,
         keys: &keys,
-        needs: Needs::of(state, &cfg),
+        needs,
         borrowed: RefCell::new(Vec::new()),
+        scan: recorder.as_ref(),
     };
 
     // Extract and decide. The views borrow strings from the message objects: the list
     // (held by the caller for the whole call) keeps them alive, and no Python code runs
     // until the views are dropped.
     let resume_from;
+    let stubs;
+    let mut scan;
     let (plan, measured) = {
         // SAFETY: the snapshot is alive (owned here) and the GIL is held; see above for
         // the lifetime of the borrowed strings.
@@ -172,8 +181,27 @@ fn render<'py>(
                 messages.as_ptr(),
                 &reader,
                 memo_guard.as_deref_mut().map(|g| &mut g.0.sizes),
-            )?
+            )
         };
+        let decided = match phase_1b {
+            Some(done) => done,
+            None => {
+                let state_of = supersede.as_deref();
+                match (&extracted, recorder.as_ref()) {
+                    (Ok(_), Some(recorder)) => {
+                        superseded_recorded(&keys, messages, recorder, state_of)?
+                    }
+                    // A read that raised: phase 1b is read first and applied, as a render
+                    // reading it up front would (which raises its own error first).
+                    _ => superseded(&keys, messages, &options.matcher, state_of, None)?,
+                }
+            }
+        };
+        let extracted = extracted?;
+        stubs = decided.0;
+        scan = Some(decided.1);
+        let mut cfg = options.config();
+        cfg.superseded = &stubs;
         let mut lazy = ArgLens {
             messages,
             keys: &keys,

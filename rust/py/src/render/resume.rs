@@ -86,6 +86,7 @@ pub(super) fn resume(
         keys,
         needs: Needs::of(state, &cfg),
         borrowed: RefCell::new(Vec::new()),
+        scan: None,
     };
     let mut lazy = ArgLens {
         messages,
