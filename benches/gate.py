@@ -31,7 +31,7 @@ cx3         condense x3 / x1, per model call                1.5     1.5
 cx10        condense x10 / x1, per model call               1.5     2.0
 live        Condenser events+context() / render, 10k        1.3     1.5
 startup     ``pi-condense --version`` / ``python -c pass``  4.0     4.0
-startup-c   one-call ``condense`` / ``python -c pass``      11.0    30.0
+startup-c   one-call ``condense`` / ``python -c pass``      11.0    14.0
 proxy-1k    proxy request, 1k msgs / pass-through proxy     -       2.0
 proxy-10k   proxy request, 10k msgs / pass-through proxy    -       8.0
 proxy-ttfb  first streamed byte via proxy / from upstream    -       20.0
@@ -49,7 +49,10 @@ views, four measured open 1.25-1.62 (1.33-1.75 before them). So the bounds of co
 cold-same went from 2.0 to 1.4 and open's from 2.5 to 2.2 (README, Performance, has the figures
 of the README's commit). On 2026-12-07 (issue 41) --version no longer imports typer: startup
 measured 1.2-1.6 (target and bound 4), and the one-call condense (startup-condense) 19-21
-(target 11, i.e. 0.12 s; bound 30); the repeated render measured 0.86-1.17 over four runs on
+(target 11, i.e. 0.12 s; bound 30); after the config classes stopped importing pydantic and
+``condense`` with plain arguments stopped importing typer and rich, three runs on the loaded
+2-core machine (load average 9) measured it 9.4-10.6 (0.106-0.110 s), so its bound is 14;
+the repeated render measured 0.86-1.17 over four runs on
 a loaded machine (the 0.44-0.53 above did not reproduce).
 
 The Agents SDK hook pairs (``bench_hook_call.py``, 2026-12-07, this machine, two runs, the
@@ -169,7 +172,7 @@ PAIRS = (
         "pi-condense condense, one model call",
         "python -c pass",
         11.0,
-        30.0,
+        14.0,
         "startup",
     ),
     Pair("proxy-1k", "pi-condense proxy, 1k messages", "pass-through proxy", None, 2.0),
