@@ -96,10 +96,11 @@ its whole process tree (Dask's import not counted). On 2026-12-07, after the eng
 the per-session full collection from walking the host's and Dask's objects (frozen while the
 tasks run; the pool's workers freeze what they inherit) and turned off the workers'
 statistical profiler: 1.15, 1.24 and 1.18 in three runs at load average 7-8 (medians
-1.13-1.21; 1.45 before, the issue measured 1.35): the target is about met, the bound 1.5 is a
-regression bound. What is left is Dask's own (the scheduler and the event loop, about 0.5 s
-of 5, and the two task threads sharing one interpreter). It took 84-95 s there (two thirds of
-it the Dask rounds, which run on one core under the GIL).
+1.13-1.21; the same bench measured 1.37 on the code before, the issue 1.35): the target is
+about met, the bound 1.5 is a regression bound. What is left is Dask's own (the scheduler and
+the event loop, about 0.5 s of 5, and the two task threads sharing one interpreter). It took
+84-95 s there (two thirds of it the Dask rounds, which run on one core under the GIL); its
+rounds' CPU adds up to about 30 s.
 
 On the development VM, consecutive gate runs moved each min-based ratio by up to 10% from its
 mean when the machine was otherwise idle, and by up to 20% with other builds running; the very
