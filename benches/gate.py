@@ -51,8 +51,8 @@ cold-same went from 2.0 to 1.4 and open's from 2.5 to 2.2 (README, Performance, 
 of the README's commit). On 2026-12-07 (issue 41) --version no longer imports typer: startup
 measured 1.2-1.6 (target and bound 4), and the one-call condense (startup-condense) 19-21
 (target 11, i.e. 0.12 s; bound 30); after the config classes stopped importing pydantic and
-``condense`` with plain arguments stopped importing typer and rich, three runs on the loaded
-2-core machine (load average 9) measured it 9.4-10.6 (0.106-0.110 s), so its bound is 14;
+``condense`` with plain arguments stopped importing typer and rich, six runs on the loaded
+2-core machine (load average 3-9) measured it 9.4-10.6 (0.102-0.110 s), so its bound is 14;
 the repeated render measured 0.86-1.17 over four runs on
 a loaded machine (the 0.44-0.53 above did not reproduce).
 
