@@ -7,8 +7,8 @@ Pairs (each a fresh interpreter running the console entry point,
   native module: the command line's framework (typer) is not imported for it;
 - ``startup-condense``: ``condense`` of a session with one model call (the first user message
   and assistant reply of the raw fixture ``large-session``), written to a new file: the
-  imports of the pipeline (typer, pydantic's config models, rich, asyncio, the pruner) and one
-  replay.
+  imports of the pipeline (asyncio, the config, the pruner; not typer, pydantic or rich, which
+  a plain ``condense --json`` does not load) and one replay.
 
 All are real subprocesses; each round is timed by the CPU time the child used
 (``getrusage(RUSAGE_CHILDREN)``: user + system), so waiting for a core does not count. The

@@ -82,6 +82,12 @@ DEFERRED: tuple[tuple[str, str, str], ...] = (
         "only the streamable HTTP transport runs a web server; stdio needs none",
     ),
     ("pi_condense.corpus", "fsspec", "reading a corpus from a URL needs fsspec (not a dependency)"),
+    (
+        "pi_condense.config._plain",
+        "pi_condense.config._twin",
+        "the config classes' pydantic twins (pydantic, about 0.1 s) load only for a value that is "
+        "not of its field's exact type: reading a settings file does not import pydantic",
+    ),
 )
 """Function-level imports allowed: (importing module or package, imported module or package,
 why); an empty imported name allows any."""
@@ -214,7 +220,7 @@ def test_the_scan_sees_the_package() -> None:
     assert "pi_condense._core" in graph["pi_condense.keys"]  # the native module, by its stub
     assert "pi_condense.session" in graph["pi_condense.state"]
     kinds = {i.kind for i in all_imports() if i.module.startswith("pi_condense.cli")}
-    assert kinds == {"top", "function"}  # the CLI's deferred commands are seen
+    assert {"top", "function"} <= kinds  # the CLI's deferred commands are seen
 
 
 def test_every_module_belongs_to_a_layer() -> None:

@@ -247,3 +247,27 @@ def test_command_imports_are_frozen(tmp_path: Path) -> None:
     enabled, frozen = stderr.splitlines()[-2].split()[1:]
     assert enabled == "1"
     assert int(frozen) > 10_000
+
+
+CONDENSE_FREE = ("pydantic", "pydantic_core", "typer", "click", "rich")
+"""Not needed by a ``condense`` with plain arguments and a normal config: the command line's
+framework, pydantic (the config is checked without it), rich (nothing printed through it)."""
+
+
+def test_condense_loads_no_cli_framework_nor_pydantic(tmp_path: Path) -> None:
+    config = tmp_path / "settings.json"
+    config.write_text('{"contextPrune": {"enabled": true, "protectedTools": ["bash"]}}\n')
+    out = tmp_path / "out.jsonl"
+    argv = ["condense", str(EXAMPLE), "-o", str(out), "--config", str(config), "--json"]
+    loaded, stdout, stderr = _loaded(argv, tmp_path, CONDENSE_FREE)
+    assert "exit 0" in stderr, stderr
+    assert json.loads(stdout)["llmCalls"] > 0
+    assert out.is_file()
+    assert loaded == []
+
+
+def test_condense_help_still_loads_typer(tmp_path: Path) -> None:
+    loaded, stdout, stderr = _loaded(["condense", "--help"], tmp_path, CONDENSE_FREE)
+    assert "exit 0" in stderr, stderr
+    assert "--in-place" in stdout
+    assert "typer" in loaded

@@ -3,9 +3,16 @@ Dask ``LocalCluster`` started by the tests (Ray: corpus/test_corpus_ray.py)."""
 
 from __future__ import annotations
 
+import gc
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +129,91 @@ def test_unreachable_dask_scheduler_is_a_clear_error(
         pytest.raises(corpus.EngineError, match="cannot connect to the Dask scheduler"),
     ):
         corpus.scan([str(sessions[1].paths[0])], engine="dask", address="tcp://127.0.0.1:1")
+
+
+_PROBE_DASK = """
+import gc, json, sys
+import distributed
+from pi_condense import corpus
+
+seen = []
+
+def probe(phase, info):
+    # In a task's closing full collection (run_task): what the Dask worker thread sees.
+    if phase == "start" and info["generation"] == 2:
+        try:
+            worker = distributed.get_worker()
+        except ValueError:
+            return
+        seen.append([gc.get_freeze_count(), "profile" in worker.periodic_callbacks])
+
+gc.callbacks.append(probe)
+before = gc.get_freeze_count()
+result = corpus.condense([sys.argv[1]], sys.argv[2], engine="dask")
+print(json.dumps({"before": before, "after": gc.get_freeze_count(), "seen": seen,
+                  "rows": len(result.rows), "failures": len(result.failures)}))
+"""
+
+
+def test_the_in_process_dask_cluster_freezes_its_host_and_profiles_nothing(
+    sessions: tuple[Path, _corpus.Plant], tmp_path: Path
+) -> None:
+    # Each condense task ends with a full collection: in the cluster's own process it must not
+    # walk the host's and Dask's long-lived objects once per session, and the workers'
+    # statistical profiler (its dashboard is off) must not sample the tasks.
+    source = tmp_path / "in"
+    source.mkdir()
+    for path in sorted(sessions[0].rglob("*.jsonl"))[:3]:
+        (source / path.name).write_bytes(path.read_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE_DASK, str(source), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert (report["rows"], report["failures"]) == (3, 0)
+    assert report["seen"], proc.stderr
+    assert all(frozen > 10_000 and not profiling for frozen, profiling in report["seen"])
+    assert report["before"] == report["after"] == 0  # given back after the run
+
+
+def test_frozen_host_keeps_what_the_process_froze_itself() -> None:
+    code = (
+        "import gc\n"
+        "from pi_condense.corpus.engines import _frozen_host\n"
+        "gc.freeze(); held = gc.get_freeze_count()\n"
+        "with _frozen_host(True):\n"
+        "    inside = gc.get_freeze_count()\n"
+        "print(held > 0, inside >= held, gc.get_freeze_count() >= held)\n"
+        "gc.unfreeze()\n"
+        "with _frozen_host(False):\n"
+        "    print(gc.get_freeze_count() == 0)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert proc.stdout.split() == ["True", "True", "True", "True"]
+
+
+def _worker_probe() -> tuple[int, int]:
+    """(objects frozen in this worker, cycles a collection found in the task's own garbage)."""
+    frozen = gc.get_freeze_count()
+    for _ in range(100):
+        ring: list[Any] = []
+        ring.append(ring)
+    return frozen, gc.collect()
+
+
+def test_local_pool_workers_freeze_what_they_inherit() -> None:
+    # A forked worker starts with its parent's objects: frozen, the full collection that ends
+    # each condense task does not walk them; the task's own garbage is still collected.
+    ballast = [{"i": i} for i in range(50_000)]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(
+        1, mp_context=context, initializer=engines.start_worker, initargs=(os.getpid(),)
+    ) as pool:
+        frozen, collected = pool.submit(_worker_probe).result()
+    assert frozen > len(ballast)
+    assert collected >= 50

@@ -28,7 +28,9 @@ traceback of those three too.
 Each command's module is imported when that command runs (or its help is shown): the
 start-up of ``pi-condense session info`` does not pay for the pruner, pydantic, rich or the
 corpus engines it does not use, and ``pi-condense --version`` alone does not even import the
-command line's framework (typer, in ``_app``).
+command line's framework (typer, in ``_app``); nor does ``pi-condense condense`` with plain
+arguments (``_main.fast_condense``: its help, its usage errors and anything unusual still go
+through typer).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:
         sys.stdout.write(f"pi-condense {__version__}\n")
         return
-    importlib.import_module(f"{__name__}._app").main()
+    importlib.import_module(f"{__name__}._main").main()
 
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), {"app": "_app", "load_command": "_app"})

@@ -12,10 +12,7 @@ import os
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Optional, TypeVar, Union
-
-import typer
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar, Union, cast
 
 from .._fs.atomic import read_input, read_regular
 from ..config import Config, load_config
@@ -25,6 +22,9 @@ from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..summarize.factory import OPENAI_COMPATIBLE_SERVERS, make_summarizer
 from ..summarize.resolve import resolve_summarizers
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "EXAMPLE_SESSION",
@@ -40,6 +40,7 @@ __all__ = [
     "config_block",
     "config_option",
     "err",
+    "err_console",
     "example_option",
     "exit_code",
     "exit_for_warnings",
@@ -89,8 +90,36 @@ SUMMARIZER_FORMS = (
 shown_warnings: set[str] = set()
 """The CondenseWarnings this process printed (cli.main's hook): a notification with the same
 text is not printed again."""
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _LazyConsole:
+    """A rich ``Console`` made on first use: a command that prints nothing through it (a
+    ``--json`` run, a quiet one) does not import rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Optional[Console] = None
+
+    def get(self) -> Console:
+        """The console itself (made now if need be)."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+
+out = cast("Console", _LazyConsole(highlight=False, soft_wrap=True))
+err = cast("Console", _LazyConsole(stderr=True, highlight=False, soft_wrap=True))
+
+
+def err_console() -> Console:
+    """The rich console of stderr itself (for a progress display that takes one)."""
+    return cast(_LazyConsole, err).get()
+
 
 T = TypeVar("T")
 
@@ -103,7 +132,7 @@ def plural(n: int, word: str) -> str:
 def fail(message: str) -> NoReturn:
     """Print ``pi-condense: message`` on stderr and exit 2."""
     err.print(f"pi-condense: {message}", markup=False)
-    raise typer.Exit(EXIT_UNREADABLE)
+    raise SystemExit(EXIT_UNREADABLE)
 
 
 def fail_at(path: Union[str, os.PathLike[str]], action: str, exc: BaseException) -> NoReturn:
@@ -122,34 +151,41 @@ def fail_at(path: Union[str, os.PathLike[str]], action: str, exc: BaseException)
 # ---------------------------------------------------------------------------------- options
 
 
+def _option(*args: Any, **kwargs: Any) -> Any:
+    """``typer.Option(...)`` (typer imported when a command's signature is built)."""
+    import typer
+
+    return typer.Option(*args, **kwargs)
+
+
 def leaf_option(help: str = "Entry id to use as the leaf.") -> Any:
     """``--leaf ID``."""
-    return typer.Option(None, "--leaf", help=help)
+    return _option(None, "--leaf", help=help)
 
 
 def json_option(help: str = "Print the report as JSON.") -> Any:
     """``--json``."""
-    return typer.Option(False, "--json", help=help)
+    return _option(False, "--json", help=help)
 
 
 def strict_option() -> Any:
     """``--strict``: exit 1 when the session file had lines skipped on load."""
-    return typer.Option(False, "--strict", help="Exit 1 when the session file had bad lines.")
+    return _option(False, "--strict", help="Exit 1 when the session file had bad lines.")
 
 
 def example_option(help: str = "Use the bundled example session.") -> Any:
     """``--example``: the bundled example session instead of a file."""
-    return typer.Option(False, "--example", help=help)
+    return _option(False, "--example", help=help)
 
 
 def quiet_option() -> Any:
     """``--quiet`` / ``-q``: no progress bar."""
-    return typer.Option(False, "--quiet", "-q", help="No progress bar.")
+    return _option(False, "--quiet", "-q", help="No progress bar.")
 
 
 def config_option() -> Any:
     """``--config FILE``: a ``contextPrune`` block or a settings.json holding one."""
-    return typer.Option(
+    return _option(
         None,
         "--config",
         help="contextPrune settings: the block, or a settings.json holding one "
@@ -159,7 +195,7 @@ def config_option() -> Any:
 
 def compat_option() -> Any:
     """``--compat MODE``."""
-    return typer.Option(
+    return _option(
         None,
         "--compat",
         help='Config normalization: "default" or "reference" (exactly the TypeScript rules).',
@@ -169,7 +205,7 @@ def compat_option() -> Any:
 def summarizer_option(offline: str, extra: str = "") -> Any:
     """``--summarizer SPEC`` (None when absent: see :func:`make_cli_summarizers`, whose
     session model is the ``offline`` summarizer); ``extra`` is appended to the help."""
-    return typer.Option(
+    return _option(
         None,
         "--summarizer",
         help=f"Summarizer: {SUMMARIZER_FORMS}. Default: the config's summarizerModel "
@@ -181,7 +217,7 @@ def summarizer_option(offline: str, extra: str = "") -> Any:
 
 def base_url_option() -> Any:
     """``--base-url URL``: the API server of an API summarizer."""
-    return typer.Option(
+    return _option(
         None,
         "--base-url",
         help="Summarizer API base URL (e.g. http://127.0.0.1:8000/v1 for a local "
@@ -271,7 +307,7 @@ def exit_for_warnings(session: SessionFile, strict: bool, failed: bool = False) 
     """Exit with :func:`exit_code` unless it is 0."""
     code = exit_code(session, strict, failed)
     if code != EXIT_OK:
-        raise typer.Exit(code)
+        raise SystemExit(code)
 
 
 # ----------------------------------------------------------------------- config, summarizer

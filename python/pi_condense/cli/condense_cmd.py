@@ -6,42 +6,24 @@ beside the input, or the input itself with a backup; for ``--example``, a new fi
 current directory) and reports what was reclaimed;
 ``replay`` writes the conformance vectors' files (``session.jsonl``, ``contexts.jsonl``,
 ``summarizer.jsonl``) into a directory that is also the new session's directory.
+
+This module holds the commands' typer signatures; what they run is in :mod:`._condense`
+(``pi-condense condense`` with plain arguments runs it without typer: :mod:`._main`).
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import stat
-import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
-from rich.table import Table
 
-from ..config import Config
-from ..errors import CondenseError
-from ..inplace import (
-    InPlaceError,
-    check_output,
-    fingerprint,
-    in_place_paths,
-    prior_run,
-    replace_in_place,
-    write_new,
-)
-from ..js import json as jsjson
-from ..replay import ReplayOptions, ReplayResult, replay_async
-from ..report.condense import chars_change, cold_chars, condense_report, problems
-from ..session import SessionFile
-from ..summarize.base import Summarizer
+from ..replay import ReplayOptions
+from ..report.condense import condense_report, problems
 from ._common import (
-    EXAMPLE_SESSION,
-    EXIT_HANDLER_ERRORS,
-    EXIT_OK,
     base_url_option,
-    check_leaf,
     compat_option,
     config_option,
     err,
@@ -51,217 +33,23 @@ from ._common import (
     fail_at,
     json_option,
     leaf_option,
-    load_cli_config,
-    make_cli_summarizers,
-    out,
-    print_warnings,
     quiet_option,
-    read_session,
-    resolve_file,
-    run_with_summarizer,
     show_progress,
-    shown_warnings,
     strict_option,
     summarizer_option,
 )
+from ._condense import (
+    REPLAY_FILES,
+    example_folder,
+    exit_with,
+    inputs,
+    print_problems,
+    release,
+    run,
+    run_condense,
+)
 
-__all__ = ["condense_report", "problems", "register"]
-
-_REPLAY_FILES = ("session.jsonl", "contexts.jsonl", "summarizer.jsonl", "meta.json")
-
-
-# ---------------------------------------------------------------------------------- inputs
-
-
-def _inputs(
-    path: Path,
-    leaf: Optional[str],
-    config_file: Optional[Path],
-    compat: Optional[str],
-    spec: Optional[str],
-    base_url: Optional[str],
-    offline: str,
-) -> tuple[SessionFile, Config, Summarizer, Optional[Summarizer]]:
-    """The source session (its load warnings printed), the config (pruning on), the
-    summarizer and its session model (None: the summarizer itself; see
-    `make_cli_summarizers`), or exit 2 on the first that is wrong."""
-    config = load_cli_config(config_file, compat, enable=True)
-    source = read_session(path)
-    check_leaf(source, path, leaf)
-    print_warnings(source, path)
-    summarizer, session_model = make_cli_summarizers(spec, base_url, config, offline)
-    return source, config, summarizer, session_model
-
-
-# --------------------------------------------------------------------------------- running
-
-
-def _run(
-    source: SessionFile,
-    config: Config,
-    summarizers: tuple[Summarizer, Optional[Summarizer]],
-    options: ReplayOptions,
-    progress_bar: bool,
-    label: str,
-) -> ReplayResult:
-    """Replay in one event loop with (summarizer, session model) (the summarizer's client is
-    closed at the end), with a progress bar on stderr when ``progress_bar``."""
-    summarizer, session_model = summarizers
-    if not progress_bar:
-        return run_with_summarizer(
-            summarizer,
-            lambda: replay_async(source, config, summarizer, options, session_model=session_model),
-        )
-    # Imported here: a quiet or piped run does not pay for the progress machinery.
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("entries"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err, transient=False) as progress:
-        task = progress.add_task(label, total=len(source.branch(options.leaf)))
-
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        return run_with_summarizer(
-            summarizer,
-            lambda: replay_async(
-                source,
-                config,
-                summarizer,
-                options,
-                on_progress=advance,
-                session_model=session_model,
-            ),
-        )
-
-
-def _release(result: ReplayResult) -> None:
-    """Free what the run held that writing and reporting do not need: the condenser (and
-    through it the replay's last context). The caller drops the source session."""
-    result.condenser = None
-    gc.collect()  # the condenser and the replay refer to each other
-
-
-def _exit(result: ReplayResult, load_code: int) -> None:
-    """Exit 3 when a condenser event failed, else with ``load_code`` (see `exit_code`)."""
-    code = EXIT_HANDLER_ERRORS if result.handler_errors else load_code
-    if code != EXIT_OK:
-        raise typer.Exit(code)
-
-
-def _print_problems(result: ReplayResult) -> None:
-    """Notifications, replay warnings and failed events on stderr."""
-    for problem in problems(result):
-        if problem["message"] in shown_warnings:
-            continue  # already printed as it happened (cli.main's warning hook)
-        times = f" (x{problem['count']})" if problem["count"] > 1 else ""
-        err.print(f"pi-condense: {problem['level']}: {problem['message']}{times}", markup=False)
-    for warning in dict.fromkeys(result.warnings):
-        err.print(f"pi-condense: warning: {warning}", markup=False)
-    for event, message in result.handler_errors:
-        err.print(f"pi-condense: {event} failed: {message}", markup=False)
-
-
-def _print_report(report: dict[str, Any], target: Path) -> None:
-    table = Table(title=f"Condensed -> {target}", show_header=False, title_justify="left")
-    table.add_column("what")
-    table.add_column("value", justify="right")
-    batches = report["batches"]
-    per_call = report["perCall"]
-    context = report["context"]
-    money = report["summarizer"]
-    rows = [
-        ("LLM calls replayed", f"{report['llmCalls']}"),
-        ("summarizer calls", f"{report['summarizerCalls']}"),
-        ("batches summarized", f"{batches['summarized']}"),
-        (
-            "batches deduped / trivial / oversized",
-            f"{batches['deduped']} / {batches['trivial']} / {batches['oversized']}",
-        ),
-        ("tool calls deduped", f"{report['dedupedToolCalls']}"),
-        ("outputs spilled", f"{report['spilled']}"),
-        ("chains compressed", f"{report['chains']}"),
-        (
-            "chars per call (avg)",
-            chars_change(per_call["beforeChars"], per_call["afterChars"]),
-        ),
-        (
-            "chars at the last call",
-            f"{per_call['lastBeforeChars']:,} -> {per_call['lastAfterChars']:,}",
-        ),
-        (
-            "context on reload",
-            chars_change(context["rawChars"], context["condensedChars"]),
-        ),
-        ("summarizer tokens (in / out)", f"{money['inputTokens']:,} / {money['outputTokens']:,}"),
-        ("summarizer cost", f"${money['cost']:.4f}"),
-    ]
-    for what, value in rows:
-        table.add_row(what, value)
-    out.print(table)
-
-
-# -------------------------------------------------------------------------------- commands
-
-
-def _targets(
-    session_path: Path, out_file: Optional[Path], in_place: bool, example: bool
-) -> tuple[Path, Path]:
-    """(output file, backup file or the output) after checking they can be written."""
-    if in_place and out_file is not None:
-        fail("--out and --in-place are exclusive")
-    if in_place:
-        if example:
-            fail("--in-place cannot rewrite the bundled example (use --out, or no option)")
-        if session_path.name.endswith(".gz"):
-            fail("--in-place needs a plain .jsonl session (not .gz)")
-        return in_place_paths(session_path)
-    if out_file is None:
-        name = session_path.name
-        for suffix in (".gz", ".jsonl"):
-            name = name[: -len(suffix)] if name.endswith(suffix) else name
-        folder = example_folder() if example else session_path.parent
-        out_file = folder / f"{name}.condensed.jsonl"
-    return out_file, out_file
-
-
-def example_folder() -> Path:
-    """Where ``condense --example`` writes: the current directory (in a clone of this project
-    its .gitignore lists the file, so the checkout stays clean and the docs' examples, which
-    read it, run from the clone's top)."""
-    return Path()
-
-
-def _is_example_output(path: Path) -> bool:
-    """Whether ``path`` is an earlier ``--example`` output (a session with the example's id),
-    which a new ``--example`` run may replace."""
-    try:
-        with open(path, "rb") as handle:
-            first = handle.readline()
-        example = EXAMPLE_SESSION.open("rb").readline()
-        return bool(first) and jsjson.loads(first).get("id") == jsjson.loads(example).get("id")
-    except (OSError, ValueError, AttributeError, CondenseError):
-        return False
-
-
-def _skipped(message: str, target: Path, backup: Path, as_json: bool) -> None:
-    if as_json:
-        report = {"output": str(target), "backup": str(backup), "skipped": message}
-        sys.stdout.write(jsjson.dumps(report, 2) + "\n")
-    else:
-        err.print(f"pi-condense: {message}", markup=False)
+__all__ = ["condense_report", "example_folder", "problems", "register"]
 
 
 def condense(
@@ -299,66 +87,21 @@ def condense(
     written with the pruner's entries; other branches are not carried over. A progress bar
     is drawn on a terminal (not with --quiet, --json, or when the output is piped).
     """
-    path = resolve_file(session_path, example)
-    target, backup = _targets(path, out_file, in_place, example)
-    if in_place:
-        path = target
-        prior = prior_run(path, backup)
-        if prior is not None and prior.done:
-            _skipped(prior.message, target, backup, as_json)
-            return
-        if prior is not None:
-            fail(prior.message)
-    else:
-        rerun = example and out_file is None and _is_example_output(target)
-        if not force and not rerun and os.path.lexists(target):
-            fail(f"{target} exists (use --force to overwrite it)")
-        try:
-            target = check_output(target, path)
-        except InPlaceError as exc:
-            fail(str(exc))
-    try:
-        before = fingerprint(path) if in_place else None
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError as exc:
-        fail_at(path, "cannot read session file", exc)
-    source, config, summarizer, session_model = _inputs(
-        path, leaf, config_file, compat, summarizer_name, base_url, "default"
+    run_condense(
+        session_path,
+        example,
+        out_file,
+        in_place,
+        force,
+        config_file,
+        summarizer_name,
+        base_url,
+        compat,
+        leaf,
+        as_json,
+        quiet,
+        strict,
     )
-    options = ReplayOptions(
-        session_dir=str(target.parent.resolve()),
-        leaf=leaf,
-        deterministic=False,
-        record_contexts=False,
-        blob_mode=mode,
-    )
-    progress = not as_json and show_progress(quiet)
-    raw_chars = jsjson.length(source.build_context(leaf).messages)
-    load_code = exit_code(source, strict)
-    result = _run(source, config, (summarizer, session_model), options, progress, "condensing")
-    _release(result)
-    del source
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if before is not None:
-            replace_in_place(path, result.session_chunks(), backup, before)
-        else:
-            write_new(target, result.session_chunks(), mode)
-    except InPlaceError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail_at(target, "cannot write", exc)
-    _, condensed_chars = cold_chars(result.session, config)
-    report = condense_report(result, raw_chars, condensed_chars)
-    report["output"] = str(target)
-    if in_place:
-        report["backup"] = str(backup)
-    if as_json:
-        sys.stdout.write(jsjson.dumps(report, 2) + "\n")
-    else:
-        _print_report(report, target)
-        _print_problems(result)
-    _exit(result, load_code)
 
 
 def replay_command(
@@ -403,10 +146,10 @@ def replay_command(
         fail(f"{out_dir}: directory is not empty (use --force to write into it)")
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"{out_dir}: not a directory")
-    for name in _REPLAY_FILES:
+    for name in REPLAY_FILES:
         if os.path.lexists(out_dir / name) and not stat.S_ISREG(os.lstat(out_dir / name).st_mode):
             fail(f"{out_dir / name}: not a regular file; only a regular file is replaced")
-    source, config, summarizer, session_model = _inputs(
+    source, config, summarizer, session_model = inputs(
         raw, leaf, config_file, compat, summarizer_name, base_url, "conformance"
     )
     root = out_dir.resolve()
@@ -420,10 +163,10 @@ def replay_command(
         deterministic=deterministic,
     )
     load_code = exit_code(source, strict)
-    result = _run(
+    result = run(
         source, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
     )
-    _release(result)
+    release(result)
     del source
     try:
         result.write(root)
@@ -435,8 +178,8 @@ def replay_command(
         f"calls, {counts['entries']} entries -> {root}",
         markup=False,
     )
-    _print_problems(result)
-    _exit(result, load_code)
+    print_problems(result)
+    exit_with(result, load_code)
 
 
 def register(app: typer.Typer) -> None:

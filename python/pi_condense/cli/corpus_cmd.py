@@ -49,6 +49,7 @@ from ._common import (
     compat_option,
     config_option,
     err,
+    err_console,
     fail,
     json_option,
     load_cli_config,
@@ -151,7 +152,7 @@ def _progress(label: str, total: int, total_bytes: int, shown: bool) -> Iterator
         TextColumn("ETA"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=err, transient=False) as progress:
+    with Progress(*columns, console=err_console(), transient=False) as progress:
         task = progress.add_task(label, total=total, bytes_done=0)
         state = {"bytes": 0}
 

@@ -7,11 +7,9 @@ import copy
 import difflib
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Optional
-
-from pydantic import BaseModel, ValidationError
-from pydantic.alias_generators import to_camel
 
 from ..errors import ConfigError
 from ..js.values import MISSING, is_number, to_number, typeof
@@ -77,17 +75,31 @@ def fallback(key: str, value: Any, why: str, default: Any) -> str:
     return f"{SETTINGS_KEY}.{key}: {describe(value)} {why}; using the default {describe(default)}"
 
 
-def validation_message(key: str, exc: ValidationError) -> str:
-    errors = exc.errors()
+def validation_message(key: str, exc: ValueError) -> str:
+    """pydantic's first message of a ``ValidationError`` (any other error: its text)."""
+    errors = exc.errors() if callable(getattr(exc, "errors", None)) else []  # type: ignore[attr-defined]
     detail = errors[0]["msg"] if errors else str(exc)
     return f"{SETTINGS_KEY}.{key}: {detail}"
 
 
-def field_name(model: type[BaseModel], key: str) -> str:
-    for name, field in model.model_fields.items():
+def field_name(model: Any, key: str) -> str:
+    """The field of ``model`` (a config class) named or aliased ``key``."""
+    fields: dict[str, Any] = model.model_fields
+    for name, field in fields.items():
         if key in (name, field.alias) and name != "unknown_keys":
             return name
     raise ConfigError(f"unknown setting: {key}")
+
+
+def to_camel(snake: str) -> str:
+    """``snake_case`` as ``camelCase``, by the rules of pydantic's ``to_camel`` (the alias
+    generator the settings models had): a name already in camelCase without a digit before a
+    lowercase letter is kept; else each ``_`` before a letter or digit is dropped and the
+    letter after it capitalized (title case per word), and the leading letter lowercased."""
+    if re.match("^[a-z]+[A-Za-z0-9]*$", snake) and not re.search(r"\d[a-z]", snake):
+        return snake
+    pascal = re.sub("([0-9A-Za-z])_(?=[0-9A-Z])", lambda m: m.group(1), snake.title())
+    return re.sub("(^_*[A-Z])", lambda m: m.group(1).lower(), pascal)
 
 
 def canonical_key(key: str) -> str:

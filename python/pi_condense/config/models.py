@@ -10,20 +10,6 @@ import math
 from collections.abc import Mapping
 from typing import Any, Callable, ClassVar, Optional, cast, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
-
 from ..errors import ConfigError
 from ..js.values import MISSING, is_number, truthy
 from ._common import (
@@ -38,6 +24,19 @@ from ._common import (
     type_name,
     unknown_key_warnings,
     validation_message,
+)
+from ._plain import (
+    FieldSpec,
+    PlainSettings,
+    choice_check,
+    instance_check,
+    int_check,
+    is_bool,
+    is_str,
+    is_str_dict,
+    is_str_tuple,
+    optional_bool,
+    optional_fraction,
 )
 from .defaults import (
     ALL_DEFAULTS,
@@ -70,28 +69,36 @@ has none): a flush at the turn end where the context reaches half the window (at
 the 300k-token cap)."""
 
 
-class SettingsModel(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, populate_by_name=True, alias_generator=to_camel, extra="forbid"
+_UNKNOWN_KEYS = FieldSpec("unknown_keys", "dict[str, Any]", is_str_dict, factory=dict)
+"""Keys this version does not know, kept verbatim and written back after the known ones."""
+
+
+def _specs(*specs: FieldSpec) -> dict[str, FieldSpec]:
+    return {spec.name: spec for spec in specs}
+
+
+def _prices_as_is(value: Any) -> bool:
+    """A price table pydantic returns as it is (floats only, no problem)."""
+    return (
+        type(value) is dict
+        and all(
+            type(entry) is dict and all(type(price) is float for price in entry.values())
+            for entry in value.values()
+        )
+        and price_table_problem(value) is None
     )
 
-    unknown_keys: dict[str, Any] = Field(default_factory=dict, exclude=True)
-    """Keys this version does not know, kept verbatim and written back after the known ones."""
 
-    @model_validator(mode="after")
-    def _unknown_keys_are_unknown(self) -> SettingsModel:
-        known = {field.alias for field in type(self).model_fields.values()}
-        clash = [key for key in self.unknown_keys if key in known]
-        if clash:
-            raise ValueError(f"unknown_keys holds known settings keys: {', '.join(clash)}")
-        return self
-
-
-class NestedConfig(SettingsModel):
-    # Reference mode only: the raw settings value and the field values derived from it,
-    # so an unchanged object is written back verbatim and an edited one like `{...raw, k: v}`.
-    _raw: Any = PrivateAttr(default=MISSING)
-    _derived: Optional[dict[str, Any]] = PrivateAttr(default=None)
+class NestedConfig(PlainSettings):
+    # Reference mode only (private attributes): ``_raw``, the raw settings value, and
+    # ``_derived``, the field values derived from it, so an unchanged object is written back
+    # verbatim and an edited one like `{...raw, k: v}`.
+    _raw: Any
+    _derived: Optional[dict[str, Any]]
+    _PRIVATE: ClassVar[dict[str, Callable[[], Any]]] = {
+        "_raw": lambda: MISSING,
+        "_derived": lambda: None,
+    }
 
     _BOOL_KEYS: ClassVar[tuple[str, ...]] = ()
     _COUNT_KEYS: ClassVar[tuple[str, ...]] = ()
@@ -103,7 +110,7 @@ class NestedConfig(SettingsModel):
             if name != "unknown_keys"
         }
         values["\0unknown"] = self.unknown_keys
-        return cast("dict[str, Any]", copy.deepcopy(values))
+        return copy.deepcopy(values)
 
     def _to_settings_value(self) -> Any:
         current = self._current()
@@ -200,10 +207,17 @@ class ChainCompressionConfig(NestedConfig):
     In reference mode any field may be ``None``, meaning absent from the settings object.
     """
 
-    enabled: Optional[StrictBool] = True
-    rolling_window: Optional[StrictInt] = 3
-    strip_final_assistant_thinking: Optional[StrictBool] = True
-    fuse_range_summary: Optional[StrictBool] = True
+    model_fields: ClassVar[dict[str, FieldSpec]] = _specs(
+        _UNKNOWN_KEYS,
+        FieldSpec("enabled", "Optional[StrictBool]", optional_bool, True),
+        FieldSpec("rolling_window", "Optional[StrictInt]", int_check(optional=True), 3),
+        FieldSpec("strip_final_assistant_thinking", "Optional[StrictBool]", optional_bool, True),
+        FieldSpec("fuse_range_summary", "Optional[StrictBool]", optional_bool, True),
+    )
+    enabled: Optional[bool]
+    rolling_window: Optional[int]
+    strip_final_assistant_thinking: Optional[bool]
+    fuse_range_summary: Optional[bool]
 
     _BOOL_KEYS = ("enabled", "stripFinalAssistantThinking", "fuseRangeSummary")
     _COUNT_KEYS = ("rollingWindow",)
@@ -225,9 +239,15 @@ class PurgeErrorsConfig(NestedConfig):
     In reference mode any field may be ``None``, meaning absent from the settings object.
     """
 
-    enabled: Optional[StrictBool] = True
-    cooldown_turns: Optional[StrictInt] = 2
-    min_arg_chars: Optional[StrictInt] = 500
+    model_fields: ClassVar[dict[str, FieldSpec]] = _specs(
+        _UNKNOWN_KEYS,
+        FieldSpec("enabled", "Optional[StrictBool]", optional_bool, True),
+        FieldSpec("cooldown_turns", "Optional[StrictInt]", int_check(optional=True), 2),
+        FieldSpec("min_arg_chars", "Optional[StrictInt]", int_check(optional=True), 500),
+    )
+    enabled: Optional[bool]
+    cooldown_turns: Optional[int]
+    min_arg_chars: Optional[int]
 
     _BOOL_KEYS = ("enabled",)
     _COUNT_KEYS = ("cooldownTurns", "minArgChars")
@@ -241,67 +261,143 @@ class PurgeErrorsConfig(NestedConfig):
         return not (self.min_arg_chars is not None and arg_chars < self.min_arg_chars)
 
 
-class Config(SettingsModel):
+class Config(PlainSettings):
     """The ``contextPrune`` configuration (frozen; derive changes with ``with_value``).
 
     Build it from settings with ``Config.from_settings_dict`` (or ``load_config``), write it
     with ``Config.to_settings_dict`` (or ``save_config``).
     """
 
-    enabled: StrictBool = False
-    show_prune_status_line: StrictBool = True
-    summarizer_model: StrictStr = "default"
-    summarizer_thinking: SummarizerThinking = "default"
-    prune_on: PruneOn = "agent-message"
-    batching_mode: BatchingMode = "turn"
-    quiet_oversized_skips: StrictBool = False
-    min_batch_chars: StrictInt = Field(default=1000, ge=0)
-    recovery_grace_turns: StrictInt = Field(default=3, ge=0)
-    summarizer_idle_timeout_ms: StrictInt = Field(default=20000, ge=0)
-    summarizer_max_timeout_ms: StrictInt = Field(default=180000, ge=0)
-    protected_tools: tuple[StrictStr, ...] = ()
-    protected_paths: tuple[StrictStr, ...] = ("**/skills/**/*.md", "**/gauntlet-overrides.md")
-    chain_compression: ChainCompressionConfig = Field(default_factory=ChainCompressionConfig)
-    purge_errors: PurgeErrorsConfig = Field(default_factory=PurgeErrorsConfig)
-    dedup_by_content_hash: StrictBool = True
-    auto_budget_threshold: Optional[float] = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    # ge, not gt: the reference checks `> 0` before flooring, so 0.5 normalizes to 0.
-    spill_threshold: StrictInt = Field(default=65536, ge=0)
-    spill_preview_bytes: StrictInt = Field(default=2048, ge=0)
-    budget_turn_delta: Optional[float] = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    frontier_gap_threshold_tokens: Optional[StrictInt] = Field(default=None, gt=0)
+    model_fields: ClassVar[dict[str, FieldSpec]] = _specs(
+        _UNKNOWN_KEYS,
+        FieldSpec("enabled", "StrictBool", is_bool, False),
+        FieldSpec("show_prune_status_line", "StrictBool", is_bool, True),
+        FieldSpec("summarizer_model", "StrictStr", is_str, "default"),
+        FieldSpec(
+            "summarizer_thinking",
+            "SummarizerThinking",
+            choice_check(get_args(SummarizerThinking)),
+            "default",
+        ),
+        FieldSpec("prune_on", "PruneOn", choice_check(get_args(PruneOn)), "agent-message"),
+        FieldSpec("batching_mode", "BatchingMode", choice_check(get_args(BatchingMode)), "turn"),
+        FieldSpec("quiet_oversized_skips", "StrictBool", is_bool, False),
+        FieldSpec("min_batch_chars", "StrictInt", int_check(ge=0), 1000, ge=0),
+        FieldSpec("recovery_grace_turns", "StrictInt", int_check(ge=0), 3, ge=0),
+        FieldSpec("summarizer_idle_timeout_ms", "StrictInt", int_check(ge=0), 20000, ge=0),
+        FieldSpec("summarizer_max_timeout_ms", "StrictInt", int_check(ge=0), 180000, ge=0),
+        FieldSpec("protected_tools", "tuple[StrictStr, ...]", is_str_tuple, ()),
+        FieldSpec(
+            "protected_paths",
+            "tuple[StrictStr, ...]",
+            is_str_tuple,
+            ("**/skills/**/*.md", "**/gauntlet-overrides.md"),
+        ),
+        FieldSpec(
+            "chain_compression",
+            "ChainCompressionConfig",
+            instance_check(ChainCompressionConfig),
+            factory=ChainCompressionConfig,
+        ),
+        FieldSpec(
+            "purge_errors",
+            "PurgeErrorsConfig",
+            instance_check(PurgeErrorsConfig),
+            factory=PurgeErrorsConfig,
+        ),
+        FieldSpec("dedup_by_content_hash", "StrictBool", is_bool, True),
+        FieldSpec(
+            "auto_budget_threshold",
+            "Optional[float]",
+            optional_fraction,
+            None,
+            gt=0,
+            le=1,
+            allow_inf_nan=False,
+        ),
+        # ge, not gt: the reference checks `> 0` before flooring, so 0.5 normalizes to 0.
+        FieldSpec("spill_threshold", "StrictInt", int_check(ge=0), 65536, ge=0),
+        FieldSpec("spill_preview_bytes", "StrictInt", int_check(ge=0), 2048, ge=0),
+        FieldSpec(
+            "budget_turn_delta",
+            "Optional[float]",
+            optional_fraction,
+            None,
+            gt=0,
+            le=1,
+            allow_inf_nan=False,
+        ),
+        FieldSpec(
+            "frontier_gap_threshold_tokens",
+            "Optional[StrictInt]",
+            int_check(gt=0, optional=True),
+            None,
+            gt=0,
+        ),
+        FieldSpec(
+            "max_images_per_request",
+            "Optional[StrictInt]",
+            int_check(gt=0, optional=True),
+            None,
+            gt=0,
+        ),
+        FieldSpec("summarizer_concurrency", "StrictInt", int_check(ge=1), 4, ge=1),
+        FieldSpec("summarizer_retries", "StrictInt", int_check(ge=0), 2, ge=0),
+        FieldSpec("summarizer_prices", "dict[str, dict[str, float]]", _prices_as_is, factory=dict),
+        FieldSpec("compat", "Compat", choice_check(get_args(Compat)), "default"),
+    )
+    enabled: bool
+    show_prune_status_line: bool
+    summarizer_model: str
+    summarizer_thinking: SummarizerThinking
+    prune_on: PruneOn
+    batching_mode: BatchingMode
+    quiet_oversized_skips: bool
+    min_batch_chars: int
+    recovery_grace_turns: int
+    summarizer_idle_timeout_ms: int
+    summarizer_max_timeout_ms: int
+    protected_tools: tuple[str, ...]
+    protected_paths: tuple[str, ...]
+    chain_compression: ChainCompressionConfig
+    purge_errors: PurgeErrorsConfig
+    dedup_by_content_hash: bool
+    auto_budget_threshold: Optional[float]
+    spill_threshold: int
+    spill_preview_bytes: int
+    budget_turn_delta: Optional[float]
+    frontier_gap_threshold_tokens: Optional[int]
     """Flush at ``turn_end`` once the unsummarized tail past the prune frontier reaches this
     many tokens (trigger ``"frontier-gap"``); ``None`` is off."""
-    max_images_per_request: Optional[StrictInt] = Field(default=None, gt=0)
+    max_images_per_request: Optional[int]
     """At most this many image blocks per model request (the oldest become a text note);
     ``None`` is the model API's own limit (100 for Anthropic Messages, else no cap)."""
-    summarizer_concurrency: StrictInt = Field(default=4, ge=1)
+    summarizer_concurrency: int
     """Ours: at most this many summarizer calls in flight at once (not in reference mode)."""
-    summarizer_retries: StrictInt = Field(default=2, ge=0)
+    summarizer_retries: int
     """Ours: retries of a transient summarizer failure (429, 5xx, connection; not in
     reference mode)."""
-    summarizer_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    summarizer_prices: dict[str, dict[str, float]]
     """Ours: ``{"provider/model" or "model": {"input": 0.15, "output": 0.6, ...}}``, dollars
     per million tokens (keys ``SUMMARIZER_PRICE_KEYS``), over the built-in price table."""
-    compat: Compat = "default"
+    compat: Compat
     """Ours: ``"default"`` or ``"reference"`` (see :mod:`pi_condense.config`)."""
 
-    # settings key -> (raw value, field value derived from it): reference-mode values the
-    # typed field cannot hold; written back verbatim while the field keeps that value.
-    _verbatim: dict[str, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
-    # Position of `compat` among the unknown keys of the source object, if it was there.
-    _compat_pos: Optional[int] = PrivateAttr(default=None)
-    _warnings: tuple[str, ...] = PrivateAttr(default=())
-    # Our own keys present in the source object (written back even when at their default).
-    _ours_present: frozenset[str] = PrivateAttr(default=frozenset())
-
-    @field_validator("summarizer_prices", mode="before")
-    @classmethod
-    def _check_prices(cls, value: Any) -> Any:
-        problem = price_table_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+    # Private attributes: settings key -> (raw value, field value derived from it):
+    # reference-mode values the typed field cannot hold, written back verbatim while the field
+    # keeps that value; the position of `compat` among the unknown keys of the source object,
+    # if it was there; the warnings; our own keys present in the source object (written back
+    # even when at their default).
+    _verbatim: dict[str, tuple[Any, Any]]
+    _compat_pos: Optional[int]
+    _warnings: tuple[str, ...]
+    _ours_present: frozenset[str]
+    _PRIVATE: ClassVar[dict[str, Callable[[], Any]]] = {
+        "_verbatim": dict,
+        "_compat_pos": lambda: None,
+        "_warnings": tuple,
+        "_ours_present": frozenset,
+    }
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -420,7 +516,7 @@ class Config(SettingsModel):
             nested_name = field_name(nested_type, tail)
             try:
                 checked = nested_type.model_validate({**dict(current), nested_name: value})
-            except ValidationError as exc:
+            except ValueError as exc:
                 raise ConfigError(validation_message(f"{head}.{tail}", exc)) from exc
             value = current.model_copy(update={nested_name: getattr(checked, nested_name)})
         elif isinstance(current, NestedConfig):
@@ -428,9 +524,10 @@ class Config(SettingsModel):
             value = type(current)._from_raw(value, head, self.compat, warnings)
         try:
             validated = type(self).model_validate({**dict(self), name: value})
-        except ValidationError as exc:
+        except ValueError as exc:
             raise ConfigError(validation_message(head, exc)) from exc
-        return self.model_copy(update={name: getattr(validated, name)})
+        copied: Config = self.model_copy(update={name: getattr(validated, name)})
+        return copied
 
 
 # ------------------------------------------------------------------ normalize (the reference's)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import multiprocessing
 import os
@@ -134,12 +135,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def start_worker(parent: int) -> None:
+    """The local pool's worker initializer: :func:`die_with_parent`, then what the worker
+    holds at its start frozen out of the collector's reach. A forked worker holds a copy of
+    everything its parent had (a notebook's data, an imported framework), and a replaying task
+    ends with a full collection (see :func:`~pi_condense.corpus.tasks.run_task`) that would
+    walk all of it once per session (and copy every page it touches: the pages the worker
+    shares with its parent stay shared)."""
+    die_with_parent(parent)
+    gc.freeze()
+
+
 def _local(tasks: Sequence[Task], workers: Optional[int]) -> Iterator[Outcome]:
     count = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
     with ProcessPoolExecutor(
         max_workers=count,
         mp_context=_pool_context(),
-        initializer=die_with_parent,
+        initializer=start_worker,
         initargs=(os.getpid(),),
     ) as pool:
         futures = [pool.submit(run_task, task) for task in tasks]
@@ -163,20 +175,47 @@ def _dask(tasks: Sequence[Task], address: Optional[str]) -> Iterator[Outcome]:
     except ImportError as exc:
         raise _missing("dask", exc) from exc
     try:
-        client: Any = (
-            distributed.Client(address)
-            if address
-            else distributed.Client(processes=False, dashboard_address=None)
-        )
+        if address:
+            client: Any = distributed.Client(address)
+        else:
+            # The cluster started for the run has no dashboard: nothing reads its workers'
+            # statistical profiler, which samples every running task's stack every 10 ms (a
+            # tenth of the run's CPU on 100 sessions).
+            with importlib.import_module("dask").config.set(
+                {"distributed.worker.profile.enabled": False}
+            ):
+                client = distributed.Client(processes=False, dashboard_address=None)
     except OSError as exc:
         raise EngineError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
     try:
-        futures = client.map(run_task, list(tasks), pure=False)
-        for future in distributed.as_completed(futures):
-            outcome: Outcome = future.result()
-            yield outcome
+        with _frozen_host(not address):
+            futures = client.map(run_task, list(tasks), pure=False)
+            for future in distributed.as_completed(futures):
+                outcome: Outcome = future.result()
+                yield outcome
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def _frozen_host(freeze: bool) -> Iterator[None]:
+    """With ``freeze``: what this process holds now (the caller's objects, Dask's scheduler,
+    worker and client, all long-lived) frozen out of the collector's reach while the tasks run
+    in its threads, then given back. A replaying task ends with a full collection (see
+    :func:`~pi_condense.corpus.tasks.run_task`), which would otherwise walk all of it once per
+    session: a third of the in-process cluster's CPU on 100 sessions. The objects of a process
+    that froze some already (the command line freezes its imports) stay frozen."""
+    if not freeze:
+        yield
+        return
+    before = gc.get_freeze_count()
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if before == 0:
+            gc.unfreeze()
 
 
 def _ray(tasks: Sequence[Task], address: Optional[str]) -> Iterator[Outcome]:
