@@ -14,7 +14,7 @@
 //! Nothing here runs Python code: values of any type (subclasses included) are read by C calls
 //! that never call back (no `__float__`, `__eq__`, `__iter__`, `__name__`), so the borrowed
 //! references the raw readers return stay valid while the caller runs no Python code either.
-//! The raw readers take and return borrowed `*mut PyObject`s: see each `# Safety`.
+//! The raw readers take and return borrowed objects ([`Obj`]): see each `# Safety`.
 
 #![deny(clippy::multiple_unsafe_ops_per_block)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -80,7 +80,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// Whether `obj` is `ABSENT` (pointer identity: nothing is read or called).
 #[inline(always)]
 pub fn is_absent(obj: Obj) -> bool {
-    obj == ABSENT_PTR.load(Ordering::Relaxed)
+    obj.is(ABSENT_PTR.load(Ordering::Relaxed))
 }
 
 /// A raw dict value with `ABSENT` read as missing.
@@ -100,7 +100,7 @@ pub fn present(value: Option<Obj>) -> Option<Obj> {
 #[inline(always)]
 pub(crate) unsafe fn type_is(obj: Obj, ty: *mut ffi::PyTypeObject) -> bool {
     // SAFETY: `obj` is kept alive by the call's owned root (`# Safety` above), the GIL held.
-    unsafe { ffi::Py_TYPE(obj) == ty }
+    unsafe { ffi::Py_TYPE(obj.as_ptr()) == ty }
 }
 
 /// A `str` or str subclass.
@@ -112,7 +112,7 @@ pub(crate) unsafe fn is_str(obj: Obj) -> bool {
         return true;
     }
     // SAFETY: as above; the check reads the type's flags in C.
-    unsafe { ffi::PyUnicode_Check(obj) != 0 }
+    unsafe { ffi::PyUnicode_Check(obj.as_ptr()) != 0 }
 }
 
 /// A `dict` or dict subclass.
@@ -124,7 +124,7 @@ pub(crate) unsafe fn is_dict(obj: Obj) -> bool {
         return true;
     }
     // SAFETY: as above; the check reads the type's flags in C.
-    unsafe { ffi::PyDict_Check(obj) != 0 }
+    unsafe { ffi::PyDict_Check(obj.as_ptr()) != 0 }
 }
 
 /// A `list` or list subclass.
@@ -136,14 +136,14 @@ pub(crate) unsafe fn is_list(obj: Obj) -> bool {
         return true;
     }
     // SAFETY: as above; the check reads the type's flags in C.
-    unsafe { ffi::PyList_Check(obj) != 0 }
+    unsafe { ffi::PyList_Check(obj.as_ptr()) != 0 }
 }
 
 /// A `tuple` or tuple subclass.
 #[inline]
 unsafe fn is_tuple(obj: Obj) -> bool {
     // SAFETY: `obj` is kept alive by the call's owned root (`# Safety` above), the GIL held.
-    unsafe { ffi::PyTuple_Check(obj) != 0 }
+    unsafe { ffi::PyTuple_Check(obj.as_ptr()) != 0 }
 }
 
 // ----- lists -----
@@ -152,13 +152,13 @@ unsafe fn is_tuple(obj: Obj) -> bool {
 pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
     let index = ffi::Py_ssize_t::try_from(i).ok()?;
     // SAFETY: `list` is a list kept alive by the call's owned root (`# Safety` above).
-    if index >= unsafe { ffi::PyList_Size(list) } {
+    if index >= unsafe { ffi::PyList_Size(list.as_ptr()) } {
         return None;
     }
     // SAFETY: as above, and `index` is in range (checked just now, nothing ran since): the
     // item comes back borrowed from `list`, which holds it while it is unchanged.
-    let item = unsafe { ffi::PyList_GetItem(list, index) };
-    (!item.is_null()).then_some(item)
+    let item = unsafe { ffi::PyList_GetItem(list.as_ptr(), index) };
+    (!item.is_null()).then_some(Obj::from_ptr(item))
 }
 
 /// The items of a list (borrowed), by index: a subclass's `__iter__` is not called.
@@ -172,7 +172,7 @@ pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
     let len = match slice {
         Some(items) => items.len() as ffi::Py_ssize_t,
         // SAFETY: as above.
-        None => unsafe { ffi::PyList_Size(list) }.max(0),
+        None => unsafe { ffi::PyList_Size(list.as_ptr()) }.max(0),
     };
     (0..len).map_while(move |i| {
         if let Some(items) = slice {
@@ -181,12 +181,12 @@ pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
         // Bounds checked first: an index past the end would raise (and this clear) an
         // `IndexError`.
         // SAFETY: `list` is still alive and unchanged while iterating (as above).
-        if i >= unsafe { ffi::PyList_Size(list) } {
+        if i >= unsafe { ffi::PyList_Size(list.as_ptr()) } {
             return None;
         }
         // SAFETY: as above, `i` in range: the item is borrowed from `list`.
-        let item = unsafe { ffi::PyList_GetItem(list, i) };
-        (!item.is_null()).then_some(item)
+        let item = unsafe { ffi::PyList_GetItem(list.as_ptr(), i) };
+        (!item.is_null()).then_some(Obj::from_ptr(item))
     })
 }
 
@@ -216,7 +216,7 @@ pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<
         Some(text) => Cow::Borrowed(text),
         None => {
             // SAFETY: as above: `obj` stays alive while borrowed here.
-            let obj = unsafe { Borrowed::from_ptr(py, obj) };
+            let obj = unsafe { Borrowed::from_ptr(py, obj.as_ptr()) };
             // SAFETY: `obj` is a str (or str subclass): the caller checked.
             let s = unsafe { obj.downcast_unchecked::<PyString>() };
             Cow::Owned(
@@ -231,7 +231,7 @@ pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<
 /// [`str_text`] of an owned str, copied.
 pub fn text(s: &Bound<'_, PyString>) -> String {
     // SAFETY: `s` is a live str and the GIL is held; the text is copied before `s` is let go.
-    unsafe { str_text(s.py(), s.as_ptr(), true) }.into_owned()
+    unsafe { str_text(s.py(), Obj::of(s), true) }.into_owned()
 }
 
 /// `value === expected` for a str value (no match for a str holding lone surrogates).
@@ -250,7 +250,7 @@ pub(crate) unsafe fn str_is(value: Option<Obj>, expected: &str) -> bool {
 /// [`str_is`] of an owned value.
 pub fn str_is_bound(value: Option<&Bound<'_, PyAny>>, expected: &str) -> bool {
     // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
-    unsafe { str_is(value.map(Bound::as_ptr), expected) }
+    unsafe { str_is(value.map(Obj::of), expected) }
 }
 
 // ----- numbers -----
@@ -265,22 +265,15 @@ pub(crate) unsafe fn number(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
     // `obj` is kept alive by the call's owned root (`# Safety` above) and the GIL is held; for
     // an object of (a subclass of) the checked type every call below reads its value in C.
     // SAFETY: as said above.
-    let ty = unsafe { ffi::Py_TYPE(obj) };
+    let ty = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
     if ty == addr_of_mut!(ffi::PyLong_Type) {
-        let mut overflow: std::os::raw::c_int = 0;
         // SAFETY: an exact int, alive (as said above).
-        let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow) };
-        if overflow == 0 {
-            // SAFETY: the GIL is held.
-            if value == -1 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
-                return Err(PyErr::fetch(py));
-            }
-            // Correctly rounded, as `float(i)`.
-            return Ok(Some(value as f64));
+        if let Ok(x) = unsafe { int_value(py, obj) }? {
+            return Ok(Some(x));
         }
     } else if ty == addr_of_mut!(ffi::PyFloat_Type) {
         // SAFETY: an exact float, alive (as said above).
-        return Ok(Some(unsafe { ffi::PyFloat_AsDouble(obj) }));
+        return Ok(Some(unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) }));
     }
     // SAFETY: as said above.
     unsafe { number_slow(py, obj) }
@@ -292,13 +285,13 @@ unsafe fn number_slow(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
     // held; a float or int subclass is read through the base type's C data (no method of
     // the subclass runs).
     // SAFETY: as said above.
-    if unsafe { ffi::PyBool_Check(obj) } != 0 {
+    if unsafe { ffi::PyBool_Check(obj.as_ptr()) } != 0 {
         return Ok(None);
     }
     // SAFETY: as said above.
-    if unsafe { ffi::PyFloat_Check(obj) } != 0 {
+    if unsafe { ffi::PyFloat_Check(obj.as_ptr()) } != 0 {
         // SAFETY: a float (subclass), alive (as said above).
-        let x = unsafe { ffi::PyFloat_AsDouble(obj) };
+        let x = unsafe { ffi::PyFloat_AsDouble(obj.as_ptr()) };
         // SAFETY: the GIL is held.
         if x == -1.0 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
             return Err(PyErr::fetch(py));
@@ -306,21 +299,36 @@ unsafe fn number_slow(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
         return Ok(Some(x));
     }
     // SAFETY: as said above.
-    if unsafe { ffi::PyLong_Check(obj) } == 0 {
+    if unsafe { ffi::PyLong_Check(obj.as_ptr()) } == 0 {
         return Ok(None);
     }
-    let mut overflow: std::os::raw::c_int = 0;
     // SAFETY: an int (subclass), alive (as said above).
-    let small = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj, &mut overflow) };
-    if overflow == 0 {
-        // SAFETY: the GIL is held.
-        if small == -1 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        return Ok(Some(small as f64));
+    match unsafe { int_value(py, obj) }? {
+        Ok(x) => Ok(Some(x)),
+        // SAFETY: as above.
+        Err(overflow) => Ok(Some(unsafe { big_int_to_double(py, obj, overflow) }?)),
     }
-    // SAFETY: an int (subclass), alive (as said above).
-    Ok(Some(unsafe { big_int_to_double(py, obj, overflow) }?))
+}
+
+/// An int (or int subclass) within `long long`, correctly rounded to a double (as
+/// `float(i)`), or `Err` with the sign of one beyond it (`overflow`).
+///
+/// # Safety
+/// `obj` must be a live `int` (or int subclass) object and the GIL held.
+#[inline(always)]
+unsafe fn int_value(py: Python<'_>, obj: Obj) -> PyResult<Result<f64, std::os::raw::c_int>> {
+    let mut overflow: std::os::raw::c_int = 0;
+    // SAFETY: `obj` is an int kept alive by its owner (`# Safety` above); its value is read
+    // in C through the base type's data.
+    let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
+    if overflow != 0 {
+        return Ok(Err(overflow));
+    }
+    // SAFETY: the GIL is held.
+    if value == -1 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(Ok(value as f64))
 }
 
 /// An int beyond `long long` (`overflow`: its sign) rounded to the nearest double, or
@@ -352,7 +360,7 @@ pub(crate) unsafe fn big_int_to_double(
     // SAFETY: `int`'s `nb_rshift` slot is a `binaryfunc`.
     let rshift: ffi::binaryfunc = unsafe { std::mem::transmute(rshift) };
     // SAFETY: `obj` is an int, alive (as said above); the slot returns a new reference.
-    let magnitude = unsafe { abs(obj) };
+    let magnitude = unsafe { abs(obj.as_ptr()) };
     // SAFETY: `magnitude` is that new reference (or NULL with the error set), owned from here.
     let magnitude = unsafe { Bound::from_owned_ptr_or_err(py, magnitude) }?;
     // |x| rounds to a double beyond DBL_MAX = (2^53 - 1) * 2^971 exactly when
@@ -375,7 +383,7 @@ pub(crate) unsafe fn big_int_to_double(
     }
     // SAFETY: `obj` is an int, alive (as said above); within the double range the
     // conversion cannot fail.
-    let x = unsafe { ffi::PyLong_AsDouble(obj) };
+    let x = unsafe { ffi::PyLong_AsDouble(obj.as_ptr()) };
     // SAFETY: the GIL is held.
     if x == -1.0 && unsafe { !ffi::PyErr_Occurred().is_null() } {
         return Err(PyErr::fetch(py));
@@ -398,7 +406,7 @@ unsafe fn int_slot(slot: std::os::raw::c_int) -> Option<*mut std::ffi::c_void> {
 /// [`number`] of an owned value.
 pub fn js_number(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     // SAFETY: `value` is a live object and the GIL is held.
-    unsafe { number(value.py(), value.as_ptr()) }
+    unsafe { number(value.py(), Obj::of(value)) }
 }
 
 /// A message timestamp: absent, a number, or something else.
@@ -415,7 +423,7 @@ pub fn timestamp_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<Ts> {
     match value {
         None => Ok(Ts::Absent),
         // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
-        Some(v) => unsafe { timestamp(v.py(), Some(v.as_ptr())) },
+        Some(v) => unsafe { timestamp(v.py(), Some(Obj::of(v))) },
     }
 }
 
@@ -442,27 +450,27 @@ pub(crate) unsafe fn js_id<'a>(
             return Ok(JsIdOf::Str(text));
         }
         // SAFETY: as said above.
-        let obj = unsafe { Borrowed::from_ptr(py, value) };
+        let obj = unsafe { Borrowed::from_ptr(py, value.as_ptr()) };
         // SAFETY: `value` is a str (or str subclass), checked above.
         let key = crate::pystr::key_of(unsafe { obj.downcast_unchecked::<PyString>() })?;
         return Ok(JsIdOf::Str(Cow::Owned(key)));
     }
     // SAFETY: `Py_None` returns the address of the immortal None singleton.
-    if value == unsafe { ffi::Py_None() } {
+    if value.is(unsafe { ffi::Py_None() }) {
         return Ok(JsIdOf::Null);
     }
     // SAFETY: the address of the immortal True singleton.
     let true_ = unsafe { ffi::Py_True() };
     // SAFETY: the address of the immortal False singleton.
-    if value == true_ || value == unsafe { ffi::Py_False() } {
-        return Ok(JsIdOf::Bool(value == true_));
+    if value.is(true_) || value.is(unsafe { ffi::Py_False() }) {
+        return Ok(JsIdOf::Bool(value.is(true_)));
     }
     // SAFETY: as said above.
     if let Some(x) = unsafe { number(py, value) }? {
         return Ok(JsIdOf::num(x));
     }
     // Objects compare by identity.
-    Ok(JsIdOf::Object(value as usize))
+    Ok(JsIdOf::Object(value.addr()))
 }
 
 /// [`js_id`] of an owned value, holding its string.
@@ -472,7 +480,7 @@ pub fn js_id_bound(value: Option<&Bound<'_, PyAny>>) -> PyResult<pi_condense_cor
     };
     // SAFETY: `value` is alive (borrowed for the call) and the GIL is held; the id owns its
     // string.
-    let id = unsafe { js_id(value.py(), Some(value.as_ptr()), true)? };
+    let id = unsafe { js_id(value.py(), Some(Obj::of(value)), true)? };
     Ok(id.to_owned_id())
 }
 
@@ -502,23 +510,23 @@ pub(crate) unsafe fn role(value: Option<Obj>) -> Role {
 /// JS truthiness (`undefined`, `null`, `false`, `""`, `0`, `NaN` are falsy; objects and
 /// arrays are truthy, even empty).
 pub fn truthy(value: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-    let Some(value) = value.filter(|v| !is_absent(v.as_ptr())) else {
+    let Some(value) = value.filter(|v| !is_absent(Obj::of(v))) else {
         return Ok(false);
     };
-    let obj = value.as_ptr();
+    let obj = Obj::of(value);
     // `obj` is kept alive by `value` (borrowed for the call) and the GIL is held.
     // SAFETY: the addresses of the immortal None and False singletons.
-    if obj == unsafe { ffi::Py_None() } || obj == unsafe { ffi::Py_False() } {
+    if obj.is(unsafe { ffi::Py_None() }) || obj.is(unsafe { ffi::Py_False() }) {
         return Ok(false);
     }
     // SAFETY: the address of the immortal True singleton.
-    if obj == unsafe { ffi::Py_True() } {
+    if obj.is(unsafe { ffi::Py_True() }) {
         return Ok(true);
     }
     // SAFETY: as said above.
     if unsafe { is_str(obj) } {
         // SAFETY: as said above; `obj` is a str.
-        return Ok(unsafe { ffi::PyUnicode_GetLength(obj) } > 0);
+        return Ok(unsafe { ffi::PyUnicode_GetLength(obj.as_ptr()) } > 0);
     }
     // SAFETY: as said above.
     if let Some(x) = unsafe { number(value.py(), obj) }? {
@@ -542,7 +550,7 @@ pub fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
     let mut out = JsBuf::new();
     let mut path = Vec::new();
     // SAFETY: `value` is alive (borrowed for the call) and the GIL is held.
-    unsafe { push_js_string(value.py(), value.as_ptr(), &mut path, &mut out)? };
+    unsafe { push_js_string(value.py(), Obj::of(value), &mut path, &mut out)? };
     Ok(out.finish())
 }
 
@@ -551,7 +559,7 @@ pub fn js_string(value: Option<&Bound<'_, PyAny>>) -> PyResult<JsStr> {
 pub(crate) unsafe fn anchor_custom_type(py: Python<'_>, value: Option<Obj>) -> PyResult<bool> {
     // SAFETY: the address of the immortal None singleton.
     let none = unsafe { ffi::Py_None() };
-    let Some(value) = value.filter(|&v| !is_absent(v) && v != none) else {
+    let Some(value) = value.filter(|&v| !is_absent(v) && !v.is(none)) else {
         return Ok(true);
     };
     // `value` is kept alive by the call's owned root (`# Safety` above), the GIL held.
@@ -584,11 +592,11 @@ unsafe fn push_js_string(
     let false_ = unsafe { ffi::Py_False() };
     let constant = if is_absent(obj) {
         Some("undefined")
-    } else if obj == none {
+    } else if obj.is(none) {
         Some("null")
-    } else if obj == true_ {
+    } else if obj.is(true_) {
         Some("true")
-    } else if obj == false_ {
+    } else if obj.is(false_) {
         Some("false")
     } else {
         None
@@ -605,7 +613,7 @@ unsafe fn push_js_string(
             return Ok(());
         }
         // SAFETY: as said above.
-        let borrowed = unsafe { Borrowed::from_ptr(py, obj) };
+        let borrowed = unsafe { Borrowed::from_ptr(py, obj.as_ptr()) };
         // SAFETY: `obj` is a str (or str subclass), checked above.
         let exact = surrogate_text(unsafe { borrowed.downcast_unchecked::<PyString>() })?;
         out.push(&exact);
@@ -629,27 +637,27 @@ unsafe fn push_js_string(
     path.push(obj);
     let len = if list {
         // SAFETY: `obj` is a list, alive (as said above).
-        unsafe { ffi::PyList_Size(obj) }
+        unsafe { ffi::PyList_Size(obj.as_ptr()) }
     } else {
         // SAFETY: `obj` is a tuple, alive (as said above).
-        unsafe { ffi::PyTuple_Size(obj) }
+        unsafe { ffi::PyTuple_Size(obj.as_ptr()) }
     };
     for i in 0..len.max(0) {
         // A tuple does not change; a list is checked again (an index past its end would
         // raise and this clear an `IndexError`).
         let item = if list {
             // SAFETY: `obj` is a list, alive (as said above).
-            let size = unsafe { ffi::PyList_Size(obj) };
+            let size = unsafe { ffi::PyList_Size(obj.as_ptr()) };
             if i < size {
                 // SAFETY: as above, `i` in range: the item is borrowed from `obj`.
-                unsafe { ffi::PyList_GetItem(obj, i) }
+                unsafe { ffi::PyList_GetItem(obj.as_ptr(), i) }
             } else {
                 std::ptr::null_mut()
             }
         } else {
             // SAFETY: `obj` is a tuple, alive, and `i` below its size: the item is borrowed
             // from `obj`.
-            unsafe { ffi::PyTuple_GetItem(obj, i) }
+            unsafe { ffi::PyTuple_GetItem(obj.as_ptr(), i) }
         };
         if item.is_null() {
             break;
@@ -661,8 +669,8 @@ unsafe fn push_js_string(
         if i > 0 {
             out.push_str(",");
         }
-        let item = held.as_ptr();
-        if item != none && !is_absent(item) {
+        let item = Obj::of(&held);
+        if !item.is(none) && !is_absent(item) {
             // SAFETY: `item` is kept alive by `held`, the new reference of this frame.
             unsafe { push_js_string(py, item, path, out) }?;
         }
@@ -677,7 +685,7 @@ unsafe fn push_js_string(
 pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     // `block` is kept alive by the caller's borrow for the call and the GIL is held; its
     // members are read in C and held by `block` while they are printed.
-    let dict = block.as_ptr();
+    let dict = Obj::of(block);
     // SAFETY: as said above.
     if !unsafe { is_dict(dict) } {
         return Ok(None);
@@ -695,7 +703,7 @@ pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Optio
         value
             .filter(|&v| !is_absent(v))
             // SAFETY: `v` is held by `dict` (as said above); a new reference is taken.
-            .map(|v| unsafe { Borrowed::from_ptr(py, v) }.to_owned())
+            .map(|v| unsafe { Borrowed::from_ptr(py, v.as_ptr()) }.to_owned())
     };
     let mime = js_string(field(K::MimeType).as_ref())?.into_string();
     let data = js_string(field(K::Data).as_ref())?.into_string();
@@ -810,7 +818,7 @@ impl<'py> Keys<'py> {
         });
         Keys {
             py,
-            interned: std::array::from_fn(|i| strings[i].as_ptr()),
+            interned: std::array::from_fn(|i| Obj::of(strings[i].bind(py))),
             cache: cache
                 .then(|| Box::new([(); FIELD_CACHE_SLOTS].map(|()| Cell::new((0, NO_FIELD))))),
         }
@@ -825,13 +833,13 @@ impl<'py> Keys<'py> {
     /// The interned key string, as an object.
     pub fn key(&self, key: K) -> Borrowed<'_, 'py, PyAny> {
         // SAFETY: the interned keys live as long as the interpreter (`INTERNED` holds them).
-        unsafe { Borrowed::from_ptr(self.py, self.interned(key)) }
+        unsafe { Borrowed::from_ptr(self.py, self.interned(key).as_ptr()) }
     }
 
     /// The field `key` names (`NO_FIELD`: none, or not a str).
     #[inline(always)]
     unsafe fn field_of_key(&self, key: Obj) -> u8 {
-        let address = key as usize;
+        let address = key.addr();
         let slot = self
             .cache
             .as_ref()
@@ -948,8 +956,8 @@ impl<'py> Keys<'py> {
     /// missing.
     pub fn get_bound(&self, obj: &Bound<'py, PyAny>, key: K) -> Option<Bound<'py, PyAny>> {
         // SAFETY: `obj` is kept alive by the caller's borrow and the GIL is held.
-        let value = unsafe { self.get_of(obj.as_ptr(), key) };
+        let value = unsafe { self.get_of(Obj::of(obj), key) };
         // SAFETY: `v` is held by `obj`; a new reference is taken before anything else runs.
-        value.map(|v| unsafe { Bound::from_borrowed_ptr(self.py, v) })
+        value.map(|v| unsafe { Bound::from_borrowed_ptr(self.py, v.as_ptr()) })
     }
 }

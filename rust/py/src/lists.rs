@@ -6,7 +6,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::cpython;
+use crate::cpython::{self, Obj};
 use crate::jsread;
 
 /// How many items of `a` and `b` from position `from` on are the very same objects.
@@ -15,8 +15,8 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
     // item arrays are read.
     if let (Some(x), Some(y)) = unsafe {
         (
-            cpython::list_items(a.as_ptr()),
-            cpython::list_items(b.as_ptr()),
+            cpython::list_items(Obj::of(a)),
+            cpython::list_items(Obj::of(b)),
         )
     } {
         let (x, y) = (
@@ -29,8 +29,8 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
     // SAFETY: as above; the items are only compared, not kept.
     while let (Some(p), Some(q)) = unsafe {
         (
-            jsread::list_item(a.as_ptr(), from + n),
-            jsread::list_item(b.as_ptr(), from + n),
+            jsread::list_item(Obj::of(a), from + n),
+            jsread::list_item(Obj::of(b), from + n),
         )
     } {
         if p != q {
@@ -91,12 +91,12 @@ fn splice<'py>(
     let mut put = |list: &Bound<'py, PyList>, from: usize, to: usize| {
         // SAFETY: `list` is a live list and the GIL is held; its item array is read while
         // no Python code runs.
-        let items = unsafe { cpython::list_items(list.as_ptr()) };
+        let items = unsafe { cpython::list_items(Obj::of(list)) };
         for i in from..to {
             let item = match items {
                 Some(items) => items.get(i).copied(),
                 // SAFETY: as above.
-                None => unsafe { jsread::list_item(list.as_ptr(), i) },
+                None => unsafe { jsread::list_item(Obj::of(list), i) },
             };
             let Some(item) = item.filter(|_| filled < total) else {
                 break;
@@ -104,8 +104,8 @@ fn splice<'py>(
             // SAFETY: `item` is a live object borrowed from `list`; the new reference is
             // stolen by `PyList_SetItem` into the empty slot `filled < total` of `out`.
             unsafe {
-                ffi::Py_INCREF(item);
-                ffi::PyList_SetItem(out.as_ptr(), filled, item);
+                ffi::Py_INCREF(item.as_ptr());
+                ffi::PyList_SetItem(out.as_ptr(), filled, item.as_ptr());
             }
             filled += 1;
         }
