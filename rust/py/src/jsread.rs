@@ -267,9 +267,16 @@ pub(crate) unsafe fn number(py: Python<'_>, obj: Obj) -> PyResult<Option<f64>> {
     // SAFETY: as said above.
     let ty = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
     if ty == addr_of_mut!(ffi::PyLong_Type) {
+        let mut overflow: std::os::raw::c_int = 0;
         // SAFETY: an exact int, alive (as said above).
-        if let Ok(x) = unsafe { int_value(py, obj) }? {
-            return Ok(Some(x));
+        let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
+        if overflow == 0 {
+            // SAFETY: the GIL is held.
+            if value == -1 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            // Correctly rounded, as `float(i)`.
+            return Ok(Some(value as f64));
         }
     } else if ty == addr_of_mut!(ffi::PyFloat_Type) {
         // SAFETY: an exact float, alive (as said above).
