@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 
 use crate::jsread::{
     self, anchor_custom_type, is_absent, js_id_bound as js_id, js_string, str_is_bound, text,
-    timestamp_bound, truthy, Keys, K,
+    timestamp_bound, truthy, Keys, Obj, K,
 };
 use crate::protect::matcher_protects;
 use crate::pystr::{js_str_of, keys_to_py, str_of_js};
@@ -46,19 +46,20 @@ fn list_item<'py>(list: &Bound<'py, PyList>, i: usize) -> Option<Bound<'py, PyAn
     // SAFETY: `list` is a live list and the GIL is held; the borrowed item is taken as a new
     // reference at once.
     unsafe {
-        jsread::list_item(list.as_ptr(), i).map(|item| Bound::from_borrowed_ptr(list.py(), item))
+        jsread::list_item(Obj::of(list), i)
+            .map(|item| Bound::from_borrowed_ptr(list.py(), item.as_ptr()))
     }
 }
 
 /// Whether a value is `ABSENT`.
 fn absent(value: &Bound<'_, PyAny>) -> bool {
-    is_absent(value.as_ptr())
+    is_absent(Obj::of(value))
 }
 
 /// The role a message's `role` value names.
 fn role_of(value: Option<&Bound<'_, PyAny>>) -> Role {
     // SAFETY: the value is alive (borrowed for the call) and the GIL is held.
-    unsafe { jsread::role(value.map(Bound::as_ptr)) }
+    unsafe { jsread::role(value.map(Obj::of)) }
 }
 
 /// `String(value)` as a Python str (lone surrogates kept).
@@ -108,7 +109,7 @@ impl Protection<'_> {
 fn is_synthetic_str(text: &Bound<'_, PyString>) -> PyResult<bool> {
     // SAFETY: `text` is a live str and the GIL is held; the borrowed text is used before
     // `text` is let go, and nothing here runs Python code.
-    let head = unsafe { jsread::str_text(text.py(), text.as_ptr(), false) };
+    let head = unsafe { jsread::str_text(text.py(), Obj::of(text), false) };
     Ok(is_synthetic_text(&head))
 }
 
@@ -231,7 +232,7 @@ fn read_message(
         Role::Custom => {
             let kind = keys.get_bound(dict.as_any(), K::CustomType);
             // SAFETY: `kind` is an owned reference and the GIL is held.
-            if unsafe { anchor_custom_type(msg.py(), kind.as_ref().map(Bound::as_ptr))? } {
+            if unsafe { anchor_custom_type(msg.py(), kind.as_ref().map(Obj::of))? } {
                 view.body = MsgBody::Anchor;
             }
         }
@@ -245,13 +246,13 @@ fn read_message(
 fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
     // SAFETY: `list` is a live list and the GIL is held; no Python code runs while the item
     // array is read.
-    if let Some(items) = unsafe { crate::cpython::list_items(list.as_ptr()) } {
-        return items.iter().map(|&item| item as usize).collect();
+    if let Some(items) = unsafe { crate::cpython::list_items(Obj::of(list)) } {
+        return items.iter().map(|&item| item.addr()).collect();
     }
     let mut out = Vec::with_capacity(list.len());
     // SAFETY: as above; each item is only looked at, not kept.
-    while let Some(item) = unsafe { jsread::list_item(list.as_ptr(), out.len()) } {
-        out.push(item as usize);
+    while let Some(item) = unsafe { jsread::list_item(Obj::of(list), out.len()) } {
+        out.push(item.addr());
     }
     out
 }

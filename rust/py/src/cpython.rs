@@ -32,9 +32,68 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyDictMethods, PyList, PySlice, PyString};
 
-/// A borrowed object pointer (the binding's one name for it; what keeps it alive is the
-/// borrow rule, `lib.rs`).
-pub type Obj = *mut ffi::PyObject;
+/// A borrowed reference to a Python object: the address of an object that something else
+/// owns (the container it was read from, the native call's owned root, an interpreter-long
+/// cache), valid only while that owner is alive and unchanged and the GIL is held (the
+/// borrow rule, `lib.rs`). Copying one takes no reference, dropping one releases none.
+///
+/// Nothing is read through it without `unsafe`: each read says in its `SAFETY` comment
+/// what keeps the object alive. It costs what a `*mut ffi::PyObject` costs
+/// (`#[repr(transparent)]`: an item array of a list is a `[Obj]`), and it is neither `Send`
+/// nor `Sync` (a borrow is only good on the thread that holds the GIL).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Obj(*mut ffi::PyObject);
+
+impl Obj {
+    /// The object at `ptr`, borrowed (nothing is read here).
+    #[inline(always)]
+    pub const fn from_ptr(ptr: *mut ffi::PyObject) -> Self {
+        Obj(ptr)
+    }
+
+    /// The object an owned reference holds, borrowed (alive while `bound` is).
+    #[inline(always)]
+    pub fn of<T>(bound: &Bound<'_, T>) -> Self {
+        Obj(bound.as_ptr())
+    }
+
+    /// The raw pointer, for a C API call.
+    #[inline(always)]
+    pub const fn as_ptr(self) -> *mut ffi::PyObject {
+        self.0
+    }
+
+    /// The object's address (identity keys of the caches; tagged words of the size memo).
+    #[inline(always)]
+    pub fn addr(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The object at address `addr` (one [`Obj::addr`] gave), borrowed.
+    #[inline(always)]
+    pub fn from_addr(addr: usize) -> Self {
+        Obj(addr as *mut ffi::PyObject)
+    }
+
+    /// Whether this is the object at `ptr` (identity: nothing is read).
+    #[inline(always)]
+    pub fn is(self, ptr: *mut ffi::PyObject) -> bool {
+        self.0 == ptr
+    }
+
+    /// Whether the pointer is null (no object).
+    #[inline(always)]
+    pub fn is_null(self) -> bool {
+        self.0.is_null()
+    }
+
+    /// The object's memory, for the layout reads of this module.
+    #[inline(always)]
+    fn bytes(self) -> *const u8 {
+        self.0.cast::<u8>()
+    }
+}
 
 // Part of the stable ABI since 3.10 (the wheel's floor is 3.11), so pyo3's declaration is
 // the one to use. Windows still takes the PyUnicode_AsUTF8String path (json.rs), as before.
@@ -79,9 +138,10 @@ const LIST_ITEMS_WORD: usize = 3;
 /// object, or memory it owns, kept alive by its owner), and the GIL be held.
 #[inline(always)]
 unsafe fn read_at<T>(base: *const u8, offset: usize) -> T {
-    // SAFETY: `base + offset` is inside the allocation (the contract).
+    // SAFETY: `base + offset` is inside the allocation `# Safety` names, which its owner
+    // keeps alive.
     let at = unsafe { base.add(offset) };
-    // SAFETY: so are the `size_of::<T>()` bytes from there (the contract).
+    // SAFETY: so are the `size_of::<T>()` bytes from there, in the same live allocation.
     unsafe { at.cast::<T>().read_unaligned() }
 }
 
@@ -92,7 +152,8 @@ unsafe fn read_at<T>(base: *const u8, offset: usize) -> T {
 /// immutable str, kept alive by the call's owned root: the borrow rule, `lib.rs`).
 #[inline(always)]
 unsafe fn bytes_at<'a>(base: *const u8, offset: usize, len: usize) -> &'a [u8] {
-    // SAFETY: `base + offset` is inside the allocation (the contract).
+    // SAFETY: `base + offset` is inside the str `# Safety` names, which the call's owned
+    // root keeps alive.
     let at = unsafe { base.add(offset) };
     // SAFETY: `len` bytes from there are inside it, alive and unchanged for `'a`.
     unsafe { std::slice::from_raw_parts(at, len) }
@@ -203,7 +264,7 @@ fn ascii_layout_reads_back(py: Python<'_>, ascii_data: usize) -> bool {
             let ptr = obj.as_ptr().cast::<u8>();
             // SAFETY: `obj` is alive (owned here) and the GIL held; a str of this CPython
             // version is larger than the header words read.
-            let header = unsafe { str_header(ascii_data, obj.as_ptr()) };
+            let header = unsafe { str_header(ascii_data, Obj::of(&obj)) };
             header.is_some_and(|(state, length)| {
                 state & STR_COMPACT_ASCII == STR_COMPACT_ASCII
                     && length == sample.len()
@@ -240,7 +301,7 @@ fn compact_layout_reads_back(py: Python<'_>, compact_data: usize) -> bool {
         let chars: Vec<u32> = sample.chars().map(u32::from).chain([0]).collect();
         // SAFETY: `obj` is alive (owned here) and the GIL held; the header words read are
         // inside every str of this CPython version.
-        let Some((state, length)) = (unsafe { str_header(compact_data, obj.as_ptr()) }) else {
+        let Some((state, length)) = (unsafe { str_header(compact_data, Obj::of(&obj)) }) else {
             return false;
         };
         if state & STR_COMPACT_ASCII != STR_COMPACT
@@ -283,7 +344,7 @@ fn list_layout_reads_back(py: Python<'_>) -> bool {
                 // of the array `list` (owned here) holds.
                 let in_place: Obj = unsafe { read_at(items.cast::<u8>(), i * size_of::<Obj>()) };
                 // SAFETY: `list` is a live list and `i` in range; a borrowed item comes back.
-                in_place == unsafe { ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t) }
+                in_place == unsafe { Obj::from_ptr(ffi::PyList_GetItem(ptr, i as ffi::Py_ssize_t)) }
             })
     })
 }
@@ -337,7 +398,7 @@ fn dict_layout_reads_back(py: Python<'_>) -> bool {
         let ptr = dict.as_ptr();
         // SAFETY: `dict` is alive (owned here) and the GIL is held; on a 64-bit CPython
         // 3.11-3.14 with the GIL (`init` checked) its header has the layout read.
-        let Some(table) = (unsafe { combined_table(ptr) }) else {
+        let Some(table) = (unsafe { combined_table(Obj::from_ptr(ptr)) }) else {
             return !combined;
         };
         let mut through_api = Vec::new();
@@ -345,11 +406,11 @@ fn dict_layout_reads_back(py: Python<'_>) -> bool {
         // SAFETY: `dict` is a live dict (owned here) and the GIL is held; the members come
         // back borrowed, held by the dict, which nothing changes while both walks run.
         while unsafe { ffi::PyDict_Next(ptr, &mut pos, &mut key, &mut value) } != 0 {
-            through_api.push((key, value));
+            through_api.push((Obj::from_ptr(key), Obj::from_ptr(value)));
         }
         // SAFETY: as above; `table` is this dict's combined table.
         let in_place: Vec<(Obj, Obj)> =
-            unsafe { DictMembers::with_table(ptr, 0, Some(table)) }.collect();
+            unsafe { DictMembers::with_table(Obj::from_ptr(ptr), 0, Some(table)) }.collect();
         in_place == through_api
     };
     dicts.iter().all(|dict| reads_back(dict, true)) && reads_back(&split, false)
@@ -365,13 +426,13 @@ fn dict_layout_reads_back(py: Python<'_>) -> bool {
 /// on a 64-bit CPython 3.11-3.14 with the GIL (whose headers give these offsets).
 #[inline(always)]
 unsafe fn combined_table(dict: Obj) -> Option<(*const Obj, usize, ffi::Py_ssize_t)> {
-    // SAFETY: `dict` is live (the caller's contract): its header can be read.
-    if unsafe { ffi::Py_TYPE(dict) } != addr_of_mut!(ffi::PyDict_Type) {
+    // SAFETY: `dict` is kept alive by its owner (`# Safety` above): its header can be read.
+    if unsafe { ffi::Py_TYPE(dict.as_ptr()) } != addr_of_mut!(ffi::PyDict_Type) {
         return None;
     }
-    let base = dict.cast::<u8>();
-    // SAFETY: an exact dict of this layout holds `ma_values` at this offset (the contract;
-    // `dict` is kept alive by the caller).
+    let base = dict.bytes();
+    // SAFETY: an exact dict of this layout (`# Safety` above) holds `ma_values` at this
+    // offset; `dict`'s owner keeps it alive.
     let values: *const u8 = unsafe { read_at(base, DICT_VALUES_AT) };
     if !values.is_null() {
         return None;
@@ -426,7 +487,8 @@ impl DictMembers {
     #[inline(always)]
     pub unsafe fn new(dict: Obj, pos: ffi::Py_ssize_t) -> Self {
         let table = if Layout::get().dict_entries {
-            // SAFETY: the caller's contract, and the layout is verified.
+            // SAFETY: `dict` is kept alive and unchanged by its owner (`# Safety` above), and
+            // the layout is verified.
             unsafe { combined_table(dict) }
         } else {
             None
@@ -458,8 +520,9 @@ impl DictMembers {
             let at = usize::try_from(pos).unwrap_or(0).min(count);
             members.first = first;
             members.stride = stride;
-            // SAFETY: the table holds `count` entries of `stride` words from `first` (the
-            // contract): entry `at <= count` is inside it or one past its last entry.
+            // SAFETY: the table holds `count` entries of `stride` words from `first` (it is
+            // `dict`'s, which its owner keeps alive and unchanged: `# Safety` above): entry
+            // `at <= count` is inside it or one past its last entry.
             members.next = unsafe { first.add(at * stride) };
             // SAFETY: as above, one past the last entry.
             members.end = unsafe { first.add(count * stride) };
@@ -489,7 +552,8 @@ impl DictMembers {
         while self.next < self.end {
             let slot = self.next;
             // SAFETY: `slot` is the key slot of one of the table's entries (the table is
-            // unchanged, held by the dict the caller keeps alive: the contract of `new`); the
+            // unchanged, held by the dict, which its owner keeps alive and unchanged while the
+            // walk is used: `DictMembers::new`); the
             // step lands on the next entry or one past the last.
             self.next = unsafe { slot.add(self.stride) };
             // SAFETY: the key slot of that entry (see above).
@@ -526,10 +590,13 @@ impl Iterator for DictMembers {
     fn next(&mut self) -> Option<(Obj, Obj)> {
         if self.first.is_null() {
             let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-            // SAFETY: the dict is live and unchanged and the GIL held (the contract of
-            // `new`); `pos` is 0 or where `PyDict_Next` left it.
-            let more = unsafe { ffi::PyDict_Next(self.dict, &mut self.pos, &mut key, &mut value) };
-            return (more != 0).then_some((key, value));
+            // SAFETY: the dict is kept alive and unchanged by its owner while the walk is used
+            // (`DictMembers::new`), and the GIL is held; `pos` is 0 or where `PyDict_Next` left
+            // it.
+            let more = unsafe {
+                ffi::PyDict_Next(self.dict.as_ptr(), &mut self.pos, &mut key, &mut value)
+            };
+            return (more != 0).then_some((Obj::from_ptr(key), Obj::from_ptr(value)));
         }
         self.next_in_place()
     }
@@ -542,12 +609,12 @@ impl Iterator for DictMembers {
 /// `obj` must be a live object and the GIL held.
 #[inline(always)]
 unsafe fn str_header(data_at: usize, obj: Obj) -> Option<(u32, usize)> {
-    // SAFETY: `obj` is live (the caller's contract): its header can be read.
-    if data_at == 0 || unsafe { ffi::Py_TYPE(obj) } != addr_of_mut!(ffi::PyUnicode_Type) {
+    // SAFETY: `obj` is kept alive by its owner (`# Safety` above): its header can be read.
+    if data_at == 0 || unsafe { ffi::Py_TYPE(obj.as_ptr()) } != addr_of_mut!(ffi::PyUnicode_Type) {
         return None;
     }
-    let ptr = obj.cast::<u8>();
-    // SAFETY: `obj` is an exact str of the verified layout (kept alive by the caller):
+    let ptr = obj.bytes();
+    // SAFETY: `obj` is an exact str of the verified layout (kept alive by its owner):
     // `state` is inside its header.
     let state: u32 = unsafe { read_at(ptr, STR_STATE_AT) };
     // SAFETY: and so is `length`.
@@ -578,8 +645,8 @@ unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
 #[inline(always)]
 unsafe fn ascii_chars<'a>(layout: &Layout, obj: Obj, length: usize) -> &'a str {
     // SAFETY: such a str holds `length` bytes at `ascii_data`, alive and unchanged as long
-    // as the (immutable) str, which the caller keeps alive for `'a` (its contract).
-    let bytes = unsafe { bytes_at(obj.cast::<u8>(), layout.ascii_data, length) };
+    // as the (immutable) str, which its owner keeps alive for `'a` (`# Safety` above).
+    let bytes = unsafe { bytes_at(obj.bytes(), layout.ascii_data, length) };
     // SAFETY: ASCII is valid UTF-8.
     unsafe { std::str::from_utf8_unchecked(bytes) }
 }
@@ -610,7 +677,7 @@ pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
     if layout.compact_data == 0 || state & STR_COMPACT_ASCII != STR_COMPACT {
         return None;
     }
-    let data = obj.cast::<u8>().wrapping_add(layout.compact_data);
+    let data = obj.bytes().wrapping_add(layout.compact_data);
     // A compact non-ASCII str of the verified layout holds `length` code points of the width
     // its state gives at `compact_data`, alive and unchanged as long as the (immutable) str,
     // which the caller keeps alive for `'a`. Each slice is made only when the data is aligned
@@ -641,13 +708,16 @@ pub unsafe fn str_chars<'a>(obj: Obj) -> Option<StrChars<'a>> {
 /// neither changed nor freed (no Python code may run meanwhile).
 #[inline(always)]
 pub unsafe fn list_items<'a>(list: Obj) -> Option<&'a [Obj]> {
-    // SAFETY: `list` is live (the caller's contract): its header can be read.
-    if !Layout::get().list_items || unsafe { ffi::Py_TYPE(list) } != addr_of_mut!(ffi::PyList_Type)
-    {
+    if !Layout::get().list_items {
         return None;
     }
-    let ptr = list.cast::<u8>();
-    // SAFETY: `list` is an exact list of the verified layout (kept alive by the caller):
+    // SAFETY: `list` is live (kept alive by its owner, `# Safety` above): its header can be
+    // read.
+    if unsafe { ffi::Py_TYPE(list.as_ptr()) } != addr_of_mut!(ffi::PyList_Type) {
+        return None;
+    }
+    let ptr = list.bytes();
+    // SAFETY: `list` is an exact list of the verified layout (kept alive by its owner):
     // `ob_size` is inside its header.
     let size: ffi::Py_ssize_t = unsafe { read_at(ptr, VAR_SIZE_AT) };
     // SAFETY: and so is `ob_item`.
@@ -687,7 +757,7 @@ pub unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
 /// Python error is raised, unlike `PyString::to_cow`).
 pub fn str_cow<'a>(s: &'a Bound<'_, PyString>) -> Option<std::borrow::Cow<'a, str>> {
     // SAFETY: `s` is alive for `'a` (borrowed for it) and the GIL is held (a `Bound`).
-    if let Some(text) = unsafe { str_utf8(s.as_ptr()) } {
+    if let Some(text) = unsafe { str_utf8(Obj::of(s)) } {
         return Some(std::borrow::Cow::Borrowed(text));
     }
     #[cfg(windows)]
@@ -709,7 +779,8 @@ pub fn str_cow<'a>(s: &'a Bound<'_, PyString>) -> Option<std::borrow::Cow<'a, st
 /// `obj` must be a live `str` object and the GIL held.
 pub unsafe fn has_lone_surrogate(obj: Obj) -> bool {
     let surrogate = |c: u32| (0xD800..=0xDFFF).contains(&c);
-    // SAFETY: the caller's contract; the slices live while `obj` does (this call).
+    // SAFETY: `obj` is a str its owner keeps alive for this call (`# Safety` above); the
+    // slices are used only within it.
     match unsafe { str_chars(obj) } {
         Some(StrChars::Ascii(_) | StrChars::Latin1(_)) => false,
         Some(StrChars::Bmp(units)) => units.iter().any(|&u| surrogate(u32::from(u))),
@@ -726,7 +797,8 @@ pub unsafe fn has_lone_surrogate(obj: Obj) -> bool {
 /// `obj` must be a live `str` object and the GIL held.
 pub unsafe fn utf16_len_of(obj: Obj) -> usize {
     let astral = |c: u32| usize::from(c > 0xFFFF);
-    // SAFETY: the caller's contract; the slices live while `obj` does (this call).
+    // SAFETY: `obj` is a str its owner keeps alive for this call (`# Safety` above); the
+    // slices are used only within it.
     match unsafe { str_chars(obj) } {
         Some(StrChars::Ascii(text)) => text.len(),
         Some(StrChars::Latin1(chars)) => chars.len(),
@@ -747,7 +819,7 @@ pub unsafe fn utf16_len_of(obj: Obj) -> usize {
 /// looked up, nothing is raised, no Python code runs).
 pub fn code_points(s: &Bound<'_, PyString>) -> Vec<u32> {
     // SAFETY: `s` is a live str and the GIL is held (a `Bound`).
-    unsafe { code_points_of(s.as_ptr()) }
+    unsafe { code_points_of(Obj::of(s)) }
 }
 
 /// [`code_points`] of a borrowed str.
@@ -755,15 +827,16 @@ pub fn code_points(s: &Bound<'_, PyString>) -> Vec<u32> {
 /// # Safety
 /// `obj` must be a live `str` object and the GIL held.
 unsafe fn code_points_of(obj: Obj) -> Vec<u32> {
-    // SAFETY: `obj` is a live str (the caller's contract): its length is read in C.
-    let length = unsafe { ffi::PyUnicode_GetLength(obj) };
+    // SAFETY: `obj` is a str its owner keeps alive (`# Safety` above): its length is read
+    // in C.
+    let length = unsafe { ffi::PyUnicode_GetLength(obj.as_ptr()) };
     let Ok(len) = usize::try_from(length) else {
         return Vec::new();
     };
     let mut points = vec![0u32; len + 1];
     // SAFETY: `points` (owned here) holds the str's length plus the NUL: the copy cannot
     // fail; `obj` is live.
-    let copied = unsafe { ffi::PyUnicode_AsUCS4(obj, points.as_mut_ptr(), length + 1, 1) };
+    let copied = unsafe { ffi::PyUnicode_AsUCS4(obj.as_ptr(), points.as_mut_ptr(), length + 1, 1) };
     if copied.is_null() {
         return Vec::new();
     }
@@ -804,7 +877,8 @@ pub fn wtf8_of(s: &Bound<'_, PyString>) -> Vec<u8> {
 unsafe fn str_utf8_api<'a>(obj: Obj) -> Option<&'a str> {
     #[cfg(not(windows))]
     {
-        // SAFETY: `obj` is a live str and the GIL held (the caller's contract).
+        // SAFETY: `obj` is a str its owner keeps alive (`# Safety` of [`str_utf8`]) and the
+        // GIL is held.
         if unsafe { has_lone_surrogate(obj) } {
             return None;
         }
@@ -812,15 +886,15 @@ unsafe fn str_utf8_api<'a>(obj: Obj) -> Option<&'a str> {
         // SAFETY: `obj` is a live str without lone surrogates and the GIL held: CPython
         // encodes it without error (out of memory aside: its preallocated `MemoryError` is
         // cleared, nothing is collected) and the UTF-8 it hands out lives as long as the str.
-        let data = unsafe { PyUnicode_AsUTF8AndSize(obj, &mut size) };
+        let data = unsafe { PyUnicode_AsUTF8AndSize(obj.as_ptr(), &mut size) };
         if data.is_null() {
             // SAFETY: the GIL is held; the error set just now is dropped.
             unsafe { ffi::PyErr_Clear() };
             return None;
         }
         let len = usize::try_from(size).ok()?;
-        // SAFETY: CPython hands out `size` bytes of UTF-8 kept by the str, which the caller
-        // keeps alive for `'a` (its contract).
+        // SAFETY: CPython hands out `size` bytes of UTF-8 kept by the str, which its owner
+        // keeps alive for `'a` (`# Safety` of [`str_utf8`]).
         let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) };
         // SAFETY: CPython's UTF-8 form of a str is valid UTF-8.
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
@@ -856,23 +930,21 @@ pub(crate) unsafe fn prefetch_body(obj: Obj) {
     if !Layout::get().prefetch {
         return;
     }
-    // SAFETY: `obj` is live (the caller's contract): its header can be read.
-    let ty = unsafe { ffi::Py_TYPE(obj) };
+    // SAFETY: `obj` is kept alive by its owner (`# Safety` above): its header can be read.
+    let ty = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
     if ty == addr_of_mut!(ffi::PyUnicode_Type) {
-        prefetch(obj.cast::<u8>().wrapping_add(64));
+        prefetch(obj.bytes().wrapping_add(64));
     } else if ty == addr_of_mut!(ffi::PyDict_Type) {
-        // SAFETY: an exact dict of the verified layout (kept alive by the caller) is larger
+        // SAFETY: an exact dict of the verified layout (kept alive by its owner) is larger
         // than the words read.
-        let table: *const u8 =
-            unsafe { read_at(obj.cast::<u8>(), DICT_KEYS_WORD * size_of::<Obj>()) };
+        let table: *const u8 = unsafe { read_at(obj.bytes(), DICT_KEYS_WORD * size_of::<Obj>()) };
         prefetch(table);
         prefetch(table.wrapping_add(64));
         prefetch(table.wrapping_add(128));
     } else if ty == addr_of_mut!(ffi::PyList_Type) {
-        // SAFETY: an exact list of the verified layout (kept alive by the caller) is larger
+        // SAFETY: an exact list of the verified layout (kept alive by its owner) is larger
         // than the words read.
-        let items: *const u8 =
-            unsafe { read_at(obj.cast::<u8>(), LIST_ITEMS_WORD * size_of::<Obj>()) };
+        let items: *const u8 = unsafe { read_at(obj.bytes(), LIST_ITEMS_WORD * size_of::<Obj>()) };
         prefetch(items);
     }
 }

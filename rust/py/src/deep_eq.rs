@@ -25,7 +25,7 @@ const MAX_DEPTH: u32 = 64;
 /// `a` and `b` must be live objects and the GIL held; no Python code runs meanwhile (only
 /// exact `int` / `float` comparisons are asked of CPython), so nothing read changes.
 pub unsafe fn deep_eq(a: Obj, b: Obj) -> Option<bool> {
-    // SAFETY: the caller's contract.
+    // SAFETY: `a` and `b` are live (held by the lists `list_prefix` was handed, owned by its caller) and no Python code runs: `# Safety` above.
     unsafe { eq_at(a, b, 0) }
 }
 
@@ -36,9 +36,9 @@ unsafe fn eq_at(a: Obj, b: Obj, depth: u32) -> Option<bool> {
         return Some(true);
     }
     // SAFETY: `a` is live (the caller's contract): its header can be read.
-    let kind = unsafe { ffi::Py_TYPE(a) };
+    let kind = unsafe { ffi::Py_TYPE(a.as_ptr()) };
     // SAFETY: as above, for `b`.
-    if kind != unsafe { ffi::Py_TYPE(b) } || depth > MAX_DEPTH {
+    if kind != unsafe { ffi::Py_TYPE(b.as_ptr()) } || depth > MAX_DEPTH {
         return None;
     }
     if kind == addr_of_mut!(ffi::PyUnicode_Type) {
@@ -64,7 +64,7 @@ unsafe fn eq_at(a: Obj, b: Obj, depth: u32) -> Option<bool> {
         unsafe { lists_eq(a, b, depth) }
     } else if kind == addr_of_mut!(ffi::PyLong_Type) || kind == addr_of_mut!(ffi::PyFloat_Type) {
         // SAFETY: exact ints or floats: their comparison runs no Python code.
-        match unsafe { ffi::PyObject_RichCompareBool(a, b, ffi::Py_EQ) } {
+        match unsafe { ffi::PyObject_RichCompareBool(a.as_ptr(), b.as_ptr(), ffi::Py_EQ) } {
             1 => Some(true),
             0 => Some(false),
             _ => None,
@@ -80,9 +80,9 @@ unsafe fn eq_at(a: Obj, b: Obj, depth: u32) -> Option<bool> {
 /// As [`deep_eq`], `a` and `b` exact dicts.
 unsafe fn dicts_eq(a: Obj, b: Obj, depth: u32) -> Option<bool> {
     // SAFETY: a live dict, the GIL held.
-    let size = unsafe { ffi::PyDict_Size(a) };
+    let size = unsafe { ffi::PyDict_Size(a.as_ptr()) };
     // SAFETY: as above, for `b`.
-    if size != unsafe { ffi::PyDict_Size(b) } {
+    if size != unsafe { ffi::PyDict_Size(b.as_ptr()) } {
         return Some(false);
     }
     // SAFETY: a live dict that does not change while walked (no Python code runs).

@@ -33,7 +33,7 @@ mod fifo;
 
 #[cfg(not(windows))]
 use crate::cpython::PyUnicode_AsUTF8AndSize;
-use crate::cpython::{list_items, prefetch, prefetch_body, str_chars, DictMembers, StrChars};
+use crate::cpython::{list_items, prefetch, prefetch_body, str_chars, DictMembers, Obj, StrChars};
 
 /// Integers up to this magnitude print with all their digits.
 const EXACT_INT_LIMIT: u64 = 1 << 53;
@@ -122,7 +122,7 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
         // A lone surrogate is found from the code units: CPython's UTF-8 encoder would build
         // (and this would clear) a `UnicodeEncodeError`, whose allocation may run the cyclic
         // collector and finalizers while the caller borrows.
-        if crate::cpython::has_lone_surrogate(obj) {
+        if crate::cpython::has_lone_surrogate(Obj::from_ptr(obj)) {
             return Ok(Text::Units(code_units(py, obj)?));
         }
         #[cfg(not(windows))]
@@ -281,7 +281,9 @@ unsafe fn int_number(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Number
         }
         // Beyond the double range: +-Infinity, told from the digits (nothing raised).
         Ok(Number::Double(crate::jsread::big_int_to_double(
-            py, obj, overflow,
+            py,
+            Obj::from_ptr(obj),
+            overflow,
         )?))
     }
 }
@@ -660,19 +662,19 @@ pub(crate) trait Recorder {
     ///
     /// # Safety
     /// `obj` must be a live object and the GIL held.
-    unsafe fn leaf(&mut self, obj: *mut ffi::PyObject);
+    unsafe fn leaf(&mut self, obj: Obj);
 
     /// A dict at `depth` is opened: a mark for [`Recorder::close_dict`].
     ///
     /// # Safety
     /// `dict` must be a live object and the GIL held.
-    unsafe fn open_dict(&mut self, dict: *mut ffi::PyObject, depth: u32) -> Option<usize>;
+    unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize>;
 
     /// A key of the dict opened last (an exact str: the walk checked).
     ///
     /// # Safety
     /// `key` must be a live object and the GIL held.
-    unsafe fn key(&mut self, key: *mut ffi::PyObject);
+    unsafe fn key(&mut self, key: Obj);
 
     /// The dict opened at `at` had `count` members (`plain`: all keys exact strs, in an
     /// order `stringify` keeps).
@@ -685,7 +687,7 @@ pub(crate) trait Recorder {
     ///
     /// # Safety
     /// `list` must be a live object and the GIL held.
-    unsafe fn list(&mut self, list: *mut ffi::PyObject, count: usize, depth: u32);
+    unsafe fn list(&mut self, list: Obj, count: usize, depth: u32);
 
     /// Element `i` of [`Measurer::len_each_with`] is complete.
     fn end(&mut self);
@@ -694,17 +696,17 @@ pub(crate) trait Recorder {
 impl Recorder for () {
     const RECORDS: bool = false;
     #[inline(always)]
-    unsafe fn leaf(&mut self, _: *mut ffi::PyObject) {}
+    unsafe fn leaf(&mut self, _: Obj) {}
     #[inline(always)]
-    unsafe fn open_dict(&mut self, _: *mut ffi::PyObject, _: u32) -> Option<usize> {
+    unsafe fn open_dict(&mut self, _: Obj, _: u32) -> Option<usize> {
         None
     }
     #[inline(always)]
-    unsafe fn key(&mut self, _: *mut ffi::PyObject) {}
+    unsafe fn key(&mut self, _: Obj) {}
     #[inline(always)]
     unsafe fn close_dict(&mut self, _: usize, _: usize, _: bool) {}
     #[inline(always)]
-    unsafe fn list(&mut self, _: *mut ffi::PyObject, _: usize, _: u32) {}
+    unsafe fn list(&mut self, _: Obj, _: usize, _: u32) {}
     #[inline(always)]
     fn end(&mut self) {}
 }
@@ -912,7 +914,7 @@ impl Measurer {
     unsafe fn str_len(&mut self, py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<usize> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            Ok(match str_chars(obj) {
+            Ok(match str_chars(Obj::from_ptr(obj)) {
                 Some(StrChars::Ascii(text)) => escape::str_len(text),
                 Some(StrChars::Latin1(chars)) => fixed_width::latin1_len(chars),
                 Some(StrChars::Bmp(chars)) => fixed_width::bmp_len(chars),
@@ -946,17 +948,17 @@ impl Measurer {
             let mut keys_len = 0usize;
             let mut plain = true;
             let mut indexed = false;
-            let opened = rec.open_dict(dict, depth);
-            for (key, value) in DictMembers::new(dict, 0) {
-                if ffi::Py_TYPE(key) != addr_of_mut!(ffi::PyUnicode_Type) {
+            let opened = rec.open_dict(Obj::from_ptr(dict), depth);
+            for (key, value) in DictMembers::new(Obj::from_ptr(dict), 0) {
+                if ffi::Py_TYPE(key.as_ptr()) != addr_of_mut!(ffi::PyUnicode_Type) {
                     plain = false;
                     break;
                 }
-                let info = self.key_info(py, key)?;
+                let info = self.key_info(py, key.as_ptr())?;
                 keys_len += info >> 1;
                 indexed |= info & 1 != 0;
                 rec.key(key);
-                self.steps.push(Step::Value(value, depth + 1));
+                self.steps.push(Step::Value(value.as_ptr(), depth + 1));
                 count += 1;
             }
             // Array-index keys out of JS order: `stringify` writes the values in another order,
@@ -1007,7 +1009,9 @@ impl Measurer {
         unsafe {
             if !R::RECORDS {
                 let mut lens = [0usize];
-                if self.fifo_each_then(py, &[root], &mut lens, &mut |_, _| Ok(()))? == 1 {
+                if self.fifo_each_then(py, &[Obj::from_ptr(root)], &mut lens, &mut |_, _| Ok(()))?
+                    == 1
+                {
                     return Ok(lens[0]);
                 }
             }
@@ -1054,7 +1058,7 @@ impl Measurer {
         &mut self,
         py: Python<'_>,
         list: *mut ffi::PyObject,
-        then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
+        then: impl FnMut(usize, Obj) -> PyResult<()>,
     ) -> PyResult<Vec<usize>> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { self.len_each_with(py, list, then, &mut ()) }
@@ -1069,7 +1073,7 @@ impl Measurer {
         &mut self,
         py: Python<'_>,
         list: *mut ffi::PyObject,
-        mut then: impl FnMut(usize, *mut ffi::PyObject) -> PyResult<()>,
+        mut then: impl FnMut(usize, Obj) -> PyResult<()>,
         rec: &mut R,
     ) -> PyResult<Vec<usize>> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
@@ -1082,9 +1086,11 @@ impl Measurer {
             let mut lens = vec![0usize; count];
             let mut from = 0;
             if !R::RECORDS {
-                let items: Vec<*mut ffi::PyObject> = match list_items(list) {
+                let items: Vec<Obj> = match list_items(Obj::from_ptr(list)) {
                     Some(items) => items.to_vec(),
-                    None => (0..len).map(|i| ffi::PyList_GetItem(list, i)).collect(),
+                    None => (0..len)
+                        .map(|i| Obj::from_ptr(ffi::PyList_GetItem(list, i)))
+                        .collect(),
                 };
                 if items.iter().any(|item| item.is_null()) {
                     return Err(PyErr::fetch(py));
@@ -1118,7 +1124,7 @@ impl Measurer {
                     if item.is_null() {
                         return Err(PyErr::fetch(py));
                     }
-                    then(i, item)
+                    then(i, Obj::from_ptr(item))
                 },
                 rec,
             )?;
@@ -1155,7 +1161,7 @@ impl Measurer {
                     .checked_sub(AHEAD_BODY)
                     .and_then(|i| self.steps.get(i))
                 {
-                    prefetch_body(*ahead);
+                    prefetch_body(Obj::from_ptr(*ahead));
                 }
                 let (obj, depth) = match step {
                     Step::Value(obj, depth) => (obj, depth),
@@ -1175,7 +1181,7 @@ impl Measurer {
                 };
                 let kind = kind(obj);
                 if R::RECORDS && !matches!(kind, Kind::Dict | Kind::List | Kind::Tuple) {
-                    rec.leaf(obj);
+                    rec.leaf(Obj::from_ptr(obj));
                 }
                 *total += match kind {
                     Kind::Str => self.str_len(py, obj)?,
@@ -1186,11 +1192,11 @@ impl Measurer {
                     kind @ (Kind::List | Kind::Tuple) => {
                         check_depth(depth as usize)?;
                         let is_list = matches!(kind, Kind::List);
-                        let items = list_items(obj).filter(|_| is_list);
+                        let items = list_items(Obj::from_ptr(obj)).filter(|_| is_list);
                         if let Some(items) = items {
-                            rec.list(obj, items.len(), depth);
+                            rec.list(Obj::from_ptr(obj), items.len(), depth);
                             for &item in items.iter().rev() {
-                                self.steps.push(Step::Value(item, depth + 1));
+                                self.steps.push(Step::Value(item.as_ptr(), depth + 1));
                             }
                             *total += 2 + items.len().saturating_sub(1);
                             continue;
@@ -1199,7 +1205,7 @@ impl Measurer {
                         if len < 0 {
                             return Err(PyErr::fetch(py));
                         }
-                        rec.list(obj, usize::try_from(len).unwrap_or(0), depth);
+                        rec.list(Obj::from_ptr(obj), usize::try_from(len).unwrap_or(0), depth);
                         for i in (0..len).rev() {
                             let item = seq_item(obj, is_list, i);
                             if item.is_null() {

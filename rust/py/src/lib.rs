@@ -19,10 +19,10 @@
 //!
 //! # The borrow rule
 //!
-//! Reads borrow: a view holds `*mut PyObject`s and `&str`s pointing into the caller's
-//! objects without owning them. That is sound because every native call that borrows keeps
-//! three promises for as long as any borrow lives, so nothing it points into can be freed or
-//! changed:
+//! Reads borrow: a view holds borrowed objects (`cpython::Obj`) and `&str`s pointing into
+//! the caller's objects without owning them. That is sound because every native call that
+//! borrows keeps three promises for as long as any borrow lives, so nothing it points into
+//! can be freed or changed:
 //!
 //! 1. **An owned root.** Every borrowed pointer is reached from an object the call owns a
 //!    strong reference to for the whole call: `render` reads a snapshot of the caller's list

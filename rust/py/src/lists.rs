@@ -6,7 +6,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::cpython;
+use crate::cpython::{self, Obj};
 use crate::deep_eq;
 use crate::jsread;
 
@@ -16,8 +16,8 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
     // item arrays are read.
     if let (Some(x), Some(y)) = unsafe {
         (
-            cpython::list_items(a.as_ptr()),
-            cpython::list_items(b.as_ptr()),
+            cpython::list_items(Obj::of(a)),
+            cpython::list_items(Obj::of(b)),
         )
     } {
         let (x, y) = (
@@ -30,8 +30,8 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
     // SAFETY: as above; the items are only compared, not kept.
     while let (Some(p), Some(q)) = unsafe {
         (
-            jsread::list_item(a.as_ptr(), from + n),
-            jsread::list_item(b.as_ptr(), from + n),
+            jsread::list_item(Obj::of(a), from + n),
+            jsread::list_item(Obj::of(b), from + n),
         )
     } {
         if p != q {
@@ -54,7 +54,7 @@ fn list_prefix(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, equal: bool) -> PyR
     }
     while let (Ok(x), Ok(y)) = (a.get_item(same), b.get_item(same)) {
         // SAFETY: `x` and `y` are owned and the GIL is held; `deep_eq` runs no Python code.
-        let known = unsafe { deep_eq::deep_eq(x.as_ptr(), y.as_ptr()) };
+        let known = unsafe { deep_eq::deep_eq(Obj::of(&x), Obj::of(&y)) };
         if !known.map_or_else(|| x.eq(y), Ok)? {
             break;
         }
@@ -94,12 +94,12 @@ fn splice<'py>(
     let mut put = |list: &Bound<'py, PyList>, from: usize, to: usize| {
         // SAFETY: `list` is a live list and the GIL is held; its item array is read while
         // no Python code runs.
-        let items = unsafe { cpython::list_items(list.as_ptr()) };
+        let items = unsafe { cpython::list_items(Obj::of(list)) };
         for i in from..to {
             let item = match items {
                 Some(items) => items.get(i).copied(),
                 // SAFETY: as above.
-                None => unsafe { jsread::list_item(list.as_ptr(), i) },
+                None => unsafe { jsread::list_item(Obj::of(list), i) },
             };
             let Some(item) = item.filter(|_| filled < total) else {
                 break;
@@ -107,8 +107,8 @@ fn splice<'py>(
             // SAFETY: `item` is a live object borrowed from `list`; the new reference is
             // stolen by `PyList_SetItem` into the empty slot `filled < total` of `out`.
             unsafe {
-                ffi::Py_INCREF(item);
-                ffi::PyList_SetItem(out.as_ptr(), filled, item);
+                ffi::Py_INCREF(item.as_ptr());
+                ffi::PyList_SetItem(out.as_ptr(), filled, item.as_ptr());
             }
             filled += 1;
         }

@@ -109,7 +109,7 @@ unsafe fn protected_path<'py>(
 ) -> PyResult<Option<JsStr>> {
     // SAFETY: `# Safety` above.
     unsafe {
-        let some = |v: Option<Obj>| present(v).filter(|v| *v != ffi::Py_None());
+        let some = |v: Option<Obj>| present(v).filter(|v| !v.is(ffi::Py_None()));
         let args = some(input)
             .or_else(|| some(args))
             .or_else(|| present(arguments));
@@ -129,14 +129,14 @@ unsafe fn protected_path<'py>(
             }
             // A string `protectedTools` (reference mode): `String(name)` by substring.
             (ToolRule::Substring(_), name) => {
-                let name = name.map(|n| Borrowed::from_ptr(py, n).to_owned());
-                let args = args.map(|a| Borrowed::from_ptr(py, a).to_owned());
+                let name = name.map(|n| Borrowed::from_ptr(py, n.as_ptr()).to_owned());
+                let args = args.map(|a| Borrowed::from_ptr(py, a.as_ptr()).to_owned());
                 matcher_protects(matcher, keys, name.as_ref(), args.as_ref())?
             }
         };
         match path {
             Some(p) if protected => Ok(Some(js_str_of(
-                Borrowed::from_ptr(py, p).downcast_unchecked::<PyString>(),
+                Borrowed::from_ptr(py, p.as_ptr()).downcast_unchecked::<PyString>(),
             )?)),
             _ => Ok(None),
         }
@@ -359,7 +359,7 @@ pub(crate) fn superseded<'py>(
     // SAFETY: `messages` is the render's snapshot (owned for the call), the GIL is held and
     // no Python code runs while its items are read (the borrow rule, lib.rs).
     unsafe {
-        for msg in list_items(messages.as_ptr()).skip(scan.len()) {
+        for msg in list_items(Obj::of(messages)).skip(scan.len()) {
             let read = read_message(py, keys, matcher, scan.has_open(), msg)?;
             scan.push(read);
         }
@@ -383,7 +383,7 @@ pub(crate) fn superseded_recorded<'py>(
     // SAFETY: `messages` is the render's snapshot (owned for the call), the GIL is held and
     // no Python code runs while its items are read (the borrow rule, lib.rs).
     unsafe {
-        for (msg, slot) in list_items(messages.as_ptr()).zip(slots) {
+        for (msg, slot) in list_items(Obj::of(messages)).zip(slots) {
             let read = match slot {
                 Scanned::Other => SupMsg::Other,
                 Scanned::Assistant(calls) => SupMsg::Assistant(calls),

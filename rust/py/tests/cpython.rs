@@ -2,7 +2,7 @@
 //! with the C API, whether the layout reads are on or not.
 
 use _core::cpython::{
-    features, has_lone_surrogate, init, list_items, str_chars, str_utf8, DictMembers, StrChars,
+    features, has_lone_surrogate, init, list_items, str_chars, str_utf8, DictMembers, Obj, StrChars,
 };
 use pyo3::prelude::*;
 
@@ -23,7 +23,7 @@ fn str_utf8_agrees_with_the_api() {
         ] {
             let s = PyString::new(py, sample);
             // SAFETY: `s` is alive for the whole block and the GIL is held.
-            let text = unsafe { str_utf8(s.as_ptr()) };
+            let text = unsafe { str_utf8(Obj::of(&s)) };
             assert_eq!(text, Some(sample), "{sample:?}");
         }
         // Lone surrogates: no UTF-8 form, and no error left set.
@@ -33,7 +33,7 @@ fn str_utf8_agrees_with_the_api() {
             .downcast_into::<PyString>()
             .unwrap();
         // SAFETY: as above.
-        assert_eq!(unsafe { str_utf8(lone.as_ptr()) }, None);
+        assert_eq!(unsafe { str_utf8(Obj::of(&lone)) }, None);
         assert!(PyErr::take(py).is_none());
     });
 }
@@ -85,7 +85,7 @@ fn str_chars_agree_with_the_api() {
                 .map(|c| ord.call1((c.unwrap(),)).unwrap().extract::<u32>().unwrap())
                 .collect();
             // SAFETY: `s` is alive for the whole block and the GIL is held.
-            let read = unsafe { str_chars(s.as_ptr()) };
+            let read = unsafe { str_chars(Obj::of(&s)) };
             match read {
                 Some(chars) => {
                     let (points, read_width) = code_points(chars);
@@ -109,7 +109,7 @@ fn str_chars_agree_with_the_api() {
             )
             .unwrap();
         // SAFETY: as above.
-        assert!(unsafe { str_chars(sub.as_ptr()) }.is_none());
+        assert!(unsafe { str_chars(Obj::of(&sub)) }.is_none());
     });
 }
 
@@ -120,11 +120,11 @@ fn list_items_agree_with_the_api() {
         let on = feature(py, "list_items");
         let list = PyList::new(py, [1, 2, 3]).unwrap();
         // SAFETY: `list` is alive and unchanged while the slice is used; the GIL is held.
-        let items = unsafe { list_items(list.as_ptr()) };
+        let items = unsafe { list_items(Obj::of(&list)) };
         match items {
             Some(items) => {
                 assert!(on);
-                let api: Vec<_> = list.iter().map(|i| i.as_ptr()).collect();
+                let api: Vec<Obj> = list.iter().map(|i| Obj::of(&i)).collect();
                 assert_eq!(items, api.as_slice());
             }
             None => assert!(!on),
@@ -134,7 +134,7 @@ fn list_items_agree_with_the_api() {
             .eval(pyo3::ffi::c_str!("type('L', (list,), {})([1])"), None, None)
             .unwrap();
         // SAFETY: as above.
-        assert!(unsafe { list_items(sub.as_ptr()) }.is_none());
+        assert!(unsafe { list_items(Obj::of(&sub)) }.is_none());
     });
 }
 
@@ -213,23 +213,21 @@ samples = [
             let (dict, combined): (Bound<'_, PyAny>, bool) = sample.unwrap().extract().unwrap();
             let api = members_through_api(&dict, 0);
             // SAFETY: `dict` is a live dict, unchanged while walked; the GIL is held.
-            let mut walk = unsafe { DictMembers::new(dict.as_ptr(), 0) };
+            let mut walk = unsafe { DictMembers::new(Obj::of(&dict), 0) };
             assert_eq!(walk.in_place(), on && combined, "{dict}");
-            let read: Vec<(usize, usize)> = walk
-                .by_ref()
-                .map(|(k, v)| (k as usize, v as usize))
-                .collect();
+            let read: Vec<(usize, usize)> =
+                walk.by_ref().map(|(k, v)| (k.addr(), v.addr())).collect();
             assert_eq!(read, api, "{dict}");
             // A walk stopped after each member resumes where `PyDict_Next` would.
             for taken in 0..api.len().min(12) {
                 // SAFETY: as above.
-                let mut first = unsafe { DictMembers::new(dict.as_ptr(), 0) };
+                let mut first = unsafe { DictMembers::new(Obj::of(&dict), 0) };
                 let head: Vec<_> = first.by_ref().take(taken).collect();
                 assert_eq!(head.len(), taken);
                 let pos = first.position();
                 // SAFETY: as above; `pos` is where a walk of the same dict stopped.
-                let rest: Vec<(usize, usize)> = unsafe { DictMembers::new(dict.as_ptr(), pos) }
-                    .map(|(k, v)| (k as usize, v as usize))
+                let rest: Vec<(usize, usize)> = unsafe { DictMembers::new(Obj::of(&dict), pos) }
+                    .map(|(k, v)| (k.addr(), v.addr()))
                     .collect();
                 assert_eq!(rest, members_through_api(&dict, pos), "{dict} from {taken}");
                 assert_eq!(rest.as_slice(), &api[taken..], "{dict} from {taken}");
@@ -237,8 +235,8 @@ samples = [
             // `try_each` visits the same members and stops at the first error.
             let mut seen = Vec::new();
             // SAFETY: as above.
-            let stopped = unsafe { DictMembers::new(dict.as_ptr(), 0) }.try_each(|k, v| {
-                seen.push((k as usize, v as usize));
+            let stopped = unsafe { DictMembers::new(Obj::of(&dict), 0) }.try_each(|k, v| {
+                seen.push((k.addr(), v.addr()));
                 if seen.len() == 3 {
                     Err(())
                 } else {
@@ -270,7 +268,7 @@ fn lone_surrogates_are_found_without_raising() {
             let (s, expected): (Bound<'_, PyString>, bool) = pair.extract().unwrap();
             // SAFETY: `s` is alive for the whole block and the GIL is held.
             let ((found, utf8), collected) = support::collects_during(py, || unsafe {
-                (has_lone_surrogate(s.as_ptr()), str_utf8(s.as_ptr()))
+                (has_lone_surrogate(Obj::of(&s)), str_utf8(Obj::of(&s)))
             });
             assert_eq!(found, expected, "{s:?}");
             assert_eq!(utf8.is_none(), expected, "{s:?}");

@@ -1,7 +1,8 @@
 //! The JS reader (`_core::jsread`) against an embedded interpreter (pyo3 `auto-initialize`).
 
 use _core::jsread::{
-    is_absent, js_id_bound, js_number, js_string, register, text, timestamp_bound, truthy, Keys, K,
+    is_absent, js_id_bound, js_number, js_string, register, text, timestamp_bound, truthy, Keys,
+    Obj, K,
 };
 use pi_condense_core::render::{JsIdOf, Ts};
 use pyo3::prelude::*;
@@ -85,13 +86,13 @@ fn js_string_keeps_lone_surrogates_exactly() {
 fn absent_is_told_by_identity() {
     with_module(|py, m| {
         let absent = m.getattr("ABSENT").unwrap();
-        assert!(is_absent(absent.as_ptr()));
+        assert!(is_absent(Obj::of(&absent)));
         assert!(!absent.is_truthy().unwrap());
         assert_eq!(absent.repr().unwrap().to_string(), "ABSENT");
         // Another object of a type named like it is not ABSENT.
         let other = eval(py, m, "type('AbsentType', (), {})()");
-        assert!(!is_absent(other.as_ptr()));
-        assert!(!is_absent(py.None().as_ptr()));
+        assert!(!is_absent(Obj::of(&other)));
+        assert!(!is_absent(Obj::from_ptr(py.None().as_ptr())));
         // Registering again (a second module) keeps the one sentinel.
         let again = PyModule::new(py, "jsread_again").unwrap();
         register(&again).unwrap();

@@ -21,7 +21,7 @@ mod read;
 
 use pi_condense_core::index::entries::{self, SummaryText};
 
-use crate::cpython::{prefetch, prefetch_body};
+use crate::cpython::{prefetch, prefetch_body, Obj};
 use crate::jsread::{js_number, str_is_bound, text as text_of};
 use crate::pystr::{js_str_of, key_of, key_to_py, keys_to_py, str_of_js};
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
@@ -863,7 +863,7 @@ fn prefetch_entry(list: &Bound<'_, PyList>, i: usize) {
         }
         let near = far - 2;
         if near >= 0 && near < size {
-            prefetch_body(ffi::PyList_GetItem(list.as_ptr(), near));
+            prefetch_body(Obj::from_ptr(ffi::PyList_GetItem(list.as_ptr(), near)));
         }
     }
 }

@@ -9,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 
-use crate::jsread::{is_absent, js_number, js_string};
+use crate::jsread::{is_absent, js_number, js_string, Obj};
 use crate::pystr::{js_str_of, key_of};
 
 /// JS truthiness of a JSON-shaped value (an empty dict or list is truthy).
@@ -34,7 +34,7 @@ pub(super) fn field_of(value: &Bound<'_, PyAny>) -> PyResult<JsField> {
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
         return Ok(JsField::Array(js_string(Some(value))?.into_string()));
     }
-    if is_absent(value.as_ptr()) {
+    if is_absent(Obj::of(value)) {
         // `pi_condense.session.ABSENT`: an omitted optional value (JS `undefined`).
         return Ok(JsField::Absent);
     }

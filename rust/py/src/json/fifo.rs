@@ -120,13 +120,13 @@ impl Measurer {
                 break Ok(done);
             };
             if let Some(ahead) = queue.get(AHEAD_HEADER) {
-                prefetch(ahead.obj);
+                prefetch(ahead.obj.as_ptr());
             }
             if let Some(ahead) = queue.get(AHEAD_BODY) {
                 // SAFETY: queued objects are live (held by the containers being walked).
                 unsafe {
                     prefetch_body(ahead.obj);
-                    self.prefetch_number(ahead.obj);
+                    self.prefetch_number(ahead.obj.as_ptr());
                 }
             }
             // SAFETY: the caller's contract; the object is held by its container.
@@ -171,23 +171,23 @@ impl Measurer {
         let Queued { obj, owner, depth } = item;
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            Ok(match kind(obj) {
-                Kind::Str => (self.str_len(py, obj)?, 0),
+            Ok(match kind(obj.as_ptr()) {
+                Kind::Str => (self.str_len(py, obj.as_ptr())?, 0),
                 Kind::Null | Kind::True => (4, 0),
                 Kind::False => (5, 0),
                 Kind::Int => {
-                    let number = int_number(py, obj)?;
+                    let number = int_number(py, obj.as_ptr())?;
                     (self.number_len(&number), 0)
                 }
                 Kind::Float => {
-                    let number = float_number(py, obj)?;
+                    let number = float_number(py, obj.as_ptr())?;
                     (self.number_len(&number), 0)
                 }
-                Kind::Other => return Err(unsupported(py, obj)),
+                Kind::Other => return Err(unsupported(py, obj.as_ptr())),
                 kind @ (Kind::Dict | Kind::List | Kind::Tuple) => {
                     check_depth(depth as usize)?;
                     if queue.len() > QUEUE_CAP {
-                        return Ok((self.len_at(py, obj, depth)?, 0));
+                        return Ok((self.len_at(py, obj.as_ptr(), depth)?, 0));
                     }
                     let inner = depth + 1;
                     let mut count = 0usize;
@@ -202,7 +202,7 @@ impl Measurer {
                     match kind {
                         Kind::Dict => {
                             DictMembers::new(obj, 0).try_each(|key, value| {
-                                extra += self.key_len(py, key)?;
+                                extra += self.key_len(py, key.as_ptr())?;
                                 push(value);
                                 count += 1;
                                 Ok::<(), PyErr>(())
@@ -218,16 +218,16 @@ impl Measurer {
                                     count = items.len();
                                 }
                                 None => {
-                                    let len = seq_len(obj, is_list);
+                                    let len = seq_len(obj.as_ptr(), is_list);
                                     if len < 0 {
                                         return Err(PyErr::fetch(py));
                                     }
                                     for i in 0..len {
-                                        let value = seq_item(obj, is_list, i);
+                                        let value = seq_item(obj.as_ptr(), is_list, i);
                                         if value.is_null() {
                                             return Err(PyErr::fetch(py));
                                         }
-                                        push(value);
+                                        push(Obj::from_ptr(value));
                                     }
                                     count = usize::try_from(len).unwrap_or(0);
                                 }

@@ -68,7 +68,7 @@ impl<'py> Writer<'_, 'py> {
     fn message(&self, i: usize) -> Option<Obj> {
         // SAFETY: the list (`render`'s snapshot, owned for the whole call) is alive and the
         // GIL is held.
-        unsafe { list_item(self.messages.as_ptr(), i) }
+        unsafe { list_item(Obj::of(self.messages), i) }
     }
 
     /// `messages[i][key]` (`ABSENT` and non-dicts read as missing).
@@ -82,7 +82,7 @@ impl<'py> Writer<'_, 'py> {
             Ok(self
                 .keys
                 .get_of(msg, key)
-                .map(|v| Borrowed::from_ptr(self.py, v).to_owned()))
+                .map(|v| Borrowed::from_ptr(self.py, v.as_ptr()).to_owned()))
         }
     }
 
@@ -123,7 +123,7 @@ impl<'py> Writer<'_, 'py> {
             // SAFETY: `item` is a live dict (held by `items`), its `type` held by it, and the
             // GIL is held.
             let (image, text) = unsafe {
-                let kind = self.keys.get(item.as_ptr(), K::Kind);
+                let kind = self.keys.get(Obj::of(item), K::Kind);
                 (str_is(kind, "image"), str_is(kind, "text"))
             };
             match (image, text) {
@@ -148,8 +148,8 @@ impl<'py> Writer<'_, 'py> {
                 // reference before anything else runs.
                 let text = unsafe {
                     self.keys
-                        .get(item.as_ptr(), K::Text)
-                        .map(|t| Borrowed::from_ptr(py, t).to_owned())
+                        .get(Obj::of(item), K::Text)
+                        .map(|t| Borrowed::from_ptr(py, t.as_ptr()).to_owned())
                 };
                 match text {
                     Some(t) if !t.is_none() => Some(self.js_string_part(Some(t))?),
@@ -257,7 +257,7 @@ impl<'py> Writer<'_, 'py> {
         };
         // SAFETY: `msg` is held by the list (the render's snapshot) and the GIL is held; the
         // copy takes its own references.
-        let msg = unsafe { Borrowed::from_ptr(py, msg) };
+        let msg = unsafe { Borrowed::from_ptr(py, msg.as_ptr()) };
         let dict = msg.downcast::<PyDict>()?;
         let text = self.text(text)?;
         let out = fresh_copy(dict)?;
@@ -295,7 +295,7 @@ impl<'py> Writer<'_, 'py> {
                 // SAFETY: `copy` (owned here) holds the arguments, and the GIL is held; the
                 // shrink runs no Python code.
                 let shrunk = unsafe {
-                    match self.keys.get(copy.as_ptr(), K::Arguments) {
+                    match self.keys.get(Obj::of(&copy), K::Arguments) {
                         Some(args) => shrunk(py, args, 0)?,
                         None => None,
                     }
@@ -309,7 +309,7 @@ impl<'py> Writer<'_, 'py> {
             if strip_thinking && block.is_instance_of::<PyDict>() {
                 // SAFETY: `block` is a live dict and the GIL is held.
                 let thinking =
-                    unsafe { str_is(self.keys.get(block.as_ptr(), K::Kind), "thinking") };
+                    unsafe { str_is(self.keys.get(Obj::of(&block), K::Kind), "thinking") };
                 if thinking {
                     removed.push(block);
                     continue;
@@ -345,8 +345,8 @@ impl<'py> Writer<'_, 'py> {
                 // as a new reference at once.
                 Ok(dict) => Some(unsafe {
                     self.keys
-                        .get(dict.as_ptr(), K::CompressedAt)
-                        .map(|v| Borrowed::from_ptr(py, v).to_owned())
+                        .get(Obj::of(dict), K::CompressedAt)
+                        .map(|v| Borrowed::from_ptr(py, v.as_ptr()).to_owned())
                 }),
                 Err(_) => None,
             },
@@ -369,7 +369,7 @@ impl<'py> Writer<'_, 'py> {
 fn utf8_of<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
     // SAFETY: `value` is a live str and the GIL is held; the text lives as long as the
     // object, which `value` keeps alive for `'a`.
-    unsafe { borrowed_utf8(value.as_ptr()) }
+    unsafe { borrowed_utf8(Obj::of(value)) }
 }
 
 /// The output list for `items`, and per slot the length when known (a kept message, or an
@@ -404,8 +404,8 @@ pub(super) fn apply<'py>(
     let ahead_header = |pos: usize| {
         if let Some(Item::Keep(i)) = items.get(pos + KEEP_AHEAD) {
             // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive, GIL held.
-            if let Some(message) = unsafe { list_item(messages.as_ptr(), *i) } {
-                prefetch(message);
+            if let Some(message) = unsafe { list_item(Obj::of(messages), *i) } {
+                prefetch(message.as_ptr());
             }
         }
     };
@@ -415,12 +415,12 @@ pub(super) fn apply<'py>(
         if let (Some((outputs, released)), false) = (reuse.as_mut(), matches!(item, Item::Keep(_)))
         {
             // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive, GIL held.
-            match unsafe { outputs.find(py, messages.as_ptr(), index, item, released) } {
+            match unsafe { outputs.find(py, Obj::of(messages), index, item, released) } {
                 Ok((message, len)) => {
                     out_lens.push(len);
                     let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
                     // SAFETY: as below: a fresh slot, the new reference stolen.
-                    unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
+                    unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message.as_ptr()) };
                     continue;
                 }
                 Err(keep) => keep_as = keep,
@@ -439,7 +439,7 @@ pub(super) fn apply<'py>(
             Ok(message) => message,
             Err(err) => {
                 if let (Some((_, released)), Some((_, sources))) = (reuse.as_mut(), keep_as) {
-                    released.extend(sources.into_iter().map(|s| s as usize));
+                    released.extend(sources.into_iter().map(|s| s.addr()));
                 }
                 return Err(err);
             }
@@ -452,7 +452,7 @@ pub(super) fn apply<'py>(
         let at = ffi::Py_ssize_t::try_from(pos).unwrap_or(count);
         // SAFETY: `out` is a fresh list of `count` slots, `at < count`; the reference is
         // stolen.
-        unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message) };
+        unsafe { ffi::PyList_SetItem(out.as_ptr(), at, message.as_ptr()) };
     }
     Ok((out, out_lens))
 }
@@ -477,23 +477,23 @@ pub(super) fn build<'py>(
             Item::Keep(i) => {
                 // SAFETY: the input list (`render`'s snapshot, owned for the call) is alive,
                 // GIL held; the borrowed item gets its own reference for the output list.
-                let Some(message) = (unsafe { list_item(messages.as_ptr(), *i) }) else {
+                let Some(message) = (unsafe { list_item(Obj::of(messages), *i) }) else {
                     return Err(PyValueError::new_err(
                         "the message list changed during render",
                     ));
                 };
                 // SAFETY: `message` is a live item of the input list (just read, GIL held).
-                unsafe { ffi::Py_IncRef(message) };
+                unsafe { ffi::Py_IncRef(message.as_ptr()) };
                 out_lens.push(Some(len_of(*i).unwrap_or(0)));
                 message
             }
             Item::Stub { src, text } => {
                 out_lens.push(None);
-                writer.stub_message(*src, text)?.into_ptr()
+                Obj::from_ptr(writer.stub_message(*src, text)?.into_ptr())
             }
             Item::Superseded { src, text } => {
                 out_lens.push(None);
-                writer.superseded_message(*src, text)?.into_ptr()
+                Obj::from_ptr(writer.superseded_message(*src, text)?.into_ptr())
             }
             Item::Assistant {
                 src,
@@ -511,13 +511,15 @@ pub(super) fn build<'py>(
                     blocks,
                 )?);
                 removed_held.extend(removed);
-                copy.into_ptr()
+                Obj::from_ptr(copy.into_ptr())
             }
             Item::Synthetic { text, chain_slot } => {
                 out_lens.push(None);
-                writer
-                    .synthetic_message(index, text, *chain_slot)?
-                    .into_ptr()
+                Obj::from_ptr(
+                    writer
+                        .synthetic_message(index, text, *chain_slot)?
+                        .into_ptr(),
+                )
             }
         };
         Ok(message)

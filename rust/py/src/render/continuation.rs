@@ -94,8 +94,8 @@ impl Continuation {
                 .map(|obj| {
                     // SAFETY: a live object (the caller's contract, or an item of the live
                     // output list); the GIL is held; the continuation owns this reference.
-                    unsafe { ffi::Py_IncRef(obj) };
-                    obj as usize
+                    unsafe { ffi::Py_IncRef(obj.as_ptr()) };
+                    obj.addr()
                 })
                 .collect()
         };
@@ -103,7 +103,7 @@ impl Continuation {
             Some((list, out_lens)) => {
                 mark_points(&mut core, 0, [0; 3], lens.unwrap_or_default(), out_lens);
                 // SAFETY: the list is alive (the caller holds it) and the GIL is held.
-                let held = take(&mut unsafe { crate::jsread::list_items(list.as_ptr()) });
+                let held = take(&mut unsafe { crate::jsread::list_items(Obj::of(list)) });
                 (held, out_lens.to_vec())
             }
             None => {
@@ -134,7 +134,7 @@ impl Continuation {
                 .inputs
                 .iter()
                 .zip(items)
-                .all(|(&held, &item)| held == item as usize);
+                .all(|(&held, &item)| held == item.addr());
         same.then_some(scan)
     }
 

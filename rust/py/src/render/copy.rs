@@ -36,26 +36,26 @@ pub(super) fn fresh_copy_with<'py>(
     // Python code (exact keys only, in a dict holding only exact keys), so `src` does not
     // change during the walk.
     unsafe {
-        let mut members = DictMembers::new(src.as_ptr(), 0);
+        let mut members = DictMembers::new(Obj::of(src), 0);
         members.try_each(|key, value| -> PyResult<()> {
             let value = value_of(at, value);
             at += 1;
-            let exact = key == ffi::Py_None()
-                || ffi::PyBool_Check(key) != 0
+            let exact = key.is(ffi::Py_None())
+                || ffi::PyBool_Check(key.as_ptr()) != 0
                 || type_is(key, addr_of_mut!(ffi::PyUnicode_Type))
                 || type_is(key, addr_of_mut!(ffi::PyLong_Type))
                 || type_is(key, addr_of_mut!(ffi::PyFloat_Type));
             let key = if exact {
-                Bound::from_borrowed_ptr(py, key)
-            } else if ffi::PyUnicode_Check(key) != 0 {
+                Bound::from_borrowed_ptr(py, key.as_ptr())
+            } else if ffi::PyUnicode_Check(key.as_ptr()) != 0 {
                 // The whole of a str subclass: an exact copy of its characters.
-                let len = ffi::PyUnicode_GetLength(key);
-                Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(key, 0, len))?
+                let len = ffi::PyUnicode_GetLength(key.as_ptr());
+                Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_Substring(key.as_ptr(), 0, len))?
             } else {
                 return Ok(());
             };
             match ffi::PyDict_Contains(out.as_ptr(), key.as_ptr()) {
-                0 if ffi::PyDict_SetItem(out.as_ptr(), key.as_ptr(), value) == 0 => Ok(()),
+                0 if ffi::PyDict_SetItem(out.as_ptr(), key.as_ptr(), value.as_ptr()) == 0 => Ok(()),
                 1 => Ok(()),
                 _ => Err(PyErr::fetch(py)),
             }

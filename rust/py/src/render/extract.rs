@@ -99,7 +99,7 @@ impl Reader<'_, '_> {
     ) -> PyResult<Block<Cow<'a, str>>> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            if item == ffi::Py_None() || is_absent(item) {
+            if item.is(ffi::Py_None()) || is_absent(item) {
                 return Ok(Block::Nullish);
             }
             if !is_dict(item) {
@@ -150,7 +150,7 @@ impl Reader<'_, '_> {
             let Some(value) = value else {
                 return Ok(Content::Nullish);
             };
-            if value == ffi::Py_None() {
+            if value.is(ffi::Py_None()) {
                 return Ok(Content::Nullish);
             }
             if is_list(value) {
@@ -201,7 +201,7 @@ impl Reader<'_, '_> {
             };
             let refs = match self.keys.get(details, K::ToolCallRefs) {
                 None => return Ok(SummaryRefs::List(Vec::new())),
-                Some(r) if r == ffi::Py_None() => return Ok(SummaryRefs::List(Vec::new())),
+                Some(r) if r.is(ffi::Py_None()) => return Ok(SummaryRefs::List(Vec::new())),
                 Some(r) => r,
             };
             if !is_list(refs) {
@@ -209,7 +209,7 @@ impl Reader<'_, '_> {
             }
             let mut out = Vec::new();
             for item in list_items(refs) {
-                if item == ffi::Py_None() || is_absent(item) {
+                if item.is(ffi::Py_None()) || is_absent(item) {
                     out.push(SummaryRef::Nullish);
                     continue;
                 }
@@ -223,7 +223,9 @@ impl Reader<'_, '_> {
                 }
                 let result_timestamp = match self.keys.get(item, K::ResultTimestamp) {
                     None => None,
-                    Some(ts) => Some(js_string(Some(&Borrowed::from_ptr(py, ts)))?.into_string()),
+                    Some(ts) => {
+                        Some(js_string(Some(&Borrowed::from_ptr(py, ts.as_ptr())))?.into_string())
+                    }
                 };
                 out.push(SummaryRef::Ref {
                     tool_call_id: self.js_id(self.keys.get(item, K::ToolCallId))?,
@@ -269,7 +271,7 @@ impl Reader<'_, '_> {
                 );
                 fetched.role = fetched.members[0];
                 if let Some(role) = fetched.role {
-                    prefetch(role);
+                    prefetch(role.as_ptr());
                 }
             }
             Ok(())
@@ -314,7 +316,7 @@ impl Reader<'_, '_> {
                 fetched.members;
             let fetch = |value: Option<Obj>| -> Option<Obj> {
                 if let Some(value) = value {
-                    prefetch(value);
+                    prefetch(value.as_ptr());
                 }
                 value
             };
@@ -384,7 +386,7 @@ impl Reader<'_, '_> {
                 if body {
                     prefetch_body(block);
                 } else {
-                    prefetch(block);
+                    prefetch(block.as_ptr());
                 }
             }
         }
@@ -422,7 +424,7 @@ impl Reader<'_, '_> {
                 Role::ToolResult => {
                     view.tool_call_id = self.js_id(a)?;
                     if needs.is_error {
-                        view.is_error = b == Some(ffi::Py_True());
+                        view.is_error = b == Some(Obj::from_ptr(ffi::Py_True()));
                     }
                     if needs.result_timestamps || needs.chain {
                         view.timestamp = jsread::timestamp(py, ts)?;
@@ -484,7 +486,7 @@ impl Reader<'_, '_> {
             let mut views = Vec::with_capacity(n);
             for i in 0..n {
                 if let Some(&msg) = items.get(i + AHEAD_OBJECT) {
-                    prefetch(msg);
+                    prefetch(msg.as_ptr());
                 }
                 if let Some(&msg) = items.get(i + AHEAD_TABLE) {
                     prefetch_body(msg);

@@ -126,7 +126,7 @@ fn render<'py>(
             .and_then(|g| g.0.resume.as_mut())
             .and_then(|cont| {
                 // SAFETY: the snapshot is alive (owned here) and the GIL is held.
-                let items: Vec<Obj> = unsafe { list_items(messages.as_ptr()) }.collect();
+                let items: Vec<Obj> = unsafe { list_items(Obj::of(messages)) }.collect();
                 cont.take_scan(&items, options.stamp)
             });
         phase_1b = Some(superseded(
@@ -178,7 +178,7 @@ fn render<'py>(
         let extracted = unsafe {
             extract(
                 py,
-                messages.as_ptr(),
+                Obj::of(messages),
                 &reader,
                 memo_guard.as_deref_mut().map(|g| &mut g.0.sizes),
             )
@@ -240,7 +240,7 @@ fn render<'py>(
                 // views `extract` read of this list, the first `lent` of them lent by the memo
                 // and only read by the decision.
                 unsafe {
-                    let items: Vec<Obj> = list_items(messages.as_ptr()).collect();
+                    let items: Vec<Obj> = list_items(Obj::of(messages)).collect();
                     guard.0.sizes.settle(
                         &items,
                         extracted.views,
@@ -266,7 +266,7 @@ fn render<'py>(
             if let Some(core) = resume_from {
                 // SAFETY: the snapshot is alive (owned here) and the GIL is held.
                 let cont = unsafe {
-                    let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
+                    let inputs: Vec<Obj> = list_items(Obj::of(messages)).collect();
                     continuation::Continuation::new(core, &index, &options, &inputs, None, None)
                 };
                 guard.0.resume = Some(cont);
@@ -299,7 +299,7 @@ fn render<'py>(
         if let Some(core) = resume_from {
             // SAFETY: the snapshot is alive (owned here) and the GIL is held.
             let cont = unsafe {
-                let inputs: Vec<Obj> = list_items(messages.as_ptr()).collect();
+                let inputs: Vec<Obj> = list_items(Obj::of(messages)).collect();
                 continuation::Continuation::new(
                     core,
                     &index,

@@ -53,7 +53,7 @@ pub(super) fn resume(
     };
     // SAFETY: the snapshot is alive (the render holds it) and the GIL is held; the items
     // are owned by the snapshot for the whole render.
-    let items: Vec<Obj> = unsafe { crate::jsread::list_items(messages.as_ptr()) }.collect();
+    let items: Vec<Obj> = unsafe { crate::jsread::list_items(Obj::of(messages)) }.collect();
     let n_old = cont.inputs.len();
     let same = cont.index == index.instance()
         && cont.options == options.stamp
@@ -62,7 +62,7 @@ pub(super) fn resume(
             .inputs
             .iter()
             .zip(&items)
-            .all(|(&held, &item)| held == item as usize);
+            .all(|(&held, &item)| held == item.addr());
     let state = index.core();
     let changes = cont
         .core
@@ -128,8 +128,8 @@ pub(super) fn resume(
         for &item in items.get(n_old..).unwrap_or_default() {
             // SAFETY: an item of the live list (the GIL is held); the continuation owns
             // this reference.
-            unsafe { ffi::Py_IncRef(item) };
-            cont.inputs.push(item as usize);
+            unsafe { ffi::Py_IncRef(item.as_ptr()) };
+            cont.inputs.push(item.addr());
         }
     };
     let counted = |cache: &mut RenderCache| {
@@ -166,7 +166,7 @@ pub(super) fn resume(
     for &item in items.get(n_old..).unwrap_or_default() {
         // SAFETY: the item is held by the live list; the GIL is held; measuring runs no
         // Python code.
-        match unsafe { measurer.len(py, item) } {
+        match unsafe { measurer.len(py, item.as_ptr()) } {
             Ok(len) => lens.push(len),
             Err(_) => {
                 // The full render raises it, where it must.
@@ -222,12 +222,12 @@ fn new_list<'py>(py: Python<'py>, objects: &[usize]) -> PyResult<Bound<'py, PyLi
     // with a new reference that `PyList_SetItem` steals.
     let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
     for (at, &obj) in objects.iter().enumerate() {
-        let obj = obj as Obj;
+        let obj = Obj::from_addr(obj);
         // SAFETY: `obj` is alive (the caller owns a reference); the list gets a new
         // reference for the slot it steals; `at < count`.
         unsafe {
-            ffi::Py_IncRef(obj);
-            ffi::PyList_SetItem(out.as_ptr(), at as ffi::Py_ssize_t, obj);
+            ffi::Py_IncRef(obj.as_ptr());
+            ffi::PyList_SetItem(out.as_ptr(), at as ffi::Py_ssize_t, obj.as_ptr());
         }
     }
     Ok(out.downcast_into::<PyList>()?)
@@ -261,7 +261,7 @@ fn build_tail(
             &mut removed,
             &mut known,
         ) {
-            Ok(message) => outputs.push(message as usize),
+            Ok(message) => outputs.push(message.addr()),
             Err(err) => {
                 release_now(&outputs);
                 return Err(err);
@@ -276,7 +276,7 @@ fn build_tail(
         let len = match known {
             Some(len) => len,
             // SAFETY: `message` is alive (owned by `outputs`) and the GIL is held.
-            None => match unsafe { measure.len(py, message as Obj) } {
+            None => match unsafe { measure.len(py, Obj::from_addr(message).as_ptr()) } {
                 Ok(len) => len,
                 Err(err) => {
                     release_now(&outputs);
@@ -293,6 +293,6 @@ fn build_tail(
 fn release_now(objects: &[usize]) {
     for &obj in objects {
         // SAFETY: each is an owned reference of the caller; the GIL is held by the render.
-        unsafe { ffi::Py_DecRef(obj as Obj) };
+        unsafe { ffi::Py_DecRef(Obj::from_addr(obj).as_ptr()) };
     }
 }

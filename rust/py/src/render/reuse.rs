@@ -68,7 +68,7 @@ unsafe fn sources(py: Python<'_>, list: Obj, index: &PyIndex, item: &Item) -> Op
         for &object in objects {
             // SAFETY: each object was just read from the live list or the index (nothing
             // ran since); the caller now owns this reference.
-            unsafe { ffi::Py_IncRef(object) };
+            unsafe { ffi::Py_IncRef(object.as_ptr()) };
         }
     }
     found
@@ -104,11 +104,11 @@ unsafe fn borrowed_sources(
             Item::Stub { src, text } => {
                 let mut out = vec![at(*src)?];
                 quoted(text, &mut out)?;
-                Some((Key::Stub(out[0] as usize), out))
+                Some((Key::Stub(out[0].addr()), out))
             }
             Item::Assistant { src, .. } => {
                 let msg = at(*src)?;
-                Some((Key::Assistant(msg as usize), vec![msg]))
+                Some((Key::Assistant(msg.addr()), vec![msg]))
             }
             Item::Synthetic {
                 text, chain_slot, ..
@@ -116,7 +116,7 @@ unsafe fn borrowed_sources(
                 let mut out = Vec::new();
                 if let Some(entry) = index.core().chain_at(*chain_slot) {
                     // The index holds the entry object: the pointer outlives the handle.
-                    out.push(index.chain_object(py, entry).as_ptr());
+                    out.push(Obj::of(&index.chain_object(py, entry)));
                 }
                 quoted(text, &mut out)?;
                 Some((Key::Synthetic(*chain_slot), out))
@@ -157,14 +157,14 @@ impl Outputs {
                     .sources
                     .iter()
                     .zip(&sources)
-                    .all(|(&a, &b)| a == b as usize);
+                    .all(|(&a, &b)| a == b.addr());
             if same && kept.seen != self.generation {
                 kept.seen = self.generation;
-                let message = kept.message as Obj;
+                let message = Obj::from_addr(kept.message);
                 // SAFETY: the entry owns a reference to the message (alive); the GIL is held.
-                unsafe { ffi::Py_IncRef(message) };
+                unsafe { ffi::Py_IncRef(message.as_ptr()) };
                 // The references just taken go back once the render is done.
-                released.extend(sources.into_iter().map(|s| s as usize));
+                released.extend(sources.into_iter().map(|s| s.addr()));
                 return Ok((message, kept.len));
             }
         }
@@ -188,11 +188,11 @@ impl Outputs {
     ) {
         // SAFETY: `# Safety` above (the borrow rule, lib.rs): the message is
         // live, and the kept output now owns one reference to it.
-        unsafe { ffi::Py_IncRef(message) };
+        unsafe { ffi::Py_IncRef(message.as_ptr()) };
         let kept = Kept {
             item: item.clone(),
-            sources: sources.into_iter().map(|s| s as usize).collect(),
-            message: message as usize,
+            sources: sources.into_iter().map(|s| s.addr()).collect(),
+            message: message.addr(),
             len: None,
             seen: self.generation,
         };

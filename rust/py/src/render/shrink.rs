@@ -31,13 +31,13 @@ enum Shape {
 unsafe fn shape(obj: Obj) -> Shape {
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
-        if ffi::PyUnicode_Check(obj) != 0 {
+        if ffi::PyUnicode_Check(obj.as_ptr()) != 0 {
             Shape::Str
-        } else if ffi::PyDict_Check(obj) != 0 {
+        } else if ffi::PyDict_Check(obj.as_ptr()) != 0 {
             Shape::Dict
-        } else if ffi::PyList_Check(obj) != 0 {
+        } else if ffi::PyList_Check(obj.as_ptr()) != 0 {
             Shape::Seq { is_list: true }
-        } else if ffi::PyTuple_Check(obj) != 0 {
+        } else if ffi::PyTuple_Check(obj.as_ptr()) != 0 {
             Shape::Seq { is_list: false }
         } else {
             Shape::Other
@@ -51,7 +51,7 @@ unsafe fn shape(obj: Obj) -> Shape {
 /// `obj` must be a live `str` object and the GIL held.
 unsafe fn is_long(obj: Obj) -> bool {
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-    let points = usize::try_from(unsafe { ffi::PyUnicode_GetLength(obj) }).unwrap_or(0);
+    let points = usize::try_from(unsafe { ffi::PyUnicode_GetLength(obj.as_ptr()) }).unwrap_or(0);
     // Each code point is one or two units.
     if points > KEEP_UP_TO {
         return true;
@@ -77,19 +77,20 @@ unsafe fn seq_items(seq: Obj, is_list: bool) -> Vec<Obj> {
             }
         }
         let len = if is_list {
-            ffi::PyList_Size(seq)
+            ffi::PyList_Size(seq.as_ptr())
         } else {
-            ffi::PyTuple_Size(seq)
+            ffi::PyTuple_Size(seq.as_ptr())
         };
         (0..len.max(0))
             .map(|i| {
                 if is_list {
-                    ffi::PyList_GetItem(seq, i)
+                    ffi::PyList_GetItem(seq.as_ptr(), i)
                 } else {
-                    ffi::PyTuple_GetItem(seq, i)
+                    ffi::PyTuple_GetItem(seq.as_ptr(), i)
                 }
             })
             .filter(|item| !item.is_null())
+            .map(Obj::from_ptr)
             .collect()
     }
 }
@@ -152,12 +153,12 @@ pub(super) unsafe fn shrunk<'py>(
                 if !any {
                     return Ok(None);
                 }
-                let dict = Bound::from_borrowed_ptr(py, value).downcast_into_unchecked();
+                let dict = Bound::from_borrowed_ptr(py, value.as_ptr()).downcast_into_unchecked();
                 let copy = fresh_copy_with(&dict, |at, member| {
                     changed
                         .get(at)
                         .and_then(Option::as_ref)
-                        .map_or(member, Bound::as_ptr)
+                        .map_or(member, Obj::of)
                 })?;
                 Ok(Some(copy.into_any()))
             }
@@ -177,7 +178,7 @@ pub(super) unsafe fn shrunk<'py>(
                 for (item, next) in items.into_iter().zip(changed) {
                     match next {
                         Some(next) => out.append(next)?,
-                        None => out.append(Bound::from_borrowed_ptr(py, item))?,
+                        None => out.append(Bound::from_borrowed_ptr(py, item.as_ptr()))?,
                     }
                 }
                 Ok(Some(out.into_any()))

@@ -28,7 +28,7 @@ impl ArgLens<'_, '_> {
         // SAFETY: the list (`render`'s snapshot, owned for the whole call) is alive and the
         // GIL is held.
         unsafe {
-            match list_item(self.messages.as_ptr(), msg) {
+            match list_item(Obj::of(self.messages), msg) {
                 Some(m) => Ok(self.keys.get_of(m, key)),
                 None => Ok(None),
             }
@@ -51,7 +51,7 @@ impl ArgLens<'_, '_> {
         // SAFETY: the list (`render`'s snapshot, owned for the whole call) and everything
         // read from it are alive and the GIL is held.
         unsafe {
-            let message = list_item(self.messages.as_ptr(), msg);
+            let message = list_item(Obj::of(self.messages), msg);
             let content = match message {
                 Some(m) => self.keys.get_of(m, K::Content),
                 None => None,
@@ -77,7 +77,7 @@ impl ArgLens<'_, '_> {
                 Some(args) => Ok(Some(
                     self.measurer
                         .get_or_insert_with(|| Measurer::new(py))
-                        .len(py, args)?,
+                        .len(py, args.as_ptr())?,
                 )),
                 None => Ok(None),
             }
@@ -118,7 +118,7 @@ impl Lazy for ArgLens<'_, '_> {
             // SAFETY: `content` is held by its message (alive) and the GIL is held.
             unsafe {
                 is_list(content)
-                    && list_items(content).any(|item| item == ffi::Py_None() || is_absent(item))
+                    && list_items(content).any(|item| item.is(ffi::Py_None()) || is_absent(item))
             }
         }))
     }
@@ -138,7 +138,7 @@ pub(super) fn input_lens(
     let measured = unsafe {
         size_memo::measure_and_read(
             messages.py(),
-            messages.as_ptr(),
+            Obj::of(messages),
             memo,
             None,
             &RefCell::new(Vec::new()),
@@ -188,8 +188,8 @@ pub(super) fn output_lens(
             Some(len) => len,
             // SAFETY: `out` is alive and holds the message; the GIL is held.
             None => unsafe {
-                match list_item(out.as_ptr(), pos) {
-                    Some(message) => measurer.len(py, message)?,
+                match list_item(Obj::of(out), pos) {
+                    Some(message) => measurer.len(py, message.as_ptr())?,
                     None => 0,
                 }
             },

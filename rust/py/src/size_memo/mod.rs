@@ -103,7 +103,7 @@ impl SizeMemo {
                 seen: Cell::new(self.generation),
                 view,
             };
-            if let Some(mut old) = self.entries.insert(msg as usize, Box::new(entry)) {
+            if let Some(mut old) = self.entries.insert(msg.addr(), Box::new(entry)) {
                 // The view borrows from the trail's objects: dropped before they are released.
                 let trail = std::mem::take(&mut old.trail);
                 drop(old);
@@ -144,7 +144,7 @@ impl SizeMemo {
         for address in std::mem::take(&mut self.retired) {
             // SAFETY: the GIL is held, the memo owns this reference, and no view borrows
             // (the caller's contract), so Python code run by a deallocation is harmless.
-            unsafe { ffi::Py_DecRef(address as Obj) };
+            unsafe { ffi::Py_DecRef((Obj::from_addr(address)).as_ptr()) };
         }
     }
 
@@ -153,7 +153,7 @@ impl SizeMemo {
         !self.anchors.is_empty()
             && items
                 .iter()
-                .any(|&item| self.anchors.contains(&(item as usize)))
+                .any(|&item| self.anchors.contains(&item.addr()))
     }
 
     /// Makes a few of `items` the anchors; the previous ones are retired (still held until
@@ -176,8 +176,8 @@ impl SizeMemo {
             .filter_map(|i| items.get(i))
             .map(|&item| {
                 // SAFETY: `item` is live and the GIL held; the memo now owns this reference.
-                unsafe { ffi::Py_IncRef(item) };
-                item as usize
+                unsafe { ffi::Py_IncRef(item.as_ptr()) };
+                item.addr()
             })
             .collect();
         self.retire_anchors();
@@ -273,7 +273,7 @@ unsafe fn prefetch_tables(trail: &[usize]) {
         for &word in trail {
             let tag = word & TAG_MASK;
             if tag == TAG_LIST || tag == TAG_DICT {
-                prefetch_body((word & !TAG_MASK) as Obj);
+                prefetch_body(Obj::from_addr(word & !TAG_MASK));
             }
         }
     }
@@ -286,14 +286,16 @@ unsafe fn prefetch_tables(trail: &[usize]) {
 unsafe fn items_of(py: Python<'_>, list: Obj) -> PyResult<Vec<Obj>> {
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
-        let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
+        let count =
+            usize::try_from(ffi::PyList_Size(list.as_ptr())).map_err(|_| PyErr::fetch(py))?;
         let mut items = Vec::with_capacity(count);
         for i in 0..count {
-            let item = ffi::PyList_GetItem(list, ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
+            let item =
+                ffi::PyList_GetItem(list.as_ptr(), ffi::Py_ssize_t::try_from(i).unwrap_or(-1));
             if item.is_null() {
                 return Err(PyErr::fetch(py));
             }
-            items.push(item);
+            items.push(Obj::from_ptr(item));
         }
         Ok(items)
     }
@@ -318,7 +320,7 @@ struct KeptView {
 /// to it).
 fn all_in_trail(borrowed: &[Obj], trail: &[usize]) -> bool {
     borrowed.iter().all(|&obj| {
-        let address = obj as usize;
+        let address = obj.addr();
         address & TAG_MASK == 0 && trail.contains(&(address | TAG_LEAF))
     })
 }
@@ -366,14 +368,15 @@ pub(crate) unsafe fn measure_and_read<'a>(
 ) -> PyResult<Measured<'a>> {
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
-        let count = usize::try_from(ffi::PyList_Size(list)).map_err(|_| PyErr::fetch(py))?;
+        let count =
+            usize::try_from(ffi::PyList_Size(list.as_ptr())).map_err(|_| PyErr::fetch(py))?;
         // One view per message: allocated at once (a view is large; growing the vector
         // would copy them all again and again).
         let mut views = Vec::with_capacity(count);
         // Where the objects each read view borrows from end in `borrowed` (by list position).
         let mut spans: Vec<(usize, usize)> = Vec::new();
         let Some(memo) = memo else {
-            let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
+            let lens = Measurer::new(py).len_each_then(py, list.as_ptr(), |i, item| {
                 views.push(read(i, item)?);
                 Ok(())
             })?;
@@ -388,14 +391,14 @@ pub(crate) unsafe fn measure_and_read<'a>(
             || (!memo.entries.is_empty()
                 && items
                     .iter()
-                    .any(|&item| memo.entries.contains_key(&(item as usize))));
+                    .any(|&item| memo.entries.contains_key(&item.addr())));
         if !remembered_any {
             // Nothing of this list is remembered: the entries (if any) are stale.
             memo.sweep_all();
             if !memo.anchored(&items) {
                 memo.anchor(&items);
                 // Objects never seen before: measured without recording (module docs).
-                let lens = Measurer::new(py).len_each_then(py, list, |i, item| {
+                let lens = Measurer::new(py).len_each_then(py, list.as_ptr(), |i, item| {
                     views.push(read(i, item)?);
                     Ok(())
                 })?;
@@ -448,7 +451,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
             let tail = items.get(matched..).unwrap_or_default();
             let found: Vec<Option<&Entry>> = tail
                 .iter()
-                .map(|&item| memo.entries.get(&(item as usize)).map(|entry| &**entry))
+                .map(|&item| memo.entries.get(&item.addr()).map(|entry| &**entry))
                 .collect();
             let mut measurer = Measurer::new(py);
             let mut trail_buffer = Trail::default();
@@ -547,7 +550,7 @@ pub(crate) unsafe fn measure_and_read<'a>(
                     memo.remember(item, len, trail, kept);
                 }
                 None => {
-                    if let Some(entry) = memo.entries.get_mut(&(item as usize)) {
+                    if let Some(entry) = memo.entries.get_mut(&item.addr()) {
                         entry.view = view.and_then(|((view, needs), span)| {
                             keep_view(view, needs, span, &entry.trail)
                         });

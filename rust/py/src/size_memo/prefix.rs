@@ -68,7 +68,7 @@ impl SizeMemo {
             .addrs
             .iter()
             .zip(items)
-            .take_while(|(&addr, &item)| addr == item as usize)
+            .take_while(|(&addr, &item)| addr == item.addr())
             .count();
         self.dissolve_prefix_from(matched);
         matched
@@ -156,7 +156,7 @@ impl SizeMemo {
         }
         let mut kept = lent;
         for (slot, &item) in views.iter_mut().zip(items).skip(lent) {
-            let addr = item as usize;
+            let addr = item.addr();
             let Some(mut entry) = self.entries.remove(&addr) else {
                 break;
             };

@@ -32,12 +32,12 @@ const TAG_COUNT: usize = 0b11;
 unsafe fn is_plain_leaf(obj: Obj) -> bool {
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
-        let ty = ffi::Py_TYPE(obj);
+        let ty = ffi::Py_TYPE(obj.as_ptr());
         ty == addr_of_mut!(ffi::PyUnicode_Type)
             || ty == addr_of_mut!(ffi::PyLong_Type)
             || ty == addr_of_mut!(ffi::PyFloat_Type)
             || ty == addr_of_mut!(ffi::PyBool_Type)
-            || obj == ffi::Py_None()
+            || obj.is(ffi::Py_None())
     }
 }
 
@@ -99,11 +99,11 @@ impl Trail {
     unsafe fn push_object(&mut self, obj: Obj, tag: usize) {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            if obj as usize & TAG_MASK != 0 {
+            if obj.addr() & TAG_MASK != 0 {
                 self.spoil();
             } else if !self.spoiled {
-                ffi::Py_IncRef(obj);
-                self.words.push(obj as usize | tag);
+                ffi::Py_IncRef(obj.as_ptr());
+                self.words.push(obj.addr() | tag);
             }
         }
     }
@@ -135,7 +135,9 @@ impl Recorder for Trail {
     unsafe fn open_dict(&mut self, dict: Obj, depth: u32) -> Option<usize> {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            if ffi::Py_TYPE(dict) != addr_of_mut!(ffi::PyDict_Type) || depth as usize >= MAX_DEPTH {
+            if ffi::Py_TYPE(dict.as_ptr()) != addr_of_mut!(ffi::PyDict_Type)
+                || depth as usize >= MAX_DEPTH
+            {
                 self.spoil();
             }
             self.push_object(dict, TAG_DICT);
@@ -180,7 +182,8 @@ impl Recorder for Trail {
     unsafe fn list(&mut self, list: Obj, count: usize, depth: u32) {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            if ffi::Py_TYPE(list) == addr_of_mut!(ffi::PyList_Type) && (depth as usize) < MAX_DEPTH
+            if ffi::Py_TYPE(list.as_ptr()) == addr_of_mut!(ffi::PyList_Type)
+                && (depth as usize) < MAX_DEPTH
             {
                 self.push_object(list, TAG_LIST);
                 if !self.spoiled {
@@ -256,9 +259,9 @@ pub(super) unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bo
         *pos += 1;
         let tag = word & TAG_MASK;
         if tag == TAG_LEAF {
-            return word == obj as usize;
+            return word == obj.addr();
         }
-        if word & !TAG_MASK != obj as usize {
+        if word & !TAG_MASK != obj.addr() {
             return false;
         }
         let Some(&count) = trail.get(*pos) else {
@@ -270,7 +273,7 @@ pub(super) unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bo
             // The keys, in order, then the values' trees.
             let mut values: SmallValues = SmallValues::new();
             for (key, value) in DictMembers::new(obj, 0) {
-                if values.len() >= size || trail.get(*pos) != Some(&(key as usize)) {
+                if values.len() >= size || trail.get(*pos) != Some(&key.addr()) {
                     return false;
                 }
                 *pos += 1;
@@ -285,10 +288,10 @@ pub(super) unsafe fn same_tree(obj: Obj, trail: &[usize], pos: &mut usize) -> bo
             items.len() == size && items.iter().all(|&item| same_tree(item, trail, pos))
         } else {
             // The layout is not known: the items through the C API.
-            ffi::PyList_Size(obj) == size as ffi::Py_ssize_t
+            ffi::PyList_Size(obj.as_ptr()) == size as ffi::Py_ssize_t
                 && (0..size).all(|i| {
-                    let item = ffi::PyList_GetItem(obj, i as ffi::Py_ssize_t);
-                    !item.is_null() && same_tree(item, trail, pos)
+                    let item = ffi::PyList_GetItem(obj.as_ptr(), i as ffi::Py_ssize_t);
+                    !item.is_null() && same_tree(Obj::from_ptr(item), trail, pos)
                 })
         }
     }
@@ -304,7 +307,7 @@ struct SmallValues {
 impl SmallValues {
     fn new() -> Self {
         SmallValues {
-            inline: [null_mut(); 16],
+            inline: [Obj::from_ptr(null_mut()); 16],
             len: 0,
             spill: Vec::new(),
         }
@@ -344,7 +347,7 @@ pub(crate) unsafe fn release(trail: &[usize]) {
     unsafe {
         for &word in trail {
             if word & TAG_MASK != TAG_COUNT {
-                ffi::Py_DecRef((word & !TAG_MASK) as Obj);
+                ffi::Py_DecRef((Obj::from_addr(word & !TAG_MASK)).as_ptr());
             }
         }
     }
@@ -363,7 +366,7 @@ pub(super) unsafe fn len_recorded(
 ) -> PyResult<(usize, Option<Recorded>)> {
     // SAFETY: `root` is live (the caller's contract); the trail's references are its own.
     unsafe {
-        match measurer.len_with(py, root, trail) {
+        match measurer.len_with(py, root.as_ptr(), trail) {
             Ok(len) => Ok((len, trail.finish())),
             Err(err) => {
                 trail.discard();
@@ -387,7 +390,7 @@ pub(super) unsafe fn len_each_recorded_then(
     // SAFETY: `list` is live (the caller's contract); the trails' references are their own.
     unsafe {
         let mut trails = Trails::default();
-        let lens = measurer.len_each_with(py, list, then, &mut trails);
+        let lens = measurer.len_each_with(py, list.as_ptr(), then, &mut trails);
         let Trails { mut trail, done } = trails;
         trail.discard(); // empty unless the walk failed inside an item
         match lens {
