@@ -134,11 +134,7 @@ pub(crate) fn index_entries<'py>(
         } else if kind_text == Some("label") {
             labels.append(&entry)?;
         }
-        if seen
-            || dangling
-                .as_ref()
-                .is_some_and(|d| d.eq(key).unwrap_or(true))
-        {
+        if seen || dangling.as_ref().is_some_and(|d| d.eq(key).unwrap_or(true)) {
             invalidated = true;
         }
         if linear {
