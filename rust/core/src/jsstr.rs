@@ -210,8 +210,15 @@ impl JsBuf {
                     match after {
                         // A high surrogate right before a low one: one astral character
                         // (as JavaScript reads the two units).
-                        [0xED, h1 @ 0xA0..=0xAF, h2 @ 0x80..=0xBF, 0xED, l1 @ 0xB0..=0xBF, l2 @ 0x80..=0xBF, ..] =>
-                        {
+                        [
+                            0xED,
+                            h1 @ 0xA0..=0xAF,
+                            h2 @ 0x80..=0xBF,
+                            0xED,
+                            l1 @ 0xB0..=0xBF,
+                            l2 @ 0x80..=0xBF,
+                            ..,
+                        ] => {
                             let high =
                                 0xD000 | (u32::from(*h1 & 0x3F) << 6) | u32::from(*h2 & 0x3F);
                             let low = 0xD000 | (u32::from(*l1 & 0x3F) << 6) | u32::from(*l2 & 0x3F);

@@ -63,12 +63,12 @@ pub fn substitute_block_refs_into<'t, F, T>(
         block_id.clear();
         block_id.push('b');
         block_id.push_str(text.get(start + 2..end).unwrap_or_default());
-        if self_block_id != Some(block_id.as_str()) {
-            if let Some(replacement) = lookup(&block_id) {
-                out.push(whole.get(copied..start));
-                out.push(replacement.piece());
-                copied = end + 1;
-            }
+        if self_block_id != Some(block_id.as_str())
+            && let Some(replacement) = lookup(&block_id)
+        {
+            out.push(whole.get(copied..start));
+            out.push(replacement.piece());
+            copied = end + 1;
         }
         from = end + 1;
     }

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use std::fmt::Debug;
 use std::hash::Hash;
 
-use crate::js::{format_number, Throw};
+use crate::js::{Throw, format_number};
 
 /// How a view holds a string: `String`, `Cow<str>`, `&str`, ...
 pub trait IdStr: AsRef<str> + Clone + Eq + Hash + Debug {}

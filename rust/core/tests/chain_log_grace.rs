@@ -21,18 +21,18 @@ impl Gen {
 }
 
 /// A message, whether it is a recovery output, and its render view.
-fn message(gen: &mut Gen, n: usize) -> (ChainMsg, bool, MsgView) {
-    let ts = match gen.below(6) {
+fn message(rng: &mut Gen, n: usize) -> (ChainMsg, bool, MsgView) {
+    let ts = match rng.below(6) {
         0 => Ts::Absent,
         1 => Ts::Other,
         _ => Ts::Num(n as f64),
     };
-    let id = match gen.below(5) {
+    let id = match rng.below(5) {
         0 => JsId::num(3.0),
         1 => JsId::Null,
         k => JsId::str(["a", "b", "c"][k - 2]),
     };
-    let (role, body) = match gen.below(5) {
+    let (role, body) = match rng.below(5) {
         0 | 1 => (Role::User, MsgBody::User { synthetic: false }),
         2 => (
             Role::Assistant,
@@ -47,7 +47,7 @@ fn message(gen: &mut Gen, n: usize) -> (ChainMsg, bool, MsgView) {
         ),
         _ => (Role::Custom, MsgBody::None),
     };
-    let recovery = role == Role::ToolResult && gen.below(2) == 0;
+    let recovery = role == Role::ToolResult && rng.below(2) == 0;
     let mut msg = ChainMsg::new(role, ts);
     msg.body = body;
     let mut view = MsgView::new(role, ts);
@@ -60,10 +60,10 @@ fn message(gen: &mut Gen, n: usize) -> (ChainMsg, bool, MsgView) {
 
 #[test]
 fn grace_views_key_what_the_whole_list_keys() {
-    let mut gen = Gen(7);
+    let mut rng = Gen(7);
     for round in 0..400 {
-        let n = gen.below(if round % 8 == 0 { 300 } else { 40 });
-        let msgs: Vec<(ChainMsg, bool, MsgView)> = (0..n).map(|i| message(&mut gen, i)).collect();
+        let n = rng.below(if round % 8 == 0 { 300 } else { 40 });
+        let msgs: Vec<(ChainMsg, bool, MsgView)> = (0..n).map(|i| message(&mut rng, i)).collect();
         let fresh = msgs
             .iter()
             .enumerate()

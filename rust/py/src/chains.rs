@@ -19,19 +19,19 @@ use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::ProtectedMatcher;
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, Role, Ts};
-use pi_condense_core::view::{tool_result_text_blocks, NullBlock, ResultBlock};
+use pi_condense_core::view::{NullBlock, ResultBlock, tool_result_text_blocks};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::jsread::{
-    self, anchor_custom_type, is_absent, js_id_bound as js_id, js_string, str_is_bound, text,
-    timestamp_bound, truthy, Keys, Obj, K,
+    self, K, Keys, Obj, anchor_custom_type, is_absent, js_id_bound as js_id, js_string,
+    str_is_bound, text, timestamp_bound, truthy,
 };
 use crate::protect::matcher_protects;
 use crate::pystr::{js_str_of, keys_to_py, str_of_js};
-use pi_condense_core::jsstr::{utf16_to_wtf8, JsBuf};
+use pi_condense_core::jsstr::{JsBuf, utf16_to_wtf8};
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
-use pyo3::{intern, IntoPyObjectExt};
+use pyo3::{IntoPyObjectExt, intern};
 
 use crate::index::PyIndex;
 use crate::render::PyRenderOptions;

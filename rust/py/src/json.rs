@@ -19,8 +19,8 @@ use std::cell::Cell;
 use std::ptr::{self, addr_of_mut};
 
 use pi_condense_core::json::{
-    self, array_index, array_index_units, escape, fixed_width, js_key_order, write, write::Mark,
-    JsonWriter, NumberLens, MAX_DEPTH,
+    self, JsonWriter, MAX_DEPTH, NumberLens, array_index, array_index_units, escape, fixed_width,
+    js_key_order, write, write::Mark,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -33,7 +33,7 @@ mod fifo;
 
 #[cfg(not(windows))]
 use crate::cpython::PyUnicode_AsUTF8AndSize;
-use crate::cpython::{list_items, prefetch, prefetch_body, str_chars, DictMembers, Obj, StrChars};
+use crate::cpython::{DictMembers, Obj, StrChars, list_items, prefetch, prefetch_body, str_chars};
 
 /// Integers up to this magnitude print with all their digits.
 const EXACT_INT_LIMIT: u64 = 1 << 53;
@@ -52,12 +52,12 @@ enum Text {
 
 impl Drop for Text {
     fn drop(&mut self) {
-        if let Text::Utf8 { owner, .. } = self {
-            if !owner.is_null() {
-                // SAFETY: `owner` is a strong reference we own (the GIL is held while a
-                // Text exists: it never leaves the functions below).
-                unsafe { ffi::Py_DECREF(*owner) };
-            }
+        if let Text::Utf8 { owner, .. } = self
+            && !owner.is_null()
+        {
+            // SAFETY: `owner` is a strong reference we own (the GIL is held while a
+            // Text exists: it never leaves the functions below).
+            unsafe { ffi::Py_DECREF(*owner) };
         }
     }
 }
@@ -842,10 +842,10 @@ impl Measurer {
     unsafe fn key_info(&mut self, py: Python<'_>, key: *mut ffi::PyObject) -> PyResult<usize> {
         let address = key as usize;
         let slot = (address >> 4 ^ address >> 12) & (KEY_CACHE_SLOTS - 1);
-        if let Some(&(cached, info)) = self.keys.get(slot) {
-            if cached == address {
-                return Ok(info);
-            }
+        if let Some(&(cached, info)) = self.keys.get(slot)
+            && cached == address
+        {
+            return Ok(info);
         }
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe { self.key_info_missed(py, key, slot) }
@@ -894,14 +894,13 @@ impl Measurer {
         // SAFETY: `obj` is live (the caller's contract); `PyFloat_AsDouble` of an exact
         // float reads its value and runs no Python code.
         unsafe {
-            if ffi::Py_TYPE(obj) == addr_of_mut!(ffi::PyFloat_Type) {
-                if let Some(set) = self
+            if ffi::Py_TYPE(obj) == addr_of_mut!(ffi::PyFloat_Type)
+                && let Some(set) = self
                     .numbers
                     .as_ref()
                     .and_then(|n| n.set_address(ffi::PyFloat_AsDouble(obj)))
-                {
-                    prefetch(set);
-                }
+            {
+                prefetch(set);
             }
         }
     }
@@ -1397,7 +1396,7 @@ fn reformat_json<'py>(
                 return Err(json_error(
                     py,
                     format!("Bad escaped character in JSON (char {at})"),
-                ))
+                ));
             }
         },
     };

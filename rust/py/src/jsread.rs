@@ -32,7 +32,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::PyString;
 
-use crate::cpython::{list_items as list_slice, str_utf8 as borrowed_utf8, DictMembers};
+use crate::cpython::{DictMembers, list_items as list_slice, str_utf8 as borrowed_utf8};
 
 /// A borrowed reference to a Python object (owned by the container it was read from).
 pub use crate::cpython::Obj;

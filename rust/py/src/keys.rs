@@ -205,10 +205,10 @@ impl PyProtectedMatcher {
         tool_name: &Bound<'_, PyAny>,
         args: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        if let Ok(name) = tool_name.downcast::<PyString>() {
-            if self.tool_matches(name)? {
-                return Ok(true);
-            }
+        if let Ok(name) = tool_name.downcast::<PyString>()
+            && self.tool_matches(name)?
+        {
+            return Ok(true);
         }
         if self.inner.globs().is_empty() {
             return Ok(false);

@@ -5,7 +5,7 @@ use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use crate::jsread::{js_string, text, Keys, K};
+use crate::jsread::{K, Keys, js_string, text};
 
 /// `isProtected(name, args, cfg)` by the compiled rule alone (no predicate): the tool name,
 /// then `args.path` against the globs.

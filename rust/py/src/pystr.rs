@@ -52,7 +52,7 @@ pub(crate) fn str_of_wtf8<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<
             _ => {
                 return Err(pyo3::exceptions::PyValueError::new_err(
                     "not generalized UTF-8: a byte sequence neither a character nor a surrogate",
-                ))
+                ));
             }
         }
     }

@@ -9,14 +9,14 @@ use std::sync::Mutex;
 
 use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
-use pi_condense_core::render::supersede::{superseded_text, Scan, SupMsg, SupersedeState};
+use pi_condense_core::render::supersede::{Scan, SupMsg, SupersedeState, superseded_text};
 use pi_condense_core::render::{JsId, JsIdOf, Role, Text};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
 use crate::jsread::{
-    self, is_dict, is_list, is_str, js_id, list_items, present, str_is, str_text, Keys, Obj, K,
+    self, K, Keys, Obj, is_dict, is_list, is_str, js_id, list_items, present, str_is, str_text,
 };
 use crate::protect::matcher_protects;
 use crate::pystr::js_str_of;

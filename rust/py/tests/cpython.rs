@@ -2,7 +2,7 @@
 //! with the C API, whether the layout reads are on or not.
 
 use _core::cpython::{
-    features, has_lone_surrogate, init, list_items, str_chars, str_utf8, DictMembers, Obj, StrChars,
+    DictMembers, Obj, StrChars, features, has_lone_surrogate, init, list_items, str_chars, str_utf8,
 };
 use pyo3::prelude::*;
 
@@ -237,11 +237,7 @@ samples = [
             // SAFETY: as above.
             let stopped = unsafe { DictMembers::new(Obj::of(&dict), 0) }.try_each(|k, v| {
                 seen.push((k.addr(), v.addr()));
-                if seen.len() == 3 {
-                    Err(())
-                } else {
-                    Ok(())
-                }
+                if seen.len() == 3 { Err(()) } else { Ok(()) }
             });
             assert_eq!(stopped.is_err(), api.len() >= 3);
             assert_eq!(seen.as_slice(), &api[..api.len().min(3)]);

@@ -1,8 +1,8 @@
 //! The JS reader (`_core::jsread`) against an embedded interpreter (pyo3 `auto-initialize`).
 
 use _core::jsread::{
-    is_absent, js_id_bound, js_number, js_string, register, text, timestamp_bound, truthy, Keys,
-    Obj, K,
+    K, Keys, Obj, is_absent, js_id_bound, js_number, js_string, register, text, timestamp_bound,
+    truthy,
 };
 use pi_condense_core::render::{JsIdOf, Ts};
 use pyo3::prelude::*;

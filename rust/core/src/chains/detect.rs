@@ -2,7 +2,7 @@
 
 use std::borrow::Borrow;
 
-use super::view::{id_truthy, occ_key_id, AssistantContent, ChainMsg, MsgBody};
+use super::view::{AssistantContent, ChainMsg, MsgBody, id_truthy, occ_key_id};
 use crate::collections::FastSet;
 use crate::js::Throw;
 use crate::view::{JsId, Role};
@@ -218,10 +218,10 @@ pub(crate) fn detect_chains_of<'a>(
         };
         match (&msg.role, &msg.body) {
             (Role::Assistant, MsgBody::Assistant(content)) => {
-                if let AssistantContent::Array { has_nullish, .. } = content {
-                    if *has_nullish {
-                        return Err(Throw);
-                    }
+                if let AssistantContent::Array { has_nullish, .. } = content
+                    && *has_nullish
+                {
+                    return Err(Throw);
                 }
                 if content.has_tool_calls() {
                     if let AssistantContent::Array { calls, .. } = content {

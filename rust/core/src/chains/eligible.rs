@@ -169,7 +169,7 @@ pub fn select_eligible<C: Borrow<ChainRange>, M: Borrow<ChainMsg>>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::detect::{detect_chains, Sourced};
+    use super::super::detect::{Sourced, detect_chains};
     use super::super::view::testing::*;
     use super::*;
 

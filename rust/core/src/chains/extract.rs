@@ -9,7 +9,7 @@
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
-use super::view::{occ_key_id, AssistantContent, ChainMsg, MsgBody};
+use super::view::{AssistantContent, ChainMsg, MsgBody, occ_key_id};
 use crate::index::ChainEntry;
 use crate::js::{JsField, Throw};
 use crate::render::chain::range::resolve_range;
@@ -117,8 +117,8 @@ pub(crate) fn extract_span<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::view::testing::*;
     use super::super::view::CallView;
+    use super::super::view::testing::*;
     use super::*;
     use crate::view::Ts;
 

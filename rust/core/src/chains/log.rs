@@ -18,9 +18,9 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::detect::{detect_chains_of, resume_point_by, ChainRange};
-use super::eligible::{pick, standing, Eligibility, Standing};
-use super::extract::{extract_span, Extracted};
+use super::detect::{ChainRange, detect_chains_of, resume_point_by};
+use super::eligible::{Eligibility, Standing, pick, standing};
+use super::extract::{Extracted, extract_span};
 use super::view::{ChainMsg, MsgBody};
 use crate::collections::{Chunked, FastMap};
 use crate::js::Throw;
@@ -481,16 +481,16 @@ mod tests {
     }
 
     /// A message: `(view, recovery)`; timestamps repeat now and then.
-    fn message(gen: &mut Gen, n: usize) -> (ChainMsg, bool) {
-        let ts = (n / 2 + gen.below(3)) as f64;
-        let id = ["a", "b", "c"][gen.below(3)];
-        match gen.below(7) {
+    fn message(rng: &mut Gen, n: usize) -> (ChainMsg, bool) {
+        let ts = (n / 2 + rng.below(3)) as f64;
+        let id = ["a", "b", "c"][rng.below(3)];
+        match rng.below(7) {
             0 | 1 => (user(ts), false),
             2 => (synthetic(ts), false),
             3 => (assistant(ts, vec![call(id)]), false),
             4 => (text(ts), false),
-            5 => (result(id, ts), gen.below(2) == 0),
-            _ => (custom(ts, gen.below(2) == 0), false),
+            5 => (result(id, ts), rng.below(2) == 0),
+            _ => (custom(ts, rng.below(2) == 0), false),
         }
     }
 
@@ -515,11 +515,9 @@ mod tests {
             .map(|(m, recovery)| {
                 let mut v = MsgView::new(m.role, m.timestamp);
                 v.anchor = matches!(m.body, MsgBody::Anchor);
-                if *recovery {
-                    if let MsgBody::ToolResult { id, .. } = &m.body {
-                        v.is_recovery = true;
-                        v.tool_call_id = id.clone();
-                    }
+                if *recovery && let MsgBody::ToolResult { id, .. } = &m.body {
+                    v.is_recovery = true;
+                    v.tool_call_id = id.clone();
                 }
                 v
             })
@@ -576,7 +574,7 @@ mod tests {
     /// Grown logs (kept prefix, then new messages; or an edit anywhere) against full scans.
     #[test]
     fn grown_logs_answer_as_full_scans() {
-        let mut gen = Gen(42);
+        let mut rng = Gen(42);
         for round in 0..200 {
             let mut msgs: Vec<(ChainMsg, bool)> = Vec::new();
             let mut tags: Vec<usize> = Vec::new();
@@ -585,47 +583,46 @@ mod tests {
             let mut registered: Vec<f64> = Vec::new();
             let mut epoch = 1;
             for step in 0..12 {
-                let keep = match gen.below(4) {
-                    0 => gen.below(msgs.len() + 1),
+                let keep = match rng.below(4) {
+                    0 => rng.below(msgs.len() + 1),
                     _ => msgs.len(),
                 };
                 msgs.truncate(keep);
                 tags.truncate(keep);
-                for _ in 0..gen.below(if round % 10 == 0 { 150 } else { 12 }) {
+                for _ in 0..rng.below(if round % 10 == 0 { 150 } else { 12 }) {
                     let n = msgs.len();
-                    msgs.push(message(&mut gen, n));
+                    msgs.push(message(&mut rng, n));
                     tags.push(next_tag);
                     next_tag += 1;
                 }
                 let mut kept = log.common_prefix(&tags);
                 assert_eq!(kept, keep.min(log.len()), "round {round} step {step}");
                 // The parent may own the timestamp table, or have lost it to a sibling.
-                match gen.below(5) {
+                match rng.below(5) {
                     0 => {
                         let _ = log.extract(0.0, 1.0, &HashSet::new(), |_| false);
                     }
                     1 => {
-                        let cut = gen.below(log.len() + 1);
+                        let cut = rng.below(log.len() + 1);
                         let sibling = ChainLog::grown(Some(&log), cut, Vec::new());
                         let _ = sibling.map(|s| s.extract(0.0, 1.0, &HashSet::new(), |_| false));
                     }
                     _ => {}
                 }
-                let parent = (gen.below(6) != 0).then_some(&log);
+                let parent = (rng.below(6) != 0).then_some(&log);
                 if parent.is_none() {
                     kept = 0;
                 }
                 let fresh = reads(&msgs[kept..], &tags[kept..]);
                 // No null message is generated: detection never throws here.
                 let grown = ChainLog::grown(parent, kept, fresh).unwrap_or_default();
-                if gen.below(3) == 0 {
-                    if let Some(c) = (0..grown.chain_count()).find_map(|i| grown.chain(i)) {
-                        if let Some(ts) = msgs[c.start].0.timestamp.num() {
-                            registered.push(ts);
-                        }
-                    }
+                if rng.below(3) == 0
+                    && let Some(c) = (0..grown.chain_count()).find_map(|i| grown.chain(i))
+                    && let Some(ts) = msgs[c.start].0.timestamp.num()
+                {
+                    registered.push(ts);
                 }
-                if gen.below(8) == 0 {
+                if rng.below(8) == 0 {
                     // Another registry: what was settled before is not settled now.
                     epoch += 1;
                     registered.clear();

@@ -27,10 +27,10 @@ pub(crate) mod iso;
 pub mod log;
 pub mod view;
 
-pub use body::{deterministic_body, BodyError, BodyRecord};
+pub use body::{BodyError, BodyRecord, deterministic_body};
 pub use collate::locale_compare;
-pub use detect::{detect_chains, detect_chains_resumed, ChainRange, Sourced};
-pub use eligible::{select_eligible, Eligibility};
-pub use extract::{extract_chain_records, Extracted};
+pub use detect::{ChainRange, Sourced, detect_chains, detect_chains_resumed};
+pub use eligible::{Eligibility, select_eligible};
+pub use extract::{Extracted, extract_chain_records};
 pub use log::{ChainLog, Read};
 pub use view::{AssistantContent, CallView, ChainMsg, MsgBody};

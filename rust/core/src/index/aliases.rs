@@ -1,8 +1,8 @@
 //! Dedup aliases (spec 02 section 3, 03 section 7): a duplicate occurrence recorded as an
 //! alias of an already-indexed original, sharing its short ref.
 
-use super::changes::Change;
 use super::Index;
+use super::changes::Change;
 
 impl Index {
     /// Sets `aliasToOriginal[new_key] = original_key` and copies the original's short ref (if

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use super::chain_facts::ChainFacts;
 use super::changes::Change;
-use super::{js_max, Index, JsField};
+use super::{Index, JsField, js_max};
 use crate::js::{field::parse_int10, format_number};
 use crate::jsstr::JsStr;
 

@@ -8,7 +8,7 @@ use super::chains::ChainEntry;
 use super::refs::ShortRef;
 use crate::js::JsField;
 use crate::json::{JsString, JsValue};
-use crate::jsstr::{key_form_str, key_form_units, utf16_to_wtf8, JsBuf, JsStr};
+use crate::jsstr::{JsBuf, JsStr, key_form_str, key_form_units, utf16_to_wtf8};
 
 /// One value of a persisted entry, read as the reference's JavaScript reads it.
 pub trait EntryReader: Sized {

@@ -60,7 +60,7 @@ pub use crate::js::JsField;
 pub use chain_facts::{ChainFacts, StrList};
 pub use chains::ChainEntry;
 pub use changes::Change;
-pub use reconstruct::{classify, EntryKind, Rebuilt, Replay, STATE_ENTRY_TYPES};
+pub use reconstruct::{EntryKind, Rebuilt, Replay, STATE_ENTRY_TYPES, classify};
 pub use records::{HashSeed, Occurrence, Record, Summarized};
 pub use refs::ShortRef;
 pub use summaries::{BodyIndex, SummaryBody};

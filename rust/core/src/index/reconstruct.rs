@@ -123,16 +123,12 @@ impl Replay {
     ) {
         for (record, seed) in records {
             let key = self.index.index_record(record).key.clone();
-            if !backfilled {
-                if let Some(seed) = seed {
-                    self.index.queue_hash_seed(&key, seed);
-                }
+            if !backfilled && let Some(seed) = seed {
+                self.index.queue_hash_seed(&key, seed);
             }
         }
-        if backfilled {
-            if let Some(refs) = refs {
-                self.index.register_refs(refs);
-            }
+        if backfilled && let Some(refs) = refs {
+            self.index.register_refs(refs);
         }
     }
 

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use super::changes::Change;
 use super::{Index, JsField, KeyFacts};
 use crate::jsstr::JsStr;
-use crate::keys::{format_occ_key, parse_occ_key, VerdictMemo};
+use crate::keys::{VerdictMemo, format_occ_key, parse_occ_key};
 
 /// The fields of one persisted `ToolCallRecord` that decisions read (spec 02 section 1).
 ///
@@ -149,12 +149,12 @@ impl Index {
         record.key.clone_from(&key);
         record.slot = slot;
         let id = self.key_id(&key);
-        if let Some(facts) = self.facts.get_mut(id) {
-            if facts.record.replace(slot).is_none() {
-                self.indexed.push(id);
-                if self.bare_id_to_keys.contains_key(&key) {
-                    self.bare_keyed += 1;
-                }
+        if let Some(facts) = self.facts.get_mut(id)
+            && facts.record.replace(slot).is_none()
+        {
+            self.indexed.push(id);
+            if self.bare_id_to_keys.contains_key(&key) {
+                self.bare_keyed += 1;
             }
         }
         if !self.bare_id_to_keys.contains_key(&record.tool_call_id)
@@ -299,10 +299,10 @@ impl Index {
             if facts.record.is_some() {
                 return Some(input);
             }
-            if let Some(original) = facts.original.map(|id| self.keys.get(id)) {
-                if !original.is_empty() {
-                    return Some(original);
-                }
+            if let Some(original) = facts.original.map(|id| self.keys.get(id))
+                && !original.is_empty()
+            {
+                return Some(original);
             }
         }
         if let Some(key) = self.key_for_short_ref(input).filter(|k| !k.is_empty()) {

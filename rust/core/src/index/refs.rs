@@ -2,7 +2,7 @@
 
 use super::changes::Change;
 use super::records::key_with_field;
-use super::{js_max, Index, JsField};
+use super::{Index, JsField, js_max};
 use crate::js::{field::is_ascii_digits, format_number};
 use crate::jsstr::JsStr;
 
@@ -64,10 +64,10 @@ impl Index {
                     self.exact_shorts.insert(short, r.short_id.clone());
                 }
                 let key = self.key_id(&key);
-                if let Some(slot) = self.short_keys.get_mut(short) {
-                    if slot.replace(key).is_none() {
-                        self.short_order.push(short);
-                    }
+                if let Some(slot) = self.short_keys.get_mut(short)
+                    && slot.replace(key).is_none()
+                {
+                    self.short_order.push(short);
                 }
                 if let Some(facts) = self.facts.get_mut(key) {
                     facts.short = Some(short);

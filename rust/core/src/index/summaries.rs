@@ -5,8 +5,8 @@ use super::StrTable;
 use crate::collections::FastSet;
 use crate::jsstr::{JsBuf, JsStr};
 
-use super::changes::Change;
 use super::Index;
+use super::changes::Change;
 
 /// One per-batch summary: the occurrence keys it covers and its text.
 #[derive(Clone, Debug, PartialEq, Eq)]

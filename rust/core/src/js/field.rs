@@ -152,11 +152,7 @@ pub fn parse_int10(s: &str) -> f64 {
         return f64::NAN;
     }
     let value = rest[..digits_len].parse::<f64>().unwrap_or(f64::NAN);
-    if negative {
-        -value
-    } else {
-        value
-    }
+    if negative { -value } else { value }
 }
 
 /// `/^\d+$/` with JS semantics (ASCII digits, `$` = end of input).

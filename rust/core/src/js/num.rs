@@ -57,11 +57,7 @@ pub fn math_round(x: f64) -> f64 {
         return x;
     }
     let r = x.floor();
-    if x - r >= 0.5 {
-        r + 1.0
-    } else {
-        r
-    }
+    if x - r >= 0.5 { r + 1.0 } else { r }
 }
 
 #[cfg(test)]

@@ -236,13 +236,13 @@ fn is_plain_ascii(bytes: &[u8]) -> bool {
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::{
-        __m128i, __m256i, _mm256_add_epi64, _mm256_add_epi8, _mm256_and_si256, _mm256_andnot_si256,
+        __m128i, __m256i, _mm_add_epi8, _mm_add_epi64, _mm_and_si128, _mm_andnot_si128,
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_cvtsi128_si64, _mm_loadu_si128, _mm_max_epu8,
+        _mm_min_epu8, _mm_or_si128, _mm_sad_epu8, _mm_set1_epi8, _mm_setzero_si128, _mm_srli_si128,
+        _mm_sub_epi8, _mm256_add_epi8, _mm256_add_epi64, _mm256_and_si256, _mm256_andnot_si256,
         _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_extracti128_si256, _mm256_loadu_si256,
         _mm256_max_epu8, _mm256_min_epu8, _mm256_or_si256, _mm256_sad_epu8, _mm256_set1_epi8,
-        _mm256_setzero_si256, _mm256_sub_epi8, _mm_add_epi64, _mm_add_epi8, _mm_and_si128,
-        _mm_andnot_si128, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_cvtsi128_si64, _mm_loadu_si128,
-        _mm_max_epu8, _mm_min_epu8, _mm_or_si128, _mm_sad_epu8, _mm_set1_epi8, _mm_setzero_si128,
-        _mm_srli_si128, _mm_sub_epi8,
+        _mm256_setzero_si256, _mm256_sub_epi8,
     };
 
     /// Chunks per round: a byte adds at most 6 to its 8-bit lane (42 * 6 = 252).
@@ -380,7 +380,7 @@ mod wide {
 /// escapes count 8, others are counted byte by byte.
 #[cfg(not(target_arch = "x86_64"))]
 mod wide {
-    use super::{escape_mask, load_word, ESCAPED_UNITS, HIGHS};
+    use super::{ESCAPED_UNITS, HIGHS, escape_mask, load_word};
 
     pub fn units(bytes: &[u8]) -> (usize, usize) {
         let mut total = 0;

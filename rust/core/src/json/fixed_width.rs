@@ -69,7 +69,7 @@ const WIDE_MIN: usize = 4 * CHUNK;
 /// at run time for long strings).
 #[cfg(target_arch = "x86_64")]
 mod wide {
-    use super::{count, WIDE_MIN};
+    use super::{WIDE_MIN, count};
 
     pub(super) fn latin1_extra(chars: &[u8]) -> usize {
         if chars.len() >= WIDE_MIN && std::is_x86_feature_detected!("avx2") {

@@ -22,9 +22,9 @@ pub use fixed_width::{bmp_len, code_points_len, latin1_len, utf16_of};
 pub use number_lens::NumberLens;
 pub use order::{array_index, array_index_units, js_key_order};
 pub use parse::{
-    parse, parse_with, Build, ErrorKind, Failure, Integer, NumberLiteral, ParseError, Scalar,
+    Build, ErrorKind, Failure, Integer, NumberLiteral, ParseError, Scalar, parse, parse_with,
 };
-pub use write::{stringify, stringify_len, stringify_pretty, JsonWriter};
+pub use write::{JsonWriter, stringify, stringify_len, stringify_pretty};
 
 /// Deepest nesting of arrays and objects accepted when parsing or serializing.
 pub const MAX_DEPTH: usize = 1024;
@@ -208,14 +208,7 @@ mod tests {
             283,
             173,
         ),
-        (
-            "\"\u{2028}\"",
-            "\"\u{2028}\"",
-            3,
-            "\"\u{2028}\"",
-            3,
-            5,
-        ),
+        ("\"\u{2028}\"", "\"\u{2028}\"", 3, "\"\u{2028}\"", 3, 5),
         (
             "[0.000001,\"\u{e9}slash/\u{e9}\\u001ahello\\u0004\",2e-9,\"\\u00a0\\u007f{}[]\\u001b{}[]back\\\\slash\\u007fnl\\nx\"]",
             "[0.000001,\"\u{e9}slash/\u{e9}\\u001ahello\\u0004\",2e-9,\"\u{a0}\u{7f}{}[]\\u001b{}[]back\\\\slash\u{7f}nl\\nx\"]",
@@ -232,22 +225,8 @@ mod tests {
             21,
             21,
         ),
-        (
-            "0.0000001",
-            "1e-7",
-            4,
-            "1e-7",
-            4,
-            4,
-        ),
-        (
-            "-0.0",
-            "0",
-            1,
-            "0",
-            1,
-            1,
-        ),
+        ("0.0000001", "1e-7", 4, "1e-7", 4, 4),
+        ("-0.0", "0", 1, "0", 1, 1),
     ];
 
     #[test]

@@ -492,7 +492,7 @@ impl<'a> Parser<'a> {
                                         ErrorKind::ExpectedComma,
                                         "Expected ',' or ']' after array element",
                                     )
-                                    .into())
+                                    .into());
                             }
                         }
                     }
@@ -514,7 +514,7 @@ impl<'a> Parser<'a> {
                                         ErrorKind::ExpectedComma,
                                         "Expected ',' or '}' after property value",
                                     )
-                                    .into())
+                                    .into());
                             }
                         }
                     }
@@ -596,7 +596,7 @@ impl<'a> Parser<'a> {
             _ => {
                 return Err(
                     self.unexpected(ErrorKind::NoNumberAfterMinus, "No number after minus sign")
-                )
+                );
             }
         }
         let mut integer = true;

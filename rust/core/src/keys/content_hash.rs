@@ -51,10 +51,8 @@ pub fn normalize_result_text_utf16(text: &[u16]) -> Vec<u16> {
     while let Some(line) = lines.next() {
         let is_last = lines.peek().is_none();
         let mut line = line;
-        if !is_last {
-            if let Some((&CR, rest)) = line.split_last() {
-                line = rest;
-            }
+        if !is_last && let Some((&CR, rest)) = line.split_last() {
+            line = rest;
         }
         let keep = line
             .iter()

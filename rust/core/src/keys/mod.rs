@@ -15,7 +15,7 @@ pub use content_hash::{
     normalize_result_text_utf16,
 };
 pub use occurrence::{
-    bare_tool_call_id, format_occ_key, occ_key, parse_occ_key, split_occ_key_units, ParsedOccKey,
-    OCC_KEY_SEPARATOR,
+    OCC_KEY_SEPARATOR, ParsedOccKey, bare_tool_call_id, format_occ_key, occ_key, parse_occ_key,
+    split_occ_key_units,
 };
 pub use protected::{Glob, ProtectedMatcher, ToolRule, VerdictMemo};

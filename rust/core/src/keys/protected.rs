@@ -405,11 +405,7 @@ fn contains_units(haystack: &[u16], needle: &[u16]) -> bool {
 }
 
 fn normalize_slash(unit: u16) -> u16 {
-    if unit == BACKSLASH {
-        SLASH
-    } else {
-        unit
-    }
+    if unit == BACKSLASH { SLASH } else { unit }
 }
 
 impl ProtectedMatcher {

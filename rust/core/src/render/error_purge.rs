@@ -230,7 +230,7 @@ pub(crate) fn purge_traced<S: IdStr, L: Lazy + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::testing::{assistant, errored, ok, tc, tool_result, user, Lens};
+    use crate::render::testing::{Lens, assistant, errored, ok, tc, tool_result, user};
     use crate::view::Ts;
 
     const DEFAULTS: PurgeConfig = PurgeConfig {

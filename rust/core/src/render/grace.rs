@@ -64,14 +64,14 @@ pub(crate) fn in_grace_keys_traced<S: IdStr>(
                 if (age as f64) > grace_turns {
                     continue;
                 }
-                if let JsIdOf::Str(id) = &msg.tool_call_id {
-                    if is_recovery(i, msg) {
-                        let key = occ_key(id.as_ref(), msg.timestamp.num()).into_owned();
-                        if let Some(window) = window.as_deref_mut() {
-                            window.push((age, key.clone()));
-                        }
-                        keys.insert(key);
+                if let JsIdOf::Str(id) = &msg.tool_call_id
+                    && is_recovery(i, msg)
+                {
+                    let key = occ_key(id.as_ref(), msg.timestamp.num()).into_owned();
+                    if let Some(window) = window.as_deref_mut() {
+                        window.push((age, key.clone()));
                     }
+                    keys.insert(key);
                 }
             }
             _ => {}

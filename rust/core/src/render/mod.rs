@@ -39,7 +39,7 @@ pub use crate::view::{
 };
 pub use ids::ResultKeys;
 pub use plan::{Diagnostic, DiagnosticKind, Item, Piece, Purge, RenderPlan, Text};
-pub use resume::{resume_render, Fallback, Resume, TailPlan};
+pub use resume::{Fallback, Resume, TailPlan, resume_render};
 pub use state::RenderState;
 
 use std::collections::HashSet;
@@ -330,27 +330,26 @@ where
             .map(|t| t.purge.insert(error_purge::PurgeTrail::default()));
         error_purge::purge_traced(msgs, &mut current, purge, lazy, trail)?;
     }
-    if let Some(chain) = &cfg.chain {
-        if state.chain_count() > 0 {
-            let entries = state.chain_entries();
-            let inputs = chain::ChainInputs {
-                msgs,
-                entries: &entries,
-                state,
-                strip_final_thinking: chain.strip_final_assistant_thinking,
-                lazy: &mut *lazy,
-                phase1: Some(&phase1),
-            };
-            let mut outcomes = Vec::new();
-            let applied =
-                chain::apply(inputs, &mut current, &mut outcomes, chain::Scope::default());
-            let reports = chain::reports(&entries, |k| outcomes.get(k));
-            diagnostics.extend(reports.iter().cloned());
-            applied?;
-            if let Some(traces) = traces.as_deref_mut() {
-                traces.chain = Some(outcomes);
-                traces.chain_reports = plan::dedup(reports);
-            }
+    if let Some(chain) = &cfg.chain
+        && state.chain_count() > 0
+    {
+        let entries = state.chain_entries();
+        let inputs = chain::ChainInputs {
+            msgs,
+            entries: &entries,
+            state,
+            strip_final_thinking: chain.strip_final_assistant_thinking,
+            lazy: &mut *lazy,
+            phase1: Some(&phase1),
+        };
+        let mut outcomes = Vec::new();
+        let applied = chain::apply(inputs, &mut current, &mut outcomes, chain::Scope::default());
+        let reports = chain::reports(&entries, |k| outcomes.get(k));
+        diagnostics.extend(reports.iter().cloned());
+        applied?;
+        if let Some(traces) = traces.as_deref_mut() {
+            traces.chain = Some(outcomes);
+            traces.chain_reports = plan::dedup(reports);
         }
     }
     let swept = diagnostics.len();
@@ -405,8 +404,8 @@ fn supersede_phase(
 #[cfg(test)]
 mod tests {
     use super::testing::{
-        assistant, errored, ok, rec, reused_id_turns, summary, tc, tool_result, user, Chain, Lens,
-        TestState,
+        Chain, Lens, TestState, assistant, errored, ok, rec, reused_id_turns, summary, tc,
+        tool_result, user,
     };
     use super::*;
     use crate::index::Index;
@@ -750,10 +749,11 @@ mod tests {
         let (msgs, state) = example();
         for chain in [None, Some(CHAIN_ON)] {
             let plan = render(&msgs, &state, &cfg(chain, None), &mut Lens::default());
-            assert!(plan
-                .diagnostics
-                .iter()
-                .all(|d| d.kind != DiagnosticKind::OrphanSweep));
+            assert!(
+                plan.diagnostics
+                    .iter()
+                    .all(|d| d.kind != DiagnosticKind::OrphanSweep)
+            );
         }
     }
 
@@ -1007,9 +1007,11 @@ mod tests {
         }
         let last = render(&msgs, &grown, &config, &mut Lens::default());
         assert_eq!(last, render(&msgs, &rebuilt, &config, &mut Lens::default()));
-        assert!(last.items.is_some_and(|items| items
-            .iter()
-            .any(|item| matches!(item, Item::Synthetic { .. }))));
+        assert!(last.items.is_some_and(|items| {
+            items
+                .iter()
+                .any(|item| matches!(item, Item::Synthetic { .. }))
+        }));
         // Each intermediate state renders like a fresh index of the same content: the
         // state right after the records (stubs, no chains yet) for one.
         let mut records_only = Index::new();

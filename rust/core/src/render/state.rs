@@ -5,8 +5,8 @@
 //! summaries: their fields keep JS value semantics ([`JsField`]), which the
 //! stub and synthetic templates interpolate.
 
-use crate::index::chain_facts::ChainFacts;
 pub use crate::index::Summarized;
+use crate::index::chain_facts::ChainFacts;
 use crate::index::{BodyIndex, ChainEntry, Index, Record, SummaryBody};
 use crate::js::JsField;
 use crate::jsstr::JsStr;

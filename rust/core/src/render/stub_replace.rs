@@ -4,8 +4,8 @@ use std::collections::HashSet;
 
 use super::ids::ResultKeys;
 use super::plan::{Item, Piece, Text};
-use super::state::{template_or, RenderState, Summarized};
-use super::{record_is_protected, Protection};
+use super::state::{RenderState, Summarized, template_or};
+use super::{Protection, record_is_protected};
 use crate::index::Record;
 use crate::js::push_number;
 use crate::view::{IdStr, JsIdOf, MsgView, Role};
@@ -42,10 +42,10 @@ pub(crate) fn stub_with<'s, S: IdStr, St: RenderState + ?Sized>(
         },
         _ => return None,
     };
-    if let (Some(matcher), Some(rec)) = (protection, found.record) {
-        if record_is_protected(matcher, rec) {
-            return None;
-        }
+    if let (Some(matcher), Some(rec)) = (protection, found.record)
+        && record_is_protected(matcher, rec)
+    {
+        return None;
     }
     if !in_grace.is_empty() && key.is_some_and(|k| in_grace.contains(k)) {
         return None;
@@ -246,7 +246,7 @@ mod tests {
     use crate::keys::ProtectedMatcher;
     use crate::render::grace::in_grace_keys;
     use crate::render::testing::{
-        assistant, rec, rec_at, spilled, tc, tool_result, user, TestState,
+        TestState, assistant, rec, rec_at, spilled, tc, tool_result, user,
     };
     use crate::view::Ts;
 
@@ -275,20 +275,24 @@ mod tests {
         let text = stub_text(&items[0]).map(lit);
         assert_eq!(
             text,
-            Some("[Summarized in pruner summary, ref `t1`. Use context_tree_query to retrieve full output.]")
+            Some(
+                "[Summarized in pruner summary, ref `t1`. Use context_tree_query to retrieve full output.]"
+            )
         );
     }
 
     #[test]
     fn nothing_summarized_is_a_no_op() {
         let state = TestState::default();
-        assert!(stub_replace(
-            &[user(1.0), tool_result("a", 2.0)],
-            &state,
-            None,
-            &HashSet::new()
-        )
-        .is_none());
+        assert!(
+            stub_replace(
+                &[user(1.0), tool_result("a", 2.0)],
+                &state,
+                None,
+                &HashSet::new()
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -361,13 +365,15 @@ mod tests {
         let items = run(&[tool_result("dup", 2.0)], &state, None);
         assert!(stub_text(&items[0]).is_some_and(|t| lit(t).contains("`t5`")));
         let matcher = ProtectedMatcher::new::<&str, &str>(&[], &["**/skills/**/*.md"]);
-        assert!(stub_replace(
-            &[tool_result("dup", 2.0)],
-            &state,
-            Some(&matcher as &dyn Protection),
-            &HashSet::new()
-        )
-        .is_none());
+        assert!(
+            stub_replace(
+                &[tool_result("dup", 2.0)],
+                &state,
+                Some(&matcher as &dyn Protection),
+                &HashSet::new()
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -412,24 +418,28 @@ mod tests {
             TestState::default().record("r@1", rec_at("read", "C:\\w\\skills\\x\\SKILL.md"));
         let msgs = [tool_result("r", 1.0)];
         let matcher = ProtectedMatcher::new::<&str, &str>(&[], &["**/skills/**/*.md"]);
-        assert!(stub_replace(
-            &msgs,
-            &state,
-            Some(&matcher as &dyn Protection),
-            &HashSet::new()
-        )
-        .is_none());
+        assert!(
+            stub_replace(
+                &msgs,
+                &state,
+                Some(&matcher as &dyn Protection),
+                &HashSet::new()
+            )
+            .is_none()
+        );
         // Without a protection config it is still stubbed.
         assert!(stub_replace(&msgs, &state, None, &HashSet::new()).is_some());
         // Protected by tool name.
         let by_name = ProtectedMatcher::new::<&str, &str>(&["read"], &[]);
-        assert!(stub_replace(
-            &msgs,
-            &state,
-            Some(&by_name as &dyn Protection),
-            &HashSet::new()
-        )
-        .is_none());
+        assert!(
+            stub_replace(
+                &msgs,
+                &state,
+                Some(&by_name as &dyn Protection),
+                &HashSet::new()
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -550,13 +560,15 @@ mod tests {
     fn protection_wins_with_grace_off() {
         let state = TestState::default().record("q@3", rec("context_tree_query"));
         let matcher = ProtectedMatcher::new::<&str, &str>(&["context_tree_query"], &[]);
-        assert!(graced_render(
-            &grace_session(9),
-            &state,
-            0.0,
-            Some(&matcher as &dyn Protection)
-        )
-        .is_none());
+        assert!(
+            graced_render(
+                &grace_session(9),
+                &state,
+                0.0,
+                Some(&matcher as &dyn Protection)
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -567,9 +579,9 @@ mod tests {
             .short_ref_of("q@3", "t2");
         assert!(graced_render(&grace_session(1), &state, 3.0, None).is_none());
         let items = graced_render(&grace_session(5), &state, 3.0, None).unwrap_or_default();
-        assert!(items.get(2).and_then(stub_text).is_some_and(
-            |t| lit(t).starts_with("[Oversized output spilled to file \u{2014} 70000 bytes.]")
-        ));
+        assert!(items.get(2).and_then(stub_text).is_some_and(|t| {
+            lit(t).starts_with("[Oversized output spilled to file \u{2014} 70000 bytes.]")
+        }));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use pi_condense_core::index::reconstruct::{AliasData, ReplayRecord};
 use pi_condense_core::index::{
     ChainEntry, EntryKind, HashSeed, Index, JsField, Occurrence, Record, Replay, STATE_ENTRY_TYPES,
 };
-use pi_condense_core::keys::{hash_tool_result, VerdictMemo};
+use pi_condense_core::keys::{VerdictMemo, hash_tool_result};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -21,12 +21,12 @@ mod read;
 
 use pi_condense_core::index::entries::{self, SummaryText};
 
-use crate::cpython::{prefetch, prefetch_body, Obj};
+use crate::cpython::{Obj, prefetch, prefetch_body};
 use crate::jsread::{js_number, str_is_bound, text as text_of};
 use crate::pystr::{js_str_of, key_of, key_to_py, keys_to_py, str_of_js};
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
-use pyo3::{intern, IntoPyObjectExt};
-use read::{field, js_truthy, key_field, Entry};
+use pyo3::{IntoPyObjectExt, intern};
+use read::{Entry, field, js_truthy, key_field};
 
 /// The pruner index (records, short refs, dedup aliases, summary bodies, chain registry) plus
 /// the frontier / stats data picked during reconstruction.
@@ -264,10 +264,10 @@ impl PyIndex {
                 let Ok(dict) = data.downcast::<PyDict>() else {
                     return Ok(());
                 };
-                if let Some(chain) = entries::read_chain(&Entry(dict.clone().into_any()))? {
-                    if replay.chain_entry(chain) {
-                        self.chains.push(data.clone().unbind());
-                    }
+                if let Some(chain) = entries::read_chain(&Entry(dict.clone().into_any()))?
+                    && replay.chain_entry(chain)
+                {
+                    self.chains.push(data.clone().unbind());
                 }
             }
             EntryKind::DedupAlias => {

@@ -2,14 +2,14 @@
 //! field, an id in its key form) and the core's [`EntryReader`] over them, through which
 //! `pi_condense_core::index::entries` reads summary messages, index and chain entries.
 
-use pi_condense_core::index::entries::EntryReader;
 use pi_condense_core::index::JsField;
+use pi_condense_core::index::entries::EntryReader;
 use pi_condense_core::jsstr::JsStr;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString, PyTuple};
 
-use crate::jsread::{is_absent, js_number, js_string, Obj};
+use crate::jsread::{Obj, is_absent, js_number, js_string};
 use crate::pystr::{js_str_of, key_of};
 
 /// JS truthiness of a JSON-shaped value (an empty dict or list is truthy).

@@ -2,12 +2,12 @@
 //! nested deeper than `orjson` (1024) or `json` (the recursion limit) read. What it builds
 //! and the errors it raises are those of `json.loads` with `js.json`'s integer rule.
 
-use pi_condense_core::json::{parse_with, Build, ErrorKind, Failure, Integer, JsString, Scalar};
+use pi_condense_core::json::{Build, ErrorKind, Failure, Integer, JsString, Scalar, parse_with};
 use pi_condense_core::jsstr::utf16_to_wtf8;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
 
-use super::{escape_lone_surrogates, json_error, read_text, TextRef};
+use super::{TextRef, escape_lone_surrogates, json_error, read_text};
 
 /// Builds what `json.loads` would: dicts in text order (a repeated key keeps its first
 /// position and takes the last value), ints for integers that fit 64 bits, floats for
@@ -97,13 +97,12 @@ pub(super) fn loads_deep<'py>(text: &Bound<'py, PyString>) -> PyResult<(Bound<'p
             if let ErrorKind::Unterminated {
                 escape_at_end: Some(at),
             } = error.kind
+                && inserted.binary_search(&at).is_ok()
             {
-                if inserted.binary_search(&at).is_ok() {
-                    // The text ends with a raw surrogate, not with an escape.
-                    error.kind = ErrorKind::Unterminated {
-                        escape_at_end: None,
-                    };
-                }
+                // The text ends with a raw surrogate, not with an escape.
+                error.kind = ErrorKind::Unterminated {
+                    escape_at_end: None,
+                };
             }
             let (message, offset) = error.python_json(source);
             // A byte of `source` as an index into the caller's str.

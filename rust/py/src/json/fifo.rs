@@ -4,9 +4,9 @@
 use pyo3::prelude::*;
 
 use super::{
-    check_depth, float_number, int_number, kind, seq_item, seq_len, unsupported, Kind, Measurer,
+    Kind, Measurer, check_depth, float_number, int_number, kind, seq_item, seq_len, unsupported,
 };
-use crate::cpython::{list_items, prefetch, prefetch_body, DictMembers};
+use crate::cpython::{DictMembers, list_items, prefetch, prefetch_body};
 
 use crate::cpython::Obj;
 
@@ -141,12 +141,12 @@ impl Measurer {
                 *p = *p + queued - 1;
             }
             while done < next && pending.get(done) == Some(&0) {
-                if let Some(&obj) = items.get(done) {
-                    if let Err(err) = then(done, obj) {
-                        self.fifo = queue;
-                        self.pending = pending;
-                        return Err(err);
-                    }
+                if let Some(&obj) = items.get(done)
+                    && let Err(err) = then(done, obj)
+                {
+                    self.fifo = queue;
+                    self.pending = pending;
+                    return Err(err);
                 }
                 done += 1;
             }

@@ -6,16 +6,16 @@ use std::borrow::Cow;
 
 use pi_condense_core::index::{ChainEntry, JsField};
 use pi_condense_core::render::{self as core_render, Item, Piece, Text};
-use pi_condense_core::view::{tool_result_text_blocks, NullBlock, ResultBlock};
+use pi_condense_core::view::{NullBlock, ResultBlock, tool_result_text_blocks};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
-use pyo3::{intern, IntoPyObjectExt};
+use pyo3::{IntoPyObjectExt, intern};
 
 use crate::cpython::{prefetch, str_utf8 as borrowed_utf8};
 use crate::index::PyIndex;
-use crate::jsread::{image_marker, js_string, list_item, str_is, Keys, Obj, K};
+use crate::jsread::{K, Keys, Obj, image_marker, js_string, list_item, str_is};
 use crate::pystr::{str_of_js, str_of_wtf8};
 
 use crate::json::Measurer;

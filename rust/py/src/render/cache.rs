@@ -19,7 +19,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::continuation::{Continuation, ResumeStats, FALLBACKS};
+use super::continuation::{Continuation, FALLBACKS, ResumeStats};
 use super::reuse::Outputs;
 use crate::size_memo::SizeMemo;
 

@@ -174,10 +174,10 @@ pub(crate) const FALLBACKS: [Fallback; 8] = [
 
 impl ResumeStats {
     pub(super) fn fell_back(&mut self, why: Fallback) {
-        if let Some(at) = FALLBACKS.iter().position(|&f| f == why) {
-            if let Some(count) = self.fallbacks.get_mut(at) {
-                *count += 1;
-            }
+        if let Some(at) = FALLBACKS.iter().position(|&f| f == why)
+            && let Some(count) = self.fallbacks.get_mut(at)
+        {
+            *count += 1;
         }
     }
 }

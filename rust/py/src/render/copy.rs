@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::cpython::DictMembers;
-use crate::jsread::{type_is, Obj};
+use crate::jsread::{Obj, type_is};
 
 /// A new dict of the members of `src` (a dict or dict subclass), in its order, for a copy
 /// of an input message or block (`{...src}`). The members are read in C (no method of

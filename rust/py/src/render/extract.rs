@@ -15,8 +15,8 @@ use pyo3::prelude::*;
 
 use crate::cpython::{prefetch, prefetch_body, str_utf8 as borrowed_utf8};
 use crate::jsread::{
-    self, is_absent, is_dict, is_list, is_str, js_string, list_item, list_items, present, str_is,
-    str_text, type_is, Keys, Obj, K,
+    self, K, Keys, Obj, is_absent, is_dict, is_list, is_str, js_string, list_item, list_items,
+    present, str_is, str_text, type_is,
 };
 use crate::size_memo::{self, SizeMemo};
 use crate::supersede::{Calls, Recorder, Scanned};
@@ -312,8 +312,15 @@ impl Reader<'_, '_> {
                     wanted,
                 );
             }
-            let [_, tool_call_id, is_error, timestamp, content, custom_type, details] =
-                fetched.members;
+            let [
+                _,
+                tool_call_id,
+                is_error,
+                timestamp,
+                content,
+                custom_type,
+                details,
+            ] = fetched.members;
             let fetch = |value: Option<Obj>| -> Option<Obj> {
                 if let Some(value) = value {
                     prefetch(value.as_ptr());
@@ -360,10 +367,10 @@ impl Reader<'_, '_> {
     unsafe fn fetch_items(&self, fetched: &Fetched) {
         // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
         unsafe {
-            if fetched.kind == Role::Assistant {
-                if let Some(content) = fetched.a {
-                    prefetch_body(content);
-                }
+            if fetched.kind == Role::Assistant
+                && let Some(content) = fetched.a
+            {
+                prefetch_body(content);
             }
         }
     }
@@ -620,7 +627,7 @@ pub(super) unsafe fn extract<'a>(
                     views: measured.views,
                     lens: Some(measured.lens),
                     lent: measured.lent,
-                })
+                });
             }
             Err(err) if read_error => return Err(err),
             Err(_) => {

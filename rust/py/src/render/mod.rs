@@ -59,12 +59,12 @@ use pyo3::types::PyList;
 
 use crate::cpython::GcPaused;
 use crate::index::PyIndex;
-use crate::jsread::{list_items, Keys, Obj};
-use crate::supersede::{superseded, superseded_recorded, PySupersedeState, Recorder};
+use crate::jsread::{Keys, Obj, list_items};
+use crate::supersede::{PySupersedeState, Recorder, superseded, superseded_recorded};
 
-use apply::{apply, Writer};
-use extract::{extract, Reader};
-use sizes::{input_lens, output_lens, ArgLens};
+use apply::{Writer, apply};
+use extract::{Reader, extract};
+use sizes::{ArgLens, input_lens, output_lens};
 
 use cache::{PyRenderCache, SendCache};
 pub(crate) use options::{PyRenderOptions, PyRenderOutcome};
@@ -229,25 +229,23 @@ fn render<'py>(
             (plan, None)
         };
         resume_from = resumable;
-        if let Some(guard) = memo_guard.as_mut() {
-            if frozen {
-                guard.0.keys = result_keys;
-            }
+        if let Some(guard) = memo_guard.as_mut()
+            && frozen
+        {
+            guard.0.keys = result_keys;
         }
-        if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens) {
-            if guard.0.sizes.frozen {
-                // SAFETY: the snapshot is alive (owned here) and the GIL held; these are the
-                // views `extract` read of this list, the first `lent` of them lent by the memo
-                // and only read by the decision.
-                unsafe {
-                    let items: Vec<Obj> = list_items(Obj::of(messages)).collect();
-                    guard.0.sizes.settle(
-                        &items,
-                        extracted.views,
-                        extracted.lent,
-                        Some(reader.needs),
-                    );
-                }
+        if let (Some(guard), Some(_)) = (memo_guard.as_mut(), &extracted.lens)
+            && guard.0.sizes.frozen
+        {
+            // SAFETY: the snapshot is alive (owned here) and the GIL held; these are the
+            // views `extract` read of this list, the first `lent` of them lent by the memo
+            // and only read by the decision.
+            unsafe {
+                let items: Vec<Obj> = list_items(Obj::of(messages)).collect();
+                guard
+                    .0
+                    .sizes
+                    .settle(&items, extracted.views, extracted.lent, Some(reader.needs));
             }
         }
         if let Some(err) = lazy.error.into_inner() {

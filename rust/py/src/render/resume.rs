@@ -23,10 +23,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use std::cell::RefCell;
 
-use super::apply::{build, Writer};
+use super::apply::{Writer, build};
 use super::cache::RenderCache;
 use super::continuation::{
-    mark_points, mark_unchanged, Continuation, INPUT_CHARS, OUTPUTS, OUTPUT_CHARS,
+    Continuation, INPUT_CHARS, OUTPUT_CHARS, OUTPUTS, mark_points, mark_unchanged,
 };
 use super::extract::Reader;
 use super::options::{PyRenderOptions, PyRenderOutcome};

@@ -19,7 +19,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::index::PyIndex;
-use crate::jsread::{list_item, Obj};
+use crate::jsread::{Obj, list_item};
 
 /// What an output is made from, by kind and its first source.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::cpython::{list_items, utf16_len_of, DictMembers};
+use crate::cpython::{DictMembers, list_items, utf16_len_of};
 use crate::jsread::Obj;
 
 use super::copy::fresh_copy_with;
@@ -71,10 +71,8 @@ unsafe fn is_long(obj: Obj) -> bool {
 unsafe fn seq_items(seq: Obj, is_list: bool) -> Vec<Obj> {
     // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
     unsafe {
-        if is_list {
-            if let Some(items) = list_items(seq) {
-                return items.to_vec();
-            }
+        if is_list && let Some(items) = list_items(seq) {
+            return items.to_vec();
         }
         let len = if is_list {
             ffi::PyList_Size(seq.as_ptr())

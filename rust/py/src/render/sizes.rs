@@ -3,13 +3,13 @@
 
 use std::cell::RefCell;
 
-use pi_condense_core::render::{size, Lazy, MsgView, Role, Ts};
+use pi_condense_core::render::{Lazy, MsgView, Role, Ts, size};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::json::Measurer;
-use crate::jsread::{is_absent, is_list, list_item, list_items, str_is, Keys, Obj, K};
+use crate::jsread::{K, Keys, Obj, is_absent, is_list, list_item, list_items, str_is};
 use crate::size_memo::{self, SizeMemo};
 
 /// Lazily measured argument bodies (phase 2).

@@ -42,7 +42,7 @@ use pyo3::prelude::*;
 
 use crate::cpython::{prefetch, prefetch_body};
 use crate::json::Measurer;
-use trail::{len_each_recorded_then, len_recorded, release, same_tree, Recorded, Trail};
+use trail::{Recorded, Trail, len_each_recorded_then, len_recorded, release, same_tree};
 use trail::{TAG_DICT, TAG_LEAF, TAG_LIST, TAG_MASK};
 
 use crate::cpython::Obj;

@@ -19,7 +19,7 @@
 
 use pi_condense_core::render::Needs;
 
-use super::{release, Entry, KeptView, SizeMemo, View};
+use super::{Entry, KeptView, SizeMemo, View, release};
 
 use crate::cpython::Obj;
 
@@ -68,7 +68,7 @@ impl SizeMemo {
             .addrs
             .iter()
             .zip(items)
-            .take_while(|(&addr, &item)| addr == item.addr())
+            .take_while(|&(&addr, &item)| addr == item.addr())
             .count();
         self.dissolve_prefix_from(matched);
         matched

@@ -7,7 +7,7 @@ use std::ptr::{addr_of_mut, null_mut};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::cpython::{list_items as list_slice, DictMembers};
+use crate::cpython::{DictMembers, list_items as list_slice};
 use crate::json::{Measurer, Recorder};
 
 use crate::cpython::Obj;

@@ -22,19 +22,19 @@ mod tests;
 pub(crate) use range::{Range, RangeIndex};
 
 use accept::accept;
-use drop::{id_mismatch, overlaps_dropped, Dropped};
-use synthetic::{field_is_id, result_text, synthetic_text_with, Summaries};
+use drop::{Dropped, id_mismatch, overlaps_dropped};
+use synthetic::{Summaries, field_is_id, result_text, synthetic_text_with};
 
+#[cfg(test)]
+use super::ViewsOnly;
 use super::ids::ResultKeys;
 use super::plan::{Diagnostic, DiagnosticKind, Item, Piece, Text};
 use super::state::RenderState;
-use super::stub_replace::{write_occ_key, Phase1};
-#[cfg(test)]
-use super::ViewsOnly;
+use super::stub_replace::{Phase1, write_occ_key};
 use super::{FastMap, FastSet, Lazy, Throw};
-use crate::index::chain_facts::ChainFactsTable;
 use crate::index::ChainEntry;
-use crate::js::{format_number, JsField};
+use crate::index::chain_facts::ChainFactsTable;
+use crate::js::{JsField, format_number};
 use crate::view::{Content, IdStr, JsIdOf, MsgView, Role};
 
 /// What phase 3 reads: the views of the input list, the registry, the state, the config,
@@ -193,10 +193,10 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     let mut existing: FastSet<&str> = FastSet::default();
     for (i, msg) in msgs.iter().enumerate() {
         ranges.add(i, msg);
-        if msg.role == Role::User {
-            if let Some(block) = msg.synthetic_block_id.as_deref() {
-                existing.insert(block);
-            }
+        if msg.role == Role::User
+            && let Some(block) = msg.synthetic_block_id.as_deref()
+        {
+            existing.insert(block);
         }
     }
     // 1. resolve
@@ -340,10 +340,8 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         if let Some(slot) = outcomes.get_mut(k) {
             *slot = Outcome::Accepted { range, mismatch };
         }
-        if strip_final_thinking {
-            if let Some(flag) = strip.get_mut(range.end) {
-                *flag = true;
-            }
+        if strip_final_thinking && let Some(flag) = strip.get_mut(range.end) {
+            *flag = true;
         }
         let protected = if protected_by_block.is_empty() {
             &[][..]
@@ -402,10 +400,10 @@ fn emit<S: IdStr>(
         if drop.get(i).copied().unwrap_or(false) && droppable {
             continue;
         }
-        if let Some(refs) = &msg.summary {
-            if overlaps_dropped(refs, dropped)? {
-                continue;
-            }
+        if let Some(refs) = &msg.summary
+            && overlaps_dropped(refs, dropped)?
+        {
+            continue;
         }
         let current = slot.unwrap_or(Item::Keep(i));
         if msg.role == Role::Assistant && strip.get(i).copied().unwrap_or(false) {
@@ -429,17 +427,16 @@ fn emit<S: IdStr>(
         // The synthetic message of a range goes right after its start (an entry whose start
         // was skipped above inserts nothing).
         while pending.next_if(|&(start, _, _)| start < i).is_some() {}
-        if let Some((_, text, entry)) = pending.next_if(|&(start, _, _)| start == i) {
-            if !entry
+        if let Some((_, text, entry)) = pending.next_if(|&(start, _, _)| start == i)
+            && !entry
                 .block_id
                 .as_str()
                 .is_some_and(|b| existing.contains(b))
-            {
-                out.push(Item::Synthetic {
-                    text,
-                    chain_slot: entry.slot,
-                });
-            }
+        {
+            out.push(Item::Synthetic {
+                text,
+                chain_slot: entry.slot,
+            });
         }
     }
     Ok(out)

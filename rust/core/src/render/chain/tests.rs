@@ -4,8 +4,8 @@ use super::range::resolve_range;
 use super::*;
 use crate::jsstr::JsStr;
 use crate::render::testing::{
-    assistant, custom, ok, reused_id_turns, summary, synthetic_user, tc, tool_result, user, Chain,
-    TestState,
+    Chain, TestState, assistant, custom, ok, reused_id_turns, summary, synthetic_user, tc,
+    tool_result, user,
 };
 use crate::view::{Block, SummaryRefs, Ts};
 
@@ -325,7 +325,9 @@ fn protected_outputs_are_relocated_into_the_synthetic() {
     );
     assert_eq!(
         synthetic_of(&msgs, &state, false),
-        ["<compressed-chain id=\"b2\" tools=\"t7\">\nS\n\n<protected-output tool=\"<name 2>\">\n<text 2>\n</protected-output>\n</compressed-chain>"]
+        [
+            "<compressed-chain id=\"b2\" tools=\"t7\">\nS\n\n<protected-output tool=\"<name 2>\">\n<text 2>\n</protected-output>\n</compressed-chain>"
+        ]
     );
 }
 
@@ -354,7 +356,9 @@ fn stubbed_protected_output_relocates_the_stub_text() {
     ));
     assert_eq!(
         synthetic(&out.unwrap_or_default()),
-        ["<compressed-chain id=\"b1\" tools=\"\">\n\n\n<protected-output tool=\"<name 2>\">\nSTUB\n</protected-output>\n</compressed-chain>"]
+        [
+            "<compressed-chain id=\"b1\" tools=\"\">\n\n\n<protected-output tool=\"<name 2>\">\nSTUB\n</protected-output>\n</compressed-chain>"
+        ]
     );
 }
 
@@ -377,7 +381,9 @@ fn nested_placeholders_resolve_one_level_and_skip_self() {
         );
     assert_eq!(
         synthetic_of(&msgs, &state, false),
-        ["<compressed-chain id=\"b2\" tools=\"\">\nsee FIRST {b2} and {b2} and {b3}\n</compressed-chain>"]
+        [
+            "<compressed-chain id=\"b2\" tools=\"\">\nsee FIRST {b2} and {b2} and {b3}\n</compressed-chain>"
+        ]
     );
 }
 
@@ -477,9 +483,11 @@ fn persisted_field_shapes() {
         TestState::default().chain(Chain::new("b1", 100.0, 0.0, 1.0).final_ts(JsField::Absent));
     let (out, diags) = apply(&msgs, &state, false);
     assert!(out.is_some());
-    assert!(diags
-        .iter()
-        .all(|d| d.kind != DiagnosticKind::UnresolvedRange));
+    assert!(
+        diags
+            .iter()
+            .all(|d| d.kind != DiagnosticKind::UnresolvedRange)
+    );
     // A string final timestamp never matches; the detail prints it raw.
     let state =
         TestState::default().chain(Chain::new("b1", 100.0, 0.0, 1.0).final_ts(JsField::str("400")));
@@ -492,10 +500,11 @@ fn persisted_field_shapes() {
     let slot = chain.0.slot;
     let (out, _) = apply(&chain_msgs(), &TestState::default().chain(chain), false);
     // The item names the entry; the binding copies its `compressedAt` (absent here).
-    assert!(out
-        .unwrap_or_default()
-        .iter()
-        .any(|it| matches!(it, Item::Synthetic { chain_slot, .. } if *chain_slot == slot)));
+    assert!(
+        out.unwrap_or_default()
+            .iter()
+            .any(|it| matches!(it, Item::Synthetic { chain_slot, .. } if *chain_slot == slot))
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! entry whose range resolved, what the applied ranges drop, and what their synthetic texts
 //! read besides the entry.
 
-use super::seen::{dropped_id, dropped_key, tagged, BODY_KEY};
+use super::seen::{BODY_KEY, dropped_id, dropped_key, tagged};
 use crate::collections::FastMap;
 use crate::index::ChainEntry;
 use crate::js::JsField;

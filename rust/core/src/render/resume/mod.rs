@@ -38,13 +38,13 @@ use std::collections::HashSet;
 use std::hash::BuildHasher;
 
 use chains::ChainMemory;
-use seen::{summary_refs, tagged, Seen, BODY_KEY, ID, KEY};
+use seen::{BODY_KEY, ID, KEY, Seen, summary_refs, tagged};
 
-use super::chain::{self, range::strict_key, Outcome, Scope};
+use super::chain::{self, Outcome, Scope, range::strict_key};
 use super::error_purge::{Candidate, PurgeTrail};
 use super::grace;
 use super::ids::push_result_key;
-use super::orphan_sweep::{orphan_diagnostic, Open, SweepTrail};
+use super::orphan_sweep::{Open, SweepTrail, orphan_diagnostic};
 use super::plan::{self, Diagnostic, Item, Piece, Purge, Text};
 use super::state::RenderState;
 use super::stub_replace::{stub_text, stub_with};
@@ -357,10 +357,10 @@ impl Resume {
                     }
                     // An entry that joins (or leaves) the registry: its timestamps' messages.
                     if let Some(entry) = state_entry(state, *slot) {
-                        if let Some(k) = strict_key(entry.start_user_timestamp) {
-                            if let Some(&first) = self.seen.users.get(&k).and_then(|v| v.first()) {
-                                at(first);
-                            }
+                        if let Some(k) = strict_key(entry.start_user_timestamp)
+                            && let Some(&first) = self.seen.users.get(&k).and_then(|v| v.first())
+                        {
+                            at(first);
                         }
                         let finals = match &entry.final_assistant_timestamp {
                             JsField::Number(x) => {
@@ -647,13 +647,13 @@ where
             }
             key.clear();
             let key = push_result_key(&mut key, msg).then_some(key.as_str());
-            if let Some(found) = stub_with(msg, key, state, cfg.protection, &in_grace, &mut hint) {
-                if let Some(slot) = items.get_mut(j) {
-                    *slot = Item::Stub {
-                        src: j,
-                        text: stub_text(j, found, cfg.spill_stub_ref_only),
-                    };
-                }
+            if let Some(found) = stub_with(msg, key, state, cfg.protection, &in_grace, &mut hint)
+                && let Some(slot) = items.get_mut(j)
+            {
+                *slot = Item::Stub {
+                    src: j,
+                    text: stub_text(j, found, cfg.spill_stub_ref_only),
+                };
             }
         }
     }
@@ -779,14 +779,14 @@ where
                     }
                     trail.candidates.push(candidate);
                 }
-                if !purged.is_empty() {
-                    if let Some(slot) = items.get_mut(j) {
-                        *slot = Item::Assistant {
-                            src: j,
-                            purged,
-                            strip_thinking: false,
-                        };
-                    }
+                if !purged.is_empty()
+                    && let Some(slot) = items.get_mut(j)
+                {
+                    *slot = Item::Assistant {
+                        src: j,
+                        purged,
+                        strip_thinking: false,
+                    };
                 }
             }
         }

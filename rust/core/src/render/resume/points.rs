@@ -10,12 +10,12 @@
 use std::collections::HashSet;
 
 use super::chains::ChainMemory;
-use super::{Checkpoint, CHECKPOINTS};
+use super::{CHECKPOINTS, Checkpoint};
 use crate::render::chain::Outcome;
 use crate::render::error_purge::{Candidate, PurgeTrail};
 use crate::render::grace;
 use crate::render::ids::push_result_key;
-use crate::render::orphan_sweep::{orphan_diagnostic, Open, SweepTrail};
+use crate::render::orphan_sweep::{Open, SweepTrail, orphan_diagnostic};
 use crate::render::plan::Item;
 use crate::render::state::RenderState;
 use crate::render::stub_replace::stub_with;

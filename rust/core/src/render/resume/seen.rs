@@ -12,7 +12,7 @@ use std::hash::BuildHasher;
 use super::super::chain::range::strict_key;
 use super::super::ids::push_result_key;
 use crate::collections::FastMap;
-use crate::render::chain::drop::{ref_checks, RefCheck};
+use crate::render::chain::drop::{RefCheck, ref_checks};
 use crate::view::{IdStr, JsIdOf, MsgView, Role, SummaryRefs, Ts};
 
 /// A dropped result's lookup key (`k:` + key) or a dropped call's or result's string id

@@ -2,12 +2,12 @@ use super::*;
 use crate::index::Change;
 use crate::keys::ProtectedMatcher;
 use crate::render::testing::{
-    assistant, custom, rec, spilled, summary, synthetic_user, tc, tool_result, user, Chain, Lens,
-    TestState,
+    Chain, Lens, TestState, assistant, custom, rec, spilled, summary, synthetic_user, tc,
+    tool_result, user,
 };
 use crate::render::{
-    render_resumable, render_with_keys, ChainConfig, Protection, PurgeConfig, RenderPlan,
-    ResultKeys,
+    ChainConfig, Protection, PurgeConfig, RenderPlan, ResultKeys, render_resumable,
+    render_with_keys,
 };
 use crate::view::{Block, Content, JsId, MsgView, Role, Ts};
 
