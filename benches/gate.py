@@ -52,15 +52,15 @@ of the README's commit). On 2026-12-07 (issue 41) --version no longer imports ty
 measured 1.2-1.6 (target and bound 4), and the one-call condense (startup-condense) 19-21
 (target 11, i.e. 0.12 s; bound 30); after the config classes stopped importing pydantic and
 ``condense`` with plain arguments stopped importing typer and rich, six runs on the loaded
-2-core machine (load average 3-9) measured it 9.4-10.6 (0.102-0.110 s), and a full gate run beside a Rust build 12.8, so its bound is 16;
-the repeated render measured 0.86-1.17 over four runs on
-a loaded machine (the 0.44-0.53 above did not reproduce). Later that day the CI machine
+2-core machine (load average 3-9) measured it 9.4-10.6 (0.102-0.110 s), and a full gate run
+beside a Rust build 12.8, so its bound is 16; the repeated render measured 0.86-1.17 over four
+runs on a loaded machine (the 0.44-0.53 above did not reproduce). Later that day the CI machine
 measured cold 1.07-1.45 and cold-same 1.55-1.59 (over the 1.4 bound): the supersession scan
 (issue 38) walked every message a second time. It is now recorded by the extract pass, and on
 the development VM under load cold measured 1.26-1.34 and cold-same 1.32-1.49 (1.41-1.55 and
-1.75-1.94 before); the 2026-12-06 code, rebuilt and run there the same day, measured
-1.41-1.55 and 1.22-1.43, so most of the distance from 0.82-1.00 is the machine. The bounds
-of cold and cold-same are 1.6 and 1.7 (regression bounds; cold's target stays 1).
+1.75-1.94 before); the 2026-12-06 code, rebuilt and run there the same day, measured 1.41-1.55
+and 1.22-1.43, so most of the distance from 0.82-1.00 is the machine. The bounds of cold and
+cold-same are 1.6 and 1.7 (regression bounds; cold's target stays 1).
 
 The Agents SDK hook pairs (``bench_hook_call.py``, 2026-12-07, this machine, two runs, the
 second with another job running): ``hook-trim`` 0.35-0.38 and ``hook-same`` 0.33-0.69 met
@@ -75,7 +75,11 @@ and the render are a small part of it). After the late join's own fixes (the sum
 error-line test, the summary placer, the context estimate, the branch kept across a flush's
 thousands of entries) three runs measured ``late-join`` 34-43 (70.8 before them in the same
 conditions), so its bound went from 130 to 55; most of what is left is writing the join's
-19k session entries and summarizing the backlog (docs/performance.md has the table).
+19k session entries and summarizing the backlog (docs/performance.md has the table). With the
+native deep prefix comparison and the join's batched appends (``SessionFile.batched()``),
+three runs measured ``hook-agents`` 2.18-2.32 and ``late-join`` 28.0-30.2 (2.15-2.87 and
+33.2-35.9 before them, the same loaded machine); a gate run beside a Rust build 3.9 (median
+2.2) and 34.6.
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
