@@ -713,9 +713,15 @@ pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Optio
             .map(|v| unsafe { Borrowed::from_ptr(py, v.as_ptr()) }.to_owned())
     };
     let mime = js_string(field(K::MimeType).as_ref())?.into_string();
-    let data = js_string(field(K::Data).as_ref())?.into_string();
-    let digest = pi_condense_core::sha256::digest8(data.as_bytes());
+    let digest = image_digest(field(K::Data).as_ref())?;
     Ok(Some(format!("[image returned: {mime} sha256:{digest}]")))
+}
+
+/// An image marker's digest of `data` (`None`: absent): the first 8 hex digits of the
+/// SHA-256 of the UTF-8 of `String(data)` (a lone surrogate as U+FFFD). Runs no Python code.
+pub fn image_digest(data: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let data = js_string(data)?.into_string();
+    Ok(pi_condense_core::sha256::digest8(data.as_bytes()))
 }
 
 // ----- member names -----
