@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use pi_condense_core::js::num::format_number;
 use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::render::{CowId, JsIdOf, Role, Ts};
+use pi_condense_core::view::ArgsMember;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -750,6 +751,18 @@ pub enum K {
     CompressedAt,
     MimeType,
     Data,
+}
+
+impl K {
+    /// The member of a toolCall block the core's args rule names
+    /// (`view::call_args_member`).
+    pub(crate) fn of_args(member: ArgsMember) -> K {
+        match member {
+            ArgsMember::Input => K::Input,
+            ArgsMember::Args => K::Args,
+            ArgsMember::Arguments => K::Arguments,
+        }
+    }
 }
 
 const KEY_COUNT: usize = 21;

@@ -9,10 +9,9 @@ use std::sync::Mutex;
 
 use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
-use pi_condense_core::render::supersede::{
-    ArgsMember, ArgsRead, Scan, SupMsg, SupersedeState, call_args_path, superseded_text,
-};
+use pi_condense_core::render::supersede::{Scan, SupMsg, SupersedeState, superseded_text};
 use pi_condense_core::render::{JsId, JsIdOf, Role, Text};
+use pi_condense_core::view::{ArgsMember, ArgsRead, call_args_path};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -96,7 +95,7 @@ impl PySupersedeState {
     }
 }
 
-/// What one argument member of a toolCall block holds (`call_args_path`'s reader):
+/// What one argument member of a toolCall block holds (`view::call_args_path`'s reader):
 /// missing, `null`, a dict whose `path` is a str (that str), or anything else.
 ///
 /// # Safety
@@ -119,7 +118,7 @@ unsafe fn args_read(keys: &Keys<'_>, value: Option<Obj>) -> ArgsRead<Obj> {
 
 /// `isProtected(block.name, args)` and `args.path` when it is a string, for a toolCall block
 /// given its `name`, `input`, `args` and `arguments` (the selection of `args` is
-/// `call_args_path`'s): the path, else `None`.
+/// `view::call_args_path`'s): the path, else `None`.
 ///
 /// # Safety
 /// The values must be live objects (borrowed from a block the caller holds) and the GIL

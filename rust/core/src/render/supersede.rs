@@ -34,7 +34,7 @@ use super::plan::Text;
 pub enum SupMsg {
     /// An assistant whose `content` is an array: its toolCall blocks in order, each with
     /// its id and, when `isProtected(block.name, args)` and `args.path` is a string, that
-    /// path (`args = block.input ?? block.args ?? block.arguments ?? {}`, [`call_args_path`]).
+    /// path (`args = block.input ?? block.args ?? block.arguments ?? {}`, [`crate::view::call_args_path`]).
     /// A reader may leave out a block without such a path unless an earlier block of the
     /// message has its id (only the last block of an id counts).
     Assistant(Vec<(JsId, Option<JsStr>)>),
@@ -230,46 +230,6 @@ impl SupersedeState {
     }
 }
 
-/// One member of a toolCall block that may hold its arguments, in the order
-/// `args = block.input ?? block.args ?? block.arguments ?? {}` tries them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgsMember {
-    /// `block.input`
-    Input,
-    /// `block.args`
-    Args,
-    /// `block.arguments`
-    Arguments,
-}
-
-/// What a reader finds in one [`ArgsMember`] of a toolCall block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgsRead<P> {
-    /// The member is missing (`undefined`).
-    Absent,
-    /// `null`.
-    Null,
-    /// An object whose `path` is a string: that string.
-    Path(P),
-    /// Anything else: an object without a string `path`, an array, a string, a number...
-    Other,
-}
-
-/// `args.path` when it is a string, for `args = block.input ?? block.args ?? block.arguments
-/// ?? {}`: the path the protected-path rule reads of a toolCall block ([`SupMsg::Assistant`]).
-/// `read` reads one member; it is asked in order, and only until a member is neither
-/// missing nor `null` (that member is `args`; none such is `{}`, without a path).
-pub fn call_args_path<P>(mut read: impl FnMut(ArgsMember) -> ArgsRead<P>) -> Option<P> {
-    for member in [ArgsMember::Input, ArgsMember::Args, ArgsMember::Arguments] {
-        match read(member) {
-            ArgsRead::Absent | ArgsRead::Null => {}
-            ArgsRead::Path(path) => return Some(path),
-            ArgsRead::Other => return None,
-        }
-    }
-    None
-}
-
 /// The stub text of a superseded read of `path` (`supersededStub`).
 pub fn superseded_text(path: &JsStr) -> Text {
     let mut text = Text::default();
@@ -320,29 +280,6 @@ mod tests {
 
     const SKILL: &str = ".pi/skills/a/SKILL.md";
 
-    #[test]
-    fn call_args_path_takes_the_first_member_that_is_not_nullish() {
-        use ArgsRead::{Absent, Null, Other, Path};
-        let path = |reads: [ArgsRead<&'static str>; 3]| {
-            let mut asked = Vec::new();
-            let found = call_args_path(|m| {
-                asked.push(m);
-                reads[asked.len() - 1]
-            });
-            (found, asked.len())
-        };
-        // `input` decides when it is neither missing nor null, even without a path.
-        assert_eq!(path([Path("a"), Path("b"), Path("c")]), (Some("a"), 1));
-        assert_eq!(path([Other, Path("b"), Path("c")]), (None, 1));
-        // Missing and null both fall through, to `args` and then to `arguments`.
-        assert_eq!(path([Absent, Path("b"), Path("c")]), (Some("b"), 2));
-        assert_eq!(path([Null, Other, Path("c")]), (None, 2));
-        assert_eq!(path([Null, Absent, Path("c")]), (Some("c"), 3));
-        assert_eq!(path([Absent, Null, Other]), (None, 3));
-        // `?? {}`: nothing at all has no path.
-        assert_eq!(path([Absent, Absent, Absent]), (None, 3));
-        assert_eq!(path([Null, Null, Null]), (None, 3));
-    }
     #[test]
     fn every_read_of_a_path_but_the_newest_is_a_candidate() {
         let s = scan(vec![
