@@ -474,6 +474,17 @@ pub enum ArgsRead<P> {
     Other,
 }
 
+/// The member `block.input ?? block.arguments` reads: the args chain detection asks
+/// `isProtected` about (no `args` member, and no `{}`): `input` unless it is missing or
+/// `null`, else `arguments` as it is.
+pub fn detection_args_member(input_is_nullish: bool) -> ArgsMember {
+    if input_is_nullish {
+        ArgsMember::Arguments
+    } else {
+        ArgsMember::Input
+    }
+}
+
 /// The member `block.input ?? block.args ?? block.arguments` selects: the first, in that
 /// order, that is neither missing nor `null` (`is_nullish` is asked only until one is not);
 /// `None` when all are (`?? {}`: the args are an empty object).
@@ -595,6 +606,12 @@ mod tests {
         // `?? {}`: nothing at all has no path.
         assert_eq!(path([Absent, Absent, Absent]), (None, 3));
         assert_eq!(path([Null, Null, Null]), (None, 3));
+    }
+
+    #[test]
+    fn detection_reads_input_else_arguments() {
+        assert_eq!(detection_args_member(false), ArgsMember::Input);
+        assert_eq!(detection_args_member(true), ArgsMember::Arguments);
     }
 
     #[test]
