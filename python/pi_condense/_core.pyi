@@ -21,6 +21,7 @@ __all__ = [
     "bare_tool_call_id",
     "deterministic_body",
     "hash_tool_result",
+    "image_digest",
     "index_entries",
     "layout_features",
     "list_prefix",
@@ -69,6 +70,9 @@ def parse_occ_key(key: str) -> tuple[str, float | None]: ...
 def bare_tool_call_id(key: str) -> str: ...
 def normalize_result_text(text: str) -> str: ...
 def hash_tool_result(tool_name: str, text: str) -> str: ...
+
+# An image marker's digest: 8 hex digits of the SHA-256 of the UTF-8 of `String(data)`.
+def image_digest(data: object) -> str: ...
 
 @_final
 class ProtectedMatcher:

@@ -20,21 +20,21 @@ args, resultText, isError, resultTimestamp?``); eager spill adds its fields in p
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ._core import image_digest as _image_digest
 from ._core import tool_result_text
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
 from .js.values import (
+    ABSENT,
     JS_WHITESPACE,
     MISSING,
     get_field,
-    js_utf8,
     strict_equal,
     to_string,
     truthy,
@@ -124,7 +124,7 @@ def _blocks(message: Any, kind: str) -> list[Any]:
 def image_digest(data: Any) -> str:
     """The first 8 hex digits of the SHA-256 of an image block's ``data`` (the base64 text as
     stored, JS UTF-8): the key an image marker names its image by."""
-    return hashlib.sha256(js_utf8(to_string(data))).hexdigest()[:8]
+    return _image_digest(ABSENT if data is MISSING else data)
 
 
 def extract_tool_result_text(message: Any) -> str:

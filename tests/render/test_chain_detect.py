@@ -163,6 +163,29 @@ class TestDetect:
         (chain,) = detect_chains([user(1), tool_use(2, block), final(3)], Config())
         assert chain.protected_tool_call_ids == ["a"]
 
+    def test_detection_reads_input_else_arguments_never_args(self) -> None:
+        # `b.input ?? b.arguments`: a null input falls through; `args` is not read, and there
+        # is no `?? {}` (a missing or null `arguments` is passed as it is: None).
+        members: list[dict[str, Any]] = [
+            {"input": None, "args": {"n": 0}, "arguments": {"n": 1}},
+            {"input": {}, "arguments": {"n": 2}},
+            {"args": {"n": 3}},
+            {"input": None, "arguments": None},
+            {"input": "s", "arguments": {"n": 5}},
+        ]
+        blocks = [
+            {"type": "toolCall", "id": f"c{i}", "name": "t", **m} for i, m in enumerate(members)
+        ]
+        seen: list[Any] = []
+
+        def predicate(name: Any, args: Any) -> bool:
+            if name == "t":
+                seen.append(args)
+            return False
+
+        detect_chains([user(1), tool_use(2, *blocks), final(3)], protection=predicate)
+        assert seen == [{"n": 1}, {}, None, None, "s"]
+
     def test_protection_predicate_and_matcher_overrides(self) -> None:
         msgs = closed_chain(1, "a")
         seen: list[tuple[Any, Any]] = []

@@ -626,6 +626,31 @@ class TestDeterministicBackfill:
         assert "Calls: 3" in body
         assert "Tools: bash x2, read x1" in body
 
+    def test_extracted_args_skip_null_members(self) -> None:
+        # `block.input ?? block.args ?? block.arguments ?? {}`: null is skipped like a missing
+        # member; a member that is there decides even when it is not an object.
+        blocks = [
+            {"type": "toolCall", "id": "a", "name": "t", "input": None, "args": {"n": 1}},
+            {"type": "toolCall", "id": "b", "name": "t", "args": None, "arguments": {"n": 2}},
+            {"type": "toolCall", "id": "c", "name": "t", "input": None, "arguments": None},
+            {"type": "toolCall", "id": "d", "name": "t", "input": "s", "args": {"n": 4}},
+        ]
+        msgs = [
+            user(1000),
+            tool_use(1100, *blocks),
+            *(plain_result(b["id"], 1110 + i, "R") for i, b in enumerate(blocks)),
+            final(1400),
+        ]
+        log = Log()
+        compact(deps(PrunerState(), log), msgs)
+        records = log.of(INDEX)[0]["toolCalls"]
+        assert [(r["toolCallId"], r["args"]) for r in records] == [
+            ("a", {"n": 1}),
+            ("b", {"n": 2}),
+            ("c", {}),
+            ("d", "s"),
+        ]
+
     def test_fully_deduped_chain_is_backfilled_by_index_membership(self) -> None:
         state, log = PrunerState(), Log()
         state.add_batch(

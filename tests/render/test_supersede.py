@@ -135,6 +135,62 @@ def test_the_path_may_come_as_input_or_args(tmp_path: Path) -> None:
     assert results_of(out, "r2")[0] is messages[4]
 
 
+NO = object()  # the member is missing
+
+
+def with_args(message: Any, input_: Any, args: Any, arguments: Any) -> Any:
+    """``message`` (an assistant with one toolCall) with its block's argument members set
+    (``NO``: missing)."""
+    block = {
+        k: v for k, v in message["content"][0].items() if k not in ("input", "args", "arguments")
+    }
+    for key, value in (("input", input_), ("args", args), ("arguments", arguments)):
+        if value is not NO:
+            block[key] = value
+    return {**message, "content": [block]}
+
+
+def test_the_first_member_neither_missing_nor_null_is_the_args(tmp_path: Path) -> None:
+    # `args = block.input ?? block.args ?? block.arguments ?? {}`, then `args.path` when it is a
+    # string: a member that is there and not null decides, with a path or without one.
+    session = reads_session(
+        tmp_path, [("r1", {"path": OVERRIDES}, False), ("r2", {"path": OVERRIDES}, False)]
+    )
+    messages = list(session.build_context().messages)
+    p = {"path": OVERRIDES}
+    cases = [
+        ((NO, NO, p), True),
+        ((None, None, p), True),
+        ((None, p, NO), True),
+        ((NO, p, None), True),
+        ((p, "x", 1), True),
+        (("x", p, p), False),
+        (({}, p, p), False),
+        (({"path": 5}, p, p), False),
+        ((NO, [], p), False),
+        ((NO, None, None), False),
+        ((NO, NO, OVERRIDES), False),
+        ((NO, NO, NO), False),
+    ]
+    for compat in ("extension", "reference"):
+        # By glob, and (reference mode) by a string `protectedTools` matched by substring:
+        # either way the path is the identity of the read.
+        cfg = (
+            config()
+            if compat == "extension"
+            else config(compat="reference", protectedTools="read,bash", protectedPaths=[])
+        )
+        for members, superseded in cases:
+            case = list(messages)
+            case[1] = with_args(messages[1], *members)
+            out = render(case, PrunerState.from_session(session), cfg).messages
+            r1 = results_of(out, "r1")[0]
+            if superseded:
+                assert only_text(r1) == stub(OVERRIDES), (compat, members)
+            else:
+                assert r1 is case[2], (compat, members)
+
+
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 

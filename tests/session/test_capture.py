@@ -439,3 +439,41 @@ def test_the_live_rescan_counts_custom_anchors_too(tmp_path: Path) -> None:
             session.append_custom_message(entry["customType"], entry["content"], True, {})
     facts = branch_facts(session)
     assert facts.user_groups == [1, 2]
+
+
+def test_the_image_digest_is_the_cores_for_every_kind_of_data() -> None:
+    # `sha256(String(data))` of the UTF-8 a JS string encodes to (a lone surrogate as U+FFFD),
+    # one rule for the query tool and the marker: each `data` beside its JS `String(data)`.
+    from pi_condense import _core
+    from pi_condense.js.values import MISSING
+
+    cycle: list[Any] = ["a"]
+    cycle.append(cycle)
+    cases: list[tuple[Any, str]] = [
+        ("iVBORw0KGgo=", "iVBORw0KGgo="),
+        ("", ""),
+        ("é€😀", "é€😀"),
+        ("\ud83d\ude00", "😀"),  # a surrogate pair as two code points is one character
+        ("a\ud800b", "a\ufffdb"),
+        ("\udfff", "\ufffd"),
+        (b"AAAA", "[object Object]"),
+        (bytearray(b"A"), "[object Object]"),
+        ({"a": 1}, "[object Object]"),
+        (None, "null"),
+        (ABSENT, "undefined"),
+        (True, "true"),
+        (1.0, "1"),
+        (1e21, "1e+21"),
+        (float("nan"), "NaN"),
+        ([1, None, "a", [2, 3]], "1,,a,2,3"),
+        (("x", "y"), "x,y"),
+        (cycle, "a,"),  # JS `join` prints a cycle as ""
+    ]
+    for data, js in cases:
+        expected = hashlib.sha256(js.encode("utf-8")).hexdigest()[:8]
+        assert _core.image_digest(data) == expected, data
+        assert image_digest(data) == expected, data
+        marker = extract_tool_result_text({"content": [{"type": "image", "data": data}]})
+        assert marker == f"[image returned: undefined sha256:{expected}]", data
+    # `get_field`'s missing value is JS undefined too.
+    assert image_digest(MISSING) == hashlib.sha256(b"undefined").hexdigest()[:8]

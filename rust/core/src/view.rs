@@ -449,6 +449,68 @@ pub fn synthetic_block_id(text: &str) -> Option<&str> {
     rest.get(..end)
 }
 
+/// One member of a toolCall block that may hold its arguments, in the order
+/// `args = block.input ?? block.args ?? block.arguments ?? {}` tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgsMember {
+    /// `block.input`
+    Input,
+    /// `block.args`
+    Args,
+    /// `block.arguments`
+    Arguments,
+}
+
+/// What a reader finds in one [`ArgsMember`] of a toolCall block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgsRead<P> {
+    /// The member is missing (`undefined`).
+    Absent,
+    /// `null`.
+    Null,
+    /// An object whose `path` is a string: that string.
+    Path(P),
+    /// Anything else: an object without a string `path`, an array, a string, a number...
+    Other,
+}
+
+/// The member `block.input ?? block.arguments` reads: the args chain detection asks
+/// `isProtected` about (no `args` member, and no `{}`): `input` unless it is missing or
+/// `null`, else `arguments` as it is.
+pub fn detection_args_member(input_is_nullish: bool) -> ArgsMember {
+    if input_is_nullish {
+        ArgsMember::Arguments
+    } else {
+        ArgsMember::Input
+    }
+}
+
+/// The member `block.input ?? block.args ?? block.arguments` selects: the first, in that
+/// order, that is neither missing nor `null` (`is_nullish` is asked only until one is not);
+/// `None` when all are (`?? {}`: the args are an empty object).
+pub fn call_args_member(mut is_nullish: impl FnMut(ArgsMember) -> bool) -> Option<ArgsMember> {
+    [ArgsMember::Input, ArgsMember::Args, ArgsMember::Arguments]
+        .into_iter()
+        .find(|&member| !is_nullish(member))
+}
+
+/// `args.path` when it is a string, for `args = block.input ?? block.args ?? block.arguments
+/// ?? {}` ([`call_args_member`]): the path the protected-path rule reads of a toolCall block
+/// (`render::supersede::SupMsg::Assistant`). `read` reads one member, only until one is neither missing nor
+/// `null`.
+pub fn call_args_path<P>(mut read: impl FnMut(ArgsMember) -> ArgsRead<P>) -> Option<P> {
+    let mut path = None;
+    call_args_member(|member| match read(member) {
+        ArgsRead::Absent | ArgsRead::Null => true,
+        ArgsRead::Path(p) => {
+            path = Some(p);
+            false
+        }
+        ArgsRead::Other => false,
+    });
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,5 +582,52 @@ mod tests {
         assert!(!Ts::Num(f64::NAN).strict_eq(f64::NAN));
         assert!(!Ts::Other.strict_eq(100.0));
         assert!(!Ts::Absent.strict_eq(100.0));
+    }
+
+    #[test]
+    fn call_args_path_takes_the_first_member_that_is_not_nullish() {
+        use ArgsRead::{Absent, Null, Other, Path};
+        let path = |reads: [ArgsRead<&'static str>; 3]| {
+            let mut asked = Vec::new();
+            let found = call_args_path(|m| {
+                asked.push(m);
+                reads[asked.len() - 1]
+            });
+            (found, asked.len())
+        };
+        // `input` decides when it is neither missing nor null, even without a path.
+        assert_eq!(path([Path("a"), Path("b"), Path("c")]), (Some("a"), 1));
+        assert_eq!(path([Other, Path("b"), Path("c")]), (None, 1));
+        // Missing and null both fall through, to `args` and then to `arguments`.
+        assert_eq!(path([Absent, Path("b"), Path("c")]), (Some("b"), 2));
+        assert_eq!(path([Null, Other, Path("c")]), (None, 2));
+        assert_eq!(path([Null, Absent, Path("c")]), (Some("c"), 3));
+        assert_eq!(path([Absent, Null, Other]), (None, 3));
+        // `?? {}`: nothing at all has no path.
+        assert_eq!(path([Absent, Absent, Absent]), (None, 3));
+        assert_eq!(path([Null, Null, Null]), (None, 3));
+    }
+
+    #[test]
+    fn detection_reads_input_else_arguments() {
+        assert_eq!(detection_args_member(false), ArgsMember::Input);
+        assert_eq!(detection_args_member(true), ArgsMember::Arguments);
+    }
+
+    #[test]
+    fn call_args_member_is_the_first_member_that_is_not_nullish() {
+        use ArgsMember::{Args, Arguments, Input};
+        let member = |nullish: [bool; 3]| {
+            let mut asked = 0;
+            let found = call_args_member(|_| {
+                asked += 1;
+                nullish[asked - 1]
+            });
+            (found, asked)
+        };
+        assert_eq!(member([false, false, false]), (Some(Input), 1));
+        assert_eq!(member([true, false, false]), (Some(Args), 2));
+        assert_eq!(member([true, true, false]), (Some(Arguments), 3));
+        assert_eq!(member([true, true, true]), (None, 3));
     }
 }

@@ -19,7 +19,10 @@ use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::ProtectedMatcher;
 use pi_condense_core::render::grace::in_grace_keys;
 use pi_condense_core::render::{JsId, Role, Ts};
-use pi_condense_core::view::{NullBlock, ResultBlock, tool_result_text_blocks};
+use pi_condense_core::view::{
+    ArgsMember, NullBlock, ResultBlock, call_args_member, detection_args_member,
+    tool_result_text_blocks,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -172,9 +175,10 @@ fn assistant_content(
         let listed = id_truthy(&id) && truthy(name.as_ref())?;
         let protected = listed && !protection.is_off() && {
             // `block.input ?? block.arguments` (owned: a predicate may run Python code).
-            let args = match get_some(keys, block.as_any(), K::Input) {
-                Some(a) => Some(a),
-                None => keys.get_bound(block.as_any(), K::Arguments),
+            let input = get_some(keys, block.as_any(), K::Input);
+            let args = match detection_args_member(input.is_none()) {
+                ArgsMember::Input => input,
+                member => keys.get_bound(block.as_any(), K::of_args(member)),
             };
             let name = name.map(|n| n.to_owned());
             protection.is_protected(keys, name.as_ref(), args.as_ref())?
@@ -637,16 +641,13 @@ impl PyChainScan {
                 .ok_or_else(|| PyValueError::new_err("message content changed"))?;
             let block = content.downcast::<PyList>()?.get_item(e.call_block)?;
             let block = block.downcast::<PyDict>()?;
-            let args = match get_some(&keys, block.as_any(), K::Input) {
-                Some(a) => a,
-                None => match get_some(&keys, block.as_any(), K::Args) {
-                    Some(a) => a,
-                    None => match get_some(&keys, block.as_any(), K::Arguments) {
-                        Some(a) => a,
-                        None => PyDict::new(py).into_any(),
-                    },
-                },
-            };
+            // `block.input ?? block.args ?? block.arguments ?? {}`
+            let mut args = None;
+            call_args_member(|member| {
+                args = get_some(&keys, block.as_any(), K::of_args(member));
+                args.is_none()
+            });
+            let args = args.unwrap_or_else(|| PyDict::new(py).into_any());
             let ts = keys
                 .get_bound(result.as_any(), K::Timestamp)
                 .ok_or_else(|| PyValueError::new_err("message timestamp changed"))?;

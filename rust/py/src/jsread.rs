@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use pi_condense_core::js::num::format_number;
 use pi_condense_core::jsstr::{JsBuf, JsStr};
 use pi_condense_core::render::{CowId, JsIdOf, Role, Ts};
+use pi_condense_core::view::ArgsMember;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
@@ -713,9 +714,15 @@ pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Optio
             .map(|v| unsafe { Borrowed::from_ptr(py, v.as_ptr()) }.to_owned())
     };
     let mime = js_string(field(K::MimeType).as_ref())?.into_string();
-    let data = js_string(field(K::Data).as_ref())?.into_string();
-    let digest = pi_condense_core::sha256::digest8(data.as_bytes());
+    let digest = image_digest(field(K::Data).as_ref())?;
     Ok(Some(format!("[image returned: {mime} sha256:{digest}]")))
+}
+
+/// An image marker's digest of `data` (`None`: absent): the first 8 hex digits of the
+/// SHA-256 of the UTF-8 of `String(data)` (a lone surrogate as U+FFFD). Runs no Python code.
+pub fn image_digest(data: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let data = js_string(data)?.into_string();
+    Ok(pi_condense_core::sha256::digest8(data.as_bytes()))
 }
 
 // ----- member names -----
@@ -744,6 +751,18 @@ pub enum K {
     CompressedAt,
     MimeType,
     Data,
+}
+
+impl K {
+    /// The member of a toolCall block the core's args rule names
+    /// (`view::call_args_member`).
+    pub(crate) fn of_args(member: ArgsMember) -> K {
+        match member {
+            ArgsMember::Input => K::Input,
+            ArgsMember::Args => K::Args,
+            ArgsMember::Arguments => K::Arguments,
+        }
+    }
 }
 
 const KEY_COUNT: usize = 21;

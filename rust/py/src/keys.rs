@@ -132,6 +132,13 @@ fn normalize_result_text<'py>(text: &Bound<'py, PyString>) -> PyResult<Bound<'py
     }
 }
 
+/// The digest an image marker names an image by (`jsread::image_digest`): 8 hex digits of
+/// the SHA-256 of the UTF-8 of `String(data)`.
+#[pyfunction]
+fn image_digest(data: &Bound<'_, PyAny>) -> PyResult<String> {
+    crate::jsread::image_digest(Some(data))
+}
+
 /// Dedup content hash: lowercase hex SHA-1 of the UTF-8 bytes of
 /// `tool_name + "\0" + normalize_result_text(text)`; a lone surrogate is
 /// hashed as U+FFFD, as Node encodes it.
@@ -257,6 +264,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bare_tool_call_id, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_result_text, m)?)?;
     m.add_function(wrap_pyfunction!(hash_tool_result, m)?)?;
+    m.add_function(wrap_pyfunction!(image_digest, m)?)?;
     m.add_class::<PyProtectedMatcher>()?;
     Ok(())
 }

@@ -15,24 +15,27 @@ pub(crate) fn matcher_protects(
     name: Option<&Bound<'_, PyAny>>,
     args: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    let path = args_path(keys, args)?;
-    let check = |name: Option<&str>| -> bool {
-        match &path {
-            Some(p) => matcher.is_protected(name, Some(&text(p))),
-            None => matcher.is_protected(name, None),
-        }
-    };
+    let path = args_path(keys, args)?.map(|p| text(&p));
+    let path = path.as_deref();
     match matcher.rule() {
-        // `raw.includes(toolName)` converts the name with `String()`.
-        ToolRule::Substring(_) => {
-            let name = js_string(name)?.to_utf16();
-            Ok(matcher.is_protected_tool_utf16(&name) || check(None))
-        }
+        ToolRule::Substring(_) => substring_protects(matcher, name, path),
         ToolRule::Names => match name.and_then(|n| n.downcast::<PyString>().ok()) {
-            Some(name) => Ok(check(Some(&text(name)))),
-            None => Ok(check(None)),
+            Some(name) => Ok(matcher.is_protected(Some(&text(name)), path)),
+            None => Ok(matcher.is_protected(None, path)),
         },
     }
+}
+
+/// `isProtected(name, args)` under a string `protectedTools` (reference mode): `String(name)`
+/// by substring, then `path` (`args.path` when it is a string) against the globs.
+pub(crate) fn substring_protects(
+    matcher: &ProtectedMatcher,
+    name: Option<&Bound<'_, PyAny>>,
+    path: Option<&str>,
+) -> PyResult<bool> {
+    // `raw.includes(toolName)` converts the name with `String()`.
+    let name = js_string(name)?.to_utf16();
+    Ok(matcher.is_protected_tool_utf16(&name) || matcher.is_protected(None, path))
 }
 
 /// `(args ?? ...)?.path` when it is a string.

@@ -11,6 +11,7 @@ use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
 use pi_condense_core::render::supersede::{Scan, SupMsg, SupersedeState, superseded_text};
 use pi_condense_core::render::{JsId, JsIdOf, Role, Text};
+use pi_condense_core::view::{ArgsMember, ArgsRead, call_args_path};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -18,7 +19,7 @@ use pyo3::types::{PyList, PyString};
 use crate::jsread::{
     self, K, Keys, Obj, is_dict, is_list, is_str, js_id, list_items, present, str_is, str_text,
 };
-use crate::protect::matcher_protects;
+use crate::protect::substring_protects;
 use crate::pystr::js_str_of;
 
 /// What a live pruner remembers of supersession between renders: the floor (the earliest
@@ -94,9 +95,30 @@ impl PySupersedeState {
     }
 }
 
+/// What one argument member of a toolCall block holds (`view::call_args_path`'s reader):
+/// missing, `null`, a dict whose `path` is a str (that str), or anything else.
+///
+/// # Safety
+/// `value` must be a live object (borrowed from a block the caller holds) and the GIL held
+/// (the borrow rule, lib.rs).
+unsafe fn args_read(keys: &Keys<'_>, value: Option<Obj>) -> ArgsRead<Obj> {
+    // SAFETY: `# Safety` above.
+    unsafe {
+        match present(value) {
+            None => ArgsRead::Absent,
+            Some(v) if v.is(ffi::Py_None()) => ArgsRead::Null,
+            Some(v) if is_dict(v) => match keys.get(v, K::Path) {
+                Some(p) if is_str(p) => ArgsRead::Path(p),
+                _ => ArgsRead::Other,
+            },
+            Some(_) => ArgsRead::Other,
+        }
+    }
+}
+
 /// `isProtected(block.name, args)` and `args.path` when it is a string, for a toolCall block
-/// given its `name`, `input`, `args` and `arguments` (`args = block.input ?? block.args ??
-/// block.arguments ?? {}`): the path, else `None`.
+/// given its `name`, `input`, `args` and `arguments` (the selection of `args` is
+/// `view::call_args_path`'s): the path, else `None`.
 ///
 /// # Safety
 /// The values must be live objects (borrowed from a block the caller holds) and the GIL
@@ -109,29 +131,25 @@ unsafe fn protected_path<'py>(
 ) -> PyResult<Option<JsStr>> {
     // SAFETY: `# Safety` above.
     unsafe {
-        let some = |v: Option<Obj>| present(v).filter(|v| !v.is(ffi::Py_None()));
-        let args = some(input)
-            .or_else(|| some(args))
-            .or_else(|| present(arguments));
-        let path = args
-            .filter(|a| is_dict(*a))
-            .and_then(|a| keys.get(a, K::Path))
-            .filter(|p| is_str(*p));
+        let path = call_args_path(|member| {
+            let value = match member {
+                ArgsMember::Input => input,
+                ArgsMember::Args => args,
+                ArgsMember::Arguments => arguments,
+            };
+            args_read(keys, value)
+        });
+        let path_text = || path.map(|p| str_text(py, p, false));
         let protected = match (matcher.rule(), present(name)) {
             (ToolRule::Names, Some(n)) if is_str(n) => {
                 let name = str_text(py, n, false);
-                let path = path.map(|p| str_text(py, p, false));
-                matcher.is_protected(Some(&name), path.as_deref())
+                matcher.is_protected(Some(&name), path_text().as_deref())
             }
-            (ToolRule::Names, _) => {
-                let path = path.map(|p| str_text(py, p, false));
-                matcher.is_protected(None, path.as_deref())
-            }
+            (ToolRule::Names, _) => matcher.is_protected(None, path_text().as_deref()),
             // A string `protectedTools` (reference mode): `String(name)` by substring.
             (ToolRule::Substring(_), name) => {
                 let name = name.map(|n| Borrowed::from_ptr(py, n.as_ptr()).to_owned());
-                let args = args.map(|a| Borrowed::from_ptr(py, a.as_ptr()).to_owned());
-                matcher_protects(matcher, keys, name.as_ref(), args.as_ref())?
+                substring_protects(matcher, name.as_ref(), path_text().as_deref())?
             }
         };
         match path {

@@ -34,9 +34,9 @@ use super::plan::Text;
 pub enum SupMsg {
     /// An assistant whose `content` is an array: its toolCall blocks in order, each with
     /// its id and, when `isProtected(block.name, args)` and `args.path` is a string, that
-    /// path (`args = block.input ?? block.args ?? block.arguments ?? {}`). A reader may leave
-    /// out a block without such a path unless an earlier block of the message has its id
-    /// (only the last block of an id counts).
+    /// path (`args = block.input ?? block.args ?? block.arguments ?? {}`, [`crate::view::call_args_path`]).
+    /// A reader may leave out a block without such a path unless an earlier block of the
+    /// message has its id (only the last block of an id counts).
     Assistant(Vec<(JsId, Option<JsStr>)>),
     /// A toolResult: its `toolCallId` and its `timestamp` when that is a number.
     ToolResult {
