@@ -2,7 +2,9 @@
 
 from collections.abc import Iterable as _Iterable
 from typing import Any as _Any
+from typing import Literal as _Literal
 from typing import final as _final
+from typing import overload as _overload
 
 # The module's own __all__ (pyo3 lists every name it adds); `python -m mypy.stubtest
 # pi_condense._core` (run by .ci/run) checks this stub against the built module.
@@ -37,6 +39,7 @@ __all__ = [
     "stringify",
     "stringify_bytes",
     "stringify_len",
+    "tool_call_args_member",
     "tool_result_text",
     "utf8_len",
     "utf16_len",
@@ -307,3 +310,7 @@ def locale_compare(a: str, b: str) -> int: ...
 
 # A toolResult message's text as a capture reads it (a nullish block skipped).
 def tool_result_text(message: object) -> str: ...
+@_overload
+def tool_call_args_member(block: object, detection: _Literal[True]) -> str: ...
+@_overload
+def tool_call_args_member(block: object, detection: bool = False) -> str | None: ...

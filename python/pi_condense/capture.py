@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from ._core import image_digest as _image_digest
-from ._core import tool_result_text
+from ._core import tool_call_args_member, tool_result_text
 from .config import Config
 from .js import json as jsjson
 from .js import time as jstime
@@ -90,12 +90,12 @@ def _nullish(value: Any) -> bool:
     return value is MISSING or value is None
 
 
-def _first_present(*values: Any) -> Any:
-    """``a ?? b ?? ...``; :data:`MISSING` when all are nullish."""
-    for value in values:
-        if not _nullish(value):
-            return value
-    return MISSING
+def _args_of(block: Any, detection: bool = False) -> Any:
+    """A toolCall block's args by the core's rule (``input ?? args ?? arguments``, or
+    ``input ?? arguments`` for chain detection); :data:`MISSING` when nullish."""
+    member = tool_call_args_member(block, detection)
+    value = MISSING if member is None else get_field(block, member)
+    return MISSING if _nullish(value) else value
 
 
 def _less(a: Any, b: Any) -> bool:
@@ -153,9 +153,7 @@ def _capture_call(block: Any, tool_results: Sequence[Any]) -> CapturedToolCall:
     match = next(
         (r for r in tool_results if strict_equal(get_field(r, "toolCallId"), block_id)), MISSING
     )
-    args = _first_present(
-        get_field(block, "input"), get_field(block, "args"), get_field(block, "arguments")
-    )
+    args = _args_of(block)
     call: CapturedToolCall = {
         "toolCallId": None if block_id is MISSING else block_id,
         "toolName": get_field(block, "name"),
@@ -320,7 +318,7 @@ def rescan_turns(
                 continue
             if exclude(
                 get_field(block, "name"),
-                _first_present(get_field(block, "input"), get_field(block, "arguments")),
+                _args_of(block, detection=True),
             ):
                 continue
             ready.append(block)

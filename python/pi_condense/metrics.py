@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, TypedDict, Union
 
+from ._core import tool_call_args_member
 from .capture import ProtectionPredicate, entry_time, is_chain_anchor_custom
 from .js import json as jsjson
 from .js.values import MISSING, get_field, js_round, strict_equal, to_string
@@ -441,7 +442,5 @@ class BranchMetrics:
 
 
 def _call_args(call: Any) -> Any:
-    value = get_field(call, "input")
-    if value is MISSING or value is None:
-        value = get_field(call, "arguments")
+    value = get_field(call, tool_call_args_member(call, detection=True))
     return None if value is MISSING else value

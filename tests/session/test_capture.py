@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import pytest
 
+from pi_condense._core import tool_call_args_member
 from pi_condense.branch_facts import branch_facts
 from pi_condense.capture import (
     CapturedBatch,
@@ -218,6 +219,39 @@ def test_capture_batch_args_alias_order() -> None:
     }
     calls = capture_batch(message, [], 0, 0).tool_calls
     assert [c["args"] for c in calls] == [{"v": 1}, {"v": 3}, {}]
+
+
+_MEMBER_VALUES: list[Any] = ["missing", None, ABSENT, {}, {"path": "a"}, "text", 0, False, []]
+
+
+def _js_nullish(value: Any) -> bool:
+    # `x ?? y` takes y when x is undefined (a missing member, or ABSENT) or null.
+    return value == "missing" or value is None or value is ABSENT
+
+
+@pytest.mark.parametrize("input_value", _MEMBER_VALUES)
+@pytest.mark.parametrize("args_value", _MEMBER_VALUES)
+@pytest.mark.parametrize("arguments_value", ["missing", None, {"v": 3}])
+def test_the_args_member_is_the_js_rule_in_every_reader(
+    input_value: Any, args_value: Any, arguments_value: Any
+) -> None:
+    values = {"input": input_value, "args": args_value, "arguments": arguments_value}
+    block = {"type": "toolCall", "id": "a", "name": "x"}
+    block.update({k: v for k, v in values.items() if v != "missing"})
+    # block.input ?? block.args ?? block.arguments ?? {}
+    call_member = next((k for k, v in values.items() if not _js_nullish(v)), None)
+    # block.input ?? block.arguments (chain detection, the exclude check, the metrics)
+    detection_member = "arguments" if _js_nullish(input_value) else "input"
+    assert tool_call_args_member(block) == call_member
+    assert tool_call_args_member(block, detection=True) == detection_member
+    message = {"role": "assistant", "content": [block]}
+    captured = capture_batch(message, [], 0, 0).tool_calls[0]["args"]
+    assert captured == ({} if call_member is None else values[call_member])
+
+
+def test_a_block_that_is_not_a_dict_has_no_args_member() -> None:
+    assert tool_call_args_member(["input"]) is None
+    assert tool_call_args_member("input", detection=True) == "arguments"
 
 
 # ---------------------------------------------------------------------------- rescan

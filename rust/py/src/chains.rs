@@ -44,6 +44,29 @@ fn get_some<'py>(keys: &Keys<'py>, dict: &Bound<'py, PyAny>, key: K) -> Option<B
     keys.get_bound(dict, key).filter(|v| !v.is_none())
 }
 
+/// The member a toolCall block's args are read from (`view::call_args_member`):
+/// `block.input ?? block.args ?? block.arguments`, the first that is neither missing nor
+/// `null` (`None` when none is); with `detection`, `block.input ?? block.arguments` as chain
+/// detection reads them (`view::detection_args_member`: always a member). A block that is
+/// not a dict has every member missing.
+#[pyfunction]
+#[pyo3(signature = (block, detection = false))]
+fn tool_call_args_member(block: &Bound<'_, PyAny>, detection: bool) -> Option<&'static str> {
+    let keys = Keys::new(block.py(), false);
+    let member = if detection {
+        Some(detection_args_member(
+            get_some(&keys, block, K::Input).is_none(),
+        ))
+    } else {
+        call_args_member(|member| get_some(&keys, block, K::of_args(member)).is_none())
+    };
+    member.map(|m| match m {
+        ArgsMember::Input => "input",
+        ArgsMember::Args => "args",
+        ArgsMember::Arguments => "arguments",
+    })
+}
+
 /// `list[i]` (a new reference; `None` past the end).
 fn list_item<'py>(list: &Bound<'py, PyList>, i: usize) -> Option<Bound<'py, PyAny>> {
     // SAFETY: `list` is a live list and the GIL is held; the borrowed item is taken as a new
@@ -731,5 +754,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(deterministic_body, m)?)?;
     m.add_function(wrap_pyfunction!(locale_compare, m)?)?;
     m.add_function(wrap_pyfunction!(tool_result_text_of, m)?)?;
+    m.add_function(wrap_pyfunction!(tool_call_args_member, m)?)?;
     Ok(())
 }
