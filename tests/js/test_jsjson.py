@@ -8,6 +8,7 @@ import json
 import math
 import random
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -732,7 +733,12 @@ def test_the_deep_parser_words_and_places_errors_as_json_loads(text: str) -> Non
     with pytest.raises(JsonError) as deep:
         loads_deep(text)
     where = f"line {error.lineno} column {error.colno} (char {error.pos})"
-    assert str(deep.value) == f"{error.msg}: {where}"
+    expected = f"{error.msg}: {where}"
+    if text == '{"a":1,}' and sys.version_info >= (3, 13):
+        # 3.13 words a trailing comma anew ("Illegal trailing comma before end of object");
+        # the parser keeps the wording of 3.11 and 3.12, which it names as the reference.
+        expected = "Expecting property name enclosed in double quotes: line 1 column 8 (char 7)"
+    assert str(deep.value) == expected
 
 
 def test_deep_errors_count_raw_lone_surrogates_as_one_character() -> None:
