@@ -77,7 +77,11 @@ impl<'py> PyValues<'py> {
 #[pyfunction]
 pub(super) fn loads_deep<'py>(text: &Bound<'py, PyString>) -> PyResult<(Bound<'py, PyAny>, usize)> {
     let py = text.py();
-    // SAFETY: `text` is a live str and the GIL is held.
+    // SAFETY: the GIL is held and `text` is our argument, so the caller keeps the str alive for
+    // the whole call. The view borrows the UTF-8 CPython caches on the str (or owns a copy of its
+    // code units), which never changes or moves once made. The parse below allocates Python
+    // objects, so the collector and finalizers may run while the view is in use; none of them
+    // can free `text` (the argument holds a reference) or change a str: the view stays valid.
     let read = unsafe { read_text(py, text.as_ptr())? };
     // Lone surrogates (not UTF-8) go to the parser as their escapes, put in at `inserted`.
     let mut inserted = Vec::new();
