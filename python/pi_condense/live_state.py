@@ -205,6 +205,8 @@ class Runtime:
 
     def refresh_status(self, value: Optional[str] = None) -> None:
         """``setPruneStatusWidget``: ``value`` or the computed status text, with the ``│``."""
+        if self.ui.status is _ignore_status:  # nobody shows it (a replay): nothing to compute
+            return
         if not self.config.show_prune_status_line:
             self.ui.status(None)
             return
