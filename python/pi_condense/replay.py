@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import os
 from collections import Counter
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
@@ -45,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
 from .branch_facts import pi_context_usage
-from .collector import collector_paused
 from .condenser import Condenser
 from .config import Config
 from .js import json as jsjson
@@ -448,8 +448,13 @@ class _Replayer:
         # `_context_call` returns: with the cyclic collector paused until then they are
         # freed by reference counting instead of surviving a collection into the old
         # generation, whose growth starts full collections of the whole (large) heap.
-        with collector_paused():
+        running = gc.isenabled()  # collector_paused(), without a generator per call
+        gc.disable()
+        try:
             await self._context_call(assistant)
+        finally:
+            if running:
+                gc.enable()
 
     async def _context_call(self, assistant: Mapping[str, Any]) -> None:
         self.counts["llmCalls"] += 1

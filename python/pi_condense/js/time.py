@@ -136,7 +136,8 @@ def date_parse(text: str) -> float:
     if hour > 24 or (hour == 24 and (minute or second or millis)):
         return _NAN
     days = _days_from_civil(year, month, day)
-    value = time_clip(days * _MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + millis)
+    # A 4-digit year is well inside TimeClip's range: the int is its own TimeClip.
+    value = days * _MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + millis
     _last_parsed = (text, value)
     return value
 
