@@ -113,9 +113,10 @@ def _is_legacy_form(separator: str | None, zone: str | None) -> bool:
     return separator == " " or (separator is None and zone is not None)
 
 
-# The last canonical text parsed and its value, and the last time value printed and its
-# text: a replay reads and writes each entry's timestamp several times in a row.
-_last_parsed: tuple[str, float] = ("", _NAN)
+# The canonical texts parsed lately and their values, and the last time value printed and
+# its text: a replay reads each entry's timestamp several times, and writes it in a row.
+_parsed: dict[str, float] = {}
+_PARSED_MAX = 4096
 _last_printed: tuple[int, str] = (-1, "1969-12-31T23:59:59.999Z")
 _dates: dict[int, str] = {}
 """``YYYY-MM-DD`` (or ``±YYYYYY-MM-DD``) of a day since the epoch, as printed."""
@@ -123,10 +124,10 @@ _dates: dict[int, str] = {}
 
 def date_parse(text: str) -> float:
     """``Date.parse(text)`` (see the module docstring for the accepted forms)."""
-    global _last_parsed
-    last = _last_parsed
-    if type(text) is str and last[0] == text:
-        return last[1]
+    if type(text) is str:
+        known = _parsed.get(text)
+        if known is not None:
+            return known
     canonical = _CANONICAL_RE.fullmatch(text)
     if canonical is None:
         return _date_parse_any(text)
@@ -138,7 +139,10 @@ def date_parse(text: str) -> float:
     days = _days_from_civil(year, month, day)
     # A 4-digit year is well inside TimeClip's range: the int is its own TimeClip.
     value = days * _MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + millis
-    _last_parsed = (text, value)
+    if type(text) is str:
+        if len(_parsed) >= _PARSED_MAX:
+            _parsed.clear()
+        _parsed[text] = value
     return value
 
 
