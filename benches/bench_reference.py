@@ -19,8 +19,9 @@ start-up included, on the raw fixture ``large-session`` scaled by ``generate.sca
   cost, subtracted for the growth exponent's second form.
 
 x1 and x3 alternate reference and ours within each round; x10 and x30 (and x100 with
-``--x100``) are ours only. Each figure is the fastest of ``--rounds`` rounds (x30 and x100:
-``--big-rounds``). Both sides' model-call counts are checked (453 per copy).
+``--x100``) are ours only (``--no-growth`` leaves them out: x1 and x3 only). Each figure is
+the fastest of ``--rounds`` rounds (x30 and x100: ``--big-rounds``).
+Both sides' model-call counts are checked (453 per copy).
 
 The growth exponent is ``log(cpu_hi / cpu_lo) / log(hi / lo)`` from x10 to x100 when x100 is
 measured, else from x10 to x30 (the output says which), once on the command's CPU and once
@@ -126,6 +127,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument(
         "--x100", action="store_true", help="also ours at x100 (exponent x10->x100)"
     )
+    parser.add_argument(
+        "--no-growth",
+        action="store_true",
+        help="only x1 and x3 (and the start-up): no x10 / x30 / x100, no growth exponent",
+    )
     parser.add_argument("--reference", help="reference checkout (default $PI_CONDENSE_REFERENCE)")
     parser.add_argument("--runner", help="reference runner (default $PI_CONDENSE_REFERENCE_RUNNER)")
     parser.add_argument("--deno", help="deno executable (default $PI_CONDENSE_DENO, then PATH)")
@@ -156,7 +162,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not args.json:
             print(f"  {side:9} x{copies:<3} {cpu:8.2f} s", file=sys.stderr, flush=True)
 
-    big = [30, 100] if args.x100 else [30]
+    big = [] if args.no_growth else [30, 100] if args.x100 else [30]
+    scales = (1, 3) if args.no_growth else (1, 3, 10, *big)
     with tempfile.TemporaryDirectory(prefix="pi-condense-refbench-") as tmp:
         work = Path(tmp)
         config = work / "config.json"
@@ -165,7 +172,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         tiny = work / "startup.jsonl"
         with x1.open("rb") as f:
             tiny.write_bytes(b"".join(f.readline() for _ in range(STARTUP_LINES)))
-        sessions = {copies: generate.scaled_session(SOURCE, copies) for copies in (1, 3, 10, *big)}
+        sessions = {copies: generate.scaled_session(SOURCE, copies) for copies in scales}
         for _ in range(args.rounds):
             keep("startup", 0, *ours(tiny, config, work / "startup.condensed.jsonl"))
             for copies in (1, 3):
@@ -176,13 +183,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                         *reference.condense(sessions[copies], config, work / f"ref{copies}"),
                     )
                 keep("ours", copies, *ours(sessions[copies], config, work / f"x{copies}.jsonl"))
-            keep("ours", 10, *ours(sessions[10], config, work / "x10.jsonl"))
+            if not args.no_growth:
+                keep("ours", 10, *ours(sessions[10], config, work / "x10.jsonl"))
         for _ in range(args.big_rounds):
             for copies in big:
                 keep("ours", copies, *ours(sessions[copies], config, work / f"x{copies}.jsonl"))
 
     startup = best["startup", 0]
-    hi = big[-1]
     result: dict[str, object] = {
         "source": SOURCE,
         "config": CONFIG,
@@ -195,26 +202,30 @@ def main(argv: Optional[list[str]] = None) -> int:
             for copies in (1, 3)
             if ("reference", copies) in best
         },
-        "growth": {
+    }
+    if big:
+        hi = big[-1]
+        result["growth"] = {
             "from": 10,
             "to": hi,
             "exponent": round(exponent(best["ours", 10], best["ours", hi], hi / 10), 3),
             "exponentLessStartup": round(
                 exponent(best["ours", 10] - startup, best["ours", hi] - startup, hi / 10), 3
             ),
-        },
-    }
+        }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"\ncondense CPU (s, fastest of {args.rounds} / {args.big_rounds} rounds), {SOURCE}")
     print(f"{'scale':>6} {'reference':>10} {'ours':>8} {'ref / ours':>11}")
-    for copies in (1, 3, 10, *big):
+    for copies in scales:
         ref = best.get(("reference", copies))
         ratio = f"{ref / best['ours', copies]:10.1f}x" if ref else f"{'-':>11}"
         shown = f"{ref:.2f}" if ref else "-"
         print(f"{'x' + str(copies):>6} {shown:>10} {best['ours', copies]:8.2f} {ratio}")
     print(f"start-up (one-call condense): {startup:.2f} s")
+    if not big:
+        return 0
     growth = result["growth"]
     assert isinstance(growth, dict)
     print(

@@ -83,7 +83,9 @@ class CapturedBatch:
 
     def with_calls(self, tool_calls: list[CapturedToolCall]) -> CapturedBatch:
         """A shallow copy holding ``tool_calls`` instead (``{...batch, toolCalls}``)."""
-        return dataclasses.replace(self, tool_calls=tool_calls)
+        return CapturedBatch(
+            self.turn_index, self.timestamp, self.assistant_text, tool_calls, self.user_turn_group
+        )
 
 
 def _nullish(value: Any) -> bool:
@@ -118,7 +120,13 @@ def _blocks(message: Any, kind: str) -> list[Any]:
     content = get_field(message, "content")
     if not isinstance(content, list):
         return []
-    return [block for block in content if strict_equal(get_field(block, "type"), kind)]
+    # strict_equal(get_field(block, "type"), kind) for a str ``kind``, inlined: a str member
+    # equal to it (no other value is === to a string)
+    return [
+        block
+        for block in content
+        if isinstance(block, dict) and isinstance(t := block.get("type"), str) and t == kind
+    ]
 
 
 def image_digest(data: Any) -> str:

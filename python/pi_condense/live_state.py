@@ -130,6 +130,7 @@ class Runtime:
     _protection: Optional[tuple[Config, ProtectionPredicate]] = field(
         default=None, init=False, repr=False
     )
+    _facts: Optional[tuple[SessionFile, BranchFacts]] = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.diagnostics is None:
@@ -177,7 +178,12 @@ class Runtime:
 
     def facts(self) -> BranchFacts:
         """The session branch's facts, brought up to date."""
-        return branch_facts(self.session)
+        known = self._facts
+        if known is not None and known[0] is self.session:
+            return known[1].update()  # the session's shared facts, without the table lookup
+        facts = branch_facts(self.session)
+        self._facts = (self.session, facts)
+        return facts
 
     def capture_pending(self, *, rethrow: bool = False) -> list[CapturedBatch]:
         """Rescan + trim + group (``capturePendingBatches``); without ``rethrow`` a failing
@@ -205,6 +211,8 @@ class Runtime:
 
     def refresh_status(self, value: Optional[str] = None) -> None:
         """``setPruneStatusWidget``: ``value`` or the computed status text, with the ``│``."""
+        if self.ui.status is _ignore_status:  # nobody shows it (a replay): nothing to compute
+            return
         if not self.config.show_prune_status_line:
             self.ui.status(None)
             return

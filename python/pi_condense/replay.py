@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import os
 from collections import Counter
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
@@ -45,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
 from .branch_facts import pi_context_usage
-from .collector import collector_paused
 from .condenser import Condenser
 from .config import Config
 from .js import json as jsjson
@@ -347,6 +347,15 @@ class _Replayer:
         self._json[id(message)] = (message, text if self._keep_texts else None, length)
         return text, length
 
+    def _length_of(self, message: Any) -> int:
+        """The UTF-16 length of ``message``'s JSON (measured without the text)."""
+        cached = self._json.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[2]
+        length = jsjson.length(message)
+        self._json[id(message)] = (message, None, length)
+        return length
+
     def _map_last(self, entry: Mapping[str, Any]) -> None:
         source_id = entry.get("id")
         leaf = self.session.leaf_id
@@ -414,14 +423,19 @@ class _Replayer:
         done = len(self._lengths)
         if done == len(self.messages):
             return
-        texts: list[str] = []
-        for message in self.messages[done:]:
-            text, length = self._json_of(message)
-            texts.append(text)
-            self._lengths.append(length)
-            self._chars += length
         if self._keep_texts:
+            texts: list[str] = []
+            for message in self.messages[done:]:
+                text, length = self._json_of(message)
+                texts.append(text)
+                self._lengths.append(length)
+                self._chars += length
             self._texts.extend(texts)
+        else:  # only the sizes are kept: no text is made
+            for message in self.messages[done:]:
+                length = self._length_of(message)
+                self._lengths.append(length)
+                self._chars += length
         if self._reuse_copies:
             fresh = self.messages[done:]
             if self._keep_texts:  # the pool's outputs are found by position
@@ -434,8 +448,13 @@ class _Replayer:
         # `_context_call` returns: with the cyclic collector paused until then they are
         # freed by reference counting instead of surviving a collection into the old
         # generation, whose growth starts full collections of the whole (large) heap.
-        with collector_paused():
+        running = gc.isenabled()  # collector_paused(), without a generator per call
+        gc.disable()
+        try:
             await self._context_call(assistant)
+        finally:
+            if running:
+                gc.enable()
 
     async def _context_call(self, assistant: Mapping[str, Any]) -> None:
         self.counts["llmCalls"] += 1
@@ -450,7 +469,10 @@ class _Replayer:
         outputs: Sequence[str] = texts
         out_lengths: Optional[Sequence[int]] = lengths
         output_chars: Optional[int] = None
-        if changed and not self.contexts.keep_pool and self._reuse_copies:
+        if not self.contexts.keep_pool and not changed:
+            # Only the size is kept: the input's, the lengths are not summed again.
+            out_lengths, output_chars = None, input_chars
+        elif changed and not self.contexts.keep_pool and self._reuse_copies:
             # Only the size is kept: render measured the array it returned.
             out_lengths, output_chars = None, result.after_chars
         elif changed:

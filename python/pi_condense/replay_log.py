@@ -45,7 +45,10 @@ class FrozenClock:
         self.ms: Number = ms
 
     def __call__(self) -> int:
-        return int(self.ms) if float(self.ms).is_integer() else self.ms  # type: ignore[return-value]
+        ms = self.ms
+        if type(ms) is int:
+            return ms
+        return int(ms) if float(ms).is_integer() else ms  # type: ignore[return-value]
 
     def set(self, ms: Optional[Number]) -> None:
         """Freeze the clock at ``ms`` (ignored when None or not finite)."""

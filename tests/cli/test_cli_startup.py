@@ -271,3 +271,21 @@ def test_condense_help_still_loads_typer(tmp_path: Path) -> None:
     assert "exit 0" in stderr, stderr
     assert "--in-place" in stdout
     assert "typer" in loaded
+
+
+API_CLIENTS = (
+    "pi_condense.summarize.openai_client",
+    "pi_condense.summarize.anthropic_client",
+    "email.utils",
+)
+"""Not needed offline: the model clients, and the parser of an HTTP-date ``Retry-After``."""
+
+
+def test_offline_condense_loads_no_api_client(tmp_path: Path) -> None:
+    # `--summarizer default` runs offline: the model clients load with the first one made.
+    out = tmp_path / "out.jsonl"
+    argv = ["condense", str(EXAMPLE), "-o", str(out), "--summarizer", "default", "--json"]
+    loaded, stdout, stderr = _loaded(argv, tmp_path, API_CLIENTS)
+    assert "exit 0" in stderr, stderr
+    assert json.loads(stdout)["llmCalls"] > 0
+    assert loaded == []

@@ -992,3 +992,21 @@ def test_v1_ids_are_stable_across_loads_without_an_injected_id_source(
     assert all(len(i) == 8 and int(i, 16) >= 0 for i in ids)
     # still a single linear branch, as Pi's migration builds it
     assert [e["parentId"] for e in first.entries] == [None, *ids[:-1]]
+
+
+@given(
+    st.lists(
+        st.integers(-62135596800000, 253402300799999) | st.floats(-1e13, 1e13),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_to_iso_string_of_any_sequence_agrees_with_datetime(values: list[float]) -> None:
+    # The printer remembers the last value and the days it printed: neither may go stale.
+    from datetime import UTC, datetime, timedelta
+
+    for ms in [*values, *values[::-1], *values]:
+        when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=int(ms))
+        clock = f"{when.hour:02d}:{when.minute:02d}:{when.second:02d}"
+        day = f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+        assert jstime.to_iso_string(ms) == f"{day}T{clock}.{when.microsecond // 1000:03d}Z"

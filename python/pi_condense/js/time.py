@@ -113,8 +113,21 @@ def _is_legacy_form(separator: str | None, zone: str | None) -> bool:
     return separator == " " or (separator is None and zone is not None)
 
 
+# The canonical texts parsed lately and their values, and the last time value printed and
+# its text: a replay reads each entry's timestamp several times, and writes it in a row.
+_parsed: dict[str, float] = {}
+_PARSED_MAX = 4096
+_last_printed: tuple[int, str] = (-1, "1969-12-31T23:59:59.999Z")
+_dates: dict[int, str] = {}
+"""``YYYY-MM-DD`` (or ``±YYYYYY-MM-DD``) of a day since the epoch, as printed."""
+
+
 def date_parse(text: str) -> float:
     """``Date.parse(text)`` (see the module docstring for the accepted forms)."""
+    if type(text) is str:
+        known = _parsed.get(text)
+        if known is not None:
+            return known
     canonical = _CANONICAL_RE.fullmatch(text)
     if canonical is None:
         return _date_parse_any(text)
@@ -124,7 +137,13 @@ def date_parse(text: str) -> float:
     if hour > 24 or (hour == 24 and (minute or second or millis)):
         return _NAN
     days = _days_from_civil(year, month, day)
-    return time_clip(days * _MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + millis)
+    # A 4-digit year is well inside TimeClip's range: the int is its own TimeClip.
+    value = days * _MS_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1000 + millis
+    if type(text) is str:
+        if len(_parsed) >= _PARSED_MAX:
+            _parsed.clear()
+        _parsed[text] = value
+    return value
 
 
 def _date_parse_any(text: str) -> float:
@@ -190,15 +209,29 @@ def to_iso_string(ms: float) -> str:
     Years outside 0..9999 use the expanded ``±YYYYYY`` form. Raises ``ValueError`` (JS
     ``RangeError``) for an invalid time value.
     """
-    clipped = time_clip(float(ms))
-    if math.isnan(clipped):
-        raise ValueError(f"invalid time value: {ms!r}")
-    total = int(clipped)
+    global _last_printed
+    if type(ms) is int and -MAX_TIME_MS <= ms <= MAX_TIME_MS:
+        total = ms  # exact as a double (below 2**53): what time_clip would give
+    else:
+        clipped = time_clip(float(ms))
+        if math.isnan(clipped):
+            raise ValueError(f"invalid time value: {ms!r}")
+        total = int(clipped)
+    last = _last_printed
+    if last[0] == total:
+        return last[1]
     days, rem = divmod(total, _MS_PER_DAY)
-    year, month, day = _civil_from_days(days)
+    date = _dates.get(days)
+    if date is None:
+        if len(_dates) >= 4096:
+            _dates.clear()
+        year, month, day = _civil_from_days(days)
+        sign = "-" if year < 0 else "+"
+        year_text = f"{year:04d}" if 0 <= year <= 9999 else f"{sign}{abs(year):06d}"
+        date = _dates[days] = f"{year_text}-{month:02d}-{day:02d}"
     seconds, millis = divmod(rem, 1000)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    sign = "-" if year < 0 else "+"
-    year_text = f"{year:04d}" if 0 <= year <= 9999 else f"{sign}{abs(year):06d}"
-    return f"{year_text}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+    text = f"{date}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+    _last_printed = (total, text)
+    return text

@@ -193,6 +193,8 @@ def parse_float(text: str) -> Optional[float]:
 def strict_equal(a: Any, b: Any) -> bool:
     """``a === b``: numbers by value (NaN unequal, ``0 === -0``), strings by content, objects
     and arrays by identity, ``undefined`` only with ``undefined``."""
+    if type(a) is str and type(b) is str:  # the common case, first
+        return a == b
     if is_undefined(a) or is_undefined(b):
         return is_undefined(a) and is_undefined(b)
     if isinstance(a, bool) or isinstance(b, bool):

@@ -214,6 +214,11 @@ def _key_args(args: Any) -> str:
 
 
 def _is_error_line(line: str) -> bool:
+    if line.isascii():  # as _ERROR_WORDS matches it, many times faster: its lower case
+        lowered = line.lower()
+        if any(word in lowered for word in _ERROR_WORD_LIST):
+            return True
+        return "E" in line and _ERRNO.search(line) is not None
     return _ERROR_WORDS.search(line) is not None or _ERRNO.search(line) is not None
 
 

@@ -18,15 +18,17 @@ The model part is everything after the first `:` (model ids may hold `/` and `:`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..config import Config
 from ..errors import CondenseError
-from .anthropic_client import AnthropicSummarizer
 from .base import Summarizer
 from .conformance import ConformanceSummarizer
 from .deterministic import DeterministicSummarizer
-from .openai_client import OpenAISummarizer
+
+if TYPE_CHECKING:  # the API clients load with the first one made (`condense` runs offline)
+    from .anthropic_client import AnthropicSummarizer
+    from .openai_client import OpenAISummarizer
 
 __all__ = ["OPENAI_COMPATIBLE_SERVERS", "SummarizerSpecError", "make_summarizer"]
 
@@ -69,15 +71,27 @@ def make_summarizer(
     model = model.strip()
     if not sep or not model:
         raise SummarizerSpecError(f"unknown summarizer {spec!r}; expected one of: {_FORMS}")
-    if kind == "openai":
-        return OpenAISummarizer(model, base_url=base_url, prices=prices)
     if kind == "anthropic":
-        return AnthropicSummarizer(model, base_url=base_url, prices=prices)
+        return _anthropic()(model, base_url=base_url, prices=prices)
+    if kind == "openai":
+        return _openai()(model, base_url=base_url, prices=prices)
     if kind in OPENAI_COMPATIBLE_SERVERS:
-        return OpenAISummarizer(
+        return _openai()(
             model,
             base_url=base_url or OPENAI_COMPATIBLE_SERVERS[kind],
             provider=kind,
             prices=prices,
         )
     raise SummarizerSpecError(f"unknown summarizer {spec!r}; expected one of: {_FORMS}")
+
+
+def _openai() -> type[OpenAISummarizer]:
+    from .openai_client import OpenAISummarizer
+
+    return OpenAISummarizer
+
+
+def _anthropic() -> type[AnthropicSummarizer]:
+    from .anthropic_client import AnthropicSummarizer
+
+    return AnthropicSummarizer

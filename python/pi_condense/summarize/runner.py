@@ -21,7 +21,6 @@ flight at once.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import importlib
 import logging
 import math
@@ -124,6 +123,8 @@ def retry_after_seconds(
     try:
         seconds = float(text)
     except ValueError:
+        import email.utils  # only for an HTTP-date Retry-After: not at start-up
+
         try:
             when = email.utils.parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
