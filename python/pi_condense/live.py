@@ -36,7 +36,7 @@ import threading
 import uuid
 import warnings
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -801,12 +801,19 @@ class LiveDriver(Generic[H]):
     def _adopt(self, messages: list[dict[str, Any]]) -> None:
         """Store ``messages`` without replaying their events, then rebuild the pruner's state
         from the session (the extension's reload path: it finds the work left to summarize)."""
-        for bare in messages:
-            message = dict(bare)
-            message["timestamp"] = self._next_timestamp()
-            entry_id = self._session.append_message(message)
-            self._raw.append(message)
-            self._known.append(_Known(message, bare, entry_id))
+        stamped: list[dict[str, Any]] = []
+
+        def stamp() -> Iterator[dict[str, Any]]:
+            # each timestamp read as the session takes its message, as one append at a time
+            for bare in messages:
+                message = dict(bare)
+                message["timestamp"] = self._next_timestamp()
+                stamped.append(message)
+                yield message
+
+        ids = self._session.append_messages(stamp())
+        self._raw.extend(stamped)
+        self._known.extend(map(_Known, stamped, messages, ids))
         self.stats.messages_seen += len(messages)
         self.stats.adopted += len(messages)
         self._condenser.session_tree()
