@@ -400,3 +400,16 @@ def test_a_late_join_stores_the_earlier_runs_in_one_write(
     assert reloaded.warnings == []
     assert sum(e["type"] == "message" for e in reloaded.entries) == hook.stats.messages_seen
     hook.close()
+
+
+def test_a_hook_that_defers_its_join_condenses_from_the_next_call(tmp_path: Path) -> None:
+    history = [item for prompt in range(8) for step in responses_steps(prompt, 3) for item in step]
+    history.append({"role": "user", "content": "and now?"})
+    hook = CondenseFilter(session=tmp_path / "s.jsonl", clock=Clock(), join="defer")
+    first = hook.condense(history)
+    assert json.dumps(first) == json.dumps(history)  # stored, not condensed yet
+    assert hook.stats.adopted == hook.stats.messages_seen
+    second = hook.condense(fresh(history))
+    assert "ref `" in json.dumps(second)
+    assert len(json.dumps(second)) < 0.5 * len(json.dumps(history))
+    hook.close()
