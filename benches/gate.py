@@ -28,6 +28,7 @@ hook-*      a framework hook per model call, fresh objects  -       see PAIRS
 hook-trim   Agents SDK hook, 10k fresh / ToolOutputTrimmer  1.5     1.5
 hook-same   Agents SDK hook, 10k same objects / dumps       1.0     1.5
 late-join   first hook call on 10k / decode + cold render   1.5     55
+join-defer  the same hook, ``join="defer"`` / the same      1.5     12
 cx3         condense x3 / x1, per model call                1.5     1.5
 cx10        condense x10 / x1, per model call               1.5     2.0
 live        Condenser events+context() / render, 10k        1.3     1.5
@@ -176,6 +177,14 @@ PAIRS = (
     Pair("hook-trim", "CondenseFilter, 10k fresh", "ToolOutputTrimmer, same copy", 1.5, 1.5),
     Pair("hook-same", "CondenseFilter, 10k same objects", "orjson.dumps(history)", 1.0, 1.5),
     Pair("late-join", "CondenseFilter, first call, 10k", "decode + cold render", 1.5, 55.0),
+    Pair(
+        "join-defer",
+        "CondenseFilter(join=defer), first call",
+        "decode + cold render",
+        1.5,
+        12.0,
+        "late-join",
+    ),
     Pair("hook-langchain", "CondenseMiddleware, 10k fresh", "messages_to_dict+dumps", None, 1.0),
     Pair("hook-pydantic-ai", "CondenseHistory, 10k fresh", "ModelMessages dump_json", None, 0.75),
     Pair("condense-x3", "condense x3, per model call", "condense x1, per call", 1.5, 1.5),
