@@ -17,12 +17,14 @@ from pi_condense.session import SessionFile
 
 
 class Clock:
+    """Epoch ms that move on every third reading (entries made in one millisecond)."""
+
     def __init__(self) -> None:
-        self.now = 1_760_000_000_000
+        self.readings = 0
 
     def __call__(self) -> int:
-        self.now += 3
-        return self.now
+        self.readings += 1
+        return 1_760_000_000_000 + self.readings // 3
 
 
 def ids() -> Any:

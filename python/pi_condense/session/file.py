@@ -881,10 +881,15 @@ class SessionFile(EntryIndex):
         ids: list[str] = []
         taken: set[Any] = set()
         lines: list[str] = []
+        reading: Any = None
+        timestamp = ""
         for fields in batch:
             entry_id = self._generate_id(taken)
             taken.add(map_key(entry_id))
-            timestamp = jstime.to_iso_string(self._clock())
+            ms = self._clock()
+            if type(ms) is not int or ms != reading:  # (many entries share a millisecond)
+                timestamp = jstime.to_iso_string(ms)
+                reading = ms
             lines.append(jsjson.dumps(ordered_entry(fields, entry_id, leaf, timestamp)))
             ids.append(entry_id)
             leaf = entry_id
