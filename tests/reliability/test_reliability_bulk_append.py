@@ -129,3 +129,18 @@ def test_a_bulk_append_cut_by_the_file_size_limit_leaves_no_entry(tmp_path: Path
     reloaded = SessionFile.load(path)
     assert reloaded.warnings == []
     assert [e.get("customType") for e in reloaded.entries] == ["x", "pi"]
+
+
+def test_a_session_in_memory_takes_them_as_one_at_a_time() -> None:
+    made = []
+    for bulk in (False, True):
+        session = SessionFile.in_memory("/w", session_id="sid", clock=Clock(), id_source=ids())
+        messages = [message(n) for n in range(5)]  # (the id source has five ids)
+        if bulk:
+            session.append_messages(messages)
+        else:
+            for m in messages:
+                session.append_message(m)
+        made.append((session.entries, session.branch(), session.leaf_id))
+    assert made[0] == made[1]
+    assert len(made[1][0]) == 5
