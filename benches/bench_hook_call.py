@@ -16,6 +16,9 @@ calls with ~1.5 KB outputs and a final answer (10,000 items). Pairs, each divide
   Target <= 1.5x. The late join takes the history in as Pi opens a session and summarizes
   what is pending at once (4,000 tool outputs with the offline summarizer), so its ratio is
   mostly that flush and the 19k session entries it writes (docs/performance.md, the table).
+- ``join-defer``: the same first call of a hook made with ``join="defer"``, which stores
+  the history and renders it, leaving the backlog's summaries to the next call; divided by
+  the same baseline. Target <= 1.5x.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import pytest
 from bench_hook_adapters import Prepared
 from pi_condense.adapters.openai_responses import OpenAIResponsesCodec
 from pi_condense.integrations.openai_agents import CondenseFilter
+from pi_condense.live import JoinMode
 from pi_condense.render import render
 from pi_condense.state import PrunerState
 
@@ -106,14 +110,17 @@ class LateJoin:
         self.state = PrunerState.from_session(self.session)
         self.config = hook.driver.condenser.config
 
-    def fresh_hook(self) -> CondenseFilter:
+    def fresh_hook(self, join: JoinMode = "flush") -> CondenseFilter:
         self.rounds += 1
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return CondenseFilter(session=self.directory / f"late-{self.rounds}.jsonl")
+            return CondenseFilter(session=self.directory / f"late-{self.rounds}.jsonl", join=join)
 
     def subject(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.fresh_hook(), orjson.loads(self.json)), {}
+
+    def deferring(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (self.fresh_hook("defer"), orjson.loads(self.json)), {}
 
     def baseline(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         self.state.sizes.clear()
@@ -139,3 +146,9 @@ def test_hook_late_join(benchmark: Any, record: Record, late: LateJoin) -> None:
     result = benchmark.pedantic(CondenseFilter.condense, setup=late.subject, rounds=LATE_ROUNDS)
     record(benchmark, "late-join", "subject", SCALE)
     assert len(orjson.dumps(result)) < 0.5 * len(late.json)
+
+
+def test_hook_late_join_deferred(benchmark: Any, record: Record, late: LateJoin) -> None:
+    result = benchmark.pedantic(CondenseFilter.condense, setup=late.deferring, rounds=LATE_ROUNDS)
+    record(benchmark, "join-defer", "subject", SCALE)
+    assert len(result) == late.items  # stored and rendered, the backlog not summarized yet

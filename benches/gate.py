@@ -28,6 +28,7 @@ hook-*      a framework hook per model call, fresh objects  -       see PAIRS
 hook-trim   Agents SDK hook, 10k fresh / ToolOutputTrimmer  1.5     1.5
 hook-same   Agents SDK hook, 10k same objects / dumps       1.0     1.5
 late-join   first hook call on 10k / decode + cold render   1.5     55
+join-defer  the same hook, ``join="defer"`` / the same      1.5     12
 cx3         condense x3 / x1, per model call                1.5     1.5
 cx10        condense x10 / x1, per model call               1.5     2.0
 live        Condenser events+context() / render, 10k        1.3     1.5
@@ -79,7 +80,11 @@ conditions), so its bound went from 130 to 55; most of what is left is writing t
 native deep prefix comparison and the join's batched appends (``SessionFile.batched()``),
 three runs measured ``hook-agents`` 2.18-2.32 and ``late-join`` 28.0-30.2 (2.15-2.87 and
 33.2-35.9 before them, the same loaded machine); a gate run beside a Rust build 3.9 (median
-2.2) and 34.6.
+2.2) and 34.6. With the join's messages stored as one append (``append_messages``), two runs
+alternated with the code before on the loaded machine (load average 7-8) measured
+``late-join`` 27.7-28.9 against 37.3-42.2, and ``join-defer`` (a hook made with
+``join="defer"``: the backlog's flush left to the next call) 4.6-5.1; its target stays 1.5
+(storing the 16 MB of lines is about half of it), its bound 12 is a regression bound.
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
@@ -176,6 +181,14 @@ PAIRS = (
     Pair("hook-trim", "CondenseFilter, 10k fresh", "ToolOutputTrimmer, same copy", 1.5, 1.5),
     Pair("hook-same", "CondenseFilter, 10k same objects", "orjson.dumps(history)", 1.0, 1.5),
     Pair("late-join", "CondenseFilter, first call, 10k", "decode + cold render", 1.5, 55.0),
+    Pair(
+        "join-defer",
+        "CondenseFilter(join=defer), first call",
+        "decode + cold render",
+        1.5,
+        12.0,
+        "late-join",
+    ),
     Pair("hook-langchain", "CondenseMiddleware, 10k fresh", "messages_to_dict+dumps", None, 1.0),
     Pair("hook-pydantic-ai", "CondenseHistory, 10k fresh", "ModelMessages dump_json", None, 0.75),
     Pair("condense-x3", "condense x3, per model call", "condense x1, per call", 1.5, 1.5),

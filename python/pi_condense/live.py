@@ -36,11 +36,11 @@ import threading
 import uuid
 import warnings
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generic, Optional, TypeVar, Union
+from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
 
 from . import _core
 from .adapters.base import Codec, Out, Unit, unit_messages
@@ -65,6 +65,7 @@ from .usage import TokenMemo
 
 __all__ = [
     "ENV_SESSION_DIR",
+    "JoinMode",
     "LiveDriver",
     "LiveStats",
     "SessionSpec",
@@ -77,6 +78,9 @@ log = logging.getLogger(__name__)
 
 H = TypeVar("H")
 T = TypeVar("T")
+
+JoinMode = Literal["flush", "defer"]
+"""What a late join does with the backlog (see :class:`LiveDriver`'s ``join``)."""
 
 SessionSpec = Union[SessionFile, str, "os.PathLike[str]", None]
 """A session: a :class:`SessionFile`, a path (loaded, or created when missing), ``":memory:"``
@@ -435,6 +439,12 @@ class LiveDriver(Generic[H]):
     ``context_window`` sizes the budget triggers' usage estimate; ``clock`` gives epoch ms.
     ``spill_paths``: the host's model has a tool that reads local files (a spill stub then
     also names the sidecar's path, as Pi's does); by default it names only its ref.
+    ``join``: what the first call on a history holding whole earlier runs the session does
+    not have (a driver turned on mid-conversation) does with them: ``"flush"`` (default)
+    stores them and summarizes everything pending before rendering, so that first request is
+    condensed; ``"defer"`` only stores them and renders (the request condensed only by what
+    the session already held), and the next call (or :meth:`flush`) summarizes the backlog
+    first: a fast first call, a costly second one.
     """
 
     def __init__(
@@ -449,8 +459,13 @@ class LiveDriver(Generic[H]):
         clock: Optional[Callable[[], int]] = None,
         notify: Optional[Callable[[str, str], None]] = None,
         spill_paths: bool = False,
+        join: JoinMode = "flush",
     ) -> None:
+        if join not in ("flush", "defer"):
+            raise ValueError(f"join must be 'flush' or 'defer', not {join!r}")
         self.codec = codec
+        self._join: JoinMode = join
+        self._owed = False  # a deferred join left the backlog's flush to the next call
         self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
         self._session_clock = clock
         self._cwd = cwd if cwd is not None else os.getcwd()
@@ -798,18 +813,27 @@ class LiveDriver(Generic[H]):
                 self._run = _Run(active=True)
         await self._deliver(bare)
 
-    def _adopt(self, messages: list[dict[str, Any]]) -> None:
-        """Store ``messages`` without replaying their events, then rebuild the pruner's state
-        from the session (the extension's reload path: it finds the work left to summarize)."""
-        for bare in messages:
-            message = dict(bare)
-            message["timestamp"] = self._next_timestamp()
-            entry_id = self._session.append_message(message)
-            self._raw.append(message)
-            self._known.append(_Known(message, bare, entry_id))
+    def _adopt(self, messages: list[dict[str, Any]], reload: bool = True) -> None:
+        """Store ``messages`` without replaying their events, then (``reload``) rebuild the
+        pruner's state from the session (the extension's reload path: it finds the work left
+        to summarize; the messages add no state entries, so a render needs no rebuild)."""
+        stamped: list[dict[str, Any]] = []
+
+        def stamp() -> Iterator[dict[str, Any]]:
+            # each timestamp read as the session takes its message, as one append at a time
+            for bare in messages:
+                message = dict(bare)
+                message["timestamp"] = self._next_timestamp()
+                stamped.append(message)
+                yield message
+
+        ids = self._session.append_messages(stamp())
+        self._raw.extend(stamped)
+        self._known.extend(map(_Known, stamped, messages, ids))
         self.stats.messages_seen += len(messages)
         self.stats.adopted += len(messages)
-        self._condenser.session_tree()
+        if reload:
+            self._condenser.session_tree()
         self._run = self._run_state()
 
     def _fork_at(self, shared: int) -> None:
@@ -867,6 +891,7 @@ class LiveDriver(Generic[H]):
         if self._unsettled:
             self._settle(items)
         self._start()
+        await self._pay_backlog()
         given = items
         items = self._unwrite(items)
         units, keep = self._decode(items)
@@ -901,20 +926,17 @@ class LiveDriver(Generic[H]):
         if any(m.get("role") == "user" for m in new[:last_user]):
             # whole earlier runs at once (a conversation the driver joins late): take them in
             # as Pi does a session it opens, then let the next turn flush what is recoverable
+            defer = self._join == "defer"
             with self._session.deferred_sync():  # one fsync for the lot, not one an entry
                 with self._session.batched():  # and one open and lock of the file
-                    self._adopt(new[:last_user])
-                new = new[last_user:]
+                    # deferred: the last run too, with no events (its turn ends would flush)
+                    self._adopt(new if defer else new[:last_user], reload=not defer)
+                new = [] if defer else new[last_user:]
                 # (session_tree's probe has rescanned the branch: no second rescan to ask)
-                if self._condenser.config.enabled and self._condenser.rearmed:
-                    # the offline summarizer (the driver's session model) makes no slow call
-                    # between the flush's appends; a model's would keep other writers waiting
-                    local = (
-                        self._summarizer is None
-                        and self._condenser.config.summarizer_model == "default"
-                    )
-                    with self._session.batched() if local else nullcontext():
-                        await self._guard("flush", self._condenser.flush_now)
+                if defer:
+                    self._owed = True
+                else:
+                    await self._flush_backlog()
         for bare in new:
             await self._take(bare)
         # the units kept from the previous call keep their origins: an origin is a position in
@@ -924,6 +946,24 @@ class LiveDriver(Generic[H]):
         else:
             self._bind(units, keep, shared)
         return units
+
+    async def _flush_backlog(self) -> None:
+        """Summarize what a join took in (when the reload's probe found work)."""
+        if not (self._condenser.config.enabled and self._condenser.rearmed):
+            return
+        # the offline summarizer (the driver's session model) makes no slow call between
+        # the flush's appends; a model's would keep other writers waiting
+        local = self._summarizer is None and self._condenser.config.summarizer_model == "default"
+        batch = self._session.batched() if local else nullcontext()
+        with self._session.deferred_sync(), batch:
+            await self._guard("flush", self._condenser.flush_now)
+
+    async def _pay_backlog(self) -> None:
+        """The backlog flush a deferred join left for this call, before anything else."""
+        if self._owed:
+            self._owed = False
+            self._condenser.session_tree()  # the reload the join left out
+            await self._flush_backlog()
 
     def _recognise_restart(self, fresh: list[dict[str, Any]]) -> Optional[tuple[list[Any], int]]:
         """After a restart: does the history start with what an earlier call sent?
@@ -1063,7 +1103,8 @@ class LiveDriver(Generic[H]):
     async def _condense(self, items: list[Any]) -> list[Any]:
         async with self._lock():
             units = await self._ingest(items)
-            if self._run.assistant is not None and self._run.results:
+            # (a deferred join leaves its last turn's end to the next call, after the backlog)
+            if self._run.assistant is not None and self._run.results and not self._owed:
                 await self._turn_end()
             self._raw = self._condenser.absorb_live_summaries(self._raw)
             self.stats.calls += 1
@@ -1171,6 +1212,7 @@ class LiveDriver(Generic[H]):
                 await self._ingest(items)
             else:
                 self._start()
+                await self._pay_backlog()
             if self._run.assistant is not None:
                 await self._turn_end()
             if self._run.active:

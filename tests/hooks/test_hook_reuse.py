@@ -370,3 +370,46 @@ def test_a_late_join_opens_and_locks_the_session_once_for_its_entries(
     assert 1 <= len(locked) <= len(opened)
     assert SessionFile.load(path).warnings == []
     hook.close()
+
+
+def test_a_late_join_stores_the_earlier_runs_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messages of the runs a join takes in reach the session file in one write (one
+    append of all their lines), not one write a message; the file reads back whole."""
+    history = [item for prompt in range(20) for step in responses_steps(prompt, 3) for item in step]
+    history.append({"role": "user", "content": "and now?"})
+    path = tmp_path / "s.jsonl"
+    hook = CondenseFilter(session=path, clock=Clock())
+    real_write = os.write
+    stored: list[int] = []  # how many message entries each write to the session carried
+
+    def write(fd: int, data: Any) -> int:
+        if os.fstat(fd).st_ino == path.stat().st_ino:
+            stored.append(bytes(data).count(b'"type":"message"'))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    out = hook.condense(history)
+    monkeypatch.setattr(os, "write", real_write)
+    assert "ref `" in json.dumps(out)
+    assert hook.stats.adopted > 100
+    assert max(stored) == hook.stats.adopted  # the earlier runs' messages: one write
+    assert sum(stored) == hook.stats.messages_seen
+    reloaded = SessionFile.load(path)
+    assert reloaded.warnings == []
+    assert sum(e["type"] == "message" for e in reloaded.entries) == hook.stats.messages_seen
+    hook.close()
+
+
+def test_a_hook_that_defers_its_join_condenses_from_the_next_call(tmp_path: Path) -> None:
+    history = [item for prompt in range(8) for step in responses_steps(prompt, 3) for item in step]
+    history.append({"role": "user", "content": "and now?"})
+    hook = CondenseFilter(session=tmp_path / "s.jsonl", clock=Clock(), join="defer")
+    first = hook.condense(history)
+    assert json.dumps(first) == json.dumps(history)  # stored, not condensed yet
+    assert hook.stats.adopted == hook.stats.messages_seen
+    second = hook.condense(fresh(history))
+    assert "ref `" in json.dumps(second)
+    assert len(json.dumps(second)) < 0.5 * len(json.dumps(history))
+    hook.close()

@@ -441,3 +441,48 @@ def test_fresh_equal_items_come_back_as_the_callers_new_objects(tmp_path: Path) 
     same = [m for m in sent if json.dumps(m) in by_text]
     assert len(same) >= 8
     assert all(m is by_text[json.dumps(m)] for m in same)
+
+
+def test_a_deferred_join_stores_at_once_and_summarizes_at_the_next_call(tmp_path: Path) -> None:
+    plain = LiveDriver(PiCodec(), session=tmp_path / "a.jsonl", clock=Clock())
+    history, _, _ = run_agent(plain, prompts=5, turns=3)
+    late = LiveDriver(PiCodec(), session=tmp_path / "late.jsonl", clock=Clock(), join="defer")
+    asked = [*history, user("task 5")]
+    first = late.condense(asked)
+    assert late.stats.adopted == len(asked)
+    assert first == asked  # nothing condensed yet: the history as it was handed over
+    stored = SessionFile.load(tmp_path / "late.jsonl")
+    assert [m["content"] for m in stored.build_context().messages] == [m["content"] for m in asked]
+    assert not [e for e in stored.entries if e["type"] != "message"]  # no summary yet
+    more = [*asked, call("f5_0.txt"), result("f5_0.txt")]
+    second = late.condense(more)
+    check_request(second)
+    assert len(json.dumps(second)) < 0.5 * len(json.dumps(more))
+    assert assert_refs_return_their_own_output(late, second) >= 5
+    # the messages a flushing join sends at the same call (but for the clock's readings; the
+    # backlog's summaries come after the last prompt, which was stored before they were made)
+    eager = LiveDriver(PiCodec(), session=tmp_path / "eager.jsonl", clock=Clock())
+    assert refs_in(eager.condense(asked))
+
+    def untimed(messages: list[Any]) -> list[str]:
+        return sorted(
+            json.dumps({k: v for k, v in m.items() if k != "timestamp"}) for m in messages
+        )
+
+    assert untimed(eager.condense(more)) == untimed(second)
+
+
+def test_a_flush_after_a_deferred_join_summarizes_the_backlog(tmp_path: Path) -> None:
+    plain = LiveDriver(PiCodec(), session=tmp_path / "a.jsonl", clock=Clock())
+    history, _, _ = run_agent(plain, prompts=4, turns=3)
+    late = LiveDriver(PiCodec(), session=tmp_path / "late.jsonl", clock=Clock(), join="defer")
+    assert refs_in(late.condense(history)) == set()
+    late.flush()
+    again = late.condense(history)
+    assert assert_refs_return_their_own_output(late, again) >= 5
+    late.close()
+
+
+def test_an_unknown_join_mode_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="join must be 'flush' or 'defer', not 'later'"):
+        LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", join="later")  # type: ignore[arg-type]

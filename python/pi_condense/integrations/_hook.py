@@ -8,7 +8,7 @@ from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 from ..adapters.base import Codec
 from ..config import Config
-from ..live import LiveDriver, LiveStats, SessionSpec
+from ..live import JoinMode, LiveDriver, LiveStats, SessionSpec
 from ..session import SessionFile
 from ..summarize.base import Summarizer
 from ..tools.registry import ToolRegistry
@@ -40,7 +40,8 @@ class LiveHook(ABC, Generic[H]):
     Besides ``session``, ``config`` and ``summarizer`` (see the hooks), ``cwd`` is the working
     directory a new session records, ``context_window`` sizes the budget triggers' usage
     estimate, ``clock`` gives epoch ms and ``notify(text, level)`` receives the pruner's
-    notices (default: the ``pi_condense.live`` logger).
+    notices (default: the ``pi_condense.live`` logger), ``join`` what the first call on a
+    conversation joined mid-way does with its backlog (:class:`~pi_condense.live.LiveDriver`).
     """
 
     def __init__(
@@ -53,6 +54,7 @@ class LiveHook(ABC, Generic[H]):
         context_window: int = 200_000,
         clock: Optional[Callable[[], int]] = None,
         notify: Optional[Callable[[str, str], None]] = None,
+        join: JoinMode = "flush",
     ) -> None:
         self.driver: LiveDriver[H] = LiveDriver(
             self._codec(),
@@ -63,6 +65,7 @@ class LiveHook(ABC, Generic[H]):
             context_window=context_window,
             clock=clock,
             notify=notify,
+            join=join,
         )
         self._started()
 

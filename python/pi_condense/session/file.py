@@ -8,10 +8,10 @@ import re
 import threading
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, Union, cast
+from typing import Any, Optional, TypeVar, Union, cast
 
 from .._fs.atomic import fsync_dir
 from .._fs.lock import unlock
@@ -52,6 +52,8 @@ from .lock import (
 )
 
 __all__ = ["SessionFile"]
+
+_R = TypeVar("_R")
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -513,6 +515,16 @@ class SessionFile(EntryIndex):
         """
         return self._append({"type": "message", "message": message}, shared=shared)
 
+    def append_messages(self, messages: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Append a ``message`` entry for each of ``messages``, each the child of the one
+        before: the entries :meth:`append_message` would make of them one after the other
+        (``messages`` is consumed one at a time, between the clock readings of the entries
+        around it), in one write of all their lines, read back and indexed together; returns
+        their ids. One append: all of them reach the file or none does (a failed write's
+        bytes are blanked), under the lock, after what another writer appended is read in."""
+        fields = ({"type": "message", "message": message} for message in messages)
+        return self._write(lambda fd: self._commit_many(fields, fd))
+
     def append_custom(self, custom_type: str, data: Any = ABSENT) -> str:
         """Append a ``custom`` entry (extension state, never in the context); returns its id."""
         return self._append({"type": "custom", "customType": custom_type, "data": data})
@@ -622,10 +634,11 @@ class SessionFile(EntryIndex):
         assert self._path is not None
         return open_regular(self._path, flags, "session file")
 
-    def _generate_id(self) -> str:
+    def _generate_id(self, taken: Container[Any] = ()) -> str:
         for _ in range(100):
             candidate = self._id_source()
-            if map_key(candidate) not in self._by_id:
+            key = map_key(candidate)
+            if key not in self._by_id and key not in taken:
                 return candidate
         return str(uuid.uuid4())
 
@@ -773,25 +786,30 @@ class SessionFile(EntryIndex):
     def _append(
         self, fields: dict[str, Any], *, follow_tip: bool = True, shared: bool = False
     ) -> str:
+        return self._write(lambda fd: self._commit(fields, fd, shared), follow_tip)
+
+    def _write(self, commit: Callable[[Optional[int]], _R], follow_tip: bool = True) -> _R:
+        """Run ``commit`` with the file open and locked (and what others appended read in),
+        or with None for a session in memory; a failure is kept in :attr:`failed_appends`."""
         with self._mutex:
             if self._path is None:
-                return self._commit(fields, None, shared)
+                return commit(None)
             try:
-                return self._append_locked(fields, follow_tip, shared)
+                return self._append_locked(commit, follow_tip)
             except SessionError as exc:
                 self._failed_appends.append(str(exc))
                 raise
 
-    def _append_locked(self, fields: dict[str, Any], follow_tip: bool, shared: bool) -> str:
+    def _append_locked(self, commit: Callable[[Optional[int]], _R], follow_tip: bool) -> _R:
         with self._mutex:
             if self._batch:
-                return self._append_batched(fields, follow_tip, shared)
+                return self._append_batched(commit, follow_tip)
             fd = self._open(os.O_RDWR | os.O_APPEND)
             try:
                 take_lock(fd, self._name(), self.lock_timeout)
                 try:
                     self._sync_before_append(fd, follow_tip)
-                    return self._commit(fields, fd, shared)
+                    return commit(fd)
                 finally:
                     unlock(fd)
             finally:
@@ -805,7 +823,7 @@ class SessionFile(EntryIndex):
             self._sync(fd)
             self._leaf = leaf
 
-    def _append_batched(self, fields: dict[str, Any], follow_tip: bool, shared: bool) -> str:
+    def _append_batched(self, commit: Callable[[Optional[int]], _R], follow_tip: bool) -> _R:
         """An append inside :meth:`batched`: to the block's open, locked file, once it is
         known to be the file at the session's path still; read again (its tail checked, what
         was appended meanwhile read in) when its size is not the one this session left."""
@@ -834,9 +852,9 @@ class SessionFile(EntryIndex):
                     "load it again before appending"
                 )
             if now.st_size == self._size:
-                return self._commit(fields, fd, shared)
+                return commit(fd)
         self._sync_before_append(fd, follow_tip)
-        return self._commit(fields, fd, shared)
+        return commit(fd)
 
     def _commit(self, fields: dict[str, Any], fd: Optional[int], shared: bool = False) -> str:
         entry_id = self._generate_id()
@@ -847,6 +865,52 @@ class SessionFile(EntryIndex):
         payload = line.encode("utf-8") + b"\n"
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
+        self._put(fd, payload, "entry")
+        if self._migrate_v1:
+            self._file_objects.append(stored)
+        self._index(stored, self._lines)
+        self._v1_prev = entry_id
+        self._leaf = entry_id
+        return entry_id
+
+    def _commit_many(self, batch: Iterable[dict[str, Any]], fd: Optional[int]) -> list[str]:
+        """:meth:`_commit` of each of ``batch`` in turn (the same ids, parents, timestamps and
+        lines), written by one write and read back and indexed once. ``batch`` is consumed
+        one item at a time, between the id and clock readings of the entries around it."""
+        leaf = self._leaf
+        ids: list[str] = []
+        taken: set[Any] = set()
+        lines: list[str] = []
+        reading: Any = None
+        timestamp = ""
+        for fields in batch:
+            entry_id = self._generate_id(taken)
+            taken.add(map_key(entry_id))
+            ms = self._clock()
+            if type(ms) is not int or ms != reading:  # (many entries share a millisecond)
+                timestamp = jstime.to_iso_string(ms)
+                reading = ms
+            lines.append(jsjson.dumps(ordered_entry(fields, entry_id, leaf, timestamp)))
+            ids.append(entry_id)
+            leaf = entry_id
+        if not lines:
+            return ids
+        stored: list[dict[str, Any]] = jsjson.loads("[" + ",".join(lines) + "]")
+        payload = ("\n".join(lines) + "\n").encode("utf-8")
+        if self._tail and not self._tail.endswith(b"\n"):
+            payload = b"\n" + payload
+        self._put(fd, payload, f"{len(lines)} entries")
+        if self._migrate_v1:
+            self._file_objects.extend(stored)
+        last = self._lines - len(stored)
+        self._index_all([(last + n, entry) for n, entry in enumerate(stored, 1)])
+        self._v1_prev = leaf
+        self._leaf = leaf
+        return ids
+
+    def _put(self, fd: Optional[int], payload: bytes, what: str) -> None:
+        """Write ``payload`` (whole lines) to the locked file ``fd`` (None: in memory) as one
+        append, all or nothing, and read in what another writer appended before it."""
         if fd is not None:
             assert self._path is not None
             try:
@@ -856,7 +920,7 @@ class SessionFile(EntryIndex):
             except AppendFailed as failed:
                 undo = f" ({failed.undo})" if failed.undo else " (nothing was written)"
                 raise SessionError(
-                    f"{self._path}: cannot append entry: {failed}{undo}"
+                    f"{self._path}: cannot append {what}: {failed}{undo}"
                 ) from failed.cause
             try:
                 # Pi appends without a lock: what it wrote between our re-read and our write
@@ -869,9 +933,3 @@ class SessionFile(EntryIndex):
                     f"{exc.strerror or exc}"
                 ) from exc
         self._consumed(payload)
-        if self._migrate_v1:
-            self._file_objects.append(stored)
-        self._index(stored, self._lines)
-        self._v1_prev = entry_id
-        self._leaf = entry_id
-        return entry_id
