@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Optional
 
 from ..errors import CondenseError
-from .tasks import Outcome, Task, run_task
+from .tasks import Outcome, Task, batches, run_batch, run_task
 
 __all__ = ["ENGINES", "EngineError", "run_tasks"]
 
@@ -178,23 +178,37 @@ def _dask(tasks: Sequence[Task], address: Optional[str]) -> Iterator[Outcome]:
         if address:
             client: Any = distributed.Client(address)
         else:
-            # The cluster started for the run has no dashboard: nothing reads its workers'
-            # statistical profiler, which samples every running task's stack every 10 ms (a
-            # tenth of the run's CPU on 100 sessions).
-            with importlib.import_module("dask").config.set(
-                {"distributed.worker.profile.enabled": False}
-            ):
+            with importlib.import_module("dask").config.set(IN_PROCESS_DASK):
                 client = distributed.Client(processes=False, dashboard_address=None)
     except OSError as exc:
         raise EngineError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
     try:
         with _frozen_host(not address):
-            futures = client.map(run_task, list(tasks), pure=False)
+            threads = sum(client.nthreads().values()) or 1
+            futures = client.map(run_batch, batches(tasks, threads), pure=False)
             for future in distributed.as_completed(futures):
-                outcome: Outcome = future.result()
-                yield outcome
+                outcomes: list[Outcome] = future.result()
+                yield from outcomes
     finally:
         client.close()
+
+
+IN_PROCESS_DASK: dict[str, Any] = {
+    # No dashboard reads them: the workers' statistical profiler (it samples every running
+    # task's stack every 10 ms, a tenth of the run's CPU on 100 sessions) and the system
+    # monitor's samples (CPU, memory, disk and network counters, the GIL's contention).
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "10s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+    # The event loop's health check wakes it every 20 ms (and with it the GIL's hand-over
+    # from the task threads); once a second still reports a blocked loop.
+    "distributed.admin.tick.interval": "1s",
+    # One worker: there is nobody to steal tasks from.
+    "distributed.scheduler.work-stealing": False,
+}
+"""The Dask settings of the in-process cluster started for a run (none is changed on a
+cluster given by ``address``): what its event loop does while the tasks run, besides them."""
 
 
 @contextlib.contextmanager
