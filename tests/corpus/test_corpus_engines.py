@@ -201,6 +201,47 @@ def test_the_in_process_dask_cluster_runs_batches_on_a_quiet_loop(
     assert serial["rows"] == report["rows"]  # the same sessions condensed alike
 
 
+_PROBE_SERIAL = """
+import gc, json, sys
+from pi_condense import corpus
+
+held = [[i] for i in range(50_000)]  # a host's own long-lived objects
+seen = []
+
+def probe(phase, info):
+    if phase == "start" and info["generation"] == 2:
+        seen.append(gc.get_freeze_count())
+
+gc.callbacks.append(probe)
+result = corpus.condense([sys.argv[1]], sys.argv[2], engine="serial")
+gc.callbacks.remove(probe)
+print(json.dumps({"seen": seen, "after": gc.get_freeze_count(), "rows": len(result.rows),
+                  "failures": len(result.failures)}))
+"""
+
+
+def test_the_serial_engine_freezes_its_host(
+    sessions: tuple[Path, _corpus.Plant], tmp_path: Path
+) -> None:
+    # The serial engine runs in the caller's process: the full collection that ends each
+    # condense task must not walk the caller's objects once per session.
+    source = tmp_path / "in"
+    source.mkdir()
+    for path in sorted(sessions[0].rglob("*.jsonl"))[:4]:
+        (source / path.name).write_bytes(path.read_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE_SERIAL, str(source), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert (report["rows"], report["failures"]) == (4, 0)
+    assert sum(frozen > 50_000 for frozen in report["seen"]) >= 4, report["seen"]
+    assert report["after"] == 0  # given back after the run
+
+
 def test_batches_keep_the_order_and_share_the_bytes() -> None:
     def task(i: int, size: int) -> tasks.Task:
         return tasks.Task("scan", f"s{i}.jsonl", size, {}, "key", index=i)

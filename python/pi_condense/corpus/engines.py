@@ -46,7 +46,7 @@ def run_tasks(
     if not tasks:
         return iter(())
     if engine == "serial":
-        return (run_task(task) for task in tasks)
+        return _serial(tasks)
     if engine == "local":
         return _local(tasks, workers)
     if engine == "dask":
@@ -54,6 +54,13 @@ def run_tasks(
     if engine == "ray":
         return _ray(tasks, address)
     raise EngineError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+
+
+def _serial(tasks: Sequence[Task]) -> Iterator[Outcome]:
+    # In the caller's process: its objects frozen while the tasks run (see _frozen_host).
+    with _frozen_host(True):
+        for task in tasks:
+            yield run_task(task)
 
 
 def start_method(threads: int, chosen: Optional[str], methods: Sequence[str]) -> Optional[str]:
@@ -213,12 +220,13 @@ cluster given by ``address``): what its event loop does while the tasks run, bes
 
 @contextlib.contextmanager
 def _frozen_host(freeze: bool) -> Iterator[None]:
-    """With ``freeze``: what this process holds now (the caller's objects, Dask's scheduler,
-    worker and client, all long-lived) frozen out of the collector's reach while the tasks run
-    in its threads, then given back. A replaying task ends with a full collection (see
-    :func:`~pi_condense.corpus.tasks.run_task`), which would otherwise walk all of it once per
-    session: a third of the in-process cluster's CPU on 100 sessions. The objects of a process
-    that froze some already (the command line freezes its imports) stay frozen."""
+    """With ``freeze``: what this process holds now (the caller's objects, and with an
+    in-process cluster Dask's scheduler, worker and client, all long-lived) frozen out of the
+    collector's reach while the tasks run in it, then given back. A replaying task ends with a
+    full collection (see :func:`~pi_condense.corpus.tasks.run_task`), which would otherwise
+    walk all of it once per session: a third of the in-process cluster's CPU on 100 sessions,
+    and of the serial engine's. The objects of a process that froze some already (the command
+    line freezes its imports) stay frozen."""
     if not freeze:
         yield
         return
