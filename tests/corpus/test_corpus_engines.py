@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pi_condense import corpus
-from pi_condense.corpus import engines
+from pi_condense.corpus import engines, tasks
 from support import corpus as _corpus
 
 ENGINE_SESSIONS = 60
@@ -137,6 +137,7 @@ import distributed
 from pi_condense import corpus
 
 seen = []
+tasks = set()
 
 def probe(phase, info):
     # In a task's closing full collection (run_task): what the Dask worker thread sees.
@@ -145,38 +146,119 @@ def probe(phase, info):
             worker = distributed.get_worker()
         except ValueError:
             return
-        seen.append([gc.get_freeze_count(), "profile" in worker.periodic_callbacks])
+        tasks.add(str(worker.get_current_task()))
+        stealing = any("stealing" in s.extensions for s in distributed.Scheduler._instances)
+        seen.append([gc.get_freeze_count(), "profile" in worker.periodic_callbacks,
+                     worker._tick_interval, stealing])
 
 gc.callbacks.append(probe)
 before = gc.get_freeze_count()
-result = corpus.condense([sys.argv[1]], sys.argv[2], engine="dask")
+result = corpus.condense([sys.argv[1]], sys.argv[2], engine=sys.argv[3])
+gc.callbacks.remove(probe)
+rows = sorted([r.path.rsplit("/", 1)[-1], r.model_calls, r.before_chars, r.after_chars,
+               r.summaries, r.chains] for r in result.rows)
 print(json.dumps({"before": before, "after": gc.get_freeze_count(), "seen": seen,
-                  "rows": len(result.rows), "failures": len(result.failures)}))
+                  "tasks": len(tasks), "rows": rows, "failures": len(result.failures)}))
 """
 
+PROBE_SESSIONS = 24
 
-def test_the_in_process_dask_cluster_freezes_its_host_and_profiles_nothing(
+
+def _probe(source: Path, out: Path, engine: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE_DASK, str(source), str(out), engine],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+    report["stderr"] = proc.stderr
+    return report
+
+
+def test_the_in_process_dask_cluster_runs_batches_on_a_quiet_loop(
     sessions: tuple[Path, _corpus.Plant], tmp_path: Path
 ) -> None:
     # Each condense task ends with a full collection: in the cluster's own process it must not
-    # walk the host's and Dask's long-lived objects once per session, and the workers'
-    # statistical profiler (its dashboard is off) must not sample the tasks.
+    # walk the host's and Dask's long-lived objects once per session. The cluster's own costs
+    # are per Dask task and per tick of its event loop, so several sessions go in one task,
+    # and nothing samples the tasks for a dashboard that is not there (the workers' profiler),
+    # checks the loop every 20 ms or steals tasks within the one worker.
     source = tmp_path / "in"
     source.mkdir()
-    for path in sorted(sessions[0].rglob("*.jsonl"))[:3]:
+    for path in sorted(sessions[0].rglob("*.jsonl"))[:PROBE_SESSIONS]:
+        (source / path.name).write_bytes(path.read_bytes())
+    report = _probe(source, tmp_path / "out-dask", "dask")
+    assert (len(report["rows"]), report["failures"]) == (PROBE_SESSIONS, 0)
+    assert report["seen"], report["stderr"]
+    assert all(frozen > 10_000 for frozen, *_ in report["seen"])
+    assert all(not profiling and not stealing for _, profiling, _, stealing in report["seen"])
+    assert all(tick >= 1.0 for *_, tick, _ in report["seen"])
+    assert report["tasks"] <= PROBE_SESSIONS // 2
+    assert report["before"] == report["after"] == 0  # given back after the run
+    serial = _probe(source, tmp_path / "out-serial", "serial")
+    assert serial["rows"] == report["rows"]  # the same sessions condensed alike
+
+
+_PROBE_SERIAL = """
+import gc, json, sys
+from pi_condense import corpus
+
+held = [[i] for i in range(50_000)]  # a host's own long-lived objects
+seen = []
+
+def probe(phase, info):
+    if phase == "start" and info["generation"] == 2:
+        seen.append(gc.get_freeze_count())
+
+gc.callbacks.append(probe)
+result = corpus.condense([sys.argv[1]], sys.argv[2], engine="serial")
+gc.callbacks.remove(probe)
+print(json.dumps({"seen": seen, "after": gc.get_freeze_count(), "rows": len(result.rows),
+                  "failures": len(result.failures)}))
+"""
+
+
+def test_the_serial_engine_freezes_its_host(
+    sessions: tuple[Path, _corpus.Plant], tmp_path: Path
+) -> None:
+    # The serial engine runs in the caller's process: the full collection that ends each
+    # condense task must not walk the caller's objects once per session.
+    source = tmp_path / "in"
+    source.mkdir()
+    for path in sorted(sessions[0].rglob("*.jsonl"))[:4]:
         (source / path.name).write_bytes(path.read_bytes())
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE_DASK, str(source), str(tmp_path / "out")],
+        [sys.executable, "-c", _PROBE_SERIAL, str(source), str(tmp_path / "out")],
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
     )
     report = json.loads(proc.stdout.splitlines()[-1])
-    assert (report["rows"], report["failures"]) == (3, 0)
-    assert report["seen"], proc.stderr
-    assert all(frozen > 10_000 and not profiling for frozen, profiling in report["seen"])
-    assert report["before"] == report["after"] == 0  # given back after the run
+    assert (report["rows"], report["failures"]) == (4, 0)
+    assert sum(frozen > 50_000 for frozen in report["seen"]) >= 4, report["seen"]
+    assert report["after"] == 0  # given back after the run
+
+
+def test_batches_keep_the_order_and_share_the_bytes() -> None:
+    def task(i: int, size: int) -> tasks.Task:
+        return tasks.Task("scan", f"s{i}.jsonl", size, {}, "key", index=i)
+
+    small = [task(i, 1_000) for i in range(100)]
+    cut = tasks.batches(small, threads=2)
+    assert [t for batch in cut for t in batch] == small  # every task once, in order
+    assert all(batch for batch in cut)
+    assert 8 <= len(cut) <= 17  # about 8 a thread
+    assert max(map(len, cut)) <= tasks.BATCH_TASKS
+    # A large session closes its batch; a few tasks on many threads: one each.
+    mixed = [task(0, 10), task(1, 10_000_000), task(2, 10), task(3, 10)]
+    assert [len(b) for b in tasks.batches(mixed, threads=1)] == [2, 2]
+    assert [len(b) for b in tasks.batches(small[:3], threads=64)] == [1, 1, 1]
+    assert tasks.batches([], threads=2) == []
+    many = [task(i, 10) for i in range(1_000)]
+    assert {len(b) for b in tasks.batches(many, threads=4)} == {tasks.BATCH_TASKS}
 
 
 def test_frozen_host_keeps_what_the_process_froze_itself() -> None:

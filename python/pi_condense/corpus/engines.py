@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Optional
 
 from ..errors import CondenseError
-from .tasks import Outcome, Task, run_task
+from .tasks import Outcome, Task, batches, run_batch, run_task
 
 __all__ = ["ENGINES", "EngineError", "run_tasks"]
 
@@ -46,7 +46,7 @@ def run_tasks(
     if not tasks:
         return iter(())
     if engine == "serial":
-        return (run_task(task) for task in tasks)
+        return _serial(tasks)
     if engine == "local":
         return _local(tasks, workers)
     if engine == "dask":
@@ -54,6 +54,13 @@ def run_tasks(
     if engine == "ray":
         return _ray(tasks, address)
     raise EngineError(f"unknown engine {engine!r}; expected one of: {', '.join(ENGINES)}")
+
+
+def _serial(tasks: Sequence[Task]) -> Iterator[Outcome]:
+    # In the caller's process: its objects frozen while the tasks run (see _frozen_host).
+    with _frozen_host(True):
+        for task in tasks:
+            yield run_task(task)
 
 
 def start_method(threads: int, chosen: Optional[str], methods: Sequence[str]) -> Optional[str]:
@@ -178,33 +185,48 @@ def _dask(tasks: Sequence[Task], address: Optional[str]) -> Iterator[Outcome]:
         if address:
             client: Any = distributed.Client(address)
         else:
-            # The cluster started for the run has no dashboard: nothing reads its workers'
-            # statistical profiler, which samples every running task's stack every 10 ms (a
-            # tenth of the run's CPU on 100 sessions).
-            with importlib.import_module("dask").config.set(
-                {"distributed.worker.profile.enabled": False}
-            ):
+            with importlib.import_module("dask").config.set(IN_PROCESS_DASK):
                 client = distributed.Client(processes=False, dashboard_address=None)
     except OSError as exc:
         raise EngineError(f"cannot connect to the Dask scheduler at {address}: {exc}") from exc
     try:
         with _frozen_host(not address):
-            futures = client.map(run_task, list(tasks), pure=False)
+            threads = sum(client.nthreads().values()) or 1
+            futures = client.map(run_batch, batches(tasks, threads), pure=False)
             for future in distributed.as_completed(futures):
-                outcome: Outcome = future.result()
-                yield outcome
+                outcomes: list[Outcome] = future.result()
+                yield from outcomes
     finally:
         client.close()
 
 
+IN_PROCESS_DASK: dict[str, Any] = {
+    # No dashboard reads them: the workers' statistical profiler (it samples every running
+    # task's stack every 10 ms, a tenth of the run's CPU on 100 sessions) and the system
+    # monitor's samples (CPU, memory, disk and network counters, the GIL's contention).
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "10s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+    # The event loop's health check wakes it every 20 ms (and with it the GIL's hand-over
+    # from the task threads); once a second still reports a blocked loop.
+    "distributed.admin.tick.interval": "1s",
+    # One worker: there is nobody to steal tasks from.
+    "distributed.scheduler.work-stealing": False,
+}
+"""The Dask settings of the in-process cluster started for a run (none is changed on a
+cluster given by ``address``): what its event loop does while the tasks run, besides them."""
+
+
 @contextlib.contextmanager
 def _frozen_host(freeze: bool) -> Iterator[None]:
-    """With ``freeze``: what this process holds now (the caller's objects, Dask's scheduler,
-    worker and client, all long-lived) frozen out of the collector's reach while the tasks run
-    in its threads, then given back. A replaying task ends with a full collection (see
-    :func:`~pi_condense.corpus.tasks.run_task`), which would otherwise walk all of it once per
-    session: a third of the in-process cluster's CPU on 100 sessions. The objects of a process
-    that froze some already (the command line freezes its imports) stay frozen."""
+    """With ``freeze``: what this process holds now (the caller's objects, and with an
+    in-process cluster Dask's scheduler, worker and client, all long-lived) frozen out of the
+    collector's reach while the tasks run in it, then given back. A replaying task ends with a
+    full collection (see :func:`~pi_condense.corpus.tasks.run_task`), which would otherwise
+    walk all of it once per session: a third of the in-process cluster's CPU on 100 sessions,
+    and of the serial engine's. The objects of a process that froze some already (the command
+    line freezes its imports) stay frozen."""
     if not freeze:
         yield
         return

@@ -16,6 +16,7 @@ import shutil
 import stat
 import tempfile
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -42,7 +43,7 @@ from .facts import requery_gaps, scan_session
 from .models import CondenseRow, Problem, TaskFailure, WhatIfSession
 from .read import SessionReadError, content_hash, parse_session, read_bytes
 
-__all__ = ["Outcome", "Task", "run_task"]
+__all__ = ["Outcome", "Task", "batches", "run_batch", "run_task"]
 
 _FLUSH_METRICS = "context-prune-flush-metrics"
 _STATS = "context-prune-stats"
@@ -99,6 +100,35 @@ def run_task(task: Task) -> Outcome:
 
 
 REPLAYING_KINDS = frozenset({"condense", "whatif"})
+
+BATCH_TASKS = 8
+"""The most tasks :func:`batches` puts in one batch."""
+
+
+def run_batch(tasks: Sequence[Task]) -> list[Outcome]:
+    """:func:`run_task` of each task in turn (one cluster task for several sessions)."""
+    return [run_task(task) for task in tasks]
+
+
+def batches(tasks: Sequence[Task], threads: int, per_thread: int = 8) -> list[list[Task]]:
+    """``tasks`` in order, cut into batches for a cluster of ``threads`` task threads: about
+    ``per_thread`` batches a thread (no thread waits long for the last ones: a batch closes
+    when it holds its share of the bytes or :data:`BATCH_TASKS` tasks), never an empty one.
+    A cluster's own cost is per task (scheduling, its event loop's messages), not per
+    session, so a corpus of small sessions pays it once a batch."""
+    target = sum(task.size for task in tasks) / max(1, threads * per_thread)
+    out: list[list[Task]] = []
+    batch: list[Task] = []
+    size = 0
+    for task in tasks:
+        batch.append(task)
+        size += task.size
+        if len(batch) >= BATCH_TASKS or size >= target:
+            out.append(batch)
+            batch, size = [], 0
+    if batch:
+        out.append(batch)
+    return out
 
 
 def _run_task(task: Task) -> Outcome:
