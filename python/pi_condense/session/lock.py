@@ -7,9 +7,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 from typing import Optional
+
+if sys.platform != "win32":
+    import fcntl
 
 from .._fs.lock import HAS_FLOCK, try_lock, wait_for_lock
 from ..errors import SessionError
@@ -128,23 +132,43 @@ def read_settled(fd: int, offset: int) -> bytes:
     Every writer appends whole lines with one ``write``; a last line without its newline is
     either such a write still in flight (it completes within microseconds) or a remnant of a
     crash (it never does). Without the wait, the in-flight line's first part would be
-    consumed as a torn line and the rest later skipped as glued onto it.
+    consumed as a torn line and the rest later skipped as glued onto it. Our own appends
+    first reserve their lines as whitespace and then write them in place
+    (:func:`append_whole`): whitespace-only lines at the end are left unread, and a last line
+    that ends in spaces (no JSON line does) is such a write in flight, waited for the same way.
     """
     data = read_from(fd, offset)
     idle = 0
     for wait in _SETTLE_WAITS_S:
-        if not data or data.endswith(b"\n"):
+        if not data or (data.endswith(b"\n") and not _kept(data).endswith(b" \n")):
             break
         time.sleep(wait)
-        more = read_from(fd, offset + len(data))
-        if more:
-            data += more
-            idle = 0
+        if data.endswith(b"\n"):
+            again = read_from(fd, offset)  # a reserved line written in place
+            changed = again != data
+            data = again
         else:
-            idle += 1
-            if idle == 2:
-                break
-    return data
+            more = read_from(fd, offset + len(data))
+            changed = bool(more)
+            data += more
+        idle = 0 if changed else idle + 1
+        if idle == 2:
+            break
+    return _kept(data)
+
+
+def _kept(data: bytes) -> bytes:
+    """``data`` without the whitespace-only lines it ends with: an append in flight reserves
+    its bytes as whitespace before it writes them in place (see :func:`append_whole`), so a
+    reader that consumed them now would miss the line they become. They are read once
+    something follows them (a blank line stays blank: nothing is lost by waiting)."""
+    end = len(data.rstrip(b" \n"))
+    if end == len(data):
+        return data
+    if end == 0:
+        return b""
+    newline = data.find(b"\n", end)
+    return data if newline < 0 else data[: newline + 1]
 
 
 def read_exact(fd: int, offset: int, size: int) -> bytes:
@@ -195,12 +219,21 @@ def append_whole(fd: int, data: bytes, name: str, *, sync: bool = True) -> int:
     never touches its bytes and never grows the file (so it works on a full disk). What is
     left is whitespace, which every JSON Lines reader (Pi's ``JSON.parse`` of each line, ours)
     reads as a blank line or as leading space of the next writer's line: nothing is glued.
+
+    Killed in the middle (SIGKILL, which no process can catch), a write is cut where the kernel
+    noticed the signal: Linux checks for it between the pages a write covers. So the lines are
+    first appended as their own shape in whitespace (spaces, the newlines in place), then
+    written over in place: a kill during the first write leaves whitespace without a newline,
+    which the next writer's line reads as leading space; a kill during the second leaves our
+    unacknowledged line cut short but still ended by its newline, skipped on load with a
+    warning. Either way no other writer's line is glued to ours.
     """
     pieces: list[tuple[int, int, int]] = []  # (file offset, offset in data, length)
     done = 0
+    shape = data.translate(_BLANK) if _FILL_IN_PLACE else data
     try:
         while done < len(data):
-            written = os.write(fd, memoryview(data)[done:])
+            written = os.write(fd, memoryview(shape)[done:])
             if written <= 0:
                 raise OSError(errno.EIO, "the write made no progress")
             end = os.lseek(fd, 0, os.SEEK_CUR)
@@ -210,11 +243,35 @@ def append_whole(fd: int, data: bytes, name: str, *, sync: bool = True) -> int:
         if last[0] + last[2] - first[0] != len(data):
             # Another writer appended between two parts of ours: the line is split.
             raise OSError(errno.EIO, "another writer's line landed inside ours")
+        if _FILL_IN_PLACE:
+            _fill(fd, first[0], data)
         if sync:
             os.fsync(fd)
         return first[0]
     except OSError as exc:
         raise AppendFailed(exc, _undo(fd, name, data, pieces)) from exc
+
+
+_FILL_IN_PLACE = hasattr(os, "pwrite") and sys.platform != "win32"
+"""Whether appends reserve their bytes as whitespace first (see :func:`append_whole`)."""
+
+
+def _fill(fd: int, offset: int, data: bytes) -> None:
+    """Write ``data`` at ``offset`` of ``fd``, an ``O_APPEND`` descriptor: with the flag set,
+    Linux's ``pwrite`` appends whatever the offset, so it is cleared for the write (the
+    descriptor is our own, opened for this session) and set again after it."""
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_APPEND)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, offset)
+            if written <= 0:
+                raise OSError(errno.EIO, "the write made no progress")
+            view = view[written:]
+            offset += written
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
 
 
 def _undo(fd: int, name: str, data: bytes, pieces: list[tuple[int, int, int]]) -> str:
