@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import gc
 import json
+import tempfile
 import weakref
 from collections import Counter
 from pathlib import Path
+from typing import IO
+
+import pytest
 
 from pi_condense.config import Config
 from pi_condense.corpus.run import config_settings
 from pi_condense.corpus.tasks import Task, run_task
+from pi_condense.errors import SessionError
 from pi_condense.inplace import fingerprint, replace_in_place, write_new
 from pi_condense.replay import ReplayOptions, ReplayResult, replay
-from pi_condense.replay_log import batch_notice
+from pi_condense.replay_log import batch_notice, counter_ids
+from pi_condense.report.condense import cold_chars, condense_report
 from pi_condense.session import SessionFile
 from pi_condense.summarize.factory import make_summarizer
 from support.sessions import write_session
@@ -143,3 +149,85 @@ def test_a_corpus_task_leaves_no_garbage_behind(tmp_path: Path) -> None:
     assert outcome.result is not None
     assert outcome.result["row"]["model_calls"] == 12
     assert gc.collect() < 20  # before: every object of the condenser and its replay
+
+
+def _both_ways(spool: IO[bytes]) -> tuple[SessionFile, SessionFile]:
+    """The same appends to a plain in-memory session and to one written through to ``spool``."""
+    sessions = [
+        SessionFile.in_memory(
+            "/w", session_id="s", clock=lambda: 1_000, id_source=counter_ids(), **extra
+        )
+        for extra in ({}, {"write_through": spool})
+    ]
+    message = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1}
+    for session in sessions:
+        session.append_message(message, shared=True)
+        session.append_custom("context-prune-index", {"toolCalls": [{"toolCallId": "c1"}]})
+        session.append_custom_message("context-prune-summary", "text", False, {"k": [1]})
+        session.append_custom("context-prune-stats", {"totalCost": 0.5})
+        session.append_label("00000001", "first")
+    return sessions[0], sessions[1]
+
+
+def test_a_session_written_through_keeps_its_custom_entries_in_the_file(tmp_path: Path) -> None:
+    with tempfile.TemporaryFile(dir=tmp_path) as spool:
+        plain, through = _both_ways(spool)
+        _check_written_through(plain, through, spool)
+
+
+def _check_written_through(plain: SessionFile, through: SessionFile, spool: IO[bytes]) -> None:
+    assert through.writes_through
+    assert not plain.writes_through
+    lines = [plain.header, *plain.entries]
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    spool.seek(0)
+    assert spool.read() == text.encode("utf-8")  # every line written as it was appended
+    # what it holds: the custom entries without their data, everything else whole
+    _, path = through.branch_path()
+    assert [e["type"] for e in path] == ["message", "custom", "custom_message", "custom", "label"]
+    assert not any("data" in e for e in path)
+    assert path[0]["message"] is plain.branch()[0]["message"]
+    # every reader gets the whole entries back, equal to the plain session's
+    assert through.entries == plain.entries
+    assert list(through.iter_entries()) == plain.entries
+    assert through.branch() == plain.branch() == through.branch("00000005")
+    assert through.custom_entries() == plain.custom_entries()
+    assert list(through.iter_custom_entries()) == plain.custom_entries()
+    assert through.get_entry("00000002") == plain.get_entry("00000002")
+    assert through.get_entry("00000002")["data"] == {"toolCalls": [{"toolCallId": "c1"}]}
+    assert b"".join(through.written_chunks(size=10)) == text.encode("utf-8")
+    assert all(piece.endswith(b"\n") for piece in through.written_chunks(size=10))
+    # and appends after a read-back go on at the file's end
+    through.append_custom("context-prune-stats", {"totalCost": 1})
+    assert through.entries[-1]["data"] == {"totalCost": 1}
+    assert b"".join(through.written_chunks()).count(b"\n") == 7
+
+
+def test_a_plain_session_has_no_written_text(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="not written through"):
+        list(SessionFile.in_memory("/w").written_chunks())
+
+
+def test_a_replay_written_through_writes_the_same_session(tmp_path: Path) -> None:
+    source = _source(tmp_path)
+    plain = _condense(source, tmp_path / "a")
+    config = Config.from_settings_dict({"enabled": True})
+    with tempfile.TemporaryFile(dir=tmp_path) as spool:
+        options = ReplayOptions(
+            session_dir=str(tmp_path / "a"),
+            record_contexts=False,
+            deterministic=True,
+            write_through=spool,
+        )
+        through = replay(source, config, make_summarizer("default", config=config), options)
+        assert through.session_text() == plain.session_text()
+        assert b"".join(through.session_chunks(size=2000)) == plain.session_text().encode()
+        assert through.entry_counts() == plain.entry_counts()
+        # the pruner's entries are in the file, not in memory
+        _, path = through.session.branch_path()
+        customs = [e for e in path if e["type"] == "custom"]
+        assert len(customs) > 5
+        assert not any("data" in e for e in customs)
+        config = Config.from_settings_dict({"enabled": True})
+        assert cold_chars(through.session, config) == cold_chars(plain.session, config)
+        assert condense_report(through, 1, 1) == condense_report(plain, 1, 1)

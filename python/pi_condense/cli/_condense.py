@@ -7,8 +7,9 @@ import gc
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 from ..config import Config
 from ..errors import CondenseError
@@ -56,6 +57,7 @@ __all__ = [
     "release",
     "run",
     "run_condense",
+    "write_through_file",
 ]
 
 REPLAY_FILES = ("session.jsonl", "contexts.jsonl", "summarizer.jsonl", "meta.json")
@@ -136,6 +138,17 @@ def run(
                 session_model=session_model,
             ),
         )
+
+
+def write_through_file(folder: Path) -> IO[bytes]:
+    """An anonymous file for the new session's text as the replay writes it
+    (``ReplayOptions.write_through``): in ``folder`` when it exists (the output's disk), else
+    the temporary directory; it is gone once closed."""
+    where = folder if folder.is_dir() else None
+    try:
+        return tempfile.TemporaryFile(dir=where)
+    except OSError as exc:
+        fail_at(folder, "cannot create a temporary file", exc)
 
 
 def release(result: ReplayResult) -> None:
@@ -299,37 +312,41 @@ def run_condense(
     source, config, summarizer, session_model = inputs(
         path, leaf, config_file, compat, summarizer_name, base_url, "default"
     )
-    options = ReplayOptions(
-        session_dir=str(target.parent.resolve()),
-        leaf=leaf,
-        deterministic=False,
-        record_contexts=False,
-        blob_mode=mode,
-    )
     progress = not as_json and show_progress(quiet)
     raw_chars = jsjson.length(source.build_context(leaf).messages)
     load_code = exit_code(source, strict)
-    result = run(source, config, (summarizer, session_model), options, progress, "condensing")
-    release(result)
-    del source
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if before is not None:
-            replace_in_place(path, result.session_chunks(), backup, before)
+    # The new session is written to a file as it grows (its pruner entries are not held),
+    # then copied to the output.
+    with write_through_file(target.parent) as spool:
+        options = ReplayOptions(
+            session_dir=str(target.parent.resolve()),
+            leaf=leaf,
+            deterministic=False,
+            record_contexts=False,
+            blob_mode=mode,
+            write_through=spool,
+        )
+        result = run(source, config, (summarizer, session_model), options, progress, "condensing")
+        release(result)
+        del source
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if before is not None:
+                replace_in_place(path, result.session_chunks(), backup, before)
+            else:
+                write_new(target, result.session_chunks(), mode)
+        except InPlaceError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail_at(target, "cannot write", exc)
+        _, condensed_chars = cold_chars(result.session, config)
+        report = condense_report(result, raw_chars, condensed_chars)
+        report["output"] = str(target)
+        if in_place:
+            report["backup"] = str(backup)
+        if as_json:
+            sys.stdout.write(jsjson.dumps(report, 2) + "\n")
         else:
-            write_new(target, result.session_chunks(), mode)
-    except InPlaceError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail_at(target, "cannot write", exc)
-    _, condensed_chars = cold_chars(result.session, config)
-    report = condense_report(result, raw_chars, condensed_chars)
-    report["output"] = str(target)
-    if in_place:
-        report["backup"] = str(backup)
-    if as_json:
-        sys.stdout.write(jsjson.dumps(report, 2) + "\n")
-    else:
-        _print_report(report, target)
-        print_problems(result)
-    exit_with(result, load_code)
+            _print_report(report, target)
+            print_problems(result)
+        exit_with(result, load_code)
