@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import tempfile
+import tracemalloc
 import weakref
 from collections import Counter
 from pathlib import Path
@@ -231,3 +232,42 @@ def test_a_replay_written_through_writes_the_same_session(tmp_path: Path) -> Non
         config = Config.from_settings_dict({"enabled": True})
         assert cold_chars(through.session, config) == cold_chars(plain.session, config)
         assert condense_report(through, 1, 1) == condense_report(plain, 1, 1)
+
+
+def test_entries_appended_in_one_millisecond_share_their_timestamp() -> None:
+    # A replay freezes its clock per source entry: the entries one event appends (the message,
+    # the pruner's entries) held a string each for the same time (1.3 MB at x10).
+    session = SessionFile.in_memory("/w", clock=lambda: 5_000)
+    message = {"role": "user", "content": "hi", "timestamp": 1}
+    session.append_message(message, shared=True)
+    session.append_message(message, shared=True)
+    first, second = session.entries
+    assert first["timestamp"] == "1970-01-01T00:00:05.000Z"
+    assert first["timestamp"] is second["timestamp"]
+
+
+def test_the_kept_branch_holds_no_set_of_its_entries() -> None:
+    # The branch kept as entries are appended held the id() of every entry in a set besides
+    # the path itself (2.7 MB for the 20k entries of condense x10).
+    session = SessionFile.in_memory("/w", id_source=counter_ids())
+    message = {"role": "user", "content": "hi", "timestamp": 1}
+    session.append_message(message, shared=True)
+    session.branch_path()
+    tracemalloc.start()
+    try:
+        for _ in range(4000):
+            session.append_message(message, shared=True)
+            session.branch_path()
+        snapshot = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    context = snapshot.filter_traces([tracemalloc.Filter(True, "*session/context.py")])
+    held = sum(stat.size for stat in context.statistics("filename"))
+    assert held < 100_000  # the path's list: 8 bytes an entry
+    epoch, path = session.branch_path()
+    assert len(path) == 4001
+    # a leaf moved back along the branch is still found, and the branch walked again
+    session.set_leaf("00000010")
+    again, path = session.branch_path()
+    assert again != epoch
+    assert [e["id"] for e in path] == [f"{n:08x}" for n in range(1, 17)]

@@ -3,6 +3,7 @@ durable appends under the lock (see :mod:`pi_condense.session` for the rules).""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -120,6 +121,7 @@ class SessionFile(EntryIndex):
     # Write-through: id() of each `custom` entry kept without its `data` -> where its line
     # is in _spool (offset << 40 | length); the whole entry is read back when asked for.
     _spooled: dict[int, int]
+    _stamp: tuple[float, str]  # the clock's last reading and its ISO string
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -173,6 +175,7 @@ class SessionFile(EntryIndex):
         session._spool = None
         session._spool_size = 0
         session._spooled = {}
+        session._stamp = (math.nan, "")
         return session
 
     @classmethod
@@ -954,7 +957,11 @@ class SessionFile(EntryIndex):
 
     def _commit(self, fields: dict[str, Any], fd: Optional[int], shared: bool = False) -> str:
         entry_id = self._generate_id()
-        timestamp = jstime.to_iso_string(self._clock())
+        now = self._clock()
+        stamp = self._stamp
+        if stamp[0] != now:  # entries appended in the same millisecond share one string
+            stamp = self._stamp = (now, jstime.to_iso_string(now))
+        timestamp = stamp[1]
         entry = ordered_entry(fields, entry_id, self._leaf, timestamp)
         line = jsjson.dumps(entry)
         payload = line.encode("utf-8") + b"\n"
