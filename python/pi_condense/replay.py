@@ -706,8 +706,12 @@ class _Replayer:
         await self._event("session_start", self.condenser.session_start)
         self.messages = list(self.session.build_context().messages)
         total = len(self.path)
-        for done, entry in enumerate(self.path, 1):
-            await self._entry(entry)
+        # Taken from the end: a source entry is not held after its point (its message is,
+        # by the new session; the source's own entries go once its caller lets it go).
+        pending = self.path[::-1]
+        self.path = []
+        for done in range(1, total + 1):
+            await self._entry(pending.pop())
             if self.on_progress is not None:
                 self.on_progress(done, total)
         await self._close_run()
@@ -782,6 +786,7 @@ async def replay_async(
         condenser_factory,
         fallback,
     )
+    del source  # the runner holds its branch (and drops each entry after its point)
     return await runner.run()
 
 

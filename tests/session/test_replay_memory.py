@@ -3,6 +3,7 @@ written piece by piece, nothing of the condenser once the caller lets it go (iss
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import tempfile
@@ -19,7 +20,7 @@ from pi_condense.corpus.run import config_settings
 from pi_condense.corpus.tasks import Task, run_task
 from pi_condense.errors import SessionError
 from pi_condense.inplace import fingerprint, replace_in_place, write_new
-from pi_condense.replay import ReplayOptions, ReplayResult, replay
+from pi_condense.replay import ReplayOptions, ReplayResult, replay, replay_async
 from pi_condense.replay_log import batch_notice, counter_ids
 from pi_condense.report.condense import cold_chars, condense_report
 from pi_condense.session import SessionFile
@@ -271,3 +272,41 @@ def test_the_kept_branch_holds_no_set_of_its_entries() -> None:
     again, path = session.branch_path()
     assert again != epoch
     assert [e["id"] for e in path] == [f"{n:08x}" for n in range(1, 17)]
+
+
+class _Probe:
+    """An object held by one source entry alone: gone when the entry is."""
+
+
+def test_a_source_the_caller_lets_go_is_freed_entry_by_entry(tmp_path: Path) -> None:
+    # `condense` hands its source over: each source entry is freed once the replay is past it
+    # (its message stays, held by the new session), not when the replay ends.
+    sources = [_source(tmp_path)]
+    branch = sources[0].branch()
+    probes = [_Probe() for _ in branch]  # dicts take no weak references: their probes do
+    for entry, probe in zip(branch, probes, strict=True):
+        entry["probe"] = probe
+    entries = [weakref.ref(probe) for probe in probes]
+    del probes
+    messages = [entry["message"] for entry in branch if entry["type"] == "message"]
+    del branch
+    freed: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        if done in (total // 2, total):
+            gc.collect()
+            freed.append((done, sum(ref() is None for ref in entries)))
+
+    config = Config.from_settings_dict({"enabled": True})
+    options = ReplayOptions(session_dir=str(tmp_path), record_contexts=False)
+    summarizer = make_summarizer("default", config=config)
+    result = asyncio.run(
+        replay_async(sources.pop(), config, summarizer, options, on_progress=progress)
+    )
+    half = len(entries) // 2
+    # at the half, every entry before the one just replayed is gone (the source with them)
+    assert freed[0][0] == half
+    assert freed[0][1] >= half - 1
+    assert freed[1][1] >= len(entries) - 1
+    kept = [e["message"] for e in result.session.entries if e["type"] == "message"]
+    assert all(new is old for new, old in zip(kept, messages, strict=True))

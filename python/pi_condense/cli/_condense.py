@@ -61,6 +61,8 @@ __all__ = [
 ]
 
 REPLAY_FILES = ("session.jsonl", "contexts.jsonl", "summarizer.jsonl", "meta.json")
+_PIECE = 1 << 16
+"""Bytes of the new session copied to the output at a time (a larger piece raised the peak)."""
 
 
 # ---------------------------------------------------------------------------------- inputs
@@ -90,7 +92,7 @@ def inputs(
 
 
 def run(
-    source: SessionFile,
+    sources: list[SessionFile],
     config: Config,
     summarizers: tuple[Summarizer, Optional[Summarizer]],
     options: ReplayOptions,
@@ -98,12 +100,16 @@ def run(
     label: str,
 ) -> ReplayResult:
     """Replay in one event loop with (summarizer, session model) (the summarizer's client is
-    closed at the end), with a progress bar on stderr when ``progress_bar``."""
+    closed at the end), with a progress bar on stderr when ``progress_bar``. ``sources``
+    holds the source session, which the replay takes out: once the caller holds it no more,
+    each source entry is freed after its point in the replay."""
     summarizer, session_model = summarizers
     if not progress_bar:
         return run_with_summarizer(
             summarizer,
-            lambda: replay_async(source, config, summarizer, options, session_model=session_model),
+            lambda: replay_async(
+                sources.pop(), config, summarizer, options, session_model=session_model
+            ),
         )
     # Imported here: a quiet or piped run does not pay for the progress machinery.
     from rich.progress import (
@@ -122,7 +128,7 @@ def run(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err_console(), transient=False) as progress:
-        task = progress.add_task(label, total=len(source.branch(options.leaf)))
+        task = progress.add_task(label, total=len(sources[0].branch(options.leaf)))
 
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
@@ -130,7 +136,7 @@ def run(
         return run_with_summarizer(
             summarizer,
             lambda: replay_async(
-                source,
+                sources.pop(),
                 config,
                 summarizer,
                 options,
@@ -326,15 +332,16 @@ def run_condense(
             blob_mode=mode,
             write_through=spool,
         )
-        result = run(source, config, (summarizer, session_model), options, progress, "condensing")
+        sources = [source]
+        del source  # the replay takes it (see `run`)
+        result = run(sources, config, (summarizer, session_model), options, progress, "condensing")
         release(result)
-        del source
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if before is not None:
-                replace_in_place(path, result.session_chunks(), backup, before)
+                replace_in_place(path, result.session_chunks(_PIECE), backup, before)
             else:
-                write_new(target, result.session_chunks(), mode)
+                write_new(target, result.session_chunks(_PIECE), mode)
         except InPlaceError as exc:
             fail(str(exc))
         except OSError as exc:

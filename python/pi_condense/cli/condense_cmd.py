@@ -170,11 +170,12 @@ def replay_command(
             deterministic=deterministic,
             write_through=spool,
         )
+        sources = [source]
+        del source  # the replay takes it (see `run`)
         result = run(
-            source, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
+            sources, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
         )
         release(result)
-        del source
         try:
             result.write(root)
         except OSError as exc:
