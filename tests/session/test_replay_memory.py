@@ -4,14 +4,17 @@ written piece by piece, nothing of the condenser once the caller lets it go (iss
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
+import io
 import json
+import os
 import tempfile
 import tracemalloc
 import weakref
 from collections import Counter
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -310,3 +313,41 @@ def test_a_source_the_caller_lets_go_is_freed_entry_by_entry(tmp_path: Path) -> 
     assert freed[1][1] >= len(entries) - 1
     kept = [e["message"] for e in result.session.entries if e["type"] == "message"]
     assert all(new is old for new, old in zip(kept, messages, strict=True))
+
+
+class _SmallDisk(io.BytesIO):
+    """A write-through file with room for ``room`` bytes (then ENOSPC, as a full disk)."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(data)
+
+
+def test_a_failed_write_through_fails_every_later_use() -> None:
+    disk = _SmallDisk(room=400)
+    session = SessionFile.in_memory("/w", write_through=disk)
+    session.append_custom("context-prune-stats", {"n": 1})
+    with pytest.raises(SessionError, match="cannot write the session through to its file: No"):
+        session.append_custom("context-prune-stats", {"text": "x" * 500})
+    # the file no longer holds the session's text: nothing more is written or read from it
+    disk.room = 10_000
+    with pytest.raises(SessionError, match="No space left on device"):
+        session.append_custom("context-prune-stats", {"n": 3})
+    with pytest.raises(SessionError, match="No space left on device"):
+        list(session.written_chunks())
+    with pytest.raises(SessionError, match="No space left on device"):
+        session.custom_entries()
+
+
+def test_a_write_through_file_changed_behind_the_session_is_refused(tmp_path: Path) -> None:
+    with tempfile.TemporaryFile(dir=tmp_path) as spool:
+        session = SessionFile.in_memory("/w", write_through=spool)
+        session.append_custom("context-prune-stats", {"n": 1})
+        spool.write(b"more\n")  # not the session's
+        with pytest.raises(SessionError, match=r"holds \d+ bytes, not the \d+ written"):
+            list(session.written_chunks())

@@ -3,16 +3,18 @@ holds their typer signatures), importing neither typer nor rich until they print
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, NoReturn, Optional
 
 from ..config import Config
-from ..errors import CondenseError
+from ..errors import CondenseError, SessionError
 from ..inplace import (
     InPlaceError,
     check_output,
@@ -52,6 +54,7 @@ __all__ = [
     "REPLAY_FILES",
     "example_folder",
     "exit_with",
+    "fail_written",
     "inputs",
     "print_problems",
     "release",
@@ -146,15 +149,29 @@ def run(
         )
 
 
-def write_through_file(folder: Path) -> IO[bytes]:
+@contextlib.contextmanager
+def write_through_file(folder: Path) -> Iterator[IO[bytes]]:
     """An anonymous file for the new session's text as the replay writes it
     (``ReplayOptions.write_through``): in ``folder`` when it exists (the output's disk), else
-    the temporary directory; it is gone once closed."""
+    the temporary directory; gone when the block ends."""
     where = folder if folder.is_dir() else None
     try:
-        return tempfile.TemporaryFile(dir=where)
+        spool = tempfile.TemporaryFile(dir=where)  # noqa: SIM115 (closed below)
     except OSError as exc:
         fail_at(folder, "cannot create a temporary file", exc)
+    try:
+        yield spool
+    finally:
+        # Closing flushes what the file still buffers: after a failed write (a full disk)
+        # that fails again, and nothing in the file is needed any more.
+        with contextlib.suppress(OSError):
+            spool.close()
+
+
+def fail_written(target: Path, exc: SessionError) -> NoReturn:
+    """Exit 2 for a new session that could not be written through to its file."""
+    cause = exc.__cause__
+    fail_at(target, "cannot write", cause if isinstance(cause, OSError) else exc)
 
 
 def release(result: ReplayResult) -> None:
@@ -334,7 +351,12 @@ def run_condense(
         )
         sources = [source]
         del source  # the replay takes it (see `run`)
-        result = run(sources, config, (summarizer, session_model), options, progress, "condensing")
+        try:
+            result = run(
+                sources, config, (summarizer, session_model), options, progress, "condensing"
+            )
+        except SessionError as exc:  # the new session could not be written through (a full disk)
+            fail_written(target, exc)
         release(result)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -344,6 +366,8 @@ def run_condense(
                 write_new(target, result.session_chunks(_PIECE), mode)
         except InPlaceError as exc:
             fail(str(exc))
+        except SessionError as exc:
+            fail_written(target, exc)
         except OSError as exc:
             fail_at(target, "cannot write", exc)
         _, condensed_chars = cold_chars(result.session, config)

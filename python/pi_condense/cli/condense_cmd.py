@@ -21,6 +21,7 @@ from typing import Optional
 
 import typer
 
+from ..errors import SessionError
 from ..replay import ReplayOptions
 from ..report.condense import condense_report, problems
 from ._common import (
@@ -43,6 +44,7 @@ from ._condense import (
     REPLAY_FILES,
     example_folder,
     exit_with,
+    fail_written,
     inputs,
     print_problems,
     release,
@@ -172,12 +174,18 @@ def replay_command(
         )
         sources = [source]
         del source  # the replay takes it (see `run`)
-        result = run(
-            sources, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
-        )
+        progress = show_progress(quiet)
+        try:
+            result = run(
+                sources, config, (summarizer, session_model), options, progress, "replaying"
+            )
+        except SessionError as exc:  # the new session could not be written through (a full disk)
+            fail_written(root / "session.jsonl", exc)
         release(result)
         try:
             result.write(root)
+        except SessionError as exc:
+            fail_written(root / "session.jsonl", exc)
         except OSError as exc:
             fail_at(root, "cannot write", exc)
         counts = result.meta()["counts"]

@@ -122,6 +122,7 @@ class SessionFile(EntryIndex):
     # is in _spool (offset << 40 | length); the whole entry is read back when asked for.
     _spooled: dict[int, int]
     _stamp: tuple[float, str]  # the clock's last reading and its ISO string
+    _spool_failed: Optional[str]  # why writing through failed: every later use fails so
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -176,6 +177,7 @@ class SessionFile(EntryIndex):
         session._spool_size = 0
         session._spooled = {}
         session._stamp = (math.nan, "")
+        session._spool_failed = None
         return session
 
     @classmethod
@@ -415,22 +417,23 @@ class SessionFile(EntryIndex):
 
         Raises :class:`SessionError` for a session without ``write_through``.
         """
-        spool = self._spool
-        if spool is None:
+        if self._spool is None:
             raise SessionError(f"{self._name()}: the session is not written through to a file")
-        with self._mutex:
+        with self._mutex, self._spool_io() as spool:
             spool.flush()
             end = self._spool_size
+            if spool.seek(0, os.SEEK_END) != end:
+                raise OSError(f"it holds {spool.tell()} bytes, not the {end} written")
         at = 0
         while at < end:
-            with self._mutex:
+            with self._mutex, self._spool_io() as spool:
                 spool.seek(at)
                 piece = spool.read(min(size, end - at))
                 if not piece.endswith(b"\n") and at + len(piece) < end:
                     piece += spool.readline()
                 spool.seek(self._spool_size)
-            if not piece:
-                raise SessionError(f"{self._name()}: the write-through file was cut short")
+                if not piece:
+                    raise OSError("it was cut short")
             at += len(piece)
             yield piece
 
@@ -929,15 +932,26 @@ class SessionFile(EntryIndex):
         self._sync_before_append(fd, follow_tip)
         return self._commit(fields, fd, shared)
 
-    def _spool_write(self, payload: bytes) -> None:
-        assert self._spool is not None
+    @contextmanager
+    def _spool_io(self) -> Iterator[IO[bytes]]:
+        """The write-through file for one use; a failure (a full disk) fails every later
+        use too: the file no longer holds the session's text."""
+        spool = self._spool
+        assert spool is not None
+        if self._spool_failed is not None:
+            raise SessionError(self._spool_failed)
         try:
-            self._spool.write(payload)
+            yield spool
         except OSError as exc:
-            raise SessionError(
+            self._spool_failed = (
                 f"{self._name()}: cannot write the session through to its file: "
                 f"{exc.strerror or exc}"
-            ) from exc
+            )
+            raise SessionError(self._spool_failed) from exc
+
+    def _spool_write(self, payload: bytes) -> None:
+        with self._spool_io() as spool:
+            spool.write(payload)
         self._spool_size += len(payload)
 
     def _whole(self, entry: dict[str, Any]) -> dict[str, Any]:
@@ -946,9 +960,7 @@ class SessionFile(EntryIndex):
         where = self._spooled.get(id(entry))
         if where is None:
             return entry
-        spool = self._spool
-        assert spool is not None
-        with self._mutex:
+        with self._mutex, self._spool_io() as spool:
             spool.flush()
             spool.seek(where >> 40)
             line = spool.read(where & ((1 << 40) - 1))
