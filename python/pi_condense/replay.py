@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
+from typing import IO, TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
 
 from . import spill
 from .branch_facts import pi_context_usage
@@ -110,7 +110,9 @@ class ReplayOptions:
     kept); ``raise_errors`` lets a failing condenser event propagate instead of
     being recorded like Pi's extension runner does. ``blob_mode`` is the permission bits of
     the session file the new session becomes: its spill sidecars and their directory are
-    no more open (None: the umask's).
+    no more open (None: the umask's). ``write_through``: an empty binary file (readable and
+    writable) the new session's text is written to as it grows, which then keeps its pruner
+    entries there rather than in memory (``SessionFile.in_memory``).
     """
 
     session_dir: str = ""
@@ -123,6 +125,7 @@ class ReplayOptions:
     raise_errors: bool = False
     context_window: int = CONTEXT_WINDOW
     blob_mode: Optional[int] = None
+    write_through: Optional[IO[bytes]] = None
 
 
 @dataclass
@@ -151,6 +154,9 @@ class ReplayResult:
         """The new session file's bytes (:meth:`session_text`, UTF-8) in pieces of about
         ``size`` bytes, each made as it is asked for: what writes them one after another never
         holds the whole file. The header line is in the first piece."""
+        if self.session.writes_through:
+            yield from self.session.written_chunks(size)
+            return
         lines: list[str] = []
         held = 0
         for line in self._session_lines():
@@ -163,6 +169,10 @@ class ReplayResult:
             yield ("\n".join(lines) + "\n").encode("utf-8")
 
     def _session_lines(self) -> Iterator[str]:
+        if self.session.writes_through:
+            for piece in self.session.written_chunks():
+                yield from piece.decode("utf-8")[:-1].split("\n")
+            return
         yield jsjson.dumps(self.session.header)
         for entry in self.session.entries:
             yield jsjson.dumps(entry)
@@ -170,7 +180,7 @@ class ReplayResult:
     def entry_counts(self) -> dict[str, int]:
         """Entries by type (``custom`` ones by ``type:customType``)."""
         counts: Counter[str] = Counter()
-        for entry in self.session.entries:
+        for entry in self.session.iter_entries():
             kind = str(entry.get("type"))
             if kind in ("custom", "custom_message"):
                 kind = f"{kind}:{entry.get('customType')}"
@@ -184,7 +194,7 @@ class ReplayResult:
                 **self.counts,
                 "summarizerCalls": len(self.summarizer.calls),
                 "contextRecords": len(self.contexts.sizes),
-                "entries": len(self.session.entries),
+                "entries": len(self.session),
                 "byType": self.entry_counts(),
             },
             "handlerErrors": [{"event": e, "error": m} for e, m in self.handler_errors],
@@ -249,6 +259,7 @@ class _Replayer:
             session_dir=options.recorded_session_dir or options.session_dir,
             clock=self.clock,
             id_source=counter_ids() if options.deterministic else None,
+            write_through=options.write_through,
         )
         self.contexts = ContextLog(keep_pool=options.record_contexts)
         self.result = ReplayResult(self.session, self.contexts, summarizer)
@@ -717,8 +728,12 @@ class _Replayer:
         await self._event("session_start", self.condenser.session_start)
         self.messages = list(self.session.build_context().messages)
         total = len(self.path)
-        for done, entry in enumerate(self.path, 1):
-            await self._entry(entry)
+        # Taken from the end: a source entry is not held after its point (its message is,
+        # by the new session; the source's own entries go once its caller lets it go).
+        pending = self.path[::-1]
+        self.path = []
+        for done in range(1, total + 1):
+            await self._entry(pending.pop())
             if self.on_progress is not None:
                 self.on_progress(done, total)
         await self._close_run()
@@ -793,6 +808,7 @@ async def replay_async(
         condenser_factory,
         fallback,
     )
+    del source  # the runner holds its branch (and drops each entry after its point)
     return await runner.run()
 
 

@@ -398,3 +398,36 @@ def test_compact_that_fails_part_way_exits_3(tmp_path: Path) -> None:
     assert len(data) == limit  # the index entry was written, the chain entry not at all
     assert data.startswith(original)
     assert json.loads(data[len(original) :])["customType"] == "context-prune-index"
+
+
+@pytest.mark.parametrize("command", ["condense", "replay"])
+def test_a_disk_too_full_for_the_new_session_fails_in_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    # The new session is written through to a file as the replay goes: a write that fails
+    # there (here a file size limit) ends the command with one line, and no output.
+    source = small_session(tmp_path / "s.jsonl", prompts=4)
+    limit = source.stat().st_size // 2  # the source is read whole; the new session is larger
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "c.jsonl" if command == "condense" else out / "vector"
+
+    def small_files() -> None:  # in the child
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run(
+        [*CLI, command, str(source), "-o", str(target), "--quiet"],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env={**env(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=small_files,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    written = out / "c.jsonl" if command == "condense" else out / "vector" / "session.jsonl"
+    assert proc.stderr == f"pi-condense: {written}: cannot write: File too large\n"
+    assert list(out.iterdir()) == []  # no output, no temporary file left

@@ -381,17 +381,26 @@ def test_a_late_join_stores_the_earlier_runs_in_one_write(
     history.append({"role": "user", "content": "and now?"})
     path = tmp_path / "s.jsonl"
     hook = CondenseFilter(session=path, clock=Clock())
-    real_write = os.write
+    real_write, real_pwrite = os.write, os.pwrite
     stored: list[int] = []  # how many message entries each write to the session carried
 
-    def write(fd: int, data: Any) -> int:
+    def count(fd: int, data: Any) -> None:
         if os.fstat(fd).st_ino == path.stat().st_ino:
             stored.append(bytes(data).count(b'"type":"message"'))
+
+    def write(fd: int, data: Any) -> int:
+        count(fd, data)
         return real_write(fd, data)
 
+    def pwrite(fd: int, data: Any, offset: int) -> int:  # an append's lines, written in place
+        count(fd, data)
+        return real_pwrite(fd, data, offset)
+
     monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "pwrite", pwrite)
     out = hook.condense(history)
     monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
     assert "ref `" in json.dumps(out)
     assert hook.stats.adopted > 100
     assert max(stored) == hook.stats.adopted  # the earlier runs' messages: one write

@@ -3,18 +3,29 @@ written piece by piece, nothing of the condenser once the caller lets it go (iss
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import gc
+import io
 import json
+import os
+import tempfile
+import tracemalloc
 import weakref
 from collections import Counter
 from pathlib import Path
+from typing import IO, Any
+
+import pytest
 
 from pi_condense.config import Config
 from pi_condense.corpus.run import config_settings
 from pi_condense.corpus.tasks import Task, run_task
+from pi_condense.errors import SessionError
 from pi_condense.inplace import fingerprint, replace_in_place, write_new
-from pi_condense.replay import ReplayOptions, ReplayResult, replay
-from pi_condense.replay_log import batch_notice
+from pi_condense.replay import ReplayOptions, ReplayResult, replay, replay_async
+from pi_condense.replay_log import batch_notice, counter_ids
+from pi_condense.report.condense import cold_chars, condense_report
 from pi_condense.session import SessionFile
 from pi_condense.summarize.factory import make_summarizer
 from support.sessions import write_session
@@ -143,3 +154,200 @@ def test_a_corpus_task_leaves_no_garbage_behind(tmp_path: Path) -> None:
     assert outcome.result is not None
     assert outcome.result["row"]["model_calls"] == 12
     assert gc.collect() < 20  # before: every object of the condenser and its replay
+
+
+def _both_ways(spool: IO[bytes]) -> tuple[SessionFile, SessionFile]:
+    """The same appends to a plain in-memory session and to one written through to ``spool``."""
+    sessions = [
+        SessionFile.in_memory(
+            "/w", session_id="s", clock=lambda: 1_000, id_source=counter_ids(), **extra
+        )
+        for extra in ({}, {"write_through": spool})
+    ]
+    message = {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1}
+    for session in sessions:
+        session.append_message(message, shared=True)
+        session.append_custom("context-prune-index", {"toolCalls": [{"toolCallId": "c1"}]})
+        session.append_custom_message("context-prune-summary", "text", False, {"k": [1]})
+        session.append_custom("context-prune-stats", {"totalCost": 0.5})
+        session.append_label("00000001", "first")
+    return sessions[0], sessions[1]
+
+
+def test_a_session_written_through_keeps_its_custom_entries_in_the_file(tmp_path: Path) -> None:
+    with tempfile.TemporaryFile(dir=tmp_path) as spool:
+        plain, through = _both_ways(spool)
+        _check_written_through(plain, through, spool)
+
+
+def _check_written_through(plain: SessionFile, through: SessionFile, spool: IO[bytes]) -> None:
+    assert through.writes_through
+    assert not plain.writes_through
+    lines = [plain.header, *plain.entries]
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    spool.seek(0)
+    assert spool.read() == text.encode("utf-8")  # every line written as it was appended
+    # what it holds: the custom entries without their data, everything else whole
+    _, path = through.branch_path()
+    assert [e["type"] for e in path] == ["message", "custom", "custom_message", "custom", "label"]
+    assert not any("data" in e for e in path)
+    assert path[0]["message"] is plain.branch()[0]["message"]
+    # every reader gets the whole entries back, equal to the plain session's
+    assert through.entries == plain.entries
+    assert list(through.iter_entries()) == plain.entries
+    assert through.branch() == plain.branch() == through.branch("00000005")
+    assert through.custom_entries() == plain.custom_entries()
+    assert list(through.iter_custom_entries()) == plain.custom_entries()
+    assert through.get_entry("00000002") == plain.get_entry("00000002")
+    assert through.get_entry("00000002")["data"] == {"toolCalls": [{"toolCallId": "c1"}]}
+    assert b"".join(through.written_chunks(size=10)) == text.encode("utf-8")
+    assert all(piece.endswith(b"\n") for piece in through.written_chunks(size=10))
+    # and appends after a read-back go on at the file's end
+    through.append_custom("context-prune-stats", {"totalCost": 1})
+    assert through.entries[-1]["data"] == {"totalCost": 1}
+    assert b"".join(through.written_chunks()).count(b"\n") == 7
+
+
+def test_a_plain_session_has_no_written_text(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="not written through"):
+        list(SessionFile.in_memory("/w").written_chunks())
+
+
+def test_a_replay_written_through_writes_the_same_session(tmp_path: Path) -> None:
+    source = _source(tmp_path)
+    plain = _condense(source, tmp_path / "a")
+    config = Config.from_settings_dict({"enabled": True})
+    with tempfile.TemporaryFile(dir=tmp_path) as spool:
+        options = ReplayOptions(
+            session_dir=str(tmp_path / "a"),
+            record_contexts=False,
+            deterministic=True,
+            write_through=spool,
+        )
+        through = replay(source, config, make_summarizer("default", config=config), options)
+        assert through.session_text() == plain.session_text()
+        assert b"".join(through.session_chunks(size=2000)) == plain.session_text().encode()
+        assert through.entry_counts() == plain.entry_counts()
+        # the pruner's entries are in the file, not in memory
+        _, path = through.session.branch_path()
+        customs = [e for e in path if e["type"] == "custom"]
+        assert len(customs) > 5
+        assert not any("data" in e for e in customs)
+        config = Config.from_settings_dict({"enabled": True})
+        assert cold_chars(through.session, config) == cold_chars(plain.session, config)
+        assert condense_report(through, 1, 1) == condense_report(plain, 1, 1)
+
+
+def test_entries_appended_in_one_millisecond_share_their_timestamp() -> None:
+    # A replay freezes its clock per source entry: the entries one event appends (the message,
+    # the pruner's entries) held a string each for the same time (1.3 MB at x10).
+    session = SessionFile.in_memory("/w", clock=lambda: 5_000)
+    message = {"role": "user", "content": "hi", "timestamp": 1}
+    session.append_message(message, shared=True)
+    session.append_message(message, shared=True)
+    first, second = session.entries
+    assert first["timestamp"] == "1970-01-01T00:00:05.000Z"
+    assert first["timestamp"] is second["timestamp"]
+
+
+def test_the_kept_branch_holds_no_set_of_its_entries() -> None:
+    # The branch kept as entries are appended held the id() of every entry in a set besides
+    # the path itself (2.7 MB for the 20k entries of condense x10).
+    session = SessionFile.in_memory("/w", id_source=counter_ids())
+    message = {"role": "user", "content": "hi", "timestamp": 1}
+    session.append_message(message, shared=True)
+    session.branch_path()
+    tracemalloc.start()
+    try:
+        for _ in range(4000):
+            session.append_message(message, shared=True)
+            session.branch_path()
+        snapshot = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    context = snapshot.filter_traces([tracemalloc.Filter(True, "*session/context.py")])
+    held = sum(stat.size for stat in context.statistics("filename"))
+    assert held < 100_000  # the path's list: 8 bytes an entry
+    epoch, path = session.branch_path()
+    assert len(path) == 4001
+    # a leaf moved back along the branch is still found, and the branch walked again
+    session.set_leaf("00000010")
+    again, path = session.branch_path()
+    assert again != epoch
+    assert [e["id"] for e in path] == [f"{n:08x}" for n in range(1, 17)]
+
+
+class _Probe:
+    """An object held by one source entry alone: gone when the entry is."""
+
+
+def test_a_source_the_caller_lets_go_is_freed_entry_by_entry(tmp_path: Path) -> None:
+    # `condense` hands its source over: each source entry is freed once the replay is past it
+    # (its message stays, held by the new session), not when the replay ends.
+    sources = [_source(tmp_path)]
+    branch = sources[0].branch()
+    probes = [_Probe() for _ in branch]  # dicts take no weak references: their probes do
+    for entry, probe in zip(branch, probes, strict=True):
+        entry["probe"] = probe
+    entries = [weakref.ref(probe) for probe in probes]
+    del probes
+    messages = [entry["message"] for entry in branch if entry["type"] == "message"]
+    del branch
+    freed: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        if done in (total // 2, total):
+            gc.collect()
+            freed.append((done, sum(ref() is None for ref in entries)))
+
+    config = Config.from_settings_dict({"enabled": True})
+    options = ReplayOptions(session_dir=str(tmp_path), record_contexts=False)
+    summarizer = make_summarizer("default", config=config)
+    result = asyncio.run(
+        replay_async(sources.pop(), config, summarizer, options, on_progress=progress)
+    )
+    half = len(entries) // 2
+    # at the half, every entry before the one just replayed is gone (the source with them)
+    assert freed[0][0] == half
+    assert freed[0][1] >= half - 1
+    assert freed[1][1] >= len(entries) - 1
+    kept = [e["message"] for e in result.session.entries if e["type"] == "message"]
+    assert all(new is old for new, old in zip(kept, messages, strict=True))
+
+
+class _SmallDisk(io.BytesIO):
+    """A write-through file with room for ``room`` bytes (then ENOSPC, as a full disk)."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__()
+        self.room = room
+
+    def write(self, data: Any) -> int:
+        if self.tell() + len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(data)
+
+
+def test_a_failed_write_through_fails_every_later_use() -> None:
+    disk = _SmallDisk(room=400)
+    session = SessionFile.in_memory("/w", write_through=disk)
+    session.append_custom("context-prune-stats", {"n": 1})
+    with pytest.raises(SessionError, match="cannot write the session through to its file: No"):
+        session.append_custom("context-prune-stats", {"text": "x" * 500})
+    # the file no longer holds the session's text: nothing more is written or read from it
+    disk.room = 10_000
+    with pytest.raises(SessionError, match="No space left on device"):
+        session.append_custom("context-prune-stats", {"n": 3})
+    with pytest.raises(SessionError, match="No space left on device"):
+        list(session.written_chunks())
+    with pytest.raises(SessionError, match="No space left on device"):
+        session.custom_entries()
+
+
+def test_a_write_through_file_changed_behind_the_session_is_refused(tmp_path: Path) -> None:
+    with tempfile.TemporaryFile(dir=tmp_path) as spool:
+        session = SessionFile.in_memory("/w", write_through=spool)
+        session.append_custom("context-prune-stats", {"n": 1})
+        spool.write(b"more\n")  # not the session's
+        with pytest.raises(SessionError, match=r"holds \d+ bytes, not the \d+ written"):
+            list(session.written_chunks())

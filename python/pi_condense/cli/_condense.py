@@ -3,15 +3,18 @@ holds their typer signatures), importing neither typer nor rich until they print
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import stat
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, NoReturn, Optional
 
 from ..config import Config
-from ..errors import CondenseError
+from ..errors import CondenseError, SessionError
 from ..inplace import (
     InPlaceError,
     check_output,
@@ -51,14 +54,18 @@ __all__ = [
     "REPLAY_FILES",
     "example_folder",
     "exit_with",
+    "fail_written",
     "inputs",
     "print_problems",
     "release",
     "run",
     "run_condense",
+    "write_through_file",
 ]
 
 REPLAY_FILES = ("session.jsonl", "contexts.jsonl", "summarizer.jsonl", "meta.json")
+_PIECE = 1 << 16
+"""Bytes of the new session copied to the output at a time (a larger piece raised the peak)."""
 
 
 # ---------------------------------------------------------------------------------- inputs
@@ -88,7 +95,7 @@ def inputs(
 
 
 def run(
-    source: SessionFile,
+    sources: list[SessionFile],
     config: Config,
     summarizers: tuple[Summarizer, Optional[Summarizer]],
     options: ReplayOptions,
@@ -96,12 +103,16 @@ def run(
     label: str,
 ) -> ReplayResult:
     """Replay in one event loop with (summarizer, session model) (the summarizer's client is
-    closed at the end), with a progress bar on stderr when ``progress_bar``."""
+    closed at the end), with a progress bar on stderr when ``progress_bar``. ``sources``
+    holds the source session, which the replay takes out: once the caller holds it no more,
+    each source entry is freed after its point in the replay."""
     summarizer, session_model = summarizers
     if not progress_bar:
         return run_with_summarizer(
             summarizer,
-            lambda: replay_async(source, config, summarizer, options, session_model=session_model),
+            lambda: replay_async(
+                sources.pop(), config, summarizer, options, session_model=session_model
+            ),
         )
     # Imported here: a quiet or piped run does not pay for the progress machinery.
     from rich.progress import (
@@ -120,7 +131,7 @@ def run(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err_console(), transient=False) as progress:
-        task = progress.add_task(label, total=len(source.branch(options.leaf)))
+        task = progress.add_task(label, total=len(sources[0].branch(options.leaf)))
 
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
@@ -128,7 +139,7 @@ def run(
         return run_with_summarizer(
             summarizer,
             lambda: replay_async(
-                source,
+                sources.pop(),
                 config,
                 summarizer,
                 options,
@@ -136,6 +147,31 @@ def run(
                 session_model=session_model,
             ),
         )
+
+
+@contextlib.contextmanager
+def write_through_file(folder: Path) -> Iterator[IO[bytes]]:
+    """An anonymous file for the new session's text as the replay writes it
+    (``ReplayOptions.write_through``): in ``folder`` when it exists (the output's disk), else
+    the temporary directory; gone when the block ends."""
+    where = folder if folder.is_dir() else None
+    try:
+        spool = tempfile.TemporaryFile(dir=where)  # noqa: SIM115 (closed below)
+    except OSError as exc:
+        fail_at(folder, "cannot create a temporary file", exc)
+    try:
+        yield spool
+    finally:
+        # Closing flushes what the file still buffers: after a failed write (a full disk)
+        # that fails again, and nothing in the file is needed any more.
+        with contextlib.suppress(OSError):
+            spool.close()
+
+
+def fail_written(target: Path, exc: SessionError) -> NoReturn:
+    """Exit 2 for a new session that could not be written through to its file."""
+    cause = exc.__cause__
+    fail_at(target, "cannot write", cause if isinstance(cause, OSError) else exc)
 
 
 def release(result: ReplayResult) -> None:
@@ -299,37 +335,49 @@ def run_condense(
     source, config, summarizer, session_model = inputs(
         path, leaf, config_file, compat, summarizer_name, base_url, "default"
     )
-    options = ReplayOptions(
-        session_dir=str(target.parent.resolve()),
-        leaf=leaf,
-        deterministic=False,
-        record_contexts=False,
-        blob_mode=mode,
-    )
     progress = not as_json and show_progress(quiet)
     raw_chars = jsjson.length(source.build_context(leaf).messages)
     load_code = exit_code(source, strict)
-    result = run(source, config, (summarizer, session_model), options, progress, "condensing")
-    release(result)
-    del source
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if before is not None:
-            replace_in_place(path, result.session_chunks(), backup, before)
+    # The new session is written to a file as it grows (its pruner entries are not held),
+    # then copied to the output.
+    with write_through_file(target.parent) as spool:
+        options = ReplayOptions(
+            session_dir=str(target.parent.resolve()),
+            leaf=leaf,
+            deterministic=False,
+            record_contexts=False,
+            blob_mode=mode,
+            write_through=spool,
+        )
+        sources = [source]
+        del source  # the replay takes it (see `run`)
+        try:
+            result = run(
+                sources, config, (summarizer, session_model), options, progress, "condensing"
+            )
+        except SessionError as exc:  # the new session could not be written through (a full disk)
+            fail_written(target, exc)
+        release(result)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if before is not None:
+                replace_in_place(path, result.session_chunks(_PIECE), backup, before)
+            else:
+                write_new(target, result.session_chunks(_PIECE), mode)
+        except InPlaceError as exc:
+            fail(str(exc))
+        except SessionError as exc:
+            fail_written(target, exc)
+        except OSError as exc:
+            fail_at(target, "cannot write", exc)
+        _, condensed_chars = cold_chars(result.session, config)
+        report = condense_report(result, raw_chars, condensed_chars)
+        report["output"] = str(target)
+        if in_place:
+            report["backup"] = str(backup)
+        if as_json:
+            sys.stdout.write(jsjson.dumps(report, 2) + "\n")
         else:
-            write_new(target, result.session_chunks(), mode)
-    except InPlaceError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail_at(target, "cannot write", exc)
-    _, condensed_chars = cold_chars(result.session, config)
-    report = condense_report(result, raw_chars, condensed_chars)
-    report["output"] = str(target)
-    if in_place:
-        report["backup"] = str(backup)
-    if as_json:
-        sys.stdout.write(jsjson.dumps(report, 2) + "\n")
-    else:
-        _print_report(report, target)
-        print_problems(result)
-    exit_with(result, load_code)
+            _print_report(report, target)
+            print_problems(result)
+        exit_with(result, load_code)

@@ -13,6 +13,7 @@ This module holds the commands' typer signatures; what they run is in :mod:`._co
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Optional
 
 import typer
 
+from ..errors import SessionError
 from ..replay import ReplayOptions
 from ..report.condense import condense_report, problems
 from ._common import (
@@ -42,11 +44,13 @@ from ._condense import (
     REPLAY_FILES,
     example_folder,
     exit_with,
+    fail_written,
     inputs,
     print_problems,
     release,
     run,
     run_condense,
+    write_through_file,
 )
 
 __all__ = ["condense_report", "example_folder", "problems", "register"]
@@ -155,24 +159,36 @@ def replay_command(
     root = out_dir.resolve()
     if recorded_session_dir is not None and not os.path.isabs(recorded_session_dir):
         fail(f"--recorded-session-dir {recorded_session_dir}: not an absolute path")
-    options = ReplayOptions(
-        session_dir=str(root),
-        recorded_session_dir=recorded_session_dir,
-        leaf=leaf,
-        restart_each_prompt=restart_each_prompt,
-        deterministic=deterministic,
-    )
     load_code = exit_code(source, strict)
-    result = run(
-        source, config, (summarizer, session_model), options, show_progress(quiet), "replaying"
-    )
-    release(result)
-    del source
-    try:
-        result.write(root)
-    except OSError as exc:
-        fail_at(root, "cannot write", exc)
-    counts = result.meta()["counts"]
+    with contextlib.ExitStack() as stack:
+        # The new session is written to a file as it grows (its pruner entries are not held),
+        # unless a condenser started at every prompt reads them all back each time.
+        spool = None if restart_each_prompt else stack.enter_context(write_through_file(root))
+        options = ReplayOptions(
+            session_dir=str(root),
+            recorded_session_dir=recorded_session_dir,
+            leaf=leaf,
+            restart_each_prompt=restart_each_prompt,
+            deterministic=deterministic,
+            write_through=spool,
+        )
+        sources = [source]
+        del source  # the replay takes it (see `run`)
+        progress = show_progress(quiet)
+        try:
+            result = run(
+                sources, config, (summarizer, session_model), options, progress, "replaying"
+            )
+        except SessionError as exc:  # the new session could not be written through (a full disk)
+            fail_written(root / "session.jsonl", exc)
+        release(result)
+        try:
+            result.write(root)
+        except SessionError as exc:
+            fail_written(root / "session.jsonl", exc)
+        except OSError as exc:
+            fail_at(root, "cannot write", exc)
+        counts = result.meta()["counts"]
     err.print(
         f"replayed {counts['llmCalls']} LLM calls, {counts['summarizerCalls']} summarizer "
         f"calls, {counts['entries']} entries -> {root}",

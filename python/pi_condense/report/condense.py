@@ -23,7 +23,9 @@ def cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
     """(context chars, rendered chars) of a session's current branch, as a fresh load sees it."""
     messages = session.build_context().messages
     before = jsjson.length(messages)
-    result = render(messages, PrunerState.from_session(session), config)
+    # one entry at a time: a session written through to its file reads each back from there
+    state = PrunerState.from_branch(session.iter_custom_entries())
+    result = render(messages, state, config)
     return before, result.after_chars if result.pruned else before
 
 
@@ -58,7 +60,7 @@ def problems(result: ReplayResult) -> list[dict[str, Any]]:
 def _entry_facts(session: SessionFile) -> dict[str, Any]:
     facts: dict[str, Any] = {"summaries": 0, "chains": 0, "aliases": 0, "spilled": 0}
     stats: dict[str, Any] = {}
-    for entry in session.entries:
+    for entry in session.iter_entries():
         kind = entry.get("customType")
         data = entry.get("data")
         if kind == "context-prune-summary":

@@ -56,7 +56,9 @@ Concurrent writers
     opened: a FIFO or a device is refused at once instead of blocking.
 
 In-memory sessions (:meth:`SessionFile.in_memory`, :meth:`SessionFile.parse`) behave the same
-without a file.
+without a file. One made with ``in_memory(write_through=file)`` (the writer of ``condense`` and
+``replay``) also writes its text to ``file`` as it grows and keeps its ``custom`` entries there,
+without their data in memory, reading each back when asked for.
 
 Where this differs from Pi (only on input Pi mishandles, or by design):
 - a missing, empty or header-less file raises instead of silently starting a new session;

@@ -299,7 +299,7 @@ class BranchPath:
     """The root-first path of one leaf entry, grown in place while the leaf moves to a child
     of its last entry (a message appended at the leaf: the common case, O(1))."""
 
-    __slots__ = ("_members", "builder", "dangling", "epoch", "leaf", "path")
+    __slots__ = ("builder", "dangling", "epoch", "leaf", "path")
 
     def __init__(self, leaf: Optional[dict[str, Any]], by_id: Mapping[Any, dict[str, Any]]):
         self._start(walk(leaf, by_id))
@@ -320,7 +320,6 @@ class BranchPath:
         self.epoch = next(_EPOCHS)
         self.leaf = path[-1] if path else None
         self.path = path
-        self._members: Optional[set[int]] = None
         self.builder: Optional[ContextBuilder] = None
         # An id the root names as its parent: an entry with that id would change the path.
         parent = path[0].get("parentId", ABSENT) if path else ABSENT
@@ -343,13 +342,6 @@ class BranchPath:
         """The ``custom`` and ``custom_message`` entries of the path, root first."""
         return list(self._read().customs)
 
-    @property
-    def members(self) -> set[int]:
-        """The ``id()`` of every entry on the path (made on first use)."""
-        if self._members is None:
-            self._members = set(map(id, self.path))
-        return self._members
-
     def extend(self, leaf: dict[str, Any], by_id: Mapping[Any, dict[str, Any]]) -> bool:
         """Move to ``leaf`` if it descends from the current leaf within a few entries (the
         entries appended since the last look); False (nothing changed) otherwise."""
@@ -358,16 +350,18 @@ class BranchPath:
         added: list[dict[str, Any]] = []
         current: Optional[dict[str, Any]] = leaf
         # a walk as long as the path costs what a rebuild would (thousands of entries
-        # appended at once, e.g. a late join's, keep the path and what was learned of it)
+        # appended at once, e.g. a late join's, keep the path and what was learned of it).
+        # A leaf off the path's end walks up to the root (or this bound) before the rebuild:
+        # no set of the path's members is kept to stop it sooner (its memory grew with every
+        # session a process holds: 2.7 MB for the 20k entries of `condense` x10).
         steps = max(_EXTEND_STEPS, len(self.path))
         while current is not self.leaf:
-            if current is None or id(current) in self.members or len(added) >= steps:
+            if current is None or len(added) >= steps:
                 return False
             added.append(current)
             parent = current.get("parentId", ABSENT)
             current = by_id.get(map_key(parent)) if truthy(parent) else None
         added.reverse()
         self.path.extend(added)
-        self.members.update(id(entry) for entry in added)
         self.leaf = leaf
         return True

@@ -3,6 +3,7 @@ durable appends under the lock (see :mod:`pi_condense.session` for the rules).""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -11,7 +12,7 @@ import warnings
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, TypeVar, Union, cast
+from typing import IO, Any, Optional, TypeVar, Union, cast
 
 from .._fs.atomic import fsync_dir
 from .._fs.lock import unlock
@@ -70,6 +71,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _stub_fields(entry: Mapping[str, Any]) -> bool:
+    """Whether every field of ``entry`` but ``data`` is a string or null (immutable: a copy
+    kept without ``data`` may share them with the entry as built)."""
+    return all(value is None or type(value) is str for key, value in entry.items() if key != "data")
+
+
 def _version_number(version: Any, name: str, line: int) -> float:
     """``Number(version)`` as Pi reads the header's version. ``String([x])`` is
     ``String(x)`` (``""`` for a nullish ``x``), so single-element arrays are unwrapped in a
@@ -111,6 +118,13 @@ class SessionFile(EntryIndex):
     _batch: int  # > 0: inside batched(), appends share one open and one hold of the lock
     _batch_fd: Optional[int]  # that open (locked), from the block's first append on
     _batch_file: tuple[int, int]  # (st_dev, st_ino) of the file it opened
+    _spool: Optional[IO[bytes]]  # write-through: every line is written there as committed
+    _spool_size: int  # bytes written to _spool
+    # Write-through: id() of each `custom` entry kept without its `data` -> where its line
+    # is in _spool (offset << 40 | length); the whole entry is read back when asked for.
+    _spooled: dict[int, int]
+    _stamp: tuple[float, str]  # the clock's last reading and its ISO string
+    _spool_failed: Optional[str]  # why writing through failed: every later use fails so
     lock_timeout: float
     """Seconds an append waits for another pi-condense writer's lock (then SessionError)."""
 
@@ -161,6 +175,11 @@ class SessionFile(EntryIndex):
         session._batch = 0
         session._batch_fd = None
         session._batch_file = (0, 0)
+        session._spool = None
+        session._spool_size = 0
+        session._spooled = {}
+        session._stamp = (math.nan, "")
+        session._spool_failed = None
         return session
 
     @classmethod
@@ -260,12 +279,28 @@ class SessionFile(EntryIndex):
         session_dir: str = "",
         clock: Optional[Clock] = None,
         id_source: Optional[IdSource] = None,
+        write_through: Optional[IO[bytes]] = None,
     ) -> SessionFile:
-        """A new v3 session without a file (Pi's ``SessionManager.inMemory``)."""
+        """A new v3 session without a file (Pi's ``SessionManager.inMemory``).
+
+        ``write_through``: a binary file (empty, readable and writable, e.g.
+        :func:`tempfile.TemporaryFile`) the session's text is written to as it grows: the
+        header now, each entry's line when it is appended. The session then keeps its
+        ``custom`` entries without their ``data`` (the bulk of a pruned session: the pruner's
+        index, metrics and chains) and reads each one back from the file when it is asked for
+        (:attr:`entries`, :meth:`branch`, :meth:`custom_entries`, :meth:`get_entry`,
+        :meth:`iter_entries`; :meth:`branch_path` hands out what is kept). For a writer
+        whose text is copied to its destination at the end (:meth:`written_chunks`); the file
+        is neither locked nor synced (the destination's write is what must be durable).
+        """
         session = cls._blank(None, session_dir, clock, id_source)
         session._header = session._new_header(cwd, session_id, parent_session)
         session._file_objects.append(session._header)
-        session._consumed(jsjson.dumps(session._header).encode("utf-8") + b"\n")
+        line = jsjson.dumps(session._header).encode("utf-8") + b"\n"
+        if write_through is not None:
+            session._spool = write_through
+            session._spool_write(line)
+        session._consumed(line)
         return session
 
     def _new_header(
@@ -365,7 +400,44 @@ class SessionFile(EntryIndex):
     def entries(self) -> list[dict[str, Any]]:
         """All non-header entries in file order (migrated in memory); a new list each call."""
         with self._mutex:
+            if self._spooled:
+                return list(map(self._whole, self._entries))
             return list(self._entries)
+
+    def iter_entries(self) -> Iterable[dict[str, Any]]:
+        """:attr:`entries` one at a time: with ``write_through``, each entry kept without its
+        data is read back only when the iteration reaches it (the others are the kept ones)."""
+        with self._mutex:
+            if not self._spooled:
+                return list(self._entries)
+            entries = list(self._entries)
+        return map(self._whole, entries)
+
+    def written_chunks(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The session's text as written to its ``write_through`` file (UTF-8, the header
+        first), read back in pieces of at least ``size`` bytes that end at a line's end.
+
+        Raises :class:`SessionError` for a session without ``write_through``.
+        """
+        if self._spool is None:
+            raise SessionError(f"{self._name()}: the session is not written through to a file")
+        with self._mutex, self._spool_io() as spool:
+            spool.flush()
+            end = self._spool_size
+            if spool.seek(0, os.SEEK_END) != end:
+                raise OSError(f"it holds {spool.tell()} bytes, not the {end} written")
+        at = 0
+        while at < end:
+            with self._mutex, self._spool_io() as spool:
+                spool.seek(at)
+                piece = spool.read(min(size, end - at))
+                if not piece.endswith(b"\n") and at + len(piece) < end:
+                    piece += spool.readline()
+                spool.seek(self._spool_size)
+                if not piece:
+                    raise OSError("it was cut short")
+            at += len(piece)
+            yield piece
 
     @property
     def warnings(self) -> list[LoadWarning]:
@@ -391,12 +463,18 @@ class SessionFile(EntryIndex):
         Condenser) appended that this object has picked up so far."""
         return self._foreign_prune
 
+    @property
+    def writes_through(self) -> bool:
+        """Whether the session is written through to a file (``in_memory(write_through=)``)."""
+        return self._spool is not None
+
     def __len__(self) -> int:
         return len(self._entries)
 
     def get_entry(self, entry_id: str) -> Optional[dict[str, Any]]:
         """The entry with this id (the last one in file order if ids repeat), or None."""
-        return self._by_id.get(map_key(entry_id)) if truthy(entry_id) else None
+        entry = self._by_id.get(map_key(entry_id)) if truthy(entry_id) else None
+        return self._whole(entry) if self._spooled and entry is not None else entry
 
     def get_label(self, entry_id: str) -> Optional[str]:
         """The current label of an entry (latest ``label`` entry wins), or None."""
@@ -426,13 +504,17 @@ class SessionFile(EntryIndex):
         """
         with self._mutex:
             if leaf is not None:
-                return walk(self._require(leaf), self._by_id)
-            return list(self._current_path().path)
+                path = walk(self._require(leaf), self._by_id)
+            else:
+                path = list(self._current_path().path)
+            return list(map(self._whole, path)) if self._spooled else path
 
     def branch_path(self) -> tuple[int, Sequence[dict[str, Any]]]:
         """``(epoch, entries)``: the current leaf's branch, root first, kept incrementally.
 
-        The list is shared with the session and must not be changed. While the epoch stays
+        The list is shared with the session and must not be changed (with ``write_through``
+        its ``custom`` entries are kept without ``data``: see :meth:`in_memory`). While the
+        epoch stays
         the same, every later call returns the same list grown at its end (the leaf moved
         along the branch); a new epoch means a new list (the leaf moved elsewhere, or entries
         read from the file changed how ids resolve). Lets a caller keep facts about the
@@ -466,10 +548,22 @@ class SessionFile(EntryIndex):
         Raises :class:`SessionError` for an unknown id.
         """
         with self._mutex:
-            if leaf is not None:
-                path = walk(self._require(leaf), self._by_id)
-                return [e for e in path if e.get("type") in STATE_ENTRY_TYPES]
-            return self._current_path().custom_entries()
+            customs = self._custom_entries(leaf)
+            return list(map(self._whole, customs)) if self._spooled else customs
+
+    def _custom_entries(self, leaf: Optional[str]) -> list[dict[str, Any]]:
+        if leaf is not None:
+            path = walk(self._require(leaf), self._by_id)
+            return [e for e in path if e.get("type") in STATE_ENTRY_TYPES]
+        return self._current_path().custom_entries()
+
+    def iter_custom_entries(self, leaf: Optional[str] = None) -> Iterable[dict[str, Any]]:
+        """:meth:`custom_entries` one at a time (read back from the ``write_through`` file
+        only when the iteration reaches each one): a state rebuilt from them
+        (``PrunerState.from_branch``) never holds them all at once."""
+        with self._mutex:
+            customs = self._custom_entries(leaf)
+        return map(self._whole, customs) if self._spooled else customs
 
     def build_context(self, leaf: Optional[str] = None) -> SessionContext:
         """Pi's ``buildSessionContext`` from ``leaf`` (default: the current leaf).
@@ -856,15 +950,64 @@ class SessionFile(EntryIndex):
         self._sync_before_append(fd, follow_tip)
         return commit(fd)
 
+    @contextmanager
+    def _spool_io(self) -> Iterator[IO[bytes]]:
+        """The write-through file for one use; a failure (a full disk) fails every later
+        use too: the file no longer holds the session's text."""
+        spool = self._spool
+        assert spool is not None
+        if self._spool_failed is not None:
+            raise SessionError(self._spool_failed)
+        try:
+            yield spool
+        except OSError as exc:
+            self._spool_failed = (
+                f"{self._name()}: cannot write the session through to its file: "
+                f"{exc.strerror or exc}"
+            )
+            raise SessionError(self._spool_failed) from exc
+
+    def _spool_write(self, payload: bytes) -> None:
+        with self._spool_io() as spool:
+            spool.write(payload)
+        self._spool_size += len(payload)
+
+    def _whole(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """``entry``, or when it is kept without its data, the whole entry read back from
+        the ``write_through`` file (a new dict each time)."""
+        where = self._spooled.get(id(entry))
+        if where is None:
+            return entry
+        with self._mutex, self._spool_io() as spool:
+            spool.flush()
+            spool.seek(where >> 40)
+            line = spool.read(where & ((1 << 40) - 1))
+            spool.seek(self._spool_size)
+        return cast(dict[str, Any], jsjson.loads(line))
+
     def _commit(self, fields: dict[str, Any], fd: Optional[int], shared: bool = False) -> str:
         entry_id = self._generate_id()
-        timestamp = jstime.to_iso_string(self._clock())
+        now = self._clock()
+        stamp = self._stamp
+        if stamp[0] != now:  # entries appended in the same millisecond share one string
+            stamp = self._stamp = (now, jstime.to_iso_string(now))
+        timestamp = stamp[1]
         entry = ordered_entry(fields, entry_id, self._leaf, timestamp)
         line = jsjson.dumps(entry)
-        stored = entry if shared else jsjson.loads(line)
         payload = line.encode("utf-8") + b"\n"
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
+        if self._spool is None:
+            stored = entry if shared else jsjson.loads(line)
+        else:
+            where = self._spool_size << 40 | len(payload)
+            self._spool_write(payload)
+            if entry.get("type") == "custom" and _stub_fields(entry):
+                # The bulk of a pruner's session: kept without `data`, read back on request.
+                stored = {key: value for key, value in entry.items() if key != "data"}
+                self._spooled[id(stored)] = where
+            else:
+                stored = entry if shared else jsjson.loads(line)
         self._put(fd, payload, "entry")
         if self._migrate_v1:
             self._file_objects.append(stored)
@@ -899,6 +1042,8 @@ class SessionFile(EntryIndex):
         payload = ("\n".join(lines) + "\n").encode("utf-8")
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
+        if self._spool is not None:
+            self._spool_write(payload)
         self._put(fd, payload, f"{len(lines)} entries")
         if self._migrate_v1:
             self._file_objects.extend(stored)
