@@ -70,6 +70,19 @@ def stats(state: PrunerState) -> dict[str, int]:
     return state.render_cache.resume_stats
 
 
+SUMMARIZED_2: dict[str, Any] = {
+    "toolCallId": "call-2",
+    "toolName": "read",
+    "args": {"path": "/f2"},
+    "resultText": "output 2",
+    "isError": False,
+    "turnIndex": 2,
+    "timestamp": 5021,
+    "resultTimestamp": 5022,
+}
+"""The index record that summarizes the result of ``turn(2)``."""
+
+
 def test_a_growing_history_is_resumed() -> None:
     messages, state = example()
     first = check(messages, state)
@@ -102,16 +115,7 @@ def test_an_index_change_restarts_before_the_messages_it_touches() -> None:
         check(messages, state)
     # The result of turn 2 is summarized: the render restarts at the end of the render that
     # first held it, and keeps the output before.
-    record = {
-        "toolCallId": "call-2",
-        "toolName": "read",
-        "args": {"path": "/f2"},
-        "resultText": "output 2",
-        "isError": False,
-        "turnIndex": 2,
-        "timestamp": 5021,
-        "resultTimestamp": 5022,
-    }
+    record = dict(SUMMARIZED_2)
     state.add_batch([record])
     got = check(messages, state, records=(record,))
     assert stats(state)["restarted"] == 1

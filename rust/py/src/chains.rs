@@ -268,16 +268,34 @@ fn read_message(
     Ok((view, recovery))
 }
 
-/// The addresses of the items of `list`, in order (no reference is taken: they are only
-/// compared with the addresses a scan holds references to).
-fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
+/// How many leading items of `list`, followed by `closing`, are the objects `log` read at
+/// the same positions (no reference is taken: they are only compared with the addresses
+/// the log holds references to).
+fn common_prefix(
+    log: &ChainLog<PyObject>,
+    list: &Bound<'_, PyList>,
+    closing: Option<&Bound<'_, PyAny>>,
+) -> usize {
     // SAFETY: `list` is a live list and the GIL is held; no Python code runs while the item
-    // array is read.
-    if let Some(items) = unsafe { crate::cpython::list_items(Obj::of(list)) } {
-        return items.iter().map(|&item| item.addr()).collect();
+    // array is compared.
+    let same = match unsafe { crate::cpython::list_items(Obj::of(list)) } {
+        Some(items) => log.common_prefix_by(items, |item| item.addr()),
+        None => log.common_prefix(&item_addresses(list)),
+    };
+    match closing {
+        Some(closing) if same == list.len() && log.tag(same) == Some(closing.as_ptr() as usize) => {
+            same + 1
+        }
+        _ => same,
     }
+}
+
+/// The addresses of the items of `list`, in order, read through the C API (no reference is
+/// taken: they are only compared with the addresses a scan holds references to).
+fn item_addresses(list: &Bound<'_, PyList>) -> Vec<usize> {
     let mut out = Vec::with_capacity(list.len());
-    // SAFETY: as above; each item is only looked at, not kept.
+    // SAFETY: `list` is a live list and the GIL is held; each item is only looked at, not
+    // kept.
     while let Some(item) = unsafe { jsread::list_item(Obj::of(list), out.len()) } {
         out.push(item.addr());
     }
@@ -516,9 +534,7 @@ impl PyChainScan {
         };
         // How many leading messages are the very objects the previous scan read there.
         let keep = lender.as_ref().map_or(0, |prev| {
-            let mut addresses = item_addresses(messages);
-            addresses.extend(closing.iter().map(|c| c.as_ptr() as usize));
-            prev.log.common_prefix(&addresses)
+            common_prefix(&prev.log, messages, closing.as_ref())
         });
         let mut fresh = Vec::new();
         // Asked again at each step: a predicate (Python code) may change the list.

@@ -167,6 +167,15 @@ pub(crate) unsafe fn list_item(list: Obj, i: usize) -> Option<Obj> {
 /// # Safety
 /// `list` must be a live list, the GIL held, and the list not changed while iterating.
 pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
+    // SAFETY: `# Safety` above.
+    unsafe { list_items_from(list, 0) }
+}
+
+/// The items of a list from position `from` on (borrowed), by index.
+///
+/// # Safety
+/// As [`list_items`].
+pub(crate) unsafe fn list_items_from(list: Obj, from: usize) -> impl Iterator<Item = Obj> {
     // SAFETY: `list` is a live list (`# Safety` above: the caller's owned root keeps it, and
     // no Python code runs while iterating, so the in-place item array stays valid).
     let slice = unsafe { list_slice(list) };
@@ -175,7 +184,8 @@ pub(crate) unsafe fn list_items(list: Obj) -> impl Iterator<Item = Obj> {
         // SAFETY: as above.
         None => unsafe { ffi::PyList_Size(list.as_ptr()) }.max(0),
     };
-    (0..len).map_while(move |i| {
+    let from = ffi::Py_ssize_t::try_from(from).unwrap_or(len).min(len);
+    (from..len).map_while(move |i| {
         if let Some(items) = slice {
             return items.get(i as usize).copied();
         }

@@ -24,7 +24,7 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
             x.get(from..).unwrap_or_default(),
             y.get(from..).unwrap_or_default(),
         );
-        return x.iter().zip(y).take_while(|(p, q)| p == q).count();
+        return common_run(x, y);
     }
     let mut n = 0;
     // SAFETY: as above; the items are only compared, not kept.
@@ -40,6 +40,25 @@ fn identical_run(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, from: usize) -> u
         n += 1;
     }
     n
+}
+
+/// How many leading items of `x` and `y` are the same objects: compared a block at a time
+/// without an early exit inside a block (the compiler turns that into vector compares; the
+/// common case is a long run of the same objects).
+fn common_run(x: &[Obj], y: &[Obj]) -> usize {
+    const BLOCK: usize = 64;
+    let mut same = 0;
+    for (p, q) in x.chunks(BLOCK).zip(y.chunks(BLOCK)) {
+        let differs = p
+            .iter()
+            .zip(q)
+            .fold(0, |acc, (a, b)| acc | (a.addr() ^ b.addr()));
+        if differs != 0 {
+            return same + p.iter().zip(q).take_while(|(a, b)| a == b).count();
+        }
+        same += p.len().min(q.len());
+    }
+    same
 }
 
 /// How many leading items `a` and `b` have in common: the very same objects, or with

@@ -17,7 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
 
 use crate::jsread::{
-    self, K, Keys, Obj, is_dict, is_list, is_str, js_id, list_items, present, str_is, str_text,
+    self, K, Keys, Obj, is_dict, is_list, is_str, js_id, list_items, list_items_from, present,
+    str_is, str_text,
 };
 use crate::protect::substring_protects;
 use crate::pystr::js_str_of;
@@ -377,7 +378,7 @@ pub(crate) fn superseded<'py>(
     // SAFETY: `messages` is the render's snapshot (owned for the call), the GIL is held and
     // no Python code runs while its items are read (the borrow rule, lib.rs).
     unsafe {
-        for msg in list_items(Obj::of(messages)).skip(scan.len()) {
+        for msg in list_items_from(Obj::of(messages), scan.len()) {
             let read = read_message(py, keys, matcher, scan.has_open(), msg)?;
             scan.push(read);
         }

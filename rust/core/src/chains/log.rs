@@ -182,19 +182,38 @@ impl<X> ChainLog<X> {
 
     /// How many leading `tags` are those of this log's messages, in order.
     pub fn common_prefix(&self, tags: &[usize]) -> usize {
+        self.common_prefix_by(tags, |&t| t)
+    }
+
+    /// [`ChainLog::common_prefix`] of the tags `tag` gives for `items` (compared a block at
+    /// a time: the common case is a long run of equal tags).
+    pub fn common_prefix_by<T>(&self, items: &[T], tag: impl Fn(&T) -> usize) -> usize {
+        const BLOCK: usize = 64;
         let mut same = 0;
         for run in self.tags.slices() {
-            let theirs = tags.get(same..).unwrap_or_default();
+            let theirs = items.get(same..).unwrap_or_default();
             let n = run.len().min(theirs.len());
-            match run.iter().zip(theirs).position(|(a, b)| a != b) {
-                Some(at) => return same + at,
-                None => same += n,
+            for (ours, theirs) in run[..n].chunks(BLOCK).zip(theirs[..n].chunks(BLOCK)) {
+                let differs = ours
+                    .iter()
+                    .zip(theirs)
+                    .fold(0, |acc, (a, b)| acc | (a ^ tag(b)));
+                if differs != 0 {
+                    let at = ours.iter().zip(theirs).take_while(|(a, b)| **a == tag(b));
+                    return same + at.count();
+                }
+                same += ours.len();
             }
             if n < run.len() {
                 break;
             }
         }
         same
+    }
+
+    /// The tag of message `i`.
+    pub fn tag(&self, i: usize) -> Option<usize> {
+        self.tags.get(i).copied()
     }
 
     /// Message `i` as read.

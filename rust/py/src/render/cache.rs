@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use pi_condense_core::render::ResultKeys;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use super::continuation::{Continuation, FALLBACKS, ResumeStats};
 use super::reuse::Outputs;
@@ -76,6 +76,28 @@ impl RenderCache {
         if let Some(cont) = self.resume.take() {
             cont.retire(&mut self.sizes.retired);
         }
+    }
+
+    /// The snapshot of `messages` for a frozen render that may resume: the continuation's
+    /// list of inputs grown by the new items of `messages` (`Continuation::grown`), or
+    /// `None` (take a snapshot of the whole list) when there is no continuation or it does
+    /// not apply to `messages` (it is then retired, counted stale).
+    pub(crate) fn grown_inputs<'py>(
+        &mut self,
+        messages: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(cont) = self.resume.as_ref() else {
+            return Ok(None);
+        };
+        // SAFETY: the GIL is held (the render's) and no view borrows yet.
+        let grown = unsafe { cont.grown(messages) };
+        if matches!(grown, Ok(Some(_))) {
+            self.resume_stats.inputs_grown += 1;
+        } else if let Some(cont) = self.resume.take() {
+            self.resume_stats.stale += 1;
+            self.retire(cont);
+        }
+        grown
     }
 
     /// Retires a continuation taken out of the cache.
@@ -178,8 +200,10 @@ impl PyRenderCache {
 
     /// How frozen renders went: `resumed` (only the new messages decided), `restarted`
     /// (decided from an earlier restart point after an index change), `full` (the whole
-    /// list), `stale` (the previous render's index, options or list did not apply) and the
-    /// count of each fallback reason.
+    /// list), `stale` (the previous render's index, options or list did not apply), the
+    /// count of each fallback reason, `inputs_grown` (frozen renders whose snapshot of the
+    /// list was the previous one's grown by the new messages) and `outputs_grown` (resumed
+    /// renders whose output list was the previous one grown in place: nothing else held it).
     #[getter]
     fn resume_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let stats = self.with(|cache| cache.resume_stats)?;
@@ -188,6 +212,8 @@ impl PyRenderCache {
         out.set_item("restarted", stats.restarted)?;
         out.set_item("full", stats.full)?;
         out.set_item("stale", stats.stale)?;
+        out.set_item("inputs_grown", stats.inputs_grown)?;
+        out.set_item("outputs_grown", stats.outputs_grown)?;
         for (why, count) in FALLBACKS.iter().zip(stats.fallbacks) {
             out.set_item(why.as_str(), count)?;
         }

@@ -88,17 +88,28 @@ fn render<'py>(
     // No Python code runs from here to the return, by construction: the cyclic collector
     // (and with it any finalizer, or a thread switch a finalizer could allow) is paused for
     // the whole call, nothing read raises and clears an exception (`crate::jsread`), and no
-    // value's own methods are called. The views then borrow from `snapshot`: a new exact
-    // list holding a strong reference to each of the caller's items, taken before anything
-    // is read, so even a caller's list changed meanwhile could not free what they point
-    // into (each item owns its members, which nothing can change while no Python code runs).
+    // value's own methods are called. The views then borrow from `snapshot`: an exact list
+    // holding a strong reference to each of the caller's items, taken before anything is
+    // read and never handed out, so even a caller's list changed meanwhile could not free
+    // what they point into (each item owns its members, which nothing can change while no
+    // Python code runs). A render that may resume takes it from the continuation: the list
+    // the previous render read, grown by the caller's new items (`Continuation::grown`).
     let _paused = GcPaused::new();
     let original = messages;
-    let snapshot = snapshot_of(messages)?;
-    let messages = &snapshot;
     // `None` only when a render up this thread's stack holds the memo: this one then does
     // without it.
     let mut memo_guard = sizes.as_ref().and_then(|s| s.try_lock());
+    // A frozen render resumes from the previous one when it can (`resume`).
+    let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
+    let grown = match memo_guard.as_mut() {
+        Some(guard) if resuming => guard.0.grown_inputs(messages)?,
+        _ => None,
+    };
+    let snapshot = match grown {
+        Some(grown) => grown,
+        None => snapshot_of(messages)?,
+    };
+    let messages = &snapshot;
     // The keys of the latest frozen render, taken out: only a frozen render whose decision
     // is made puts its own back (the prefix it lends is that render's leading messages).
     let mut result_keys = ResultKeys::default();
@@ -110,8 +121,6 @@ fn render<'py>(
         }
     }
     let keys = Keys::new(py, true);
-    // A frozen render resumes from the previous one when it can (`resume`).
-    let resuming = frozen && memo_guard.as_ref().is_some_and(|g| g.0.resuming);
     // Phase 1b is decided for the whole list. A render that may resume reads it first (from
     // where the previous frozen render's scan ended): a resume restarts before the first
     // result whose supersession changed (`pi_condense_core::render::resume`). Any other
@@ -124,11 +133,7 @@ fn render<'py>(
             .as_mut()
             .filter(|_| resuming)
             .and_then(|g| g.0.resume.as_mut())
-            .and_then(|cont| {
-                // SAFETY: the snapshot is alive (owned here) and the GIL is held.
-                let items: Vec<Obj> = unsafe { list_items(Obj::of(messages)) }.collect();
-                cont.take_scan(&items, options.stamp)
-            });
+            .and_then(|cont| cont.take_scan(options.stamp));
         phase_1b = Some(superseded(
             &keys,
             messages,
@@ -262,10 +267,9 @@ fn render<'py>(
         if let Some(guard) = memo_guard.as_mut() {
             guard.0.drop_outputs(); // none of them handed out
             if let Some(core) = resume_from {
-                // SAFETY: the snapshot is alive (owned here) and the GIL is held.
+                // SAFETY: the GIL is held.
                 let cont = unsafe {
-                    let inputs: Vec<Obj> = list_items(Obj::of(messages)).collect();
-                    continuation::Continuation::new(core, &index, &options, &inputs, None, None)
+                    continuation::Continuation::new(core, &index, &options, messages, None, None)
                 };
                 guard.0.resume = Some(cont);
                 guard.0.resume_stats.full += 1;
@@ -295,14 +299,13 @@ fn render<'py>(
     if let Some(guard) = memo_guard.as_mut() {
         guard.0.outputs_measured(&out_lens);
         if let Some(core) = resume_from {
-            // SAFETY: the snapshot is alive (owned here) and the GIL is held.
+            // SAFETY: the GIL is held.
             let cont = unsafe {
-                let inputs: Vec<Obj> = list_items(Obj::of(messages)).collect();
                 continuation::Continuation::new(
                     core,
                     &index,
                     &options,
-                    &inputs,
+                    messages,
                     Some(&lens),
                     Some((&out, &out_lens)),
                 )
@@ -339,7 +342,7 @@ fn finish(
 ) {
     if let Some(guard) = guard.as_mut() {
         if let (Some(cont), Some(scan)) = (guard.0.resume.as_mut(), scan.take()) {
-            cont.scan = (scan.len() == cont.inputs.len()).then_some(scan);
+            cont.scan = (scan.len() == cont.covered).then_some(scan);
         }
         // SAFETY: the GIL is held and the views of this render are gone: Python code that
         // a deallocation runs cannot invalidate anything still in use.

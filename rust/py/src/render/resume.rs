@@ -11,6 +11,12 @@
 //! the restart point followed by the new items; its sizes are sums kept at each restart point
 //! (the core's marks: output count, input and output characters) plus the new messages'.
 //!
+//! The native work of a resumed render is that of the messages from the restart point on,
+//! plus one address comparison of the list's leading items: its snapshot is the
+//! continuation's list of inputs (never handed out) grown by the new messages, and its output
+//! list the previous one grown in place when nothing else holds it (`Continuation::grown`,
+//! `Continuation::output`).
+//!
 //! Soundness: nothing borrows across calls. The core's state is owned data; the views of the
 //! messages read are decided on and dropped before any Python code can run (the apply). A
 //! host that breaks the frozen promise (edits an old message in place) gets the previous
@@ -25,21 +31,23 @@ use std::cell::RefCell;
 
 use super::apply::{Writer, build};
 use super::cache::RenderCache;
-use super::continuation::{
-    Continuation, INPUT_CHARS, OUTPUT_CHARS, OUTPUTS, mark_points, mark_unchanged,
-};
+use super::continuation::{INPUT_CHARS, OUTPUT_CHARS, OUTPUTS, mark_points, mark_unchanged};
+#[cfg(doc)]
+use super::continuation::Continuation;
 use super::extract::Reader;
 use super::options::{PyRenderOptions, PyRenderOutcome};
 use super::sizes::ArgLens;
 use crate::index::PyIndex;
 use crate::json::Measurer;
-use crate::jsread::{Keys, Obj};
+use crate::jsread::{Keys, Obj, list_items_from};
 
 /// The render of `messages` resumed from the cache's continuation, or `None` when there is
 /// none that applies (the caller renders the whole list; the continuation is retired).
 /// `messages` is the render's snapshot of the caller's list `original` (the same items,
-/// owned by the snapshot); an unchanged render hands `original` back. `superseded`: phase
-/// 1b of this render (the whole list's).
+/// owned by the snapshot): the continuation's own list of inputs grown by the new items
+/// (`Continuation::grown`), so its first `covered` items are those the continuation covers.
+/// An unchanged render hands `original` back. `superseded`: phase 1b of this render (the
+/// whole list's).
 pub(super) fn resume(
     original: &Bound<'_, PyList>,
     messages: &Bound<'_, PyList>,
@@ -51,18 +59,9 @@ pub(super) fn resume(
     let Some(mut cont) = cache.resume.take() else {
         return Ok(None);
     };
-    // SAFETY: the snapshot is alive (the render holds it) and the GIL is held; the items
-    // are owned by the snapshot for the whole render.
-    let items: Vec<Obj> = unsafe { crate::jsread::list_items(Obj::of(messages)) }.collect();
-    let n_old = cont.inputs.len();
-    let same = cont.index == index.instance()
-        && cont.options == options.stamp
-        && items.len() >= n_old
-        && cont
-            .inputs
-            .iter()
-            .zip(&items)
-            .all(|(&held, &item)| held == item.addr());
+    let n_old = cont.covered;
+    let total = messages.len();
+    let same = cont.index == index.instance() && cont.options == options.stamp && total >= n_old;
     let state = index.core();
     let changes = cont
         .core
@@ -80,7 +79,11 @@ pub(super) fn resume(
         cache.retire(cont);
         return Ok(None);
     };
-    let tail = items.get(from..).unwrap_or_default();
+    // SAFETY: the snapshot is alive (the render holds it) and the GIL is held; the items
+    // are owned by the snapshot for the whole render.
+    let tail: Vec<Obj> = unsafe { list_items_from(Obj::of(messages), from) }.collect();
+    let tail = tail.as_slice();
+    let fresh = tail.get(n_old.saturating_sub(from)..).unwrap_or_default();
     let reader = Reader {
         py,
         keys,
@@ -124,14 +127,6 @@ pub(super) fn resume(
         .into_iter()
         .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
         .collect();
-    let take_new = |cont: &mut Continuation| {
-        for &item in items.get(n_old..).unwrap_or_default() {
-            // SAFETY: an item of the live list (the GIL is held); the continuation owns
-            // this reference.
-            unsafe { ffi::Py_IncRef(item.as_ptr()) };
-            cont.inputs.push(item.addr());
-        }
-    };
     let counted = |cache: &mut RenderCache| {
         cache.sizes.hits += from as u64;
         cache.sizes.misses += tail.len() as u64;
@@ -143,7 +138,7 @@ pub(super) fn resume(
     };
     let Some(tail_items) = plan.items else {
         // Nothing changed: the output is the input.
-        take_new(&mut cont);
+        cont.covered = total;
         if let Some(core) = cont.core.as_mut() {
             mark_unchanged(core);
         }
@@ -163,7 +158,7 @@ pub(super) fn resume(
             return Ok(None);
         }
     };
-    for &item in items.get(n_old..).unwrap_or_default() {
+    for &item in fresh {
         // SAFETY: the item is held by the live list; the GIL is held; measuring runs no
         // Python code.
         match unsafe { measurer.len(py, item.as_ptr()) } {
@@ -188,23 +183,26 @@ pub(super) fn resume(
     };
     // The previous output of the messages before the restart point, then the new items.
     let kept = plan.marks[OUTPUTS].min(cont.outputs.len());
-    cache.sizes.retired.extend(cont.outputs.drain(kept..));
-    cont.outputs.extend(new_outputs);
     cont.output_lens.truncate(kept);
     cont.output_lens.extend_from_slice(&new_lens);
-    let out_count = cont.outputs.len();
-    let out = match new_list(py, &cont.outputs) {
-        Ok(out) => out,
+    // SAFETY: the GIL is held and the new outputs are owned references; no view borrows
+    // any more.
+    let out = match unsafe { cont.output(py, kept, new_outputs, &mut cache.sizes.retired) } {
+        Ok((out, grown)) => {
+            cache.resume_stats.outputs_grown += u64::from(grown);
+            out
+        }
         Err(err) => {
             cache.retire(cont);
             return Err(err);
         }
     };
+    let out_count = cont.outputs.len();
     let input_chars = plan.marks[INPUT_CHARS] + tail_lens.iter().sum::<usize>();
     let output_chars = plan.marks[OUTPUT_CHARS] + new_lens.iter().sum::<usize>();
-    let before = list_len_of(input_chars, items.len());
+    let before = list_len_of(input_chars, total);
     let after = list_len_of(output_chars, out_count);
-    take_new(&mut cont);
+    cont.covered = total;
     if let Some(core) = cont.core.as_mut() {
         mark_points(core, from, plan.marks, &lens, &cont.output_lens);
     }
@@ -212,25 +210,6 @@ pub(super) fn resume(
     counted(cache);
     cache.resume = Some(cont);
     PyRenderOutcome::new(py, out, true, before, after, diagnostics, false).map(Some)
-}
-
-/// A new list of `objects` (each gets a reference for its slot).
-fn new_list<'py>(py: Python<'py>, objects: &[usize]) -> PyResult<Bound<'py, PyList>> {
-    let count = ffi::Py_ssize_t::try_from(objects.len())
-        .map_err(|_| pyo3::exceptions::PyValueError::new_err("too many messages"))?;
-    // SAFETY: the GIL is held; a new list of `count` empty slots, each filled once below
-    // with a new reference that `PyList_SetItem` steals.
-    let out = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(count))? };
-    for (at, &obj) in objects.iter().enumerate() {
-        let obj = Obj::from_addr(obj);
-        // SAFETY: `obj` is alive (the caller owns a reference); the list gets a new
-        // reference for the slot it steals; `at < count`.
-        unsafe {
-            ffi::Py_IncRef(obj.as_ptr());
-            ffi::PyList_SetItem(out.as_ptr(), at as ffi::Py_ssize_t, obj.as_ptr());
-        }
-    }
-    Ok(out.downcast_into::<PyList>()?)
 }
 
 /// `JSON.stringify` of a list of `count` elements whose lengths sum to `chars`.

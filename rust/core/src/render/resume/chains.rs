@@ -44,10 +44,12 @@ pub(super) struct ChainMemory {
 }
 
 impl ChainMemory {
-    /// The registry's timestamps.
+    /// The registry's timestamps. A timestamp no entry holds any more keeps an empty list
+    /// (read as none): each rebuild after a compression reuses the lists instead of freeing
+    /// and allocating one per entry.
     pub(super) fn index_registry(&mut self, entries: &[&ChainEntry]) {
-        self.starts.clear();
-        self.finals.clear();
+        self.starts.values_mut().for_each(Vec::clear);
+        self.finals.values_mut().for_each(Vec::clear);
         self.absent_finals.clear();
         for entry in entries {
             if let Some(k) = strict_key(entry.start_user_timestamp) {

@@ -34,6 +34,7 @@ mod seen;
 #[cfg(test)]
 mod tests;
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
@@ -74,6 +75,10 @@ pub struct Resume {
     hasher: foldhash::fast::RandomState,
     /// The superseded results (phase 1b) the covered messages were rendered with, ascending.
     superseded: Vec<usize>,
+    /// A revision whose chain registry [`Resume::restart_point`] found the same as at
+    /// [`Resume::revision`] (no entry joined or left since): a render against it keeps the
+    /// registry's timestamps and phase 3's reports instead of rebuilding them.
+    registry_same_at: Cell<Option<usize>>,
 }
 
 /// The phases' state after the first `len` messages.
@@ -301,6 +306,7 @@ impl Resume {
             chains,
             hasher,
             superseded: superseded_below(cfg, msgs.len()).collect(),
+            registry_same_at: Cell::new(None),
         }
     }
 
@@ -317,6 +323,11 @@ impl Resume {
         if Needs::of(state, cfg) != self.needs || state.may_stub() != self.may_stub {
             return None;
         }
+        let registry_same = !changes
+            .iter()
+            .any(|c| matches!(c, Change::Chain(_) | Change::Everything));
+        self.registry_same_at
+            .set(registry_same.then_some(self.revision + changes.len()));
         let mut touched = self.len();
         // Phase 1b decides a result alone: the first covered result whose supersession
         // changed (a lowered floor, a cold cache) is decided again.
@@ -528,13 +539,19 @@ where
     let hasher = resume.hasher;
     let h = |kind, text: &str| tagged(&hasher, kind, text);
     let entries = || state.chain_entries();
-    if revision != resume.revision {
+    // The registry's timestamps (and phase 3's reports, below) are those of the latest render
+    // unless an entry joined or left the registry since.
+    let registry_changed =
+        revision != resume.revision && resume.registry_same_at.get() != Some(revision);
+    if registry_changed {
         resume.chains.index_registry(&entries());
     }
     resume.seen.extend(&hasher, tail, from);
     let seen = &resume.seen;
     // What was decided from the restart point on is decided again.
+    let settled_count = resume.chains.settled.len();
     let released = resume.chains.forget_from(from);
+    let forgot = resume.chains.settled.len() != settled_count;
 
     // Which entries the tail can resolve; the others keep what the messages before decided.
     let chain_on = cfg.chain.is_some() && state.chain_count() > 0;
@@ -912,7 +929,7 @@ where
     // Phase 3's reports: the entries decided before the restart point, and the tail's.
     if chain_on {
         resume.chains.absorb(new_ranges);
-        if !candidates.is_empty() || revision != resume.revision {
+        if !candidates.is_empty() || registry_changed || forgot {
             let registry = entries();
             let settled = &resume.chains.settled;
             resume.chains.reports = plan::dedup(chain::reports(&registry, |k| {
