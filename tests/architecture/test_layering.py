@@ -74,6 +74,17 @@ DEFERRED: tuple[tuple[str, str, str], ...] = (
         "only a replay that runs the query tool loads the model's tools: `pi-condense condense` "
         "starts without them (tests/cli/test_cli_startup.py)",
     ),
+    (
+        "pi_condense.summarize.factory",
+        "",
+        "a model summarizer's client (and its httpx stack) loads with the first one made: an "
+        "offline `condense` starts without them (tests/cli/test_cli_startup.py)",
+    ),
+    (
+        "pi_condense.summarize.runner",
+        "email.utils",
+        "only a Retry-After given as an HTTP date needs the date parser",
+    ),
     ("pi_condense.integrations.openai_agents", "agents", "the openai-agents extra"),
     ("pi_condense.report.html", "plotly", "the report extra"),
     (

@@ -18,8 +18,7 @@ from typing import Any
 from pi_condense.render import RenderResult
 from support.builders import example
 from support.debug_alloc import run_under_debug_allocator
-
-from .test_render_resume import SUMMARIZED_2, check, stats, turn
+from support.resume import SUMMARIZED_2, check, stats, turn
 
 
 def grown(state: Any) -> tuple[int, int]:
