@@ -20,6 +20,7 @@ __all__ = [
     "SizeMemo",
     "SupersedeState",
     "__version__",
+    "all_exact_dicts",
     "bare_tool_call_id",
     "deterministic_body",
     "hash_tool_result",
@@ -302,6 +303,9 @@ class ChainScan:
     ) -> list[dict[str, _Any]]: ...
 
 def list_prefix(a: list[_Any], b: list[_Any], *, equal: bool = False) -> int: ...
+
+# Whether every item is exactly a dict (not a subclass; an empty list: True), read natively.
+def all_exact_dicts(items: list[_Any]) -> bool: ...
 def splice(messages: list[_Any], at: list[int], groups: list[list[_Any]]) -> list[_Any]: ...
 def deterministic_body(
     records: _Iterable[tuple[str, str, str, float]], refs: _Iterable[str]

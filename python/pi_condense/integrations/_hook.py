@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
+from .. import _core
 from ..adapters.base import Codec
 from ..config import Config
 from ..live import JoinMode, LiveDriver, LiveStats, SessionSpec
@@ -107,7 +108,7 @@ class LiveHook(ABC, Generic[H]):
 
     def _history(self, items: Sequence[Any]) -> list[Any]:
         """The host's items with SDK objects as dicts (see :func:`plain`)."""
-        if type(items) is list and set(map(type, items)) <= {dict}:
+        if type(items) is list and _core.all_exact_dicts(items):
             return items  # all dicts already (the driver copies the list)
         return [item if type(item) is dict else plain(item) for item in items]
 

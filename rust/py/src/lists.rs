@@ -1,5 +1,8 @@
 //! `list_prefix` and `splice`: the two list operations the live summary placer does on
-//! every model call, over the whole message list, at C speed.
+//! every model call, over the whole message list, at C speed; `all_exact_dicts`, the hooks'
+//! check that a history needs no conversion.
+
+use std::ptr::addr_of_mut;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
@@ -83,6 +86,19 @@ fn list_prefix(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>, equal: bool) -> PyR
     Ok(same)
 }
 
+/// Whether every item of `items` is exactly a `dict` (a subclass is not; an empty list is
+/// true): each item's type is read in place, no Python code runs.
+#[pyfunction]
+fn all_exact_dicts(items: &Bound<'_, PyList>) -> bool {
+    let dict = addr_of_mut!(ffi::PyDict_Type);
+    // SAFETY: `items` is a live list held by the caller and the GIL is held; no Python code
+    // runs while its items are read (only their type pointers), so the list is not changed
+    // and keeps each borrowed item alive.
+    let mut all = unsafe { jsread::list_items(Obj::of(items)) };
+    // SAFETY: `item` is borrowed from `items`, alive as above.
+    all.all(|item| unsafe { jsread::type_is(item, dict) })
+}
+
 /// A new list: the items of `messages` with the items of `groups[k]` inserted before
 /// `messages[at[k]]` (`at` ascending; a position past the end inserts at the end).
 #[pyfunction]
@@ -147,6 +163,7 @@ fn splice<'py>(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(all_exact_dicts, m)?)?;
     m.add_function(wrap_pyfunction!(list_prefix, m)?)?;
     m.add_function(wrap_pyfunction!(splice, m)?)?;
     Ok(())
