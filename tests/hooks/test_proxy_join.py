@@ -17,7 +17,7 @@ import pytest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pi_condense.proxy import ProxySettings, create_app
-from support.hook_runs import QUERY, REF, Script, body, check_queries, output
+from support.hook_runs import QUERY, REF, Script, body, check_queries, listed, output, stubs
 from support.llm_servers import LoopbackLLMServer
 from support.proxy import RunningProxy, proxy_process
 from support.proxy_agents import Agent
@@ -87,16 +87,22 @@ def late_run(tmp_path: Path, kind: str, join: str) -> tuple[WireModel, Script, l
             assert agent.prompt(f"task {EARLIER}: read the files") == f"done {EARLIER}"
             (conversation,) = px.app.state.proxy.conversations.values()
             driver = conversation.driver
-            # every stub the upstream was sent gives back the very output it replaced
-            recovered = 0
-            for pairs in model.pairs[before:]:
-                for pair in pairs:
-                    found = REF.search(pair.result) if pair.name == "read" else None
-                    if found:
-                        answer = driver.execute(QUERY, {"toolCallIds": [found.group(1)]})
-                        assert body(answer) == output(pair.arguments["path"]), found.group(1)
-                        recovered += 1
-            assert recovered >= 3 * EARLIER
+            # every output of the conversation is in the last request as it was, or behind
+            # a ref there (a stub's, or one a summary or compressed chain lists) that gives
+            # it back byte for byte
+            last = model.pairs[-1]
+            kept = {
+                p.arguments["path"]
+                for p in last
+                if p.name == "read" and p.result == output(p.arguments["path"])
+            }
+            refs = dict(stubs(last)) | dict(listed(model.requests[-1]))
+            for ref, path in refs.items():
+                answer = driver.execute(QUERY, {"toolCallIds": [ref]})
+                assert body(answer) == output(path), (ref, path)
+    reads = {f"f{p}_{t}.txt" for p in range(EARLIER + 1) for t in range(3)}
+    assert kept | set(refs.values()) == reads
+    assert len(refs) >= 3 * EARLIER
     assert model.violations == []
     return model, script, sent, before
 
