@@ -5,11 +5,14 @@ from __future__ import annotations
 import socket
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import typer
 
 from ._common import config_option, fail, load_cli_config
+
+if TYPE_CHECKING:
+    from ..live import JoinMode
 
 __all__ = ["proxy_command"]
 
@@ -52,6 +55,14 @@ def proxy_command(
         help="Conversations kept open at most (one worker thread each); the least recently "
         "used idle one is closed for a new one, and reopened from its file when it returns.",
     ),
+    join: str = typer.Option(
+        "flush",
+        "--join",
+        help="A conversation that reaches the proxy with whole earlier runs it has no session "
+        'for (a client started first): "flush" condenses its first request, summarizing them '
+        'first (a slower first request); "defer" stores them and sends that request on as it '
+        "came, condensing from the next one.",
+    ),
     config: Optional[Path] = config_option(),
     summarizer: Optional[str] = typer.Option(
         None, "--summarizer", help="Summarizer spec (default: the offline summarizer)."
@@ -61,6 +72,8 @@ def proxy_command(
     each conversation's history on its way upstream."""
     if recovery not in ("proxy", "client"):
         fail(f'--recovery must be "proxy" or "client", not {recovery!r}')
+    if join not in ("flush", "defer"):
+        fail(f'--join must be "flush" or "defer", not {join!r}')
     try:
         import uvicorn
 
@@ -78,6 +91,7 @@ def proxy_command(
             recovery=recovery,
             summarizer=summarizer,
             max_conversations=max_conversations,
+            join=cast("JoinMode", join),
             **settings,
         )
     )

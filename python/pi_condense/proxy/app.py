@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, get_args
 
 import anyio
 import httpx
@@ -24,7 +24,7 @@ from .._fs.atomic import write_atomic
 from ..config import Config
 from ..errors import CondenseError
 from ..js import time as jstime
-from ..live import LiveDriver
+from ..live import JoinMode, LiveDriver
 from ..session import SessionFile
 from .sessions import (
     SESSION_HEADER,
@@ -42,6 +42,7 @@ __all__ = ["ProxySettings", "create_app"]
 log = logging.getLogger("pi_condense.proxy")
 
 RECOVERY_MODES = ("proxy", "client")
+JOIN_MODES: tuple[str, ...] = get_args(JoinMode)
 
 _HOP = {
     "host",
@@ -82,7 +83,12 @@ class ProxySettings:
     ``max_hidden_rounds``: recovery round-trips answered for one request at most.
     ``max_conversations``: live drivers (one worker thread each) kept open at most; the least
     recently used idle one is closed for a new one, and opened again from its session file
-    when its conversation comes back.
+    when its conversation comes back. ``join``: what a conversation's first request does
+    when it already holds whole earlier runs the proxy has no session for (a client started
+    before the proxy, another sessions directory): ``"flush"`` (default) condenses that
+    request, summarizing the backlog first; ``"defer"`` stores it and sends the request on
+    as the client sent it, and the conversation's next request summarizes the backlog (see
+    :class:`~pi_condense.live.LiveDriver`'s ``join``).
     """
 
     openai_base_url: str = "https://api.openai.com/v1"
@@ -93,12 +99,15 @@ class ProxySettings:
     summarizer: Any = None
     max_hidden_rounds: int = 8
     max_conversations: int = 64
+    join: JoinMode = "flush"
     timeout: float = 600.0
     cwd: str = field(default_factory=os.getcwd)
 
     def __post_init__(self) -> None:
         if self.recovery not in RECOVERY_MODES:
             raise ValueError(f"recovery must be one of {', '.join(RECOVERY_MODES)}")
+        if self.join not in JOIN_MODES:
+            raise ValueError(f"join must be one of {', '.join(JOIN_MODES)}")
 
 
 class _BadRequest(Exception):
@@ -262,6 +271,7 @@ class _Proxy:
             config=settings.config,
             summarizer=settings.summarizer,
             cwd=settings.cwd,
+            join=settings.join,
         )
         sidecar = path.with_name(f".{path.name}.pi-condense-proxy.json")
         return _Conversation(wire, driver, sidecar)
