@@ -18,8 +18,9 @@ Pairs (subject / baseline), all measured in the same run:
   byte reaches the client through ``pi-condense proxy`` / straight from the upstream.
 
 The conversation's session is made the quick way before timing (as bench_hook_adapters
-does: a first call with a whole 10k history is a late join, which the hooks do not yet make
-cheap), at the path the proxy finds it by (the conversation's fingerprint).
+does: a first call with a whole 10k history is a late join, which summarizes the backlog
+before it answers and is measured by the ``late-join`` pair and ``bench_proxy_join.py``), at
+the path the proxy finds it by (the conversation's fingerprint).
 
 Run: ``pytest benches/bench_proxy.py --benchmark-only`` (the table is printed at the end;
 the gate adds ``--benchmark-timer=time.process_time``).
