@@ -706,6 +706,24 @@ def test_orphan_result_is_swept_with_a_diagnostic() -> None:
     assert_sizes(messages, res)
 
 
+def test_orphan_ids_keep_their_lone_surrogates_in_the_sweep_diagnostic() -> None:
+    # The reference sorts the ids by UTF-16 code units (0xDFFF before 0xE000), prints them
+    # as they are and hashes their UTF-8 (Node: a lone surrogate as U+FFFD). Its detail for
+    # the first id is in data/differential/surrogates2000-default/session.jsonl.
+    messages = [user(1), result("a\ue000", 2), result("toolu_2000_002\udc01", 3)]
+    messages.insert(2, result("a\udfff", 2))
+    res = render(messages, PrunerState(), cfg())
+    assert res.messages == [messages[0]]
+    ids = "a\udfff, a\ue000, toolu_2000_002\udc01"
+    assert res.diagnostics == (
+        RenderDiagnostic(
+            "orphan-sweep",
+            sha16("a\ufffd,a\ue000,toolu_2000_002\ufffd"),
+            f"swept 3 orphan toolResult(s): {ids}",
+        ),
+    )
+
+
 def test_large_orphan_set() -> None:
     messages: list[dict[str, Any]] = [user(0)]
     ids = [f"id{k:02d}" for k in range(12)]

@@ -90,7 +90,7 @@ pub(super) fn accept<'e>(
                 Diagnostic {
                     kind: DiagnosticKind::UnresolvedRange,
                     dedup_key: format!("overlap:{block}"),
-                    detail,
+                    detail: detail.into(),
                 },
             ));
             continue;
