@@ -10,7 +10,10 @@ implementation's output.
 from __future__ import annotations
 
 import copy
+import gzip
 import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ import pytest
 from pi_condense.config import Config
 from pi_condense.js import json as jsjson
 from pi_condense.render import RenderDiagnostic, RenderResult, render
+from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from support.builders import (
     NO_CHAIN,
@@ -824,3 +828,31 @@ def test_sizes_sum_the_messages_and_price_images_flat() -> None:
     assert res.pruned
     assert (res.before_size, res.after_size) == (13480, 7125)
     assert res.before_chars == utf16_len(dumps(messages))
+
+
+# ---------------------------------------------------------------------------- lone surrogates
+
+
+def test_an_image_type_keeps_its_lone_surrogate_in_a_chains_protected_output(
+    tmp_path: Path,
+) -> None:
+    # The cold render of pi-condense 2.11.3 (data/differential/surrogates2000-tight): a
+    # compressed chain copies a protected screenshot's text, whose marker names the image's
+    # type as it is ("image/x\ud83d").
+    case = Path(__file__).parents[1] / "data" / "differential" / "surrogates2000-tight"
+    session_path = tmp_path / "session.jsonl"
+    session_path.write_bytes(gzip.decompress((case / "session.jsonl.gz").read_bytes()))
+    expected = json.loads(gzip.decompress((case / "render.json.gz").read_bytes()))["messages"]
+    settings = json.loads((case / "config.json").read_text("utf-8"))
+    session = SessionFile.load(session_path)
+    res = render(
+        list(session.build_context().messages),
+        PrunerState.from_session(session),
+        Config.from_settings_dict(settings, compat="reference"),
+    )
+    # As JSON.stringify writes it: the lone surrogate as an escape.
+    marker = r"[image returned: image/x\ud83d sha256:3765c2fa]"
+    chains = [m for m in expected if marker in jsjson.dumps(m)]
+    assert len(chains) == 1
+    assert [m for m in res.messages if marker in jsjson.dumps(m)] == chains
+    assert jsjson.dumps(res.messages) == jsjson.dumps(expected)
