@@ -644,6 +644,14 @@ def test_unresolved_range_reports_a_diagnostic_and_changes_nothing() -> None:
     assert res.diagnostics[0].sink_key == "unresolved-range:b4"
 
 
+def test_an_unresolved_ranges_block_id_keeps_its_lone_surrogate() -> None:
+    # `blockId=${entry.blockId}`: a template literal keeps the lone surrogate.
+    state = PrunerState()
+    state.register_chain(chain_entry("b\ud800", 100, 777, 1))
+    res = render(chain_messages(), state, cfg())
+    assert [d.detail for d in res.diagnostics] == ["blockId=b\ud800 start=100 final=777"]
+
+
 def test_null_final_timestamp_never_resolves() -> None:
     state = PrunerState()
     state.register_chain(chain_entry("b5", 100, None, 1))
