@@ -649,7 +649,9 @@ def test_an_unresolved_ranges_block_id_keeps_its_lone_surrogate() -> None:
     state = PrunerState()
     state.register_chain(chain_entry("b\ud800", 100, 777, 1))
     res = render(chain_messages(), state, cfg())
-    assert [d.detail for d in res.diagnostics] == ["blockId=b\ud800 start=100 final=777"]
+    assert res.diagnostics == (
+        RenderDiagnostic("unresolved-range", "b\ud800", "blockId=b\ud800 start=100 final=777"),
+    )
 
 
 def test_null_final_timestamp_never_resolves() -> None:
@@ -666,7 +668,8 @@ def test_duplicate_timestamps_fail_closed() -> None:
     assert res.diagnostics[0].kind == "unresolved-range"
 
 
-def test_nested_range_is_skipped() -> None:
+@pytest.mark.parametrize(("outer", "inner"), [("b1", "b2"), ("b1\udc00", "b2\ud800")])
+def test_nested_range_is_skipped(outer: str, inner: str) -> None:
     messages = [
         user(100),
         assistant(150, call("a")),
@@ -678,12 +681,15 @@ def test_nested_range_is_skipped() -> None:
         assistant(400, text("done")),
     ]
     state = PrunerState()
-    state.register_chain(chain_entry("b1", 100, 400, 1, droppedToolCallIds=["a", "b"]))
-    state.register_chain(chain_entry("b2", 200, 300, 2, droppedToolCallIds=["b"]))
+    state.register_chain(chain_entry(outer, 100, 400, 1, droppedToolCallIds=["a", "b"]))
+    state.register_chain(chain_entry(inner, 200, 300, 2, droppedToolCallIds=["b"]))
     res = render(messages, state, cfg())
+    # The block ids as they are (a template literal keeps a lone surrogate).
     assert res.diagnostics == (
         RenderDiagnostic(
-            "unresolved-range", "overlap:b2", "blockId=b2 skipped: range nests inside blockId=b1"
+            "unresolved-range",
+            f"overlap:{inner}",
+            f"blockId={inner} skipped: range nests inside blockId={outer}",
         ),
     )
     assert [m["timestamp"] for m in res.messages] == [100, 1, 200, 400]

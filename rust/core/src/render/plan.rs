@@ -182,7 +182,8 @@ impl DiagnosticKind {
 pub struct Diagnostic {
     /// the kind
     pub kind: DiagnosticKind,
-    /// the dedup key (the sink dedups on `kind + ":" + dedupKey`)
+    /// the dedup key (the sink dedups on `kind + ":" + dedupKey`), in key form
+    /// (`crate::jsstr::key_form_units`: a lone surrogate of a block id keeps its own key)
     pub dedup_key: String,
     /// the persisted detail text (lone surrogates of the ids it names kept)
     pub detail: JsStr,

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::jsread::text;
-use crate::pystr::{js_str_of, str_of_js};
+use crate::pystr::{js_str_of, key_to_py, str_of_js};
 
 /// What render reads from the config: the grace window, phases 2 and 3, and the protection
 /// rule (tool names or, in reference mode, a `protectedTools` string matched by substring;
@@ -152,7 +152,7 @@ impl PyRenderOutcome {
             .map(|d| {
                 let row = [
                     PyString::new(py, d.kind.as_str()),
-                    PyString::new(py, &d.dedup_key),
+                    key_to_py(py, &d.dedup_key)?,
                     str_of_js(py, &d.detail)?,
                 ];
                 PyTuple::new(py, row)

@@ -105,7 +105,7 @@ pub(crate) fn reports<'o>(
             entry.final_assistant_timestamp.push_js_string(&mut detail);
             out.push(Diagnostic {
                 kind: DiagnosticKind::UnresolvedRange,
-                dedup_key: entry.block_id.js_string(),
+                dedup_key: entry.block_id.js_string_key(),
                 detail: detail.finish(),
             });
         }
@@ -333,7 +333,7 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         let ids = range_ids.get(first_id..).unwrap_or_default();
         let mismatch = id_mismatch(ids, recorded, &mut actual).map(|actual| Diagnostic {
             kind: DiagnosticKind::RangeIdMismatch,
-            dedup_key: facts.block_key.to_owned(),
+            dedup_key: crate::jsstr::key_form_str(facts.block_key).into_owned(),
             detail: format!(
                 "blockId={} recorded={} actual={}",
                 facts.block_key,
