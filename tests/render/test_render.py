@@ -695,13 +695,14 @@ def test_nested_range_is_skipped(outer: str, inner: str) -> None:
     assert [m["timestamp"] for m in res.messages] == [100, 1, 200, 400]
 
 
-def test_range_id_mismatch_is_diagnostic_only() -> None:
+@pytest.mark.parametrize("block", ["b1", "b1\udfff"])
+def test_range_id_mismatch_is_diagnostic_only(block: str) -> None:
     messages = chain_messages()
     state = PrunerState()
-    state.register_chain(chain_entry("b1", 100, 400, 9, droppedToolCallIds=["tc1", "gone@5"]))
+    state.register_chain(chain_entry(block, 100, 400, 9, droppedToolCallIds=["tc1", "gone@5"]))
     res = render(messages, state, cfg())
     assert res.diagnostics == (
-        RenderDiagnostic("range-id-mismatch", "b1", "blockId=b1 recorded=2 actual=1"),
+        RenderDiagnostic("range-id-mismatch", block, f"blockId={block} recorded=2 actual=1"),
     )
     assert len(res.messages) == 3
 

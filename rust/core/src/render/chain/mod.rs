@@ -331,16 +331,16 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         // `(droppedToolCallIds ?? []).map(bareToolCallId)`: a non-string throws.
         let recorded = facts.recorded.ok_or(Throw)?;
         let ids = range_ids.get(first_id..).unwrap_or_default();
-        let mismatch = id_mismatch(ids, recorded, &mut actual).map(|actual| Diagnostic {
-            kind: DiagnosticKind::RangeIdMismatch,
-            dedup_key: crate::jsstr::key_form_str(facts.block_key).into_owned(),
-            detail: format!(
-                "blockId={} recorded={} actual={}",
-                facts.block_key,
-                recorded.len(),
-                actual
-            )
-            .into(),
+        let mismatch = id_mismatch(ids, recorded, &mut actual).map(|actual| {
+            let mut detail = JsBuf::new();
+            detail.push_str("blockId=");
+            entry.block_id.push_js_string(&mut detail);
+            detail.push_str(&format!(" recorded={} actual={actual}", recorded.len()));
+            Diagnostic {
+                kind: DiagnosticKind::RangeIdMismatch,
+                dedup_key: entry.block_id.js_string_key(),
+                detail: detail.finish(),
+            }
         });
         if let Some(slot) = outcomes.get_mut(k) {
             *slot = Outcome::Accepted { range, mismatch };
