@@ -12,7 +12,8 @@ Two layers:
 - with a reference at hand (``PI_CONDENSE_REFERENCE`` = a 2.11.3 tree, ``PI_CONDENSE_DENO`` or
   ``deno`` on PATH): the recorded seeds are re-derived live and more seeds are generated and
   compared (``PI_CONDENSE_DIFF_SEEDS``, default 4, from seed 2000: with protected re-reads and
-  compactions, in three configs). Without one, the test says loudly what it did not check (a
+  compactions, in three configs; seed 2000 once more with lone surrogates in the messages'
+  fields). Without one, the test says loudly what it did not check (a
   ``ReferenceNotChecked`` warning, which the test run's summary lists).
 """
 
@@ -257,12 +258,14 @@ def test_generated_sessions_match_the_live_reference(tmp_path: Path) -> None:
         )
         return
     seeds = int(os.environ.get("PI_CONDENSE_DIFF_SEEDS", "4"))
-    for seed in range(2000, 2000 + seeds):
+    # Each seed, and the first with lone surrogates in image types, tool names, ids, paths.
+    runs = [(seed, False) for seed in range(2000, 2000 + seeds)] + [(2000, True)]
+    for seed, surrogates in runs:
         for label, settings in CONFIGS.items():
-            name = f"seed{seed}-{label}"
+            name = f"{'surrogates' if surrogates else 'seed'}{seed}-{label}"
             case = tmp_path / name
             case.mkdir()
-            raw = write_raw_session(case / "raw.jsonl", seed)
+            raw = write_raw_session(case / "raw.jsonl", seed, surrogates=surrogates)
             config = case / "config.json"
             config.write_text(json.dumps(settings))
             sessions = case / "sessions"

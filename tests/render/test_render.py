@@ -10,7 +10,10 @@ implementation's output.
 from __future__ import annotations
 
 import copy
+import gzip
 import hashlib
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ import pytest
 from pi_condense.config import Config
 from pi_condense.js import json as jsjson
 from pi_condense.render import RenderDiagnostic, RenderResult, render
+from pi_condense.session import SessionFile
 from pi_condense.state import PrunerState
 from support.builders import (
     NO_CHAIN,
@@ -640,6 +644,16 @@ def test_unresolved_range_reports_a_diagnostic_and_changes_nothing() -> None:
     assert res.diagnostics[0].sink_key == "unresolved-range:b4"
 
 
+def test_an_unresolved_ranges_block_id_keeps_its_lone_surrogate() -> None:
+    # `blockId=${entry.blockId}`: a template literal keeps the lone surrogate.
+    state = PrunerState()
+    state.register_chain(chain_entry("b\ud800", 100, 777, 1))
+    res = render(chain_messages(), state, cfg())
+    assert res.diagnostics == (
+        RenderDiagnostic("unresolved-range", "b\ud800", "blockId=b\ud800 start=100 final=777"),
+    )
+
+
 def test_null_final_timestamp_never_resolves() -> None:
     state = PrunerState()
     state.register_chain(chain_entry("b5", 100, None, 1))
@@ -654,7 +668,8 @@ def test_duplicate_timestamps_fail_closed() -> None:
     assert res.diagnostics[0].kind == "unresolved-range"
 
 
-def test_nested_range_is_skipped() -> None:
+@pytest.mark.parametrize(("outer", "inner"), [("b1", "b2"), ("b1\udc00", "b2\ud800")])
+def test_nested_range_is_skipped(outer: str, inner: str) -> None:
     messages = [
         user(100),
         assistant(150, call("a")),
@@ -666,24 +681,28 @@ def test_nested_range_is_skipped() -> None:
         assistant(400, text("done")),
     ]
     state = PrunerState()
-    state.register_chain(chain_entry("b1", 100, 400, 1, droppedToolCallIds=["a", "b"]))
-    state.register_chain(chain_entry("b2", 200, 300, 2, droppedToolCallIds=["b"]))
+    state.register_chain(chain_entry(outer, 100, 400, 1, droppedToolCallIds=["a", "b"]))
+    state.register_chain(chain_entry(inner, 200, 300, 2, droppedToolCallIds=["b"]))
     res = render(messages, state, cfg())
+    # The block ids as they are (a template literal keeps a lone surrogate).
     assert res.diagnostics == (
         RenderDiagnostic(
-            "unresolved-range", "overlap:b2", "blockId=b2 skipped: range nests inside blockId=b1"
+            "unresolved-range",
+            f"overlap:{inner}",
+            f"blockId={inner} skipped: range nests inside blockId={outer}",
         ),
     )
     assert [m["timestamp"] for m in res.messages] == [100, 1, 200, 400]
 
 
-def test_range_id_mismatch_is_diagnostic_only() -> None:
+@pytest.mark.parametrize("block", ["b1", "b1\udfff"])
+def test_range_id_mismatch_is_diagnostic_only(block: str) -> None:
     messages = chain_messages()
     state = PrunerState()
-    state.register_chain(chain_entry("b1", 100, 400, 9, droppedToolCallIds=["tc1", "gone@5"]))
+    state.register_chain(chain_entry(block, 100, 400, 9, droppedToolCallIds=["tc1", "gone@5"]))
     res = render(messages, state, cfg())
     assert res.diagnostics == (
-        RenderDiagnostic("range-id-mismatch", "b1", "blockId=b1 recorded=2 actual=1"),
+        RenderDiagnostic("range-id-mismatch", block, f"blockId={block} recorded=2 actual=1"),
     )
     assert len(res.messages) == 3
 
@@ -704,6 +723,24 @@ def test_orphan_result_is_swept_with_a_diagnostic() -> None:
         RenderDiagnostic("orphan-sweep", sha16("a"), "swept 1 orphan toolResult(s): a"),
     )
     assert_sizes(messages, res)
+
+
+def test_orphan_ids_keep_their_lone_surrogates_in_the_sweep_diagnostic() -> None:
+    # The reference sorts the ids by UTF-16 code units (0xDFFF before 0xE000), prints them
+    # as they are and hashes their UTF-8 (Node: a lone surrogate as U+FFFD). Its detail for
+    # the first id is in data/differential/surrogates2000-default/session.jsonl.
+    messages = [user(1), result("a\ue000", 2), result("toolu_2000_002\udc01", 3)]
+    messages.insert(2, result("a\udfff", 2))
+    res = render(messages, PrunerState(), cfg())
+    assert res.messages == [messages[0]]
+    ids = "a\udfff, a\ue000, toolu_2000_002\udc01"
+    assert res.diagnostics == (
+        RenderDiagnostic(
+            "orphan-sweep",
+            sha16("a\ufffd,a\ue000,toolu_2000_002\ufffd"),
+            f"swept 3 orphan toolResult(s): {ids}",
+        ),
+    )
 
 
 def test_large_orphan_set() -> None:
@@ -806,3 +843,31 @@ def test_sizes_sum_the_messages_and_price_images_flat() -> None:
     assert res.pruned
     assert (res.before_size, res.after_size) == (13480, 7125)
     assert res.before_chars == utf16_len(dumps(messages))
+
+
+# ---------------------------------------------------------------------------- lone surrogates
+
+
+def test_an_image_type_keeps_its_lone_surrogate_in_a_chains_protected_output(
+    tmp_path: Path,
+) -> None:
+    # The cold render of pi-condense 2.11.3 (data/differential/surrogates2000-tight): a
+    # compressed chain copies a protected screenshot's text, whose marker names the image's
+    # type as it is ("image/x\ud83d").
+    case = Path(__file__).parents[1] / "data" / "differential" / "surrogates2000-tight"
+    session_path = tmp_path / "session.jsonl"
+    session_path.write_bytes(gzip.decompress((case / "session.jsonl.gz").read_bytes()))
+    expected = json.loads(gzip.decompress((case / "render.json.gz").read_bytes()))["messages"]
+    settings = json.loads((case / "config.json").read_text("utf-8"))
+    session = SessionFile.load(session_path)
+    res = render(
+        list(session.build_context().messages),
+        PrunerState.from_session(session),
+        Config.from_settings_dict(settings, compat="reference"),
+    )
+    # As JSON.stringify writes it: the lone surrogate as an escape.
+    marker = r"[image returned: image/x\ud83d sha256:3765c2fa]"
+    chains = [m for m in expected if marker in jsjson.dumps(m)]
+    assert len(chains) == 1
+    assert [m for m in res.messages if marker in jsjson.dumps(m)] == chains
+    assert jsjson.dumps(res.messages) == jsjson.dumps(expected)

@@ -153,18 +153,48 @@ def test_a_long_result_keeps_its_image_marker_in_the_summarizer_input() -> None:
     assert f"[image returned: image/png sha256:{image_digest('AAAA')}]" in out
 
 
-def test_screenshots_with_the_same_text_and_other_pixels_are_not_deduplicated() -> None:
-    def read(call_id: str, data: str, ts: int) -> CapturedBatch:
-        result = {
-            "role": "toolResult",
-            "toolCallId": call_id,
-            "toolName": "read",
-            "content": [{"type": "text", "text": "Read image file [image/png]"}, img(data)],
-            "isError": False,
-            "timestamp": ts + 1,
-        }
-        return capture_batch(assistant(ts, (call_id, "read", {"path": "s.png"})), [result], 0, ts)
+def read_image(
+    call_id: str,
+    data: str,
+    ts: int,
+    mime: str = "image/png",
+    text: str = "Read image file [image/png]",
+) -> CapturedBatch:
+    """The batch of one ``read`` whose result is ``text`` and an image."""
+    result = {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": "read",
+        "content": [{"type": "text", "text": text}, img(data, mime)],
+        "isError": False,
+        "timestamp": ts + 1,
+    }
+    return capture_batch(assistant(ts, (call_id, "read", {"path": "s.png"})), [result], 0, ts)
 
+
+def test_an_image_type_keeps_its_lone_surrogates_in_the_captured_text() -> None:
+    # A JS template literal keeps a lone surrogate; the digest hashes the data's UTF-8. The
+    # expected text is the resultText pi-condense 2.11.3 captured for this block (the vector
+    # data/differential/surrogates2000-tight, session.jsonl).
+    def read(call_id: str, mime: str, ts: int) -> CapturedBatch:
+        return read_image(call_id, "iVBORw0KGgo", ts, mime, "Read image file")
+
+    lone = read("r1", "image/p\ud800ng", 100)
+    text = lone.tool_calls[0]["resultText"]
+    assert text == "[image returned: image/p\ud800ng sha256:904ba1c1]\nRead image file"
+    assert image_marker_digests(text) == ["904ba1c1"]
+    assert "image/p\ud800ng" in batch_prompt(lone)
+    # The content hash reads the text's UTF-8 (Node's `hash.update(string)`: a lone
+    # surrogate as U+FFFD), so the same image typed with U+FFFD dedups onto the first.
+    state = PrunerState()
+    state.add_batch(index_records(lone))
+    other = read("r2", "image/p\ufffdng", 200).tool_calls[0]
+    assert other["resultText"] != text
+    assert state.lookup_by_content(other["toolName"], other["resultText"]) == "r1@101"
+
+
+def test_screenshots_with_the_same_text_and_other_pixels_are_not_deduplicated() -> None:
+    read = read_image
     state = PrunerState()
     state.add_batch(index_records(read("r1", "AAAA", 100)))
     other = read("r2", "BBBB", 200).tool_calls[0]

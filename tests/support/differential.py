@@ -76,8 +76,45 @@ def _iso(second: int) -> str:
     return f"2026-03-01T{hours:02d}:{minutes:02d}:{seconds:02d}.000Z"
 
 
-def write_raw_session(path: Path, seed: int) -> Path:
-    """Write the raw session of ``seed`` to ``path`` and return it."""
+_SURROGATE_MIMES = ("image/p\ud800ng", "image/p\ufffdng", "image/\udc00jpeg", "image/x\ud83d")
+
+
+def _with_lone_surrogates(lines: list[dict[str, Any]]) -> None:
+    """Hostile text from the messages' own fields: every successful ``read`` returns a
+    screenshot typed with a lone surrogate (or U+FFFD, with the same image as the one before
+    it), other tool names end in one, ids too, and paths start with one."""
+    images = 0
+    for line in lines:
+        message = line.get("message") or {}
+        if message.get("role") == "toolResult":
+            if message.get("toolName") == "read" and not message.get("isError"):
+                message["content"] = [
+                    {"type": "text", "text": "Read image file"},
+                    {
+                        "type": "image",
+                        "data": "iVBORw0KGgo" + "A" * ((images // 2) % 2),
+                        "mimeType": _SURROGATE_MIMES[images % len(_SURROGATE_MIMES)],
+                    },
+                ]
+                images += 1
+            if message.get("toolName") != "read":
+                message["toolName"] += "\ud801"
+            message["toolCallId"] += "\udc01"
+        if message.get("role") == "assistant":
+            for block in message["content"]:
+                if block.get("type") != "toolCall":
+                    continue
+                if block["name"] != "read":
+                    block["name"] += "\ud801"
+                block["id"] += "\udc01"
+                for member in ("arguments", "input", "args"):
+                    if isinstance(block.get(member), dict) and "path" in block[member]:
+                        block[member]["path"] = "\udfff" + block[member]["path"]
+
+
+def write_raw_session(path: Path, seed: int, *, surrogates: bool = False) -> Path:
+    """Write the raw session of ``seed`` to ``path`` and return it; ``surrogates`` puts lone
+    surrogates in image types, tool names, ids and paths (``_with_lone_surrogates``)."""
     rng = random.Random(seed)
     supersession = seed >= 2000
     lines: list[dict[str, Any]] = [
@@ -220,5 +257,7 @@ def write_raw_session(path: Path, seed: int) -> Path:
                     "tokensBefore": int(state["input"]),
                 }
             )
+    if surrogates:
+        _with_lone_surrogates(lines)
     path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
     return path

@@ -314,7 +314,7 @@ pub fn utf16_to_wtf8(units: &[u16]) -> JsStr {
 }
 
 /// The escape of the key form (a noncharacter, reserved for internal use).
-const KEY_ESCAPE: char = '\u{FDD0}';
+pub const KEY_ESCAPE: char = '\u{FDD0}';
 /// A lone surrogate `u` is written in key form as [`KEY_ESCAPE`] then `KEY_SURROGATE_BASE +
 /// (u - 0xD800)` (a private-use character).
 const KEY_SURROGATE_BASE: u32 = 0xF000;

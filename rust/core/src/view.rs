@@ -10,6 +10,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 
 use crate::js::{Throw, format_number};
+use crate::jsstr::{KEY_ESCAPE, key_form_to_wtf8, wtf8_to_utf16};
 
 /// How a view holds a string: `String`, `Cow<str>`, `&str`, ...
 pub trait IdStr: AsRef<str> + Clone + Eq + Hash + Debug {}
@@ -162,7 +163,8 @@ impl<S: AsRef<str>> JsIdOf<S> {
     }
 
     /// Default `Array.prototype.sort` order: `undefined` last, everything else
-    /// by `String(x)` compared in UTF-16 code units.
+    /// by `String(x)` compared in UTF-16 code units (a string id in key form by the units of
+    /// the JS string it stands for: a lone surrogate as itself).
     pub fn js_sort_cmp(a: &Self, b: &Self) -> Ordering {
         match (a, b) {
             (JsIdOf::Undefined, JsIdOf::Undefined) => Ordering::Equal,
@@ -170,6 +172,10 @@ impl<S: AsRef<str>> JsIdOf<S> {
             (_, JsIdOf::Undefined) => Ordering::Less,
             _ => {
                 let (x, y) = (a.js_str(), b.js_str());
+                if x.contains(KEY_ESCAPE) || y.contains(KEY_ESCAPE) {
+                    let units = |key: &str| wtf8_to_utf16(&key_form_to_wtf8(key));
+                    return units(&x).cmp(&units(&y));
+                }
                 x.encode_utf16().cmp(y.encode_utf16())
             }
         }

@@ -338,7 +338,7 @@ fn tool_result_text<'py>(
         let Some(item) = items.get(at) else { continue };
         if kind == ResultBlock::Image {
             if let Some(marker) = jsread::image_marker(keys, item)? {
-                parts.append(marker)?;
+                parts.append(str_of_js(py, &marker)?)?;
             }
             continue;
         }

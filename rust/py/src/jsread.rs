@@ -699,8 +699,10 @@ unsafe fn push_js_string(
 
 /// `[image returned: <String(mimeType)> sha256:<8 hex of the UTF-8 of String(data)>]`, the
 /// marker line of an image block (pi-condense 2.11.2; `capture.image_marker`), when `block`
-/// is a dict whose `type` is `"image"`. Runs no Python code.
-pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+/// is a dict whose `type` is `"image"`. The type keeps its lone surrogates (a JS template
+/// literal does; the digest reads them as U+FFFD, as Node's UTF-8 encoder). Runs no Python
+/// code.
+pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Option<JsStr>> {
     // `block` is kept alive by the caller's borrow for the call and the GIL is held; its
     // members are read in C and held by `block` while they are printed.
     let dict = Obj::of(block);
@@ -723,9 +725,15 @@ pub fn image_marker(keys: &Keys<'_>, block: &Bound<'_, PyAny>) -> PyResult<Optio
             // SAFETY: `v` is held by `dict` (as said above); a new reference is taken.
             .map(|v| unsafe { Borrowed::from_ptr(py, v.as_ptr()) }.to_owned())
     };
-    let mime = js_string(field(K::MimeType).as_ref())?.into_string();
+    let mime = js_string(field(K::MimeType).as_ref())?;
     let digest = image_digest(field(K::Data).as_ref())?;
-    Ok(Some(format!("[image returned: {mime} sha256:{digest}]")))
+    let mut marker = JsBuf::with_capacity(mime.len() + 35);
+    marker.push_str("[image returned: ");
+    marker.push(&mime);
+    marker.push_str(" sha256:");
+    marker.push_str(&digest);
+    marker.push_str("]");
+    Ok(Some(marker.finish()))
 }
 
 /// An image marker's digest of `data` (`None`: absent): the first 8 hex digits of the

@@ -67,6 +67,15 @@ impl JsField {
         }
     }
 
+    /// `String(x)` in key form (`crate::jsstr::key_form_units`): equal for two fields
+    /// exactly when their strings are, lone surrogates included.
+    pub fn js_string_key(&self) -> String {
+        match self {
+            JsField::Str(s) => s.key_form().into_owned(),
+            other => crate::jsstr::key_form_str(&other.js_string()).into_owned(),
+        }
+    }
+
     /// The number when the field is a JSON number (`typeof x === "number"`, NaN included).
     pub fn as_number(&self) -> Option<f64> {
         match self {

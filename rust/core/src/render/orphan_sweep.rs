@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use sha1::{Digest, Sha1};
 
 use super::plan::{Diagnostic, DiagnosticKind, Item};
+use crate::jsstr::{JsBuf, JsStr, key_form_to_wtf8};
 use super::{FastSet, Throw};
 use crate::view::{IdStr, JsId, JsIdOf, MsgView, Role};
 
@@ -22,26 +23,39 @@ const SMALL_OPEN: usize = 16;
 pub(crate) fn orphan_diagnostic<S: AsRef<str>>(swept: &[JsIdOf<S>]) -> Diagnostic {
     let mut sorted: Vec<&JsIdOf<S>> = swept.iter().collect();
     sorted.sort_by(|a, b| JsIdOf::js_sort_cmp(a, b));
-    let joined: Vec<String> = sorted.iter().map(|id| id.join_string()).collect();
-    let digest = Sha1::digest(joined.join(",").as_bytes());
+    // String ids are key forms: the JS strings they stand for, lone surrogates included.
+    let joined: Vec<JsStr> = sorted
+        .iter()
+        .map(|id| JsStr::from_wtf8(&key_form_to_wtf8(&id.join_string())))
+        .collect();
+    // Hashed as Node encodes a string: a lone surrogate as U+FFFD (the lossy text).
+    let mut hasher = Sha1::new();
+    for (i, id) in joined.iter().enumerate() {
+        if i > 0 {
+            hasher.update(b",");
+        }
+        hasher.update(id.as_bytes());
+    }
+    let digest = hasher.finalize();
     let mut dedup_key = String::with_capacity(16);
     for byte in digest.iter().take(8) {
         let _ = write!(dedup_key, "{byte:02x}");
     }
-    let shown = joined
-        .iter()
-        .take(SHOWN_IDS)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut detail = format!("swept {} orphan toolResult(s): {shown}", swept.len());
+    let mut detail = JsBuf::new();
+    detail.push_str(&format!("swept {} orphan toolResult(s): ", swept.len()));
+    for (i, id) in joined.iter().take(SHOWN_IDS).enumerate() {
+        if i > 0 {
+            detail.push_str(", ");
+        }
+        detail.push(id);
+    }
     if swept.len() > SHOWN_IDS {
-        let _ = write!(detail, " ... +{} more", swept.len() - SHOWN_IDS);
+        detail.push_str(&format!(" ... +{} more", swept.len() - SHOWN_IDS));
     }
     Diagnostic {
         kind: DiagnosticKind::OrphanSweep,
         dedup_key,
-        detail,
+        detail: detail.finish(),
     }
 }
 
@@ -211,6 +225,7 @@ mod tests {
     use crate::render::plan::Text;
     use crate::render::testing::{assistant, custom, ok, tc, tool_result, user};
     use crate::view::{Block, Content, Ts};
+    use crate::jsstr::key_form_units;
 
     fn run(msgs: &[MsgView]) -> (Option<Vec<usize>>, Vec<Diagnostic>) {
         let mut diags = Vec::new();
@@ -345,14 +360,30 @@ mod tests {
         ];
         let (_, diags) = run(&msgs);
         assert_eq!(diags[0].detail, "swept 3 orphan toolResult(s): a, b, b");
-        // sha1("a,b,b")
-        let expected = Sha1::digest(b"a,b,b");
-        let hex: String = expected
+        assert_eq!(diags[0].dedup_key, sha16(b"a,b,b"));
+    }
+
+    /// The first 16 hex digits of the SHA-1 of `bytes`.
+    fn sha16(bytes: &[u8]) -> String {
+        Sha1::digest(bytes)
             .iter()
             .take(8)
             .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(diags[0].dedup_key, hex);
+            .collect()
+    }
+
+    #[test]
+    fn lone_surrogates_in_ids_are_printed_sorted_and_hashed_as_js_does() {
+        // Ids in key form: "a\u{DFFF}" and "a\u{E000}" (JS sorts 0xDFFF first).
+        let lone = key_form_units(&[0x61, 0xDFFF]);
+        let msgs = [user(0.0), tool_result("a\u{E000}", 1.0), tool_result(&lone, 2.0)];
+        let (_, diags) = run(&msgs);
+        let mut want = b"swept 2 orphan toolResult(s): a".to_vec();
+        want.extend_from_slice(&[0xED, 0xBF, 0xBF]);
+        want.extend_from_slice(", a\u{E000}".as_bytes());
+        assert_eq!(diags[0].detail.wtf8(), want.as_slice());
+        // Node hashes the UTF-8 of the string: the lone surrogate as U+FFFD.
+        assert_eq!(diags[0].dedup_key, sha16("a\u{FFFD},a\u{E000}".as_bytes()));
     }
 
     #[test]

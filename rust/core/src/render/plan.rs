@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::js::JsField;
-use crate::jsstr::JsSlice;
+use crate::jsstr::{JsSlice, JsStr};
 
 /// A piece of a JS string that the binding assembles. Values copied from an
 /// input message are referred to by message index, so their exact text
@@ -182,10 +182,11 @@ impl DiagnosticKind {
 pub struct Diagnostic {
     /// the kind
     pub kind: DiagnosticKind,
-    /// the dedup key (the sink dedups on `kind + ":" + dedupKey`)
+    /// the dedup key (the sink dedups on `kind + ":" + dedupKey`), in key form
+    /// (`crate::jsstr::key_form_units`: a lone surrogate of a block id keeps its own key)
     pub dedup_key: String,
-    /// the persisted detail text
-    pub detail: String,
+    /// the persisted detail text (lone surrogates of the ids it names kept)
+    pub detail: JsStr,
 }
 
 /// Keeps the first report per `(kind, dedupKey)`, as a fresh sink would.

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use pi_condense_core::index::{ChainEntry, JsField};
+use pi_condense_core::jsstr::JsStr;
 use pi_condense_core::render::{self as core_render, Item, Piece, Text};
 use pi_condense_core::view::{NullBlock, ResultBlock, tool_result_text_blocks};
 use pyo3::exceptions::PyValueError;
@@ -94,13 +95,15 @@ impl<'py> Writer<'_, 'py> {
                 Some(text) => Part::Text(Cow::Owned(text.to_owned())),
                 None => Part::Py(v),
             },
-            Some(v) => {
-                let text = js_string(Some(&v))?;
-                match text.exact() {
-                    None => Part::Text(Cow::Owned(text.into_string())),
-                    Some(bytes) => Part::Py(str_of_wtf8(self.py, bytes)?.into_any()),
-                }
-            }
+            Some(v) => self.js_str_part(js_string(Some(&v))?)?,
+        })
+    }
+
+    /// A text that may hold lone surrogates as a part (a Python str when it does).
+    fn js_str_part(&self, text: JsStr) -> PyResult<Part<'py>> {
+        Ok(match text.exact() {
+            None => Part::Text(Cow::Owned(text.into_string())),
+            Some(bytes) => Part::Py(str_of_wtf8(self.py, bytes)?.into_any()),
         })
     }
 
@@ -140,7 +143,7 @@ impl<'py> Writer<'_, 'py> {
             let Some(item) = items.get(at) else { continue };
             let part = if kind == ResultBlock::Image {
                 match image_marker(self.keys, item)? {
-                    Some(marker) => Some(Part::Text(Cow::Owned(marker))),
+                    Some(marker) => Some(self.js_str_part(marker)?),
                     None => continue,
                 }
             } else {

@@ -258,11 +258,7 @@ fn render<'py>(
         }
         (plan, extracted.lens)
     };
-    let diagnostics: Vec<(&'static str, String, String)> = plan
-        .diagnostics
-        .into_iter()
-        .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
-        .collect();
+    let diagnostics = plan.diagnostics;
     let Some(items) = plan.items else {
         if let Some(guard) = memo_guard.as_mut() {
             guard.0.drop_outputs(); // none of them handed out

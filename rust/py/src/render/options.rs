@@ -2,12 +2,14 @@
 //! and `RenderOutcome` (what a render returns).
 
 use pi_condense_core::keys::{ProtectedMatcher, ToolRule};
-use pi_condense_core::render::{ChainConfig, Protection, PurgeConfig, RenderConfig};
+use pi_condense_core::render::{
+    ChainConfig, Diagnostic, Protection, PurgeConfig, RenderConfig,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::jsread::text;
-use crate::pystr::js_str_of;
+use crate::pystr::{js_str_of, key_to_py, str_of_js};
 
 /// What render reads from the config: the grace window, phases 2 and 3, and the protection
 /// rule (tool names or, in reference mode, a `protectedTools` string matched by substring;
@@ -142,12 +144,19 @@ impl PyRenderOutcome {
         pruned: bool,
         before_chars: usize,
         after_chars: usize,
-        diagnostics: Vec<(&'static str, String, String)>,
+        diagnostics: Vec<Diagnostic>,
         threw: bool,
     ) -> PyResult<Self> {
         let rows = diagnostics
             .into_iter()
-            .map(|(kind, key, detail)| PyTuple::new(py, [kind.to_owned(), key, detail]))
+            .map(|d| {
+                let row = [
+                    PyString::new(py, d.kind.as_str()),
+                    key_to_py(py, &d.dedup_key)?,
+                    str_of_js(py, &d.detail)?,
+                ];
+                PyTuple::new(py, row)
+            })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyRenderOutcome {
             messages: messages.unbind(),

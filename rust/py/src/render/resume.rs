@@ -122,11 +122,7 @@ pub(super) fn resume(
         }
     };
     cont.core = Some(core);
-    let diagnostics: Vec<(&'static str, String, String)> = plan
-        .diagnostics
-        .into_iter()
-        .map(|d| (d.kind.as_str(), d.dedup_key, d.detail))
-        .collect();
+    let diagnostics = plan.diagnostics;
     let counted = |cache: &mut RenderCache| {
         cache.sizes.hits += from as u64;
         cache.sizes.misses += tail.len() as u64;

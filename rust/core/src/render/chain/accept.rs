@@ -4,6 +4,7 @@
 use super::range::Range;
 use crate::collections::FastSet;
 use crate::index::ChainEntry;
+use crate::jsstr::JsBuf;
 use crate::render::plan::{Diagnostic, DiagnosticKind};
 
 /// What [`accept`] gives: the applied entries (registry position, entry, range) and the
@@ -71,26 +72,32 @@ pub(super) fn accept<'e>(
                 .find(|(j, (_, _, other))| {
                     *j != k && range.start > other.start && range.start < other.end
                 })
-                .map(|(_, (_, other, _))| other.block_id.js_string())
+                .map(|(_, (_, other, _))| &other.block_id)
         } else {
             None
         };
         if container.is_some() || claimed.contains(&range.start) {
-            let block = entry.block_id.js_string();
-            let detail = match container {
-                Some(c) => format!("blockId={block} skipped: range nests inside blockId={c}"),
-                None => format!(
-                    "blockId={block} skipped: range duplicates startIndex={} already claimed",
+            // The block ids as the reference prints them, lone surrogates kept.
+            let mut detail = JsBuf::new();
+            detail.push_str("blockId=");
+            entry.block_id.push_js_string(&mut detail);
+            match container {
+                Some(c) => {
+                    detail.push_str(" skipped: range nests inside blockId=");
+                    c.push_js_string(&mut detail);
+                }
+                None => detail.push_str(&format!(
+                    " skipped: range duplicates startIndex={} already claimed",
                     range.start + offset
-                ),
-            };
+                )),
+            }
             rejected.push((
                 position,
                 range,
                 Diagnostic {
                     kind: DiagnosticKind::UnresolvedRange,
-                    dedup_key: format!("overlap:{block}"),
-                    detail,
+                    dedup_key: format!("overlap:{}", entry.block_id.js_string_key()),
+                    detail: detail.finish(),
                 },
             ));
             continue;

@@ -35,6 +35,7 @@ use super::{FastMap, FastSet, Lazy, Throw};
 use crate::index::ChainEntry;
 use crate::index::chain_facts::ChainFactsTable;
 use crate::js::{JsField, format_number};
+use crate::jsstr::JsBuf;
 use crate::view::{Content, IdStr, JsIdOf, MsgView, Role};
 
 /// What phase 3 reads: the views of the input list, the registry, the state, the config,
@@ -93,16 +94,19 @@ pub(crate) fn reports<'o>(
     let mut out = Vec::new();
     for (k, entry) in entries.iter().enumerate() {
         if matches!(outcome(k), Some(Outcome::Unresolved) | None) {
-            let block = entry.block_id.js_string();
-            let detail = format!(
-                "blockId={block} start={} final={}",
-                format_number(entry.start_user_timestamp),
-                entry.final_assistant_timestamp.js_string()
-            );
+            // The ids as the reference prints them, lone surrogates kept.
+            let mut detail = JsBuf::new();
+            detail.push_str("blockId=");
+            entry.block_id.push_js_string(&mut detail);
+            detail.push_str(&format!(
+                " start={} final=",
+                format_number(entry.start_user_timestamp)
+            ));
+            entry.final_assistant_timestamp.push_js_string(&mut detail);
             out.push(Diagnostic {
                 kind: DiagnosticKind::UnresolvedRange,
-                dedup_key: block,
-                detail,
+                dedup_key: entry.block_id.js_string_key(),
+                detail: detail.finish(),
             });
         }
     }
@@ -327,15 +331,16 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
         // `(droppedToolCallIds ?? []).map(bareToolCallId)`: a non-string throws.
         let recorded = facts.recorded.ok_or(Throw)?;
         let ids = range_ids.get(first_id..).unwrap_or_default();
-        let mismatch = id_mismatch(ids, recorded, &mut actual).map(|actual| Diagnostic {
-            kind: DiagnosticKind::RangeIdMismatch,
-            dedup_key: facts.block_key.to_owned(),
-            detail: format!(
-                "blockId={} recorded={} actual={}",
-                facts.block_key,
-                recorded.len(),
-                actual
-            ),
+        let mismatch = id_mismatch(ids, recorded, &mut actual).map(|actual| {
+            let mut detail = JsBuf::new();
+            detail.push_str("blockId=");
+            entry.block_id.push_js_string(&mut detail);
+            detail.push_str(&format!(" recorded={} actual={actual}", recorded.len()));
+            Diagnostic {
+                kind: DiagnosticKind::RangeIdMismatch,
+                dedup_key: entry.block_id.js_string_key(),
+                detail: detail.finish(),
+            }
         });
         if let Some(slot) = outcomes.get_mut(k) {
             *slot = Outcome::Accepted { range, mismatch };
