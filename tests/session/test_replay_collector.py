@@ -16,6 +16,8 @@ import pytest
 
 from pi_condense.condenser import Condenser
 from pi_condense.config import Config
+from pi_condense.corpus.run import config_settings
+from pi_condense.corpus.tasks import Task, run_task
 from pi_condense.render import RenderResult
 from pi_condense.replay import FULL_COLLECTION_EVERY, ReplayOptions, replay, replay_async
 from pi_condense.session import SessionFile
@@ -156,4 +158,22 @@ def test_frozen_source_entries_are_still_freed_as_the_replay_passes_them(
     assert freed[0] >= len(refs) // 2 - 1
     assert freed[1] > 1000  # and the source was frozen meanwhile
     assert sum(ref() is None for ref in refs) >= len(refs) - 1
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_corpus_condense_task_in_process_leaves_the_collector_as_it_found_it(
+    tmp_path: Path, collector: None
+) -> None:
+    path = write_session(tmp_path / "s.jsonl", prompts=4)
+    settings = config_settings(_CONFIG)
+    options = {"output": str(tmp_path / "out.jsonl"), "force": True}
+    task = Task("condense", str(path), path.stat().st_size, settings, "key", None, options)
+    gc.enable()
+    gc.set_threshold(650, 9, 12)
+    outcome = run_task(task)
+    assert outcome.failure is None
+    assert outcome.result is not None
+    assert outcome.result["row"]["model_calls"] == 8
+    assert gc.isenabled()
+    assert gc.get_threshold() == (650, 9, 12)
     assert gc.get_freeze_count() == 0
