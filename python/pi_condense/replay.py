@@ -35,9 +35,11 @@ before every prompt, as a new ``pi --continue`` process would.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import os
+import threading
 from collections import Counter
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -809,7 +811,54 @@ async def replay_async(
         fallback,
     )
     del source  # the runner holds its branch (and drops each entry after its point)
-    return await runner.run()
+    with _collector_managed():
+        return await runner.run()
+
+
+FULL_COLLECTION_EVERY = 100
+"""During a replay, the collector's third threshold (Python's default 10): a full collection
+comes at most once every this many collections of the middle generation."""
+
+_collector_lock = threading.Lock()
+_collector_users: list[tuple[tuple[int, int, int], bool]] = []
+
+
+@contextlib.contextmanager
+def _collector_managed() -> Iterator[None]:
+    """The cyclic collector kept off the objects a replay holds for long, the caller's
+    settings given back at the end (by the last of replays running at once in threads).
+
+    What the process holds when the replay starts (the source session, the caller's own
+    objects) is frozen (``gc.freeze``) and given back (``gc.unfreeze``) at the end: it lives
+    until then or is freed by reference counting (the replay frees each source entry after its
+    point), and no collection walks it in between. A process that froze objects itself (the
+    command line, which also freezes what it loaded; a corpus worker) is left as it is: what
+    this would freeze could not be given back alone. And full collections are made rare: a
+    replay makes next to no cyclic garbage (a full collection of a condense at x30 frees none),
+    but each walks everything it built (the new session, the pruner's state), which costs more
+    the longer the session (the collections themselves grow by a quarter each time).
+    """
+    with _collector_lock:
+        if not _collector_users:
+            thresholds = gc.get_threshold()
+            freeze = gc.get_freeze_count() == 0
+            if freeze:
+                gc.freeze()
+            first, middle, full = thresholds
+            if first:  # a first threshold of 0 turns the collector off: left as it is
+                gc.set_threshold(first, middle, max(full, FULL_COLLECTION_EVERY))
+        else:
+            thresholds, freeze = _collector_users[0]
+        _collector_users.append((thresholds, freeze))
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_users.pop()
+            if not _collector_users:
+                gc.set_threshold(*thresholds)
+                if freeze:
+                    gc.unfreeze()
 
 
 def _synchronous(

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, NoReturn, Optional
 
+from ..collector import collector_paused
 from ..config import Config
 from ..errors import CondenseError, SessionError
 from ..inplace import (
@@ -84,7 +85,15 @@ def inputs(
     summarizer and its session model (None: the summarizer itself; see
     `make_cli_summarizers`), or exit 2 on the first that is wrong."""
     config = load_cli_config(config_file, compat, enable=True)
-    source = read_session(path)
+    with collector_paused():
+        source = read_session(path)
+        if gc.get_freeze_count():
+            # The command line froze its imports (`_main._preload`): the process is the
+            # command's. What it loaded lives until the end or is freed by reference
+            # counting (the replay frees each source entry after its point), so frozen now,
+            # before a collection walks it, no collection ever does. In process (a test's
+            # CliRunner) the replay freezes it and gives it back (`replay._collector_managed`).
+            gc.freeze()
     check_leaf(source, path, leaf)
     print_warnings(source, path)
     summarizer, session_model = make_cli_summarizers(spec, base_url, config, offline)
