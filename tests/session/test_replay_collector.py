@@ -170,6 +170,12 @@ def test_a_corpus_condense_task_in_process_leaves_the_collector_as_it_found_it(
     settings = config_settings(_CONFIG)
     options = {"output": str(tmp_path / "out.jsonl"), "force": True}
     task = Task("condense", str(path), path.stat().st_size, settings, "key", None, options)
+    # CPython 3.12 moves the objects it made immortal to the permanent generation at each
+    # collection, where `get_freeze_count` counts them (375 at start-up): the task ends with
+    # one, so those are all it may leave there
+    gc.collect()
+    immortal = gc.get_freeze_count()
+    gc.unfreeze()
     gc.enable()
     gc.set_threshold(650, 9, 12)
     outcome = run_task(task)
@@ -178,4 +184,4 @@ def test_a_corpus_condense_task_in_process_leaves_the_collector_as_it_found_it(
     assert outcome.result["row"]["model_calls"] == 8
     assert gc.isenabled()
     assert gc.get_threshold() == (650, 9, 12)
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() <= immortal
