@@ -133,11 +133,17 @@ def test_unreachable_dask_scheduler_is_a_clear_error(
 
 _PROBE_DASK = """
 import gc, json, sys
+import dask.system
+# The in-process cluster has one thread a CPU, and the batches are cut for that many threads
+# (about 8 a thread): two, as on the CI machine, whatever this machine has, so that 24
+# sessions make fewer than 24 batches here too.
+dask.system.CPU_COUNT = 2
 import distributed
 from pi_condense import corpus
 
 seen = []
 tasks = set()
+threads = set()
 
 def probe(phase, info):
     # In a task's closing full collection (run_task): what the Dask worker thread sees.
@@ -147,6 +153,7 @@ def probe(phase, info):
         except ValueError:
             return
         tasks.add(str(worker.get_current_task()))
+        threads.add(worker.state.nthreads)
         stealing = any("stealing" in s.extensions for s in distributed.Scheduler._instances)
         seen.append([gc.get_freeze_count(), "profile" in worker.periodic_callbacks,
                      worker._tick_interval, stealing])
@@ -158,7 +165,8 @@ gc.callbacks.remove(probe)
 rows = sorted([r.path.rsplit("/", 1)[-1], r.model_calls, r.before_chars, r.after_chars,
                r.summaries, r.chains] for r in result.rows)
 print(json.dumps({"before": before, "after": gc.get_freeze_count(), "seen": seen,
-                  "tasks": len(tasks), "rows": rows, "failures": len(result.failures)}))
+                  "tasks": len(tasks), "threads": sorted(threads), "rows": rows,
+                  "failures": len(result.failures)}))
 """
 
 PROBE_SESSIONS = 24
@@ -195,6 +203,7 @@ def test_the_in_process_dask_cluster_runs_batches_on_a_quiet_loop(
     assert all(frozen > 10_000 for frozen, *_ in report["seen"])
     assert all(not profiling and not stealing for _, profiling, _, stealing in report["seen"])
     assert all(tick >= 1.0 for *_, tick, _ in report["seen"])
+    assert report["threads"] == [2]
     assert report["tasks"] <= PROBE_SESSIONS // 2
     assert report["before"] == report["after"] == 0  # given back after the run
     serial = _probe(source, tmp_path / "out-serial", "serial")
