@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import types
 
+from . import frozen as _frozen  # noqa: F401  (counts CPython 3.12's immortals first)
 from ._core import __version__
 from .lazy import TYPE_CHECKING, lazy_names
 

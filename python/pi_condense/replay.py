@@ -50,6 +50,7 @@ from . import spill
 from .branch_facts import pi_context_usage
 from .condenser import Condenser
 from .config import Config
+from .frozen import frozen_by_someone
 from .js import json as jsjson
 from .js import time as jstime
 from .replay_log import (
@@ -841,7 +842,7 @@ def _collector_managed() -> Iterator[None]:
     with _collector_lock:
         if not _collector_users:
             thresholds = gc.get_threshold()
-            freeze = gc.get_freeze_count() == 0
+            freeze = not frozen_by_someone()
             if freeze:
                 gc.freeze()
             first, middle, full = thresholds

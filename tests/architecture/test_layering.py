@@ -25,7 +25,7 @@ PACKAGE = ROOT / "python" / "pi_condense"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("_core", "_fs", "errors", "lazy", "collector", "keys")),
+    ("base", ("_core", "_fs", "errors", "lazy", "collector", "frozen", "keys")),
     ("js", ("js", "jsjson", "jstime")),
     ("config", ("config",)),
     ("session", ("session", "usage", "inplace")),

@@ -16,6 +16,7 @@ from typing import IO, Any, NoReturn, Optional
 from ..collector import collector_paused
 from ..config import Config
 from ..errors import CondenseError, SessionError
+from ..frozen import frozen_by_someone
 from ..inplace import (
     InPlaceError,
     check_output,
@@ -87,7 +88,7 @@ def inputs(
     config = load_cli_config(config_file, compat, enable=True)
     with collector_paused():
         source = read_session(path)
-        if gc.get_freeze_count():
+        if frozen_by_someone():
             # The command line froze its imports (`_main._preload`): the process is the
             # command's. What it loaded lives until the end or is freed by reference
             # counting (the replay frees each source entry after its point), so frozen now,

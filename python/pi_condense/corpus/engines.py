@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Optional
 
 from ..errors import CondenseError
+from ..frozen import frozen_by_someone
 from .tasks import Outcome, Task, batches, run_batch, run_task
 
 __all__ = ["ENGINES", "EngineError", "run_tasks"]
@@ -230,13 +231,13 @@ def _frozen_host(freeze: bool) -> Iterator[None]:
     if not freeze:
         yield
         return
-    before = gc.get_freeze_count()
+    ours = not frozen_by_someone()
     gc.collect()
     gc.freeze()
     try:
         yield
     finally:
-        if before == 0:
+        if ours:
             gc.unfreeze()
 
 
