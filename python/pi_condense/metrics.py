@@ -31,6 +31,7 @@ __all__ = [
     "BranchMetrics",
     "ContextMetrics",
     "MetricsSnapshot",
+    "message_chars",
     "project_branch_messages",
     "project_custom_message",
 ]
@@ -124,6 +125,12 @@ def project_custom_message(entry: Mapping[str, Any]) -> dict[str, Any]:
     return custom
 
 
+def message_chars(message: Any) -> int:
+    """The reference's ``charsOf(message)``: ``JSON.stringify(message).length`` with image
+    blocks at a flat 1,600 tokens (2.11.1)."""
+    return jsjson.length(message) + image_price(message)
+
+
 class ContextMetrics:
     """``computeContextMetrics`` with per-message size and projection caches.
 
@@ -155,11 +162,10 @@ class ContextMetrics:
         return out
 
     def chars(self, message: Any) -> int:
-        """The reference's ``charsOf(message)``: ``JSON.stringify(message).length`` with image
-        blocks at a flat 1,600 tokens (2.11.1; cached per object)."""
+        """:func:`message_chars`, cached per object."""
         cached = self._chars.get(id(message))
         if cached is None or cached[0] is not message:
-            cached = (message, jsjson.length(message) + image_price(message))
+            cached = (message, message_chars(message))
             self._chars[id(message)] = cached
         return cached[1]
 
@@ -239,6 +245,11 @@ class BranchMetrics:
         self._open_done = 0
         # (key, gap, results counted): the last gap, valid while the key is the same
         self._gap: tuple[Any, int, int] = (None, 0, 0)
+
+    def sizes_by_id(self) -> dict[int, tuple[Any, int]]:
+        """``(message, size)`` of each message folded in, by ``id()``."""
+        prefix = self._prefix
+        return {id(m): (m, prefix[i + 1] - prefix[i]) for i, m in enumerate(self.messages)}
 
     def add(self, message: Any) -> None:
         """Fold in the next message of the projected branch."""
