@@ -26,15 +26,16 @@ __all__ = ["BranchFacts", "branch_facts", "forget_branch_facts", "pi_context_usa
 
 def _match_key(value: Any) -> Any:
     """A dict key equal for values that are JavaScript ``===``; None for a value equal to
-    nothing (NaN)."""
+    nothing (NaN). A number or a string is its own key (a number never equals a string, and
+    the booleans, equal to 0 and 1 in Python, are tagged)."""
     if value is MISSING:
         return ("undefined",)
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (int, float)):
-        return ("n", value) if value == value else None
+        return value if value == value else None
     if isinstance(value, str):
-        return ("s", value)
+        return value
     if value is None:
         return ("null",)
     return ("o", id(value))

@@ -94,13 +94,15 @@ _JS_WS = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join
 
 
 def _stamp_key(value: Any) -> Any:
-    """A dict key with JavaScript ``===`` semantics for a timestamp value."""
+    """A dict key with JavaScript ``===`` semantics for a timestamp value: a number (not NaN)
+    or a string is its own key (no tuple per message: a number never equals a string, and
+    the booleans, equal to 0 and 1 in Python, are tagged)."""
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (int, float)):
-        return ("n", value) if value == value else ("nan", id(value))
+        return value if value == value else ("nan", id(value))
     if isinstance(value, str):
-        return ("s", value)
+        return value
     if value is None:
         return ("null",)
     if value is MISSING:
@@ -226,7 +228,8 @@ class BranchMetrics:
         self._users: list[int] = []
         self._assistants: list[int] = []
         self._first_user_by_stamp: dict[Any, int] = {}
-        self._assistants_by_stamp: dict[Any, list[int]] = {}
+        # a position, or the positions (ascending) when several assistants share the stamp
+        self._assistants_by_stamp: dict[Any, Union[int, list[int]]] = {}
         self._chain_start: Any = None
         self._in_chain = False
         self._largest = 0
@@ -276,7 +279,14 @@ class BranchMetrics:
         elif role == "assistant":
             self._assistants.append(i)
             stamp = get_field(message, "timestamp")
-            self._assistants_by_stamp.setdefault(_stamp_key(stamp), []).append(i)
+            key = _stamp_key(stamp)
+            known = self._assistants_by_stamp.get(key)
+            if known is None:
+                self._assistants_by_stamp[key] = i
+            elif isinstance(known, int):
+                self._assistants_by_stamp[key] = [known, i]
+            else:
+                known.append(i)
             calls = _tool_call_blocks(message)
             if not calls:
                 self._last_text_only = i
@@ -318,7 +328,8 @@ class BranchMetrics:
         if start < 0:
             return
         if final_ts is not None:
-            candidates = self._assistants_by_stamp.get(_stamp_key(final_ts), [])
+            found = self._assistants_by_stamp.get(_stamp_key(final_ts), [])
+            candidates = [found] if isinstance(found, int) else found
             at = bisect.bisect_left(candidates, start)
             if at == len(candidates):
                 return
