@@ -90,7 +90,7 @@ CORPUS_BOUND = 1.2
 what a session leaves behind in its worker adds up over a corpus."""
 BOUNDS = {"condense": 7.0}
 """Subjects gated with another bound than ``BOUND``. ``condense``: target 5 (issue 41), the
-bound is a regression bound about a quarter above what it measures (5.50-5.60 at x10 on the
+bound is a regression bound about 30% above what it measures (5.37-5.44 at x10 on the
 evening of 2026-12-07; 6.03 at x10 and 6.17 at x100 that afternoon, with the session written
 through to a file and the source freed entry by entry; 9.45 and 8.3 that morning, 25 before;
 docs/performance.md, "memory, 2026-12-07 (evening)", says what is left)."""
