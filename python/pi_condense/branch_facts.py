@@ -17,27 +17,47 @@ from typing import Any, Optional
 
 from .capture import is_chain_anchor_custom
 from .js.values import MISSING, get_field
-from .metrics import BranchMetrics, ContextMetrics, project_custom_message
+from .metrics import BranchMetrics, ContextMetrics, message_chars, project_custom_message
 from .session import SessionFile
 from .usage import TokenMemo, estimate_context_tokens, reported_usage
 
-__all__ = ["BranchFacts", "branch_facts", "pi_context_usage"]
+__all__ = ["BranchFacts", "branch_facts", "forget_branch_facts", "pi_context_usage"]
 
 
 def _match_key(value: Any) -> Any:
     """A dict key equal for values that are JavaScript ``===``; None for a value equal to
-    nothing (NaN)."""
+    nothing (NaN). A number or a string is its own key (a number never equals a string, and
+    the booleans, equal to 0 and 1 in Python, are tagged)."""
     if value is MISSING:
         return ("undefined",)
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (int, float)):
-        return ("n", value) if value == value else None
+        return value if value == value else None
     if isinstance(value, str):
-        return ("s", value)
+        return value
     if value is None:
         return ("null",)
     return ("o", id(value))
+
+
+class _CarriedSizes:
+    """Message sizes (:func:`~pi_condense.metrics.message_chars`) for the facts' metrics: each
+    message is measured once, as it is added; while a replaced branch is folded in, what its
+    messages measured on the previous branch carries over (``sizes``, by ``id()``)."""
+
+    __slots__ = ("sizes",)
+
+    def __init__(self) -> None:
+        self.sizes: Optional[dict[int, tuple[Any, int]]] = None
+
+    def chars(self, message: Any) -> int:
+        sizes = self.sizes
+        if sizes is not None:
+            known = sizes.get(id(message))
+            if known is not None and known[0] is message:
+                return known[1]
+        return message_chars(message)
 
 
 class BranchFacts:
@@ -47,7 +67,8 @@ class BranchFacts:
         # Weak: the module's table maps each session to its facts, and a value that held
         # its key strongly would keep every session (and its entries) alive for good.
         self._session = weakref.ref(session)
-        self._sizes = sizes if sizes is not None else ContextMetrics()
+        self._carried = _CarriedSizes()
+        self._size = sizes.chars if sizes is not None else self._carried.chars
         self._epoch = -1
         self._done = 0
         self._reset()
@@ -70,7 +91,7 @@ class BranchFacts:
         self.usage_since_compaction = False
         self.has_images = False
         """Some message on the branch holds an image block (sizes then price images)."""
-        self.metrics = BranchMetrics(self._sizes.chars)
+        self.metrics = BranchMetrics(self._size)
         self._users = 0
         self._assistant_by_stamp: dict[Any, int] = {}
 
@@ -82,13 +103,18 @@ class BranchFacts:
             raise ReferenceError("the session of these branch facts no longer exists")
         epoch, path = session.branch_path()
         if epoch != self._epoch:
+            if self._done:
+                self._carried.sizes = self.metrics.sizes_by_id()
             self._epoch = epoch
             self._done = 0
             self._reset()
-        if self._done < len(path):
-            for entry in path[self._done :]:
-                self._add(entry)
-            self._done = len(path)
+        try:
+            if self._done < len(path):
+                for entry in path[self._done :]:
+                    self._add(entry)
+                self._done = len(path)
+        finally:
+            self._carried.sizes = None
         return self
 
     def _add(self, entry: Mapping[str, Any]) -> None:
@@ -181,6 +207,12 @@ def branch_facts(session: SessionFile) -> BranchFacts:
         facts = BranchFacts(session)
         _FACTS[session] = facts
     return facts.update()
+
+
+def forget_branch_facts(session: SessionFile) -> None:
+    """Drop the shared :class:`BranchFacts` of ``session`` (a later :func:`branch_facts`
+    folds the branch in again): for a caller done asking, whose session lives on."""
+    _FACTS.pop(session, None)
 
 
 def pi_context_usage(

@@ -31,6 +31,7 @@ __all__ = [
     "BranchMetrics",
     "ContextMetrics",
     "MetricsSnapshot",
+    "message_chars",
     "project_branch_messages",
     "project_custom_message",
 ]
@@ -93,13 +94,15 @@ _JS_WS = "\t\n\v\f\r \u00a0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff" + "".join
 
 
 def _stamp_key(value: Any) -> Any:
-    """A dict key with JavaScript ``===`` semantics for a timestamp value."""
+    """A dict key with JavaScript ``===`` semantics for a timestamp value: a number (not NaN)
+    or a string is its own key (no tuple per message: a number never equals a string, and
+    the booleans, equal to 0 and 1 in Python, are tagged)."""
     if isinstance(value, bool):
         return ("b", value)
     if isinstance(value, (int, float)):
-        return ("n", value) if value == value else ("nan", id(value))
+        return value if value == value else ("nan", id(value))
     if isinstance(value, str):
-        return ("s", value)
+        return value
     if value is None:
         return ("null",)
     if value is MISSING:
@@ -122,6 +125,12 @@ def project_custom_message(entry: Mapping[str, Any]) -> dict[str, Any]:
             custom[key] = entry[key]
     custom["timestamp"] = entry_time(entry["timestamp"]) if "timestamp" in entry else math.nan
     return custom
+
+
+def message_chars(message: Any) -> int:
+    """The reference's ``charsOf(message)``: ``JSON.stringify(message).length`` with image
+    blocks at a flat 1,600 tokens (2.11.1)."""
+    return jsjson.length(message) + image_price(message)
 
 
 class ContextMetrics:
@@ -155,11 +164,10 @@ class ContextMetrics:
         return out
 
     def chars(self, message: Any) -> int:
-        """The reference's ``charsOf(message)``: ``JSON.stringify(message).length`` with image
-        blocks at a flat 1,600 tokens (2.11.1; cached per object)."""
+        """:func:`message_chars`, cached per object."""
         cached = self._chars.get(id(message))
         if cached is None or cached[0] is not message:
-            cached = (message, jsjson.length(message) + image_price(message))
+            cached = (message, message_chars(message))
             self._chars[id(message)] = cached
         return cached[1]
 
@@ -220,7 +228,8 @@ class BranchMetrics:
         self._users: list[int] = []
         self._assistants: list[int] = []
         self._first_user_by_stamp: dict[Any, int] = {}
-        self._assistants_by_stamp: dict[Any, list[int]] = {}
+        # a position, or the positions (ascending) when several assistants share the stamp
+        self._assistants_by_stamp: dict[Any, Union[int, list[int]]] = {}
         self._chain_start: Any = None
         self._in_chain = False
         self._largest = 0
@@ -239,6 +248,11 @@ class BranchMetrics:
         self._open_done = 0
         # (key, gap, results counted): the last gap, valid while the key is the same
         self._gap: tuple[Any, int, int] = (None, 0, 0)
+
+    def sizes_by_id(self) -> dict[int, tuple[Any, int]]:
+        """``(message, size)`` of each message folded in, by ``id()``."""
+        prefix = self._prefix
+        return {id(m): (m, prefix[i + 1] - prefix[i]) for i, m in enumerate(self.messages)}
 
     def add(self, message: Any) -> None:
         """Fold in the next message of the projected branch."""
@@ -265,7 +279,14 @@ class BranchMetrics:
         elif role == "assistant":
             self._assistants.append(i)
             stamp = get_field(message, "timestamp")
-            self._assistants_by_stamp.setdefault(_stamp_key(stamp), []).append(i)
+            key = _stamp_key(stamp)
+            known = self._assistants_by_stamp.get(key)
+            if known is None:
+                self._assistants_by_stamp[key] = i
+            elif isinstance(known, int):
+                self._assistants_by_stamp[key] = [known, i]
+            else:
+                known.append(i)
             calls = _tool_call_blocks(message)
             if not calls:
                 self._last_text_only = i
@@ -307,7 +328,8 @@ class BranchMetrics:
         if start < 0:
             return
         if final_ts is not None:
-            candidates = self._assistants_by_stamp.get(_stamp_key(final_ts), [])
+            found = self._assistants_by_stamp.get(_stamp_key(final_ts), [])
+            candidates = [found] if isinstance(found, int) else found
             at = bisect.bisect_left(candidates, start)
             if at == len(candidates):
                 return

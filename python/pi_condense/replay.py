@@ -38,10 +38,11 @@ import asyncio
 import contextlib
 import functools
 import gc
+import itertools
 import os
 import threading
 from collections import Counter
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, cast
@@ -270,14 +271,19 @@ class _Replayer:
             dict.fromkeys(("runs", "turns", "llmCalls", "restarts", "queryExecs"), 0)
         )
         self.messages: list[Any] = []
+        # New ids of the source entries a later entry names (a label's target, a
+        # compaction's first kept entry): only those are looked up.
         self.id_map: dict[str, str] = {}
+        self._named = _named_ids(self.path)
         self.run_active = False
         self.turn_index = 0
         self.turn_has_assistant = False
         self.pending_assistant: Optional[dict[str, Any]] = None
         self.pending_results: list[Any] = []
         self.first_run = True
-        self._json: dict[int, tuple[Any, Optional[str], int]] = {}
+        # The texts and lengths of the previous message list, by id() of its messages,
+        # while a list that replaced it is measured (None: no list was replaced).
+        self._carried: Optional[dict[int, tuple[Any, Optional[str], int]]] = None
         # The context sent so far, kept as the message list grows (reset when it is
         # replaced): JSON texts and lengths, and the copies handed to the condenser.
         self._sent: Optional[list[Any]] = None
@@ -352,28 +358,26 @@ class _Replayer:
             return None
 
     def _json_of(self, message: Any) -> tuple[str, int]:
-        cached = self._json.get(id(message))
+        carried = self._carried
+        cached = carried.get(id(message)) if carried is not None else None
         if cached is not None and cached[0] is message:
             text = cached[1]
             return (jsjson.dumps(message) if text is None else text), cached[2]
         text = jsjson.dumps(message)
-        length = jsjson.utf16_len(text)
-        self._json[id(message)] = (message, text if self._keep_texts else None, length)
-        return text, length
+        return text, jsjson.utf16_len(text)
 
     def _length_of(self, message: Any) -> int:
         """The UTF-16 length of ``message``'s JSON (measured without the text)."""
-        cached = self._json.get(id(message))
+        carried = self._carried
+        cached = carried.get(id(message)) if carried is not None else None
         if cached is not None and cached[0] is message:
             return cached[2]
-        length = jsjson.length(message)
-        self._json[id(message)] = (message, None, length)
-        return length
+        return jsjson.length(message)
 
     def _map_last(self, entry: Mapping[str, Any]) -> None:
         source_id = entry.get("id")
         leaf = self.session.leaf_id
-        if isinstance(source_id, str) and leaf is not None:
+        if isinstance(source_id, str) and leaf is not None and source_id in self._named:
             self.id_map[source_id] = leaf
 
     def _at(self, entry: Mapping[str, Any]) -> None:
@@ -431,9 +435,25 @@ class _Replayer:
     def _sync_sent(self) -> None:
         """Bring the texts (and copies) of the context up to the message list."""
         if self._sent is not self.messages:
+            if self._sent is not None:
+                # A replaced list (a compaction, a tree move, a restart) holds mostly the
+                # messages of the previous one: their texts and lengths carry over. Only
+                # while the new list is measured: a list that grows needs no lookup.
+                texts: Iterable[Optional[str]] = (
+                    self._texts if self._keep_texts else itertools.repeat(None)
+                )
+                # (the old list may hold messages appended after it was last measured)
+                measured = zip(self._sent, texts, self._lengths, strict=False)
+                self._carried = {id(m): (m, t, n) for m, t, n in measured}
             self._sent = self.messages
             self._texts, self._lengths, self._chars = [], [], 0
             self._copies, self._copy_at = [], {}
+        try:
+            self._measure_sent()
+        finally:
+            self._carried = None
+
+    def _measure_sent(self) -> None:
         done = len(self._lengths)
         if done == len(self.messages):
             return
@@ -749,10 +769,24 @@ class _Replayer:
         """Drop what only the replay needed: the source branch and the texts and copies of
         the context (the condenser, which may still be called, holds this replayer)."""
         self.path = []
-        self._json = {}
         self._sent = None
         self._texts, self._lengths, self._chars = [], [], 0
         self._copies, self._copy_at = [], {}
+
+
+def _named_ids(path: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The source ids the replay of ``path`` looks up in its id map (see `_Replayer._entry`):
+    labels' targets and compactions' first kept entries."""
+    named: set[str] = set()
+    for entry in path:
+        kind = entry.get("type")
+        if kind == "label":
+            named.add(str(entry.get("targetId")))
+        elif kind == "compaction":
+            kept = entry.get("firstKeptEntryId")
+            if isinstance(kept, str):
+                named.add(kept)
+    return named
 
 
 def _or_empty(value: Any) -> Any:

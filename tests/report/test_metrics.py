@@ -339,3 +339,24 @@ def test_frontier_gap_prices_an_image_at_1600_tokens() -> None:
         },
     ]
     assert metrics(branch)["frontierGapTokens"] == 1642
+
+
+def test_timestamp_keys_are_equal_exactly_when_the_values_are_strictly_equal() -> None:
+    # The metrics and the branch facts find messages by timestamp through dict keys: two
+    # timestamps must share a key exactly when JavaScript's `===` holds between them.
+    from pi_condense.branch_facts import _match_key
+    from pi_condense.js.values import MISSING, strict_equal
+    from pi_condense.metrics import _stamp_key
+
+    nan = float("nan")
+    listed: list[Any] = [1, 1.0, True, False, 0, 0.0, -0.0, "1", "", "true", None, MISSING]
+    values = [*listed, nan, [1], {"a": 1}, 1735689600000, 1735689600000.0, "1735689600000"]
+    for a in values:
+        for b in values:
+            same = strict_equal(a, b)
+            # (a NaN object finds itself, as a dict finds any key by identity first)
+            assert (_stamp_key(a) == _stamp_key(b)) is (same or a is b is nan), (a, b)
+            if a is nan or b is nan:
+                assert None in (_match_key(a), _match_key(b))  # NaN equals nothing
+            else:
+                assert (_match_key(a) == _match_key(b)) is same, (a, b)

@@ -23,10 +23,13 @@ from pi_condense.corpus.run import config_settings
 from pi_condense.corpus.tasks import Task, run_task
 from pi_condense.errors import SessionError
 from pi_condense.inplace import fingerprint, replace_in_place, write_new
+from pi_condense.js import json as jsjson
+from pi_condense.render import render
 from pi_condense.replay import ReplayOptions, ReplayResult, replay, replay_async
 from pi_condense.replay_log import batch_notice, counter_ids
 from pi_condense.report.condense import cold_chars, condense_report
 from pi_condense.session import SessionFile
+from pi_condense.state import PrunerState
 from pi_condense.summarize.factory import make_summarizer
 from support.sessions import write_session
 
@@ -211,6 +214,22 @@ def _check_written_through(plain: SessionFile, through: SessionFile, spool: IO[b
 def test_a_plain_session_has_no_written_text(tmp_path: Path) -> None:
     with pytest.raises(SessionError, match="not written through"):
         list(SessionFile.in_memory("/w").written_chunks())
+
+
+def test_the_reload_figure_is_the_render_of_the_whole_state(tmp_path: Path) -> None:
+    # `cold_chars` rebuilds the state without the records' result texts (a render never
+    # reads them): the figure is the one a reload's full state renders to.
+    result = _condense(_source(tmp_path), tmp_path)
+    session = result.session
+    config = Config.from_settings_dict({"enabled": True})
+    state = PrunerState.from_session(session)
+    records = state.index.records()
+    assert records
+    assert all(r["resultText"] for r in records)
+    messages = session.build_context().messages
+    full = render(messages, state, config)
+    assert full.pruned
+    assert cold_chars(session, config) == (jsjson.length(messages), full.after_chars)
 
 
 def test_a_replay_written_through_writes_the_same_session(tmp_path: Path) -> None:

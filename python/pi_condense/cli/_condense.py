@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, NoReturn, Optional
 
+from ..branch_facts import forget_branch_facts
 from ..collector import collector_paused
 from ..config import Config
 from ..errors import CondenseError, SessionError
@@ -188,6 +189,9 @@ def release(result: ReplayResult) -> None:
     """Free what the run held that writing and reporting do not need: the condenser (and
     through it the replay's last context). The caller drops the source session."""
     result.condenser = None
+    # The branch's facts (sizes, turns, metrics) served the condenser's model calls; the
+    # write and the report read the session's entries only.
+    forget_branch_facts(result.session)
     gc.collect()  # the condenser and the replay refer to each other
 
 

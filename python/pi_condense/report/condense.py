@@ -6,7 +6,7 @@ session condensed either way reports the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ..config import Config
@@ -18,15 +18,36 @@ from ..state import PrunerState
 
 __all__ = ["chars_change", "cold_chars", "condense_report", "per_call_chars", "problems"]
 
+_INDEX = "context-prune-index"
+
 
 def cold_chars(session: SessionFile, config: Config) -> tuple[int, int]:
     """(context chars, rendered chars) of a session's current branch, as a fresh load sees it."""
     messages = session.build_context().messages
     before = jsjson.length(messages)
     # one entry at a time: a session written through to its file reads each back from there
-    state = PrunerState.from_branch(session.iter_custom_entries())
+    state = PrunerState.from_branch(_without_result_texts(session.iter_custom_entries()))
     result = render(messages, state, config)
     return before, result.after_chars if result.pruned else before
+
+
+def _without_result_texts(entries: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """``entries`` with the records of their index entries lacking ``resultText``: a render
+    never reads a record's result text (only the flush's dedup lookups, by its hash, do), and
+    read back from a written-through session each is a copy of the tool result's text."""
+    for entry in entries:
+        data = entry.get("data")
+        if entry.get("customType") == _INDEX and isinstance(data, dict):
+            calls = data.get("toolCalls")
+            if isinstance(calls, list):
+                calls = [
+                    {k: v for k, v in call.items() if k != "resultText"}
+                    if isinstance(call, dict)
+                    else call
+                    for call in calls
+                ]
+                entry = {**entry, "data": {**data, "toolCalls": calls}}
+        yield entry
 
 
 def per_call_chars(sizes: Sequence[tuple[int, int]]) -> dict[str, int]:
