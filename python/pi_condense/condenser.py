@@ -25,6 +25,7 @@ import dataclasses
 import logging
 import os
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -67,6 +68,89 @@ log = logging.getLogger(__name__)
 
 Notify = Callable[[str, str], None]
 """``notify(message, level)`` with level ``info``, ``warning`` or ``error``."""
+
+
+class _Summarizing:
+    """The runtime's ``summarize``: the condenser's summarizer calls, through a runner made
+    from the runtime's config at the first call (again after ``reset``).
+
+    It refers to the runtime weakly and to the condenser not at all: the runtime holds it,
+    and a reference back would make a cycle, which only the cyclic collector frees (a full
+    collection at the end of a long ``condense`` walks the whole new session to find it).
+    """
+
+    __slots__ = ("_clock", "_notes", "_runner", "_runtime", "_session_model", "_summarizer", "_ui")
+
+    def __init__(
+        self,
+        summarizer: Optional[Summarizer],
+        session_model: Optional[Summarizer],
+        clock: Callable[[], int],
+        ui: Ui,
+    ) -> None:
+        self._summarizer = summarizer
+        self._session_model = session_model
+        self._clock = clock
+        self._ui = ui
+        self._runner: Any = None
+        self._notes: list[tuple[str, str]] = []
+        self._runtime: Optional[weakref.ReferenceType[Runtime]] = None
+
+    def attach(self, rt: Runtime) -> None:
+        """Read the config from ``rt`` (which holds this object as its ``summarize``)."""
+        self._runtime = weakref.ref(rt)
+
+    def reset(self) -> None:
+        """Resolve the summarizer again at the next call (the config changed)."""
+        self._runner = None
+
+    def _config(self) -> Config:
+        rt = self._runtime() if self._runtime is not None else None
+        if rt is None:  # only a caller that kept `runtime.summarize` past the runtime
+            raise RuntimeError("pi-condense: the condenser's runtime is gone")
+        return rt.config
+
+    def _make_runner(self, config: Config) -> Any:
+        notes: list[tuple[str, str]] = []
+        ui = self._ui  # not `self`: what resolves the model may keep `note`
+
+        def note(level: str, text: str) -> None:
+            notes.append((level, text))
+            ui.notify(text, level)
+
+        primary, session_model = resolve_summarizers(
+            config, session_model=self._session_model, explicit=self._summarizer, notify=note
+        )
+        self._notes = notes
+        if primary is None:
+            return _NoSummarizer(self._ui.notify)
+        return SummarizerRunner(
+            primary,
+            session_model,
+            config,
+            clock=self._clock,
+            notify=_level_first(self._ui),
+        )
+
+    async def __call__(self, request: CompletionRequest) -> Optional[Completion]:
+        config = self._config()
+        if self._runner is None:
+            self._runner = self._make_runner(config)
+        elif config.is_reference:
+            # The reference resolves the model (and warns) on every call; ours once.
+            for level, text in self._notes:
+                self._ui.notify(text, level)
+        result: Optional[Completion] = await self._runner.run(request)
+        return result
+
+
+def _level_first(ui: Ui) -> Callable[[str, str], None]:
+    """``ui.notify`` (looked up at each call) taking ``(level, text)``, as the runner calls it."""
+
+    def notify(level: str, text: str) -> None:
+        ui.notify(text, level)
+
+    return notify
 
 
 class _NoSummarizer:
@@ -136,8 +220,6 @@ class Condenser:
         self._fixed_config = config
         if config is not None:
             _warn_config(config)
-        self._summarizer = summarizer
-        self._session_model = session_model
         self._clock: Callable[[], int] = clock if clock is not None else jstime.now_ms
         self._context_usage = context_usage
         ui = Ui()
@@ -148,9 +230,8 @@ class Condenser:
         if emit is not None:
             ui.emit = emit
         self._ui = ui
+        self._summarizing = _Summarizing(summarizer, session_model, self._clock, ui)
         self._rt: Optional[Runtime] = None
-        self._runner: Any = None
-        self._resolve_notes: list[tuple[str, str]] = []
         # (entry count, leaf) the lazily built state was read at, until the first event.
         self._built_at: Optional[tuple[int, Optional[str]]] = None
         self._warned_disabled = False
@@ -181,7 +262,9 @@ class Condenser:
         if self._rt is None:
             config = self._fixed_config if self._fixed_config is not None else Config()
             state = PrunerState.from_session(self._session)
-            rt = Runtime(self._session, config, state, self._summarize, self._clock, self._ui)
+            summarize = self._summarizing
+            rt = Runtime(self._session, config, state, summarize, self._clock, self._ui)
+            summarize.attach(rt)
             rt.stats.reset(state.stats)
             rt.chains = _chains_in_flush
             rt.write_blob = self._write_blob
@@ -213,7 +296,7 @@ class Condenser:
         _warn_config(config)
         self._fixed_config = config
         self._runtime().config = config
-        self._runner = None
+        self._summarizing.reset()
 
     @property
     def stats(self) -> Stats:
@@ -244,42 +327,6 @@ class Condenser:
     def runtime(self) -> Runtime:
         """The live state shared with the flush pipeline (for tools and commands)."""
         return self._runtime()
-
-    # ------------------------------------------------------------------ summarizer
-
-    def _notify_runner(self, level: str, text: str) -> None:
-        self._ui.notify(text, level)
-
-    def _make_runner(self) -> Any:
-        notes: list[tuple[str, str]] = []
-
-        def note(level: str, text: str) -> None:
-            notes.append((level, text))
-            self._notify_runner(level, text)
-
-        primary, session_model = resolve_summarizers(
-            self.config, session_model=self._session_model, explicit=self._summarizer, notify=note
-        )
-        self._resolve_notes = notes
-        if primary is None:
-            return _NoSummarizer(self._ui.notify)
-        return SummarizerRunner(
-            primary,
-            session_model,
-            self.config,
-            clock=self._clock,
-            notify=self._notify_runner,
-        )
-
-    async def _summarize(self, request: CompletionRequest) -> Optional[Completion]:
-        if self._runner is None:
-            self._runner = self._make_runner()
-        elif self.config.is_reference:
-            # The reference resolves the model (and warns) on every call; ours once.
-            for level, text in self._resolve_notes:
-                self._notify_runner(level, text)
-        result: Optional[Completion] = await self._runner.run(request)
-        return result
 
     # ------------------------------------------------------------------ events
 
@@ -326,7 +373,7 @@ class Condenser:
         if self._fixed_config is None:
             rt.config = load_config()
             _warn_config(rt.config)
-        self._runner = None
+        self._summarizing.reset()
         self._reconstruct()
 
     def session_tree(self) -> None:

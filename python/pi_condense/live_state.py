@@ -134,7 +134,9 @@ class Runtime:
 
     def __post_init__(self) -> None:
         if self.diagnostics is None:
-            self.diagnostics = DiagnosticSink(self.append)
+            # The session's own appender, not `self.append`: the sink is held by the runtime,
+            # and a reference back would make a cycle only the cyclic collector frees.
+            self.diagnostics = DiagnosticSink(_appender(self.session))
 
     # ---------------------------------------------------------------- helpers
 
@@ -233,6 +235,15 @@ class Runtime:
             self.foreign_prune_seen = seen
         except Exception:
             log.exception("pi-condense: could not re-read the pruner state")
+
+
+def _appender(session: SessionFile) -> Callable[[str, Any], str]:
+    """:meth:`Runtime.append` of a runtime of ``session``, without the runtime."""
+
+    def append(custom_type: str, data: Any) -> str:
+        return session.append_custom(custom_type, data)
+
+    return append
 
 
 def last_message_anchor(branch: Sequence[dict[str, Any]]) -> Optional[tuple[Any, Any]]:

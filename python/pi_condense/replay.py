@@ -766,8 +766,11 @@ class _Replayer:
         return self.result
 
     def _release(self) -> None:
-        """Drop what only the replay needed: the source branch and the texts and copies of
-        the context (the condenser, which may still be called, holds this replayer)."""
+        """Drop what only the replay needed: the source branch, the texts and copies of the
+        context, and the condenser (the result holds it; it may still be called, and its
+        callbacks hold this replayer, which holding it back would make a cycle: the result
+        letting it go then frees it by reference counting, not by a collection)."""
+        del self.condenser
         self.path = []
         self._sent = None
         self._texts, self._lengths, self._chars = [], [], 0

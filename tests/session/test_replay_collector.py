@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import subprocess
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -232,3 +235,67 @@ def test_after_a_collection_an_in_process_condense_leaves_nothing_frozen(
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out.jsonl").stat().st_size > 0
     assert gc.get_freeze_count() <= start
+
+
+def test_a_condenser_let_go_after_its_replay_is_freed_by_reference_counting(
+    tmp_path: Path, collector: None
+) -> None:
+    # Nothing the condenser holds refers back to it (its runtime, the runtime's summarize
+    # and diagnostic sink, the summarizer runner, the replay's callbacks): `condense` drops it
+    # without the full collection that finding a cycle would take (issue 41).
+    path = write_session(tmp_path / "s.jsonl", prompts=6)
+    gc.disable()  # no collection at all: whatever goes, goes by reference counting
+    result = _replay(path, tmp_path)
+    condenser = result.condenser
+    assert condenser is not None
+    rt = condenser.runtime
+    assert result.summarizer.calls  # the summarizer runner was made (it notifies the UI)
+    assert rt.live_summaries  # and the summaries written are tracked
+    held = {
+        "condenser": weakref.ref(condenser),
+        "runtime": weakref.ref(rt),
+        "state": weakref.ref(rt.state),
+        "ui": weakref.ref(rt.ui),
+        "replay": weakref.ref(rt.ui.notify.__self__),  # type: ignore[attr-defined]
+    }
+    del condenser, rt
+    result.condenser = None
+    assert [name for name, ref in held.items() if ref() is not None] == []
+    assert len(result.session.entries) > 24  # the new session stays
+
+
+_CHILD = """
+import gc, json, sys
+full = []
+gc.callbacks.append(lambda phase, info: full.append(info["collected"])
+                    if phase == "stop" and info["generation"] == 2 else None)
+from pi_condense.cli import main
+sys.argv = ["pi-condense", "condense", sys.argv[1], "-o", sys.argv[2], "--quiet", "--json"]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+sys.stderr.write(json.dumps({"code": code, "full": full}) + "\\n")
+"""
+
+
+def test_condense_ends_without_a_full_collection(tmp_path: Path) -> None:
+    # Before: `condense` collected the condenser's cycles at the end of the replay, walking
+    # everything the run kept (the new session); a session this small makes no other.
+    path = write_session(tmp_path / "s.jsonl", prompts=6)
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["llmCalls"] == 12
+    assert report["batches"]["summarized"] > 0
+    outcome = json.loads(done.stderr.strip().splitlines()[-1])
+    assert outcome == {"code": 0, "full": []}
+    assert out.read_bytes().count(b"\n") > 24
