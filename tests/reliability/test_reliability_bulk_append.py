@@ -1,7 +1,8 @@
 """Issue 41: ``SessionFile.append_messages`` stores many messages as one append (one write of
-all their lines, read back and indexed once) with the lines one ``append_message`` each would
-make, and keeps every guarantee of a single append: all or nothing (a failed write's bytes
-blanked, nothing indexed), what another writer appended read in first, under the lock."""
+all their lines, indexed once, the entries kept being what the lines read back as) with the
+lines one ``append_message`` each would make, and keeps every guarantee of a single append:
+all or nothing (a failed write's bytes blanked, nothing indexed), what another writer appended
+read in first, under the lock."""
 
 from __future__ import annotations
 

@@ -61,7 +61,9 @@ pub fn write_number(out: &mut Vec<u8>, x: f64) {
 pub fn number_reads_back_as_double(x: f64) -> bool {
     x.is_finite()
         && as_exact_int(x).is_none()
-        && format_json_number(x).bytes().any(|b| b == b'.' || b == b'e')
+        && format_json_number(x)
+            .bytes()
+            .any(|b| b == b'.' || b == b'e')
 }
 
 /// Length of a number as `JSON.stringify` prints it.

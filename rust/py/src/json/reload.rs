@@ -68,7 +68,11 @@ unsafe fn copy<'py>(py: Python<'py>, obj: *mut ffi::PyObject, depth: usize) -> P
     if ty == float_type {
         // SAFETY: `obj` is a live exact float; this reads its value and raises nothing.
         let x = unsafe { ffi::PyFloat_AsDouble(obj) };
-        return Ok(if number_reads_back_as_double(x) { Copy::Same } else { Copy::Missed });
+        return Ok(if number_reads_back_as_double(x) {
+            Copy::Same
+        } else {
+            Copy::Missed
+        });
     }
     if depth >= MAX_DEPTH || (ty != dict_type && ty != list_type) {
         return Ok(Copy::Missed);
