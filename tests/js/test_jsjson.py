@@ -21,6 +21,7 @@ from pi_condense._core import loads_deep
 from pi_condense.errors import JsonError
 from pi_condense.js import json as jsjson
 from pi_condense.js.json import _parse_int
+from support.trees import same_tree
 
 CONFORMANCE_LINES = 2035
 MAX_DEPTH = 1024
@@ -762,17 +763,6 @@ def test_a_value_too_deep_to_serialize_is_still_refused() -> None:
 # --- dumps_lines and reloaded (storing many session entries at once) -------------------
 
 
-def _same_tree(a: Any, b: Any) -> bool:
-    """Equal, with the same types everywhere and dicts in the same key order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same_tree(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_same_tree, a, b))
-    return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
-
-
 def _containers(value: Any) -> list[Any]:
     if isinstance(value, dict):
         return [value, *(c for v in value.values() for c in _containers(v))]
@@ -799,7 +789,7 @@ def test_reloaded_is_what_the_text_reads_back_as(values: list[Any]) -> None:
     copies = jsjson.reloaded(values)
     assert len(copies) == len(values)
     for value, copy in zip(values, copies, strict=True):
-        assert _same_tree(copy, jsjson.loads(jsjson.dumps(value)))
+        assert same_tree(copy, jsjson.loads(jsjson.dumps(value)))
         # new containers: changing the value later does not change the copy
         assert not {id(c) for c in _containers(copy)} & {id(c) for c in _containers(value)}
 

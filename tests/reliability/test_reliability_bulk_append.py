@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_condense.session import SessionFile
+from support.trees import same_tree
 
 
 class Clock:
@@ -147,17 +148,6 @@ def test_a_session_in_memory_takes_them_as_one_at_a_time() -> None:
     assert len(made[1][0]) == 5
 
 
-def _same_tree(a: Any, b: Any) -> bool:
-    """Equal, with the same types everywhere and dicts in the same key order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same_tree(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_same_tree, a, b))
-    return bool(a == b)
-
-
 def test_the_entries_kept_are_those_a_reload_reads(tmp_path: Path) -> None:
     """What the session keeps of each message is what its line reads back as: its own
     containers (the caller may change its message afterwards), the keys in the line's order
@@ -176,7 +166,7 @@ def test_the_entries_kept_are_those_a_reload_reads(tmp_path: Path) -> None:
     kept = session.entries
     loaded = SessionFile.load(path).entries
     assert len(kept) == 2
-    assert all(map(_same_tree, kept, loaded))
+    assert all(map(same_tree, kept, loaded))
     assert kept[0]["message"]["content"] == [{"type": "text", "text": "m0 é \u2028"}]
     assert list(kept[1]["message"]["details"]) == ["2", "b", "args", "ratio"]
     # JS prints the double nearest 2**60 + 1 with its shortest digits
