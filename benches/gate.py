@@ -87,9 +87,9 @@ alternated with the code before on the loaded machine (load average 7-8) measure
 ``join="defer"``: the backlog's flush left to the next call) 4.6-5.1; its target stays 1.5
 (storing the 16 MB of lines is about half of it), its bound 12 is a regression bound. With
 the store's lines written natively and its entries kept as native copies instead of parsing
-the lines back (2026-12-07 evening), four alternated runs on a machine shared with two other
-jobs measured ``join-defer`` 2.54-4.86 against 4.61-5.18 for the code before: less than the
-noise of that machine, so the bound stays 12.
+the lines back (2026-12-07 evening), eight alternated runs on a machine shared with other
+jobs measured ``join-defer`` 2.54-4.86 (median 3.83) against 4.53-6.24 (median 4.99) for the
+code before, and 6.69 in one run at load average 7: the bound stays 12, about twice that.
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530
