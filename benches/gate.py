@@ -85,7 +85,11 @@ three runs measured ``hook-agents`` 2.18-2.32 and ``late-join`` 28.0-30.2 (2.15-
 alternated with the code before on the loaded machine (load average 7-8) measured
 ``late-join`` 27.7-28.9 against 37.3-42.2, and ``join-defer`` (a hook made with
 ``join="defer"``: the backlog's flush left to the next call) 4.6-5.1; its target stays 1.5
-(storing the 16 MB of lines is about half of it), its bound 12 is a regression bound.
+(storing the 16 MB of lines is about half of it), its bound 12 is a regression bound. With
+the store's lines written natively and its entries kept as native copies instead of parsing
+the lines back (2026-12-07 evening), eight alternated runs on a machine shared with other
+jobs measured ``join-defer`` 2.54-4.86 (median 3.83) against 4.53-6.24 (median 4.99) for the
+code before, and 6.69 in one run at load average 7: the bound stays 12, about twice that.
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530

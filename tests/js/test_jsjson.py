@@ -21,6 +21,7 @@ from pi_condense._core import loads_deep
 from pi_condense.errors import JsonError
 from pi_condense.js import json as jsjson
 from pi_condense.js.json import _parse_int
+from support.trees import same_tree
 
 CONFORMANCE_LINES = 2035
 MAX_DEPTH = 1024
@@ -778,3 +779,68 @@ def test_a_value_too_deep_to_serialize_is_still_refused() -> None:
         jsjson.dumps(value)
     with pytest.raises(ValueError, match="JSON nesting deeper than 1024"):
         jsjson.length(value)
+
+
+# --- dumps_lines and reloaded (storing many session entries at once) -------------------
+
+
+def _containers(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _containers(v))]
+    if isinstance(value, (list, tuple)):
+        return [value, *(c for v in value for c in _containers(v))]
+    return []
+
+
+_reload_values = st.recursive(
+    st.one_of(_scalars, st.sampled_from([1.0, -0.0, 1e21, 1e20, 2**53, 2**53 + 1, -(2**64)])),
+    lambda children: st.one_of(
+        st.lists(children, max_size=5),
+        st.tuples(children, children),
+        st.dictionaries(st.one_of(_keys, _keys.map(_StrKey)), children, max_size=5),
+        st.lists(children, max_size=3).map(lambda items: {"x": items, "y": _Str("s")}),
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400)
+@given(st.lists(_reload_values, max_size=4))
+def test_reloaded_is_what_the_text_reads_back_as(values: list[Any]) -> None:
+    copies = jsjson.reloaded(values)
+    assert len(copies) == len(values)
+    for value, copy in zip(values, copies, strict=True):
+        assert same_tree(copy, jsjson.loads(jsjson.dumps(value)))
+        # new containers: changing the value later does not change the copy
+        assert not {id(c) for c in _containers(copy)} & {id(c) for c in _containers(value)}
+
+
+@settings(max_examples=200)
+@given(st.lists(_values, max_size=4))
+def test_dumps_lines_is_each_dumps_on_its_own_line(values: list[Any]) -> None:
+    want = "".join(jsjson.dumps(v) + "\n" for v in values).encode("utf-8")
+    assert jsjson.dumps_lines(values) == want
+
+
+def test_dumps_lines_raises_what_dumps_raises() -> None:
+    values: list[Any] = [{"a": 1}, {"b": {1: 2}}]
+    with pytest.raises(TypeError) as lines_error:
+        jsjson.dumps_lines(values)
+    with pytest.raises(TypeError) as dumps_error:
+        jsjson.dumps(values[1])
+    assert str(lines_error.value) == str(dumps_error.value)
+
+
+def test_reloaded_copies_plain_values_without_their_text() -> None:
+    """The copy keeps the value's own strings (immutable) and makes new containers; the
+    values whose text reads back otherwise are read from their text."""
+    text = "x" * 1000
+    value = {"role": "user", "content": [{"type": "text", "text": text}], "n": 2, "f": 0.5}
+    odd = {"n": 1.0, "1": "moved first", "t": (1, 2)}
+    copy, reread = jsjson.reloaded([value, odd])
+    assert copy == value
+    assert copy is not value
+    assert copy["content"][0]["text"] is text
+    assert list(reread) == ["1", "n", "t"]
+    assert reread == {"1": "moved first", "n": 1, "t": [1, 2]}
+    assert type(reread["n"]) is int

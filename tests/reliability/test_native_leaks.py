@@ -3,6 +3,7 @@ again and again leaves nothing behind (issue 41: a corpus worker grew with every
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
@@ -55,3 +56,24 @@ def test_splitting_a_key_leaves_nothing_behind() -> None:
             _core.parse_occ_key(key)
 
     assert _blocks_left(split_all) < 50
+
+
+def test_copying_entries_as_their_lines_read_back_leaves_nothing_behind() -> None:
+    # plain entries (copied), and ones left for their text: a "1.0" deep inside, after
+    # containers were copied already, and a value stringify refuses
+    plain = [
+        {"type": "message", "id": f"e{n}", "message": {"content": [{"text": f"{n}"}], "n": n}}
+        for n in range(500)
+    ]
+    odd = [{"a": [{"b": 1}, {"c": [1.0]}]}, {"a": {"b": [{"c": 1}], "2": 0}}]
+    copies, missed = _core.reload_copies(plain + odd)
+    assert missed == [500, 501]
+    assert copies[:500] == plain
+
+    def copy_and_write() -> None:
+        _core.reload_copies(plain + odd)
+        _core.stringify_lines(plain)
+        with contextlib.suppress(TypeError):
+            _core.stringify_lines([*plain, {"x": object()}])
+
+    assert _blocks_left(copy_and_write) < 50

@@ -1,7 +1,8 @@
 """Issue 41: ``SessionFile.append_messages`` stores many messages as one append (one write of
-all their lines, read back and indexed once) with the lines one ``append_message`` each would
-make, and keeps every guarantee of a single append: all or nothing (a failed write's bytes
-blanked, nothing indexed), what another writer appended read in first, under the lock."""
+all their lines, indexed once, the entries kept being what the lines read back as) with the
+lines one ``append_message`` each would make, and keeps every guarantee of a single append:
+all or nothing (a failed write's bytes blanked, nothing indexed), what another writer appended
+read in first, under the lock."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_condense.session import SessionFile
+from support.trees import same_tree
 
 
 class Clock:
@@ -144,3 +146,28 @@ def test_a_session_in_memory_takes_them_as_one_at_a_time() -> None:
         made.append((session.entries, session.branch(), session.leaf_id))
     assert made[0] == made[1]
     assert len(made[1][0]) == 5
+
+
+def test_the_entries_kept_are_those_a_reload_reads(tmp_path: Path) -> None:
+    """What the session keeps of each message is what its line reads back as: its own
+    containers (the caller may change its message afterwards), the keys in the line's order
+    and the numbers as the line has them, whether the message is plain JSON or not."""
+    path = tmp_path / "s.jsonl"
+    session = SessionFile.create(path, "/w", session_id="sid")
+    plain = message(0)
+    odd = {
+        "role": "toolResult",
+        "content": [{"type": "text", "text": "out"}],
+        "details": {"b": 1, "2": "first", "args": (1, 2.0, -0.0, 2**60 + 1), "ratio": 0.5},
+        "isError": False,
+    }
+    session.append_messages([plain, odd])
+    plain["content"].append({"type": "text", "text": "added later"})
+    kept = session.entries
+    loaded = SessionFile.load(path).entries
+    assert len(kept) == 2
+    assert all(map(same_tree, kept, loaded))
+    assert kept[0]["message"]["content"] == [{"type": "text", "text": "m0 é \u2028"}]
+    assert list(kept[1]["message"]["details"]) == ["2", "b", "args", "ratio"]
+    # JS prints the double nearest 2**60 + 1 with its shortest digits
+    assert kept[1]["message"]["details"]["args"] == [1, 2, 0, 1152921504606847000]

@@ -17,7 +17,15 @@ from typing import Any, NoReturn, Union
 
 import orjson
 
-from .._core import loads_deep, reformat_json, stringify, stringify_bytes, stringify_len
+from .._core import (
+    loads_deep,
+    reformat_json,
+    reload_copies,
+    stringify,
+    stringify_bytes,
+    stringify_len,
+    stringify_lines,
+)
 from .._core import utf8_len as _utf8_len
 from .._core import utf16_len as _utf16_len
 from ..errors import JsonError
@@ -26,10 +34,12 @@ __all__ = [
     "MAX_DEPTH",
     "dumps",
     "dumps_bytes",
+    "dumps_lines",
     "length",
     "loads",
     "loads_with_depth",
     "reformat",
+    "reloaded",
     "utf8_len",
     "utf16_len",
 ]
@@ -133,6 +143,27 @@ def dumps_bytes(value: Any, indent: int | None = None) -> bytes:
     Raises the same errors as `dumps`.
     """
     return stringify_bytes(value, indent)
+
+
+def dumps_lines(values: list[Any]) -> bytes:
+    """`dumps` of each of `values`, each followed by a newline, as UTF-8: their JSON Lines
+    text in one buffer.
+
+    Raises the same errors as `dumps`.
+    """
+    return stringify_lines(values)
+
+
+def reloaded(values: list[Any]) -> list[Any]:
+    """`loads(dumps(value))` of each of `values`: new dicts and lists equal to what their text
+    reads back as (the same types and key order), holding the values' own `str`, `int`,
+    `float`, `bool` and `None` objects; only a value whose text reads back as something else
+    (an array-index key, an int beyond 2**53, a float such as `1.0`, a tuple, a subclass)
+    is written and parsed. Call it on values `dumps` accepts."""
+    copies, missed = reload_copies(values)
+    for index in missed:
+        copies[index] = loads(dumps(values[index]))
+    return copies
 
 
 def length(value: Any) -> int:

@@ -29,10 +29,37 @@ IdSource = Callable[[], str]
 """Candidate entry ids (Pi: the first 8 hex chars of a random UUID)."""
 
 
+class _RandomHex:
+    """Random hex digits from the OS, read 4 KiB at a time (one ``getrandom`` call for 512
+    ids rather than one an id: a late join makes ten thousand); a forked child reads its
+    own, so it never hands out its parent's ids."""
+
+    def __init__(self) -> None:
+        self.digits = ""
+        self.at = 0
+
+    def take(self) -> str:
+        at = self.at
+        if at + 8 > len(self.digits):
+            self.digits = os.urandom(2048).hex()
+            at = 0
+        self.at = at + 8
+        return self.digits[at : at + 8]
+
+    def forget(self) -> None:
+        self.digits = ""
+        self.at = 0
+
+
+_RANDOM_HEX = _RandomHex()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_RANDOM_HEX.forget)
+
+
 def random_entry_id() -> str:
     """The default id source: the first 8 hex chars of a random UUID, as Pi's ``generateId``
     (a version 4 UUID's first 32 bits are random bits: four random bytes, without the UUID)."""
-    return os.urandom(4).hex()
+    return _RANDOM_HEX.take()
 
 
 def put(target: dict[str, Any], key: str, value: Any) -> None:

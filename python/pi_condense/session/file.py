@@ -613,11 +613,10 @@ class SessionFile(EntryIndex):
         """Append a ``message`` entry for each of ``messages``, each the child of the one
         before: the entries :meth:`append_message` would make of them one after the other
         (``messages`` is consumed one at a time, between the clock readings of the entries
-        around it), in one write of all their lines, read back and indexed together; returns
-        their ids. One append: all of them reach the file or none does (a failed write's
-        bytes are blanked), under the lock, after what another writer appended is read in."""
-        fields = ({"type": "message", "message": message} for message in messages)
-        return self._write(lambda fd: self._commit_many(fields, fd))
+        around it), in one write of all their lines, indexed together; returns their ids.
+        One append: all of them reach the file or none does (a failed write's bytes are
+        blanked), under the lock, after what another writer appended is read in."""
+        return self._write(lambda fd: self._commit_many(messages, fd))
 
     def append_custom(self, custom_type: str, data: Any = ABSENT) -> str:
         """Append a ``custom`` entry (extension state, never in the context); returns its id."""
@@ -1016,35 +1015,49 @@ class SessionFile(EntryIndex):
         self._leaf = entry_id
         return entry_id
 
-    def _commit_many(self, batch: Iterable[dict[str, Any]], fd: Optional[int]) -> list[str]:
-        """:meth:`_commit` of each of ``batch`` in turn (the same ids, parents, timestamps and
-        lines), written by one write and read back and indexed once. ``batch`` is consumed
-        one item at a time, between the id and clock readings of the entries around it."""
+    def _commit_many(self, messages: Iterable[Mapping[str, Any]], fd: Optional[int]) -> list[str]:
+        """:meth:`_commit` of a ``message`` entry for each of ``messages`` in turn (the same
+        ids, parents, timestamps and lines), written by one write and indexed once.
+        ``messages`` is consumed one at a time, between the id and clock readings of the
+        entries around it. The entries kept are what their lines read back as, copied
+        without parsing the lines where the copy is the same (``jsjson.reloaded``)."""
         leaf = self._leaf
         ids: list[str] = []
         taken: set[Any] = set()
-        lines: list[str] = []
+        entries: list[dict[str, Any]] = []
         reading: Any = None
         timestamp = ""
-        for fields in batch:
+        for message in messages:
             entry_id = self._generate_id(taken)
             taken.add(map_key(entry_id))
             ms = self._clock()
             if type(ms) is not int or ms != reading:  # (many entries share a millisecond)
                 timestamp = jstime.to_iso_string(ms)
                 reading = ms
-            lines.append(jsjson.dumps(ordered_entry(fields, entry_id, leaf, timestamp)))
+            if message is ABSENT or leaf is ABSENT:
+                fields = {"type": "message", "message": message}
+                entries.append(ordered_entry(fields, entry_id, leaf, timestamp))
+            else:  # ordered_entry's layout of a message entry
+                entries.append(
+                    {
+                        "type": "message",
+                        "id": entry_id,
+                        "parentId": leaf,
+                        "timestamp": timestamp,
+                        "message": message,
+                    }
+                )
             ids.append(entry_id)
             leaf = entry_id
-        if not lines:
+        if not entries:
             return ids
-        stored: list[dict[str, Any]] = jsjson.loads("[" + ",".join(lines) + "]")
-        payload = ("\n".join(lines) + "\n").encode("utf-8")
+        payload = jsjson.dumps_lines(entries)
+        stored = jsjson.reloaded(entries)
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
         if self._spool is not None:
             self._spool_write(payload)
-        self._put(fd, payload, f"{len(lines)} entries")
+        self._put(fd, payload, f"{len(entries)} entries")
         if self._migrate_v1:
             self._file_objects.extend(stored)
         last = self._lines - len(stored)

@@ -26,10 +26,11 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
 mod deep;
 mod fifo;
+mod reload;
 
 #[cfg(not(windows))]
 use crate::cpython::PyUnicode_AsUTF8AndSize;
@@ -1336,6 +1337,34 @@ fn stringify_bytes<'py>(
     encode_with(value, indent, |py, utf8| Ok(PyBytes::new(py, utf8)))
 }
 
+/// `JSON.stringify` of each of `values`, each followed by a newline: their JSON Lines
+/// text as UTF-8 (what a session file receives for a batch of entries).
+#[pyfunction]
+fn stringify_lines<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyBytes>> {
+    let py = values.py();
+    let _paused = crate::cpython::GcPaused::new();
+    // Owned references to every value, taken before any is read: the walks' roots.
+    let roots: Vec<Bound<'py, PyAny>> = values.iter().collect();
+    let mut w = JsonWriter::from_buffer(0, BUFFER.with(Cell::take));
+    let mut written = Ok(());
+    for root in &roots {
+        // SAFETY: `root` is an owned reference held by `roots` for the call and the GIL is
+        // held; the members the walk borrows are owned by their containers, which nothing
+        // changes: the collector is paused and the walk calls no Python code.
+        written = unsafe { encode(py, &mut w, root.as_ptr()) };
+        if written.is_err() {
+            break;
+        }
+        w.end_line();
+    }
+    let result = written.map(|()| PyBytes::new(py, w.as_bytes()));
+    let buffer = w.into_buffer();
+    if buffer.capacity() <= KEEP_BUFFER_LIMIT {
+        BUFFER.with(|cell| cell.set(buffer));
+    }
+    result
+}
+
 /// `JSON.stringify(value).length` in UTF-16 code units, without building the text.
 #[pyfunction]
 fn stringify_len(value: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -1458,6 +1487,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layout_features, m)?)?;
     m.add_function(wrap_pyfunction!(stringify, m)?)?;
     m.add_function(wrap_pyfunction!(stringify_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(stringify_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(reload::reload_copies, m)?)?;
     m.add_function(wrap_pyfunction!(stringify_len, m)?)?;
     m.add_function(wrap_pyfunction!(utf16_len, m)?)?;
     m.add_function(wrap_pyfunction!(utf8_len, m)?)?;

@@ -54,6 +54,18 @@ pub fn write_number(out: &mut Vec<u8>, x: f64) {
     }
 }
 
+/// Whether the text `JSON.stringify` prints for `x` has a fraction or an exponent, so a
+/// reader that keeps integers apart from doubles (Python's) reads it back as this double
+/// (the text is the shortest that reads back as `x`); `false` for a text of digits only,
+/// read back as an integer (`1.0`, `-0.0`, `1e20`), and for `null` (not finite).
+pub fn number_reads_back_as_double(x: f64) -> bool {
+    x.is_finite()
+        && as_exact_int(x).is_none()
+        && format_json_number(x)
+            .bytes()
+            .any(|b| b == b'.' || b == b'e')
+}
+
 /// Length of a number as `JSON.stringify` prints it.
 pub fn number_len(x: f64) -> usize {
     match as_exact_int(x) {
@@ -144,6 +156,11 @@ impl JsonWriter {
         self.out.push(b'\n');
         let width = self.out.len() + self.depth * self.indent;
         self.out.resize(width, b' ');
+    }
+
+    /// Ends a line of JSON Lines text (after a compact value; nothing is open).
+    pub fn end_line(&mut self) {
+        self.out.push(b'\n');
     }
 
     /// `null`.
@@ -410,6 +427,48 @@ mod tests {
             assert_eq!(out, want.as_bytes(), "number {x:e}");
             assert_eq!(number_len(x), want.len());
         }
+    }
+
+    #[test]
+    fn tells_numbers_read_back_as_doubles() {
+        for (x, double) in [
+            (1.5, true),
+            (-0.25, true),
+            (0.30000000000000004, true),
+            (1.23e-7, true),
+            (5e-324, true),
+            (1e21, true),
+            (-1.7976931348623157e308, true),
+            (1.0, false),
+            (-0.0, false),
+            (0.0, false),
+            (9007199254740993.0, false),
+            (1e20, false),
+            (12345678901234567000.0, false),
+            (f64::INFINITY, false),
+            (f64::NEG_INFINITY, false),
+            (f64::NAN, false),
+        ] {
+            assert_eq!(number_reads_back_as_double(x), double, "number {x:e}");
+            let mut out = Vec::new();
+            write_number(&mut out, x);
+            let text = String::from_utf8(out).unwrap_or_default();
+            let has_fraction = text.contains('.') || text.contains('e');
+            assert_eq!(has_fraction, double, "{text}");
+            if double {
+                assert_eq!(text.parse::<f64>().ok(), Some(x), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn ends_lines() {
+        let mut w = JsonWriter::new(0);
+        w.value(&JsValue::Number(1.0));
+        w.end_line();
+        w.value(&JsValue::Array(vec![]));
+        w.end_line();
+        assert_eq!(w.as_bytes(), b"1\n[]\n");
     }
 
     #[test]
