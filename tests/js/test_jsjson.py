@@ -437,9 +437,8 @@ class _Str(str):
 
 def test_measuring_leaves_no_utf8_copy_on_the_string() -> None:
     """Measured in place, a non-ASCII str gets no UTF-8 form cached on it (memory the host
-    would pay for, as long as the str lives; ``sys.getsizeof`` counts that copy); read
-    through the C API (a subclass) it gets a temporary copy while the layout reads are on,
-    CPython's cached form without them."""
+    would pay for); through the C API (a subclass, or the layout reads off) it does, and
+    ``sys.getsizeof`` counts that copy."""
     import sys
 
     from pi_condense import _core
@@ -452,27 +451,7 @@ def test_measuring_leaves_no_utf8_copy_on_the_string() -> None:
     sub = _Str("".join(["\u2500", "x" * 2000]))
     size = sys.getsizeof(sub)
     assert jsjson.length(sub) == 2003
-    assert (sys.getsizeof(sub) == size) is _core.layout_features()["ascii_text"]
-
-
-def test_writing_and_reading_texts_leave_no_utf8_copy_on_the_string() -> None:
-    """`dumps` and the core's text reads (a tool result's dedup hash, its text) copy a
-    non-ASCII str's UTF-8 for the call instead of leaving CPython's form cached on the str:
-    a session's tool results would each hold a second copy of their text for good."""
-    import sys
-
-    from pi_condense import _core
-
-    texts = ["".join([widen, "y" * 3000]) for widen in ("\xe9", "\u2500", "\U0001f600")]
-    sizes = [sys.getsizeof(t) for t in texts]
-    index = _core.Index()
-    for text in texts:
-        assert jsjson.loads(jsjson.dumps({"text": text})) == {"text": text}
-        again = "".join([text[:1], text[1:]])  # an equal str, read once only
-        assert _core.hash_tool_result("read", text) == _core.hash_tool_result("read", again)
-        assert index.lookup_by_content("read", text) is None
-    # without the layout reads (PI_CONDENSE_LAYOUT=off) the C API caches the UTF-8 form
-    assert ([sys.getsizeof(t) for t in texts] == sizes) is _core.layout_features()["ascii_text"]
+    assert sys.getsizeof(sub) > size + 2000
 
 
 @settings(max_examples=300)

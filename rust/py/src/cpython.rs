@@ -637,23 +637,6 @@ unsafe fn ascii_text<'a>(layout: &Layout, obj: Obj) -> Option<&'a str> {
     Some(unsafe { ascii_chars(layout, obj, length) })
 }
 
-/// The characters of an exact, compact ASCII str, read in place (`None`: another str, or
-/// the layout reads are off); see [`str_layout_known`].
-///
-/// # Safety
-/// `obj` must be a live object and the GIL held; the text lives as long as `obj`.
-#[inline(always)]
-pub(crate) unsafe fn compact_ascii_text<'a>(obj: Obj) -> Option<&'a str> {
-    // SAFETY: `# Safety` above.
-    unsafe { ascii_text(Layout::get(), obj) }
-}
-
-/// Whether the layout reads of compact ASCII strs are on: then [`compact_ascii_text`]
-/// returns `None` only for a str that is not compact ASCII.
-pub(crate) fn str_layout_known() -> bool {
-    Layout::get().ascii_data != 0
-}
-
 /// The `length` characters of a compact ASCII str.
 ///
 /// # Safety
@@ -772,14 +755,10 @@ pub unsafe fn str_utf8<'a>(obj: Obj) -> Option<&'a str> {
 
 /// [`str_utf8`] of an owned str: its text, or `None` when it holds lone surrogates (no
 /// Python error is raised, unlike `PyString::to_cow`).
-///
-/// A str that is not compact ASCII gives an owned copy when the layout reads are on:
-/// CPython would keep the UTF-8 it makes in the str for the str's life (a second copy of
-/// every non-ASCII text read, e.g. each tool result hashed for dedup).
 pub fn str_cow<'a>(s: &'a Bound<'_, PyString>) -> Option<std::borrow::Cow<'a, str>> {
     // SAFETY: `s` is alive for `'a` (borrowed for it) and the GIL is held (a `Bound`).
-    if let Some(text) = unsafe { str_utf8_uncached(s.py(), Obj::of(s)) } {
-        return Some(text);
+    if let Some(text) = unsafe { str_utf8(Obj::of(s)) } {
+        return Some(std::borrow::Cow::Borrowed(text));
     }
     #[cfg(windows)]
     {
@@ -789,41 +768,6 @@ pub fn str_cow<'a>(s: &'a Bound<'_, PyString>) -> Option<std::borrow::Cow<'a, st
         }
     }
     None
-}
-
-/// [`str_utf8`], but a str that is not compact ASCII gives an owned copy when the layout
-/// reads are on: CPython would keep the UTF-8 it makes in the str for the str's life (a
-/// second copy of every non-ASCII text read, e.g. each tool result hashed for dedup).
-///
-/// # Safety
-/// As [`str_utf8`].
-pub(crate) unsafe fn str_utf8_uncached<'a>(
-    py: Python<'_>,
-    obj: Obj,
-) -> Option<std::borrow::Cow<'a, str>> {
-    // SAFETY: `# Safety` above: kept alive by the call's owned root (borrow rule, lib.rs).
-    if let Some(text) = unsafe { compact_ascii_text(obj) } {
-        return Some(std::borrow::Cow::Borrowed(text));
-    }
-    if !str_layout_known() {
-        // SAFETY: as above.
-        return unsafe { str_utf8(obj) }.map(std::borrow::Cow::Borrowed);
-    }
-    // SAFETY: as above.
-    if unsafe { has_lone_surrogate(obj) } {
-        return None;
-    }
-    // SAFETY: `obj` is a live str without lone surrogates and the GIL is held: the encoding
-    // fails only for memory; making a bytes object runs no Python code (bytes are not
-    // tracked by the cyclic collector).
-    let encoded = unsafe { ffi::PyUnicode_AsUTF8String(obj.as_ptr()) };
-    // SAFETY: `encoded` is a new reference (owned by `bytes` from here, released when the
-    // text is copied) or null with the error set (fetched, so cleared).
-    let bytes = unsafe { Bound::from_owned_ptr_or_err(py, encoded) }.ok()?;
-    let bytes = bytes.downcast_into::<pyo3::types::PyBytes>().ok()?;
-    std::str::from_utf8(pyo3::types::PyBytesMethods::as_bytes(&bytes))
-        .ok()
-        .map(|text| std::borrow::Cow::Owned(text.to_owned()))
 }
 
 /// Whether a `str` (or str subclass) holds a lone surrogate, read from its code units:

@@ -128,20 +128,6 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
         }
         #[cfg(not(windows))]
         {
-            if let Some(text) = crate::cpython::compact_ascii_text(Obj::from_ptr(obj)) {
-                return Ok(Text::Utf8 {
-                    data: text.as_ptr(),
-                    len: text.len(),
-                    owner: ptr::null_mut(),
-                });
-            }
-            if crate::cpython::str_layout_known() {
-                // Not ASCII: CPython would keep the UTF-8 it makes in the str for the str's
-                // life (a second copy of every non-ASCII text a session holds, 1.3 MB of
-                // the x10 bench session's), so a temporary bytes object instead. Making it
-                // runs no Python code: bytes are not tracked by the cyclic collector.
-                return utf8_copy(py, obj);
-            }
             let mut size: ffi::Py_ssize_t = 0;
             let data = PyUnicode_AsUTF8AndSize(obj, &mut size);
             if !data.is_null() {
@@ -154,30 +140,16 @@ unsafe fn read_text(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
         }
         #[cfg(windows)]
         {
-            return utf8_copy(py, obj);
+            let bytes = ffi::PyUnicode_AsUTF8String(obj);
+            if !bytes.is_null() {
+                return Ok(Text::Utf8 {
+                    data: ffi::PyBytes_AsString(bytes).cast(),
+                    len: usize::try_from(ffi::PyBytes_Size(bytes)).unwrap_or(0),
+                    owner: bytes,
+                });
+            }
         }
-        #[cfg(not(windows))]
         Err(PyErr::fetch(py))
-    }
-}
-
-/// The UTF-8 of a `str` without lone surrogates, in a new bytes object the [`Text`] owns.
-///
-/// # Safety
-/// `obj` must be a live `str` object without lone surrogates and the GIL held.
-unsafe fn utf8_copy(py: Python<'_>, obj: *mut ffi::PyObject) -> PyResult<Text> {
-    // SAFETY: `# Safety` above: the encoding cannot fail but for memory.
-    unsafe {
-        let bytes = ffi::PyUnicode_AsUTF8String(obj);
-        if bytes.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        // The bytes (owned by the Text, released by its drop) hold the data.
-        Ok(Text::Utf8 {
-            data: ffi::PyBytes_AsString(bytes).cast(),
-            len: usize::try_from(ffi::PyBytes_Size(bytes)).unwrap_or(0),
-            owner: bytes,
-        })
     }
 }
 

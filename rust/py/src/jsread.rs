@@ -215,17 +215,16 @@ fn surrogate_text(s: &Bound<'_, PyString>) -> PyResult<JsStr> {
     Ok(JsStr::from_wtf8(&crate::cpython::wtf8_of(s)))
 }
 
-/// The UTF-8 text of a str, borrowed for a compact ASCII str (else copied: see
-/// `cpython::str_utf8_uncached`); a str holding lone surrogates reads lossily, one U+FFFD
-/// per surrogate (Node's UTF-8 encoder).
+/// The UTF-8 text of a str, borrowed when CPython holds it; a str holding lone surrogates
+/// reads lossily, one U+FFFD per surrogate (Node's UTF-8 encoder).
 ///
 /// `owned` copies the text (the caller cannot keep the object alive for `'a`).
 pub(crate) unsafe fn str_text<'a>(py: Python<'_>, obj: Obj, owned: bool) -> Cow<'a, str> {
     // SAFETY: `obj` is a str kept alive for `'a` by the call's owned root (`# Safety` above),
     // which keeps its text too; the GIL is held.
-    match unsafe { crate::cpython::str_utf8_uncached(py, obj) } {
-        Some(Cow::Borrowed(text)) if owned => Cow::Owned(text.to_owned()),
-        Some(text) => text,
+    match unsafe { borrowed_utf8(obj) } {
+        Some(text) if owned => Cow::Owned(text.to_owned()),
+        Some(text) => Cow::Borrowed(text),
         None => {
             // SAFETY: as above: `obj` stays alive while borrowed here.
             let obj = unsafe { Borrowed::from_ptr(py, obj.as_ptr()) };
