@@ -224,7 +224,8 @@ def test_the_reload_figure_is_the_render_of_the_whole_state(tmp_path: Path) -> N
     config = Config.from_settings_dict({"enabled": True})
     state = PrunerState.from_session(session)
     records = state.index.records()
-    assert records and all(r["resultText"] for r in records)
+    assert records
+    assert all(r["resultText"] for r in records)
     messages = session.build_context().messages
     full = render(messages, state, config)
     assert full.pruned
