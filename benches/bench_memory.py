@@ -90,7 +90,7 @@ CORPUS_BOUND = 1.2
 what a session leaves behind in its worker adds up over a corpus."""
 BOUNDS = {"condense": 6.0}
 """Subjects gated with another bound than ``BOUND``. ``condense``: target 5 (issue 41), met
-late on 2026-12-07 (4.82-4.91 at x10, 4.47 at x100, once the source's equal strings are
+late on 2026-12-07 (4.82-4.91 at x10, 4.47-4.48 at x100, once the source's equal strings are
 one object each and the index's records sit in chunks); the bound is a regression bound
 about 20% above the worst x10 run, for a loaded 2-core CI machine (5.37-5.66 at x10 earlier
 that evening; 6.03 at x10 and 6.17 at x100 that afternoon; 9.45 and 8.3 that morning, 25

@@ -218,7 +218,7 @@ def share_equal_strings(values: list[Any]) -> None:
     separate objects (``orjson`` shares dict keys, not values). Nothing changes but object
     identity: a ``str`` is immutable, and what reads it by content reads the same. For a
     process that keeps a parsed session for its whole run (``condense``): about 45 ms and
-    8 MB less held at x10 of the large fixture."""
+    7 MB less held at x10 of the large fixture (8.3 MB of repeats)."""
     table: dict[str, str] = {}
     shared = table.setdefault
     stack = list(values)
