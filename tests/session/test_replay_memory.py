@@ -29,6 +29,7 @@ from pi_condense.replay import ReplayOptions, ReplayResult, replay, replay_async
 from pi_condense.replay_log import batch_notice, counter_ids
 from pi_condense.report.condense import cold_chars, condense_report
 from pi_condense.session import SessionFile
+from pi_condense.session.jsonl import share_equal_strings
 from pi_condense.state import PrunerState
 from pi_condense.summarize.factory import make_summarizer
 from support.sessions import write_session
@@ -370,3 +371,23 @@ def test_a_write_through_file_changed_behind_the_session_is_refused(tmp_path: Pa
         spool.write(b"more\n")  # not the session's
         with pytest.raises(SessionError, match=r"holds \d+ bytes, not the \d+ written"):
             list(session.written_chunks())
+
+
+def test_equal_strings_of_a_parsed_session_are_made_one_object() -> None:
+    lines = [
+        '{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"same"}]}}',
+        '{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"same"},'
+        '["same",1,-0.0,null,true,{"k":"same"}]],"n":1.5}}',
+    ]
+    values = [json.loads(line) for line in lines]
+    before = [json.dumps(v) for v in values]
+    share_equal_strings(values)
+    assert [json.dumps(v) for v in values] == before  # the same content, keys in order
+    first, second = values[0]["message"], values[1]["message"]
+    assert first["role"] is second["role"]
+    assert values[0]["type"] is values[1]["type"]
+    text = first["content"][0]["text"]
+    assert second["content"][0]["text"] is text
+    assert second["content"][1][0] is text
+    assert second["content"][1][5]["k"] is text
+    assert type(second["content"][1][2]) is float  # numbers are left as they are

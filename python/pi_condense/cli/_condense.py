@@ -32,6 +32,7 @@ from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..report.condense import chars_change, cold_chars, condense_report, problems
 from ..session import SessionFile
+from ..session.jsonl import share_equal_strings
 from ..summarize.base import Summarizer
 from ._common import (
     EXAMPLE_SESSION,
@@ -90,6 +91,9 @@ def inputs(
     config = load_cli_config(config_file, compat, enable=True)
     with collector_paused():
         source = read_session(path)
+        # The replay keeps the source's messages to its end (the new session and every
+        # model call's context share them): their repeated strings once each.
+        share_equal_strings(source.entries)
         if frozen_by_someone():
             # The command line froze its imports (`_main._preload`): the process is the
             # command's. What it loaded lives until the end or is freed by reference

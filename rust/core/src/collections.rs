@@ -99,6 +99,18 @@ impl<T> Chunked<T> {
     }
 }
 
+impl<T> std::ops::Index<usize> for Chunked<T> {
+    type Output = T;
+
+    /// The element at `i`; panics when there is none, as a slice's indexing does.
+    fn index(&self, i: usize) -> &T {
+        match self.get(i) {
+            Some(value) => value,
+            None => panic!("index {i} out of range for a sequence of {}", self.len()),
+        }
+    }
+}
+
 impl<T: Clone> Chunked<T> {
     /// A sequence of the first `n` elements (all of them when there are fewer), sharing
     /// every full chunk among them.

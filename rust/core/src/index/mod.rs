@@ -52,7 +52,7 @@ pub(crate) mod refs;
 pub(crate) mod summaries;
 pub(crate) mod table;
 
-use crate::collections::FastMap;
+use crate::collections::{Chunked, FastMap};
 use crate::jsstr::JsStr;
 use chain_facts::ChainFactsTable;
 
@@ -90,7 +90,8 @@ pub struct Index {
     /// Every record ever indexed, in indexing order; `Record::slot` is the position here.
     /// Records overwritten under the same key stay (their slot is no longer referenced by
     /// any key), so slots are stable.
-    records: Vec<Record>,
+    /// Held in chunks (no doubling: a `Vec` of them kept up to twice their size at hand).
+    records: Chunked<Record>,
     /// Every key string the index knows; `facts[id]` is what it knows about key `id`.
     keys: StrTable,
     /// Per key id (same length as `keys`).
@@ -124,7 +125,7 @@ pub struct Index {
     /// `summary_bodies` by covered key.
     body_index: BodyIndex,
     /// Every chain entry ever registered; `ChainEntry::slot` is the position here.
-    chains: Vec<ChainEntry>,
+    chains: Chunked<ChainEntry>,
     /// Per entry of `chains` (same positions): what render derives from the entry alone.
     chain_facts: ChainFactsTable,
     /// startUserTimestamp (normalized bits) -> position in `chains` of the current entry,
@@ -154,7 +155,7 @@ impl Index {
     /// An empty index (`nextShortAliasNumber = 1`, next block `b1`).
     pub fn new() -> Self {
         Index {
-            records: Vec::new(),
+            records: Chunked::default(),
             keys: StrTable::new(),
             facts: Vec::new(),
             indexed: Vec::new(),
@@ -170,7 +171,7 @@ impl Index {
             pending_seeds: Vec::new(),
             summary_bodies: Vec::new(),
             body_index: BodyIndex::default(),
-            chains: Vec::new(),
+            chains: Chunked::default(),
             chain_facts: ChainFactsTable::new(),
             chain_registry: Vec::new(),
             registry_at: FastMap::default(),
