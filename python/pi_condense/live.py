@@ -46,6 +46,7 @@ from . import _core
 from .adapters.base import Codec, Out, Unit, unit_messages
 from .branch_facts import pi_context_usage
 from .capture import is_final_assistant
+from .collector import collector_paused
 from .condenser import Condenser
 from .config import Config, agent_dir
 from .errors import CondenseError, CondenseWarning, SessionError
@@ -1102,31 +1103,40 @@ class LiveDriver(Generic[H]):
 
     async def _condense(self, items: list[Any]) -> list[Any]:
         async with self._lock():
-            units = await self._ingest(items)
-            # (a deferred join leaves its last turn's end to the next call, after the backlog)
-            if self._run.assistant is not None and self._run.results and not self._owed:
-                await self._turn_end()
-            self._raw = self._condenser.absorb_live_summaries(self._raw)
-            self.stats.calls += 1
-            result: Optional[RenderResult] = await self._guard(
-                "context", lambda: self._condenser.context(self._raw)
-            )
-            self.stats.last = result
-            if result is None or not result.pruned or result.threw:
-                if result is not None:
-                    self.stats.chars_in += result.before_chars
-                    self.stats.chars_out += result.before_chars
-                self._last_out = None
-                if not self._condenser.config.enabled:
-                    return list(self._prev_items)
-                # nothing condensed, but the codec still makes the request valid (a call the
-                # host never answered gets its result); untouched items come back as they are
-                return self._encode(self._raw, units)
-            out = self._encode(result.messages, units)
-            self.stats.chars_in += result.before_chars
-            self.stats.chars_out += result.after_chars
-            self._last_out = out
-            return list(out)
+            # a deferred driver's first call (a late join: the whole history decoded, stored
+            # and encoded, no summarizer run for it) builds tens of thousands of containers
+            # that all live on; the cyclic collector, left on, walks them again and again
+            # while they are made (over half of that call's time at 10k items)
+            first = self._join == "defer" and not self._prev_items
+            with collector_paused() if first else nullcontext():
+                return await self._condense_locked(items)
+
+    async def _condense_locked(self, items: list[Any]) -> list[Any]:
+        units = await self._ingest(items)
+        # (a deferred join leaves its last turn's end to the next call, after the backlog)
+        if self._run.assistant is not None and self._run.results and not self._owed:
+            await self._turn_end()
+        self._raw = self._condenser.absorb_live_summaries(self._raw)
+        self.stats.calls += 1
+        result: Optional[RenderResult] = await self._guard(
+            "context", lambda: self._condenser.context(self._raw)
+        )
+        self.stats.last = result
+        if result is None or not result.pruned or result.threw:
+            if result is not None:
+                self.stats.chars_in += result.before_chars
+                self.stats.chars_out += result.before_chars
+            self._last_out = None
+            if not self._condenser.config.enabled:
+                return list(self._prev_items)
+            # nothing condensed, but the codec still makes the request valid (a call the
+            # host never answered gets its result); untouched items come back as they are
+            return self._encode(self._raw, units)
+        out = self._encode(result.messages, units)
+        self.stats.chars_in += result.before_chars
+        self.stats.chars_out += result.after_chars
+        self._last_out = out
+        return list(out)
 
     def _encode(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
         """Host items for the render's output: assembled from the previous call's encode
