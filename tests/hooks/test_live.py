@@ -8,6 +8,7 @@ the whole of it to the driver before every model call; its model reuses the tool
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import re
 import warnings
@@ -486,3 +487,44 @@ def test_a_flush_after_a_deferred_join_summarizes_the_backlog(tmp_path: Path) ->
 def test_an_unknown_join_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="join must be 'flush' or 'defer', not 'later'"):
         LiveDriver(PiCodec(), session=tmp_path / "s.jsonl", join="later")  # type: ignore[arg-type]
+
+
+def test_a_deferred_join_builds_its_first_call_without_collections(tmp_path: Path) -> None:
+    """The first call of a deferred join decodes, stores and encodes the whole history: the
+    cyclic collector is paused for it (and left as the caller had it), where it would
+    otherwise walk the new long-lived containers again and again."""
+    plain = LiveDriver(PiCodec(), session=tmp_path / "a.jsonl", clock=Clock())
+    history, _, _ = run_agent(plain, prompts=12, turns=4)
+    collections: list[int] = []
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    late = LiveDriver(PiCodec(), session=tmp_path / "late.jsonl", clock=Clock(), join="defer")
+    eager = LiveDriver(PiCodec(), session=tmp_path / "eager.jsonl", clock=Clock())
+    gc.collect()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(100, 10, 10)  # a small history makes as many collections as a large one
+    gc.callbacks.append(note)
+    try:
+        assert gc.isenabled()
+        late.condense(history)
+        deferred = len(collections)
+        assert gc.isenabled()
+        eager.condense(history)  # a flushing join: the collector as the host has it
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(note)
+        gc.set_threshold(*thresholds)
+    # only what runs outside the paused block: around the call, and once when it is resumed
+    # (13 with the collector left on)
+    assert deferred <= 3
+    assert len(collections) - deferred > 20  # the same history makes it run, left on
+    gc.disable()
+    try:
+        again = LiveDriver(PiCodec(), session=tmp_path / "again.jsonl", clock=Clock(), join="defer")
+        again.condense(history)
+        assert not gc.isenabled()  # a caller's paused collector stays paused
+    finally:
+        gc.enable()
