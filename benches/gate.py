@@ -90,6 +90,9 @@ the store's lines written natively and its entries kept as native copies instead
 the lines back (2026-12-07 evening), eight alternated runs on a machine shared with other
 jobs measured ``join-defer`` 2.54-4.86 (median 3.83) against 4.53-6.24 (median 4.99) for the
 code before, and 6.69 in one run at load average 7: the bound stays 12, about twice that.
+Without the per-message passes that change nothing for an untouched history (2026-12-07
+night: the encode's pairing, the run state, the origins, the append's whitespace shape), nine
+alternated runs measured ``join-defer`` 3.09-3.90 against 4.15-4.31; the bound stays 12.
 
 The pipeline pairs (``bench_pipeline.py``) divide each round by the model calls it made
 (``extra_info["per"]``): condense of the raw session x1 / x3 / x10 (453 / 1,359 / 4,530

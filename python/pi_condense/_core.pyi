@@ -22,6 +22,7 @@ __all__ = [
     "__version__",
     "all_exact_dicts",
     "bare_tool_call_id",
+    "blank_lines",
     "deterministic_body",
     "hash_tool_result",
     "image_digest",
@@ -125,6 +126,7 @@ def parse_lines_from(
     refused: type[BaseException],
     objects: list[tuple[int, dict[str, _Any]]],
 ) -> tuple[int, int]: ...
+def blank_lines(data: bytes) -> bytes: ...
 def index_entries(
     items: list[tuple[int, dict[str, _Any]]],
     by_id: dict[_Any, dict[str, _Any]],

@@ -280,6 +280,19 @@ def _bare(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k != "timestamp"}
 
 
+def _messages_of(units: Sequence[Unit], first: int) -> list[dict[str, Any]]:
+    """The Pi messages of ``units[first:]``, in order (``unit_messages`` of each, joined)."""
+    messages: list[dict[str, Any]] = []
+    append = messages.append
+    for unit in units[first:]:
+        message = unit.message
+        if type(message) is dict:
+            append(message)
+        elif message is not None:
+            messages.extend(unit_messages(message))
+    return messages
+
+
 def _has_tool_calls(message: Mapping[str, Any]) -> bool:
     return not is_final_assistant(message)
 
@@ -737,7 +750,12 @@ class LiveDriver(Generic[H]):
     def _run_state(self) -> _Run:
         """The agent loop's position after the known messages (all their events were sent)."""
         run = _Run()
-        for known in self._known:
+        known_messages = self._known
+        # a user message starts the run afresh: only the messages from the last one count
+        start = len(known_messages)
+        while start and known_messages[start - 1].message.get("role") != "user":
+            start -= 1
+        for known in known_messages[max(start - 1, 0) :]:
             message = known.message
             role = message.get("role")
             if role == "user":
@@ -822,10 +840,12 @@ class LiveDriver(Generic[H]):
 
         def stamp() -> Iterator[dict[str, Any]]:
             # each timestamp read as the session takes its message, as one append at a time
+            # (_next_timestamp, inlined: ten thousand of them at a late join)
+            clock, keep = self._clock, stamped.append
             for bare in messages:
-                message = dict(bare)
-                message["timestamp"] = self._next_timestamp()
-                stamped.append(message)
+                ts = self._last_ts = max(int(clock()), self._last_ts + 1)
+                message = {**bare, "timestamp": ts}
+                keep(message)
                 yield message
 
         ids = self._session.append_messages(stamp())
@@ -898,7 +918,7 @@ class LiveDriver(Generic[H]):
         units, keep = self._decode(items)
         # the previous call's host messages are the session's first ones: start after them
         shared = min(self._host_counts[keep], len(self._known))
-        fresh = [m for u in units[keep:] for m in unit_messages(u.message)]
+        fresh = _messages_of(units, keep)
         matched = 0
         known = self._known
         while (
@@ -1090,16 +1110,28 @@ class LiveDriver(Generic[H]):
         """Remember which host items each stored message came from (units from ``first`` on,
         whose first message is stored message ``position``)."""
         known = self._known
+        origins = self._origin
+        bound = 0
         for unit in units[first:]:
-            n = len(unit_messages(unit.message))
+            message = unit.message
+            if message is None:
+                continue
+            bound += 1
+            if type(message) is dict and position < len(known):  # (the common unit: one)
+                stored = known[position].message
+                origins[id(stored)] = _Origin(unit.start, unit.stop, [stored])
+                position += 1
+                continue
+            n = len(unit_messages(message))
             if not n:
+                bound -= 1
                 continue
             group = [k.message for k in known[position : position + n]]
             origin = _Origin(unit.start, unit.stop, group)
-            self._epoch += 1
-            for message in group:
-                self._origin[id(message)] = origin
+            for stored in group:
+                origins[id(stored)] = origin
             position += n
+        self._epoch += bound
 
     async def _condense(self, items: list[Any]) -> list[Any]:
         async with self._lock():
@@ -1160,9 +1192,13 @@ class LiveDriver(Generic[H]):
         ):
             return list(map((items + last.made).__getitem__, last.at))
         out = self._encode_afresh(rendered, units)
-        where = dict(zip(map(id, items), range(len(items)), strict=True))
         made: list[Any] = []
         at: list[int] = []
+        if len(out) == len(items) and _identical_items(out, items) == len(items):
+            # the history handed back as it came (nothing condensed yet: a deferred join)
+            self._encoded = _Encoded(layout, rendered, origins, made, list(range(len(items))))
+            return out
+        where = dict(zip(map(id, items), range(len(items)), strict=True))
         for item in out:
             index = where.get(id(item))
             if index is None:
@@ -1174,12 +1210,12 @@ class LiveDriver(Generic[H]):
 
     def _encode_afresh(self, rendered: Sequence[Any], units: Sequence[Unit]) -> list[Any]:
         items = self._prev_items
-        position = {id(k.message): i for i, k in enumerate(self._known)}
         # host-only items (system prompts, ...) stay before the host message that followed them
         anchored: list[tuple[int, tuple[Any, ...]]] = []
         host = 0
         for unit in units:
-            n = len(unit_messages(unit.message))
+            message = unit.message
+            n = 1 if type(message) is dict else len(unit_messages(message))
             if n == 0:
                 anchored.append((host, tuple(items[unit.start : unit.stop])))
             host += n
@@ -1188,15 +1224,21 @@ class LiveDriver(Generic[H]):
         while a < len(anchored) and anchored[a][0] == 0:
             outs.append(Out(None, anchored[a][1]))
             a += 1
+        # (the stored messages' positions matter only while anchored items are left to place)
+        position: dict[int, int] = {}
+        if a < len(anchored):
+            position = {id(k.message): i for i, k in enumerate(self._known)}
+        origin_of = self._origin.get
         i = 0
         while i < len(rendered):
             message = rendered[i]
-            at = position.get(id(message))
-            if at is not None:
-                while a < len(anchored) and anchored[a][0] <= at:
-                    outs.append(Out(None, anchored[a][1]))
-                    a += 1
-            origin = self._origin.get(id(message))
+            if a < len(anchored):
+                at = position.get(id(message))
+                if at is not None:
+                    while a < len(anchored) and anchored[a][0] <= at:
+                        outs.append(Out(None, anchored[a][1]))
+                        a += 1
+            origin = origin_of(id(message))
             i += 1
             if origin is None:
                 outs.append(Out(message, ()))

@@ -190,9 +190,54 @@ def _pair(entries: Iterator[_Entry]) -> list[_Entry]:
     return result
 
 
+def _kept_whole(outs: Sequence[Out]) -> Optional[list[Segment]]:
+    """The segments of ``outs`` when :func:`prepare` would keep every one as it is: each a
+    single message or host-only, with its items; no errored assistant; every tool call
+    answered, once, by the results that follow its assistant, and no other result. None
+    otherwise (also for a call id that cannot be a set member: :func:`_pair` decides then).
+    One pass, no per-message entries: a late join's untouched history."""
+    segments: list[Segment] = []
+    append = segments.append
+    unanswered: set[Any] = set()
+    try:
+        for message, items in outs:
+            if message is None:
+                if items:
+                    append(Keep(items, ()))
+                continue
+            if not items or type(message) is not dict:
+                return None
+            role = message.get("role")
+            if role == "toolResult":
+                call_id = message.get("toolCallId")
+                if call_id not in unanswered:
+                    return None  # dropped: it answers no open call
+                unanswered.discard(call_id)
+            elif unanswered:
+                return None  # a call left without a result: a synthetic one comes here
+            elif role == "assistant":
+                if message.get("stopReason") in ("error", "aborted"):
+                    return None
+                content = message.get("content")
+                if isinstance(content, list):
+                    for block in content:
+                        if isinstance(block, dict) and block.get("type") == "toolCall":
+                            call_id = block.get("id")
+                            if call_id in unanswered:
+                                return None  # two calls of one id: let _pair decide
+                            unanswered.add(call_id)
+            append(Keep(items, (message,)))
+    except TypeError:  # an unhashable call id
+        return None
+    return None if unanswered else segments
+
+
 def prepare(outs: Sequence[Out]) -> list[Segment]:
     """The render's output as the segments a provider request is built from (module doc)."""
     outs = list(outs)
+    kept = _kept_whole(outs)
+    if kept is not None:
+        return kept
     paired = _pair(_flatten(outs))
     segments: list[Segment] = []
     index = 0

@@ -1027,10 +1027,11 @@ class SessionFile(EntryIndex):
         entries: list[dict[str, Any]] = []
         reading: Any = None
         timestamp = ""
+        generate_id, clock = self._generate_id, self._clock
         for message in messages:
-            entry_id = self._generate_id(taken)
+            entry_id = generate_id(taken)
             taken.add(map_key(entry_id))
-            ms = self._clock()
+            ms = clock()
             if type(ms) is not int or ms != reading:  # (many entries share a millisecond)
                 timestamp = jstime.to_iso_string(ms)
                 reading = ms
@@ -1051,13 +1052,15 @@ class SessionFile(EntryIndex):
             leaf = entry_id
         if not entries:
             return ids
-        payload = jsjson.dumps_lines(entries)
+        payload = body = jsjson.dumps_lines(entries)
         stored = jsjson.reloaded(entries)
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
         if self._spool is not None:
             self._spool_write(payload)
-        self._put(fd, payload, f"{len(entries)} entries")
+        # (JSON text holds no raw newline: one line an entry, and the separator before them)
+        newlines = len(entries) + (len(payload) > len(body))
+        self._put(fd, payload, f"{len(entries)} entries", newlines)
         if self._migrate_v1:
             self._file_objects.extend(stored)
         last = self._lines - len(stored)
@@ -1066,7 +1069,9 @@ class SessionFile(EntryIndex):
         self._leaf = leaf
         return ids
 
-    def _put(self, fd: Optional[int], payload: bytes, what: str) -> None:
+    def _put(
+        self, fd: Optional[int], payload: bytes, what: str, newlines: Optional[int] = None
+    ) -> None:
         """Write ``payload`` (whole lines) to the locked file ``fd`` (None: in memory) as one
         append, all or nothing, and read in what another writer appended before it."""
         if fd is not None:
@@ -1090,4 +1095,4 @@ class SessionFile(EntryIndex):
                     f"{self._path}: cannot read back the lines appended before ours: "
                     f"{exc.strerror or exc}"
                 ) from exc
-        self._consumed(payload)
+        self._consumed(payload, newlines)

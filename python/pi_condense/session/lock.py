@@ -15,6 +15,7 @@ from typing import Optional
 if sys.platform != "win32":
     import fcntl
 
+from .._core import blank_lines
 from .._fs.lock import HAS_FLOCK, try_lock, wait_for_lock
 from ..errors import SessionError
 
@@ -230,7 +231,8 @@ def append_whole(fd: int, data: bytes, name: str, *, sync: bool = True) -> int:
     """
     pieces: list[tuple[int, int, int]] = []  # (file offset, offset in data, length)
     done = 0
-    shape = data.translate(_BLANK) if _FILL_IN_PLACE else data
+    # (native: ten times a translate's speed on a late join's megabytes of lines)
+    shape = blank_lines(data) if _FILL_IN_PLACE else data
     try:
         while done < len(data):
             written = os.write(fd, memoryview(shape)[done:])

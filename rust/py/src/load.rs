@@ -231,6 +231,25 @@ pub(crate) fn parse_lines_from<'py>(
     Ok((position, number))
 }
 
+/// `data` with every byte but the newline a space: the whitespace shape an append reserves
+/// before writing its lines over it (`session.lock.append_whole`), `bytes.translate` of a
+/// table that keeps `\n` and blanks the rest, with the newlines found by a byte search.
+#[pyfunction]
+pub(crate) fn blank_lines<'py>(data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyBytes>> {
+    // `data` is immutable and owned by the caller for the call; making the new bytes object
+    // runs no Python code.
+    let bytes = data.as_bytes();
+    PyBytes::new_with(data.py(), bytes.len(), |shape| {
+        shape.fill(b' ');
+        for at in memchr::memchr_iter(b'\n', bytes) {
+            if let Some(byte) = shape.get_mut(at) {
+                *byte = b'\n';
+            }
+        }
+        Ok(())
+    })
+}
+
 /// A byte offset as a Python index.
 fn to_isize(offset: usize) -> PyResult<isize> {
     isize::try_from(offset).map_err(|_| PyOverflowError::new_err("offset beyond isize"))
@@ -238,6 +257,7 @@ fn to_isize(offset: usize) -> PyResult<isize> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_lines_from, m)?)?;
+    m.add_function(wrap_pyfunction!(blank_lines, m)?)?;
     m.add_class::<IndexedEntries>()?;
     m.add_function(wrap_pyfunction!(index_entries, m)?)?;
     Ok(())
