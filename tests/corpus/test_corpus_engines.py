@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pi_condense import corpus
+from pi_condense import corpus, frozen
 from pi_condense.corpus import engines, tasks
 from support import corpus as _corpus
 
@@ -138,7 +138,7 @@ import dask.system
 # (about 8 a thread): two, as on the CI machine, whatever this machine has.
 dask.system.CPU_COUNT = 2
 import distributed
-from pi_condense import corpus
+from pi_condense import corpus, frozen
 
 seen = []
 tasks = set()
@@ -214,7 +214,7 @@ def test_the_in_process_dask_cluster_runs_batches_on_a_quiet_loop(
 
 _PROBE_SERIAL = """
 import gc, json, sys
-from pi_condense import corpus
+from pi_condense import corpus, frozen
 
 held = [[i] for i in range(50_000)]  # a host's own long-lived objects
 seen = []
@@ -270,6 +270,22 @@ def test_batches_keep_the_order_and_share_the_bytes() -> None:
     assert tasks.batches([], threads=2) == []
     many = [task(i, 10) for i in range(1_000)]
     assert {len(b) for b in tasks.batches(many, threads=4)} == {tasks.BATCH_TASKS}
+
+
+def test_a_held_freeze_is_known_without_counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gc.get_freeze_count() walks every frozen object (milliseconds with Dask loaded): a
+    # replay inside a freeze of ours (each corpus task) must not pay it.
+    counted: list[int] = []
+    monkeypatch.setattr(frozen.gc, "get_freeze_count", lambda: counted.append(1) or 0)
+    assert not frozen.frozen_by_someone()
+    token = frozen.hold()
+    try:
+        assert frozen.frozen_by_someone()
+        assert frozen.frozen_by_someone()
+    finally:
+        frozen.release(token)
+    assert not frozen.frozen_by_someone()
+    assert len(counted) == 2  # the two calls outside the freeze
 
 
 def test_frozen_host_keeps_what_the_process_froze_itself() -> None:

@@ -21,8 +21,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Optional
 
+from .. import frozen
 from ..errors import CondenseError
-from ..frozen import frozen_by_someone
 from .tasks import Outcome, Task, batches, run_batch, run_task
 
 __all__ = ["ENGINES", "EngineError", "run_tasks"]
@@ -152,6 +152,7 @@ def start_worker(parent: int) -> None:
     shares with its parent stay shared)."""
     die_with_parent(parent)
     gc.freeze()
+    frozen.hold()  # for good: the worker is the pool's (its replays need not count them)
 
 
 def _local(tasks: Sequence[Task], workers: Optional[int]) -> Iterator[Outcome]:
@@ -231,12 +232,14 @@ def _frozen_host(freeze: bool) -> Iterator[None]:
     if not freeze:
         yield
         return
-    ours = not frozen_by_someone()
+    ours = not frozen.frozen_by_someone()
     gc.collect()
     gc.freeze()
+    token = frozen.hold()  # each task's replay knows without counting them (frozen.py)
     try:
         yield
     finally:
+        frozen.release(token)
         if ours:
             gc.unfreeze()
 
