@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pi_condense import corpus
+from pi_condense import corpus, frozen
 from pi_condense.corpus import engines, tasks
 from support import corpus as _corpus
 
@@ -134,11 +134,11 @@ def test_unreachable_dask_scheduler_is_a_clear_error(
 _PROBE_DASK = """
 import gc, json, sys
 import dask.system
-# The in-process cluster has one thread a CPU, and the batches are cut for that many threads
-# (about 8 a thread): two, as on the CI machine, whatever this machine has.
+# The in-process cluster has one thread a CPU when its tasks may wait on the network: two,
+# as on the CI machine, whatever this machine has.
 dask.system.CPU_COUNT = 2
 import distributed
-from pi_condense import corpus
+from pi_condense import corpus, frozen
 
 seen = []
 tasks = set()
@@ -202,11 +202,11 @@ def test_the_in_process_dask_cluster_runs_batches_on_a_quiet_loop(
     assert all(frozen > 10_000 for frozen, *_ in report["seen"])
     assert all(not profiling and not stealing for _, profiling, _, stealing in report["seen"])
     assert all(tick >= 1.0 for *_, tick, _ in report["seen"])
-    assert report["threads"] == [2]
-    # Batches are cut for 2 threads, about 8 a thread: each closed batch holds at least a 16th
-    # of the bytes, so at most 17 tasks (how many depends on the order the directory lists
-    # the sessions in: 10 to 13 seen), where one task a session would make 24.
-    assert report["tasks"] <= 2 * 8 + 1 < PROBE_SESSIONS
+    # The offline summarizer waits on nothing: one task thread (two would only take turns at
+    # the GIL), and the batches are cut for it, about 8: each closed batch holds at least an
+    # 8th of the bytes, so at most 9 tasks, where one task a session would make 24.
+    assert report["threads"] == [1]
+    assert report["tasks"] <= 8 + 1 < PROBE_SESSIONS
     assert report["before"] == report["after"] == 0  # given back after the run
     serial = _probe(source, tmp_path / "out-serial", "serial")
     assert serial["rows"] == report["rows"]  # the same sessions condensed alike
@@ -214,7 +214,7 @@ def test_the_in_process_dask_cluster_runs_batches_on_a_quiet_loop(
 
 _PROBE_SERIAL = """
 import gc, json, sys
-from pi_condense import corpus
+from pi_condense import corpus, frozen
 
 held = [[i] for i in range(50_000)]  # a host's own long-lived objects
 seen = []
@@ -270,6 +270,35 @@ def test_batches_keep_the_order_and_share_the_bytes() -> None:
     assert tasks.batches([], threads=2) == []
     many = [task(i, 10) for i in range(1_000)]
     assert {len(b) for b in tasks.batches(many, threads=4)} == {tasks.BATCH_TASKS}
+
+
+def test_only_tasks_that_may_wait_on_the_network_get_a_thread_a_core() -> None:
+    def task(kind: str, path: str = "s.jsonl", **options: Any) -> tasks.Task:
+        return tasks.Task(kind, path, 10, {}, "key", options=options)
+
+    assert not tasks.waits(task("scan"))
+    assert not tasks.waits(task("condense", summarizer="default"))
+    assert not tasks.waits(task("whatif", summarizer=" conformance"))
+    assert not tasks.waits(task("whatif"))  # no summarizer given: the default
+    assert tasks.waits(task("condense", summarizer="openai:gpt-4o-mini"))
+    assert tasks.waits(task("whatif", summarizer="ollama:llama3"))
+    assert tasks.waits(task("scan", "https://example.com/s.jsonl"))
+
+
+def test_a_held_freeze_is_known_without_counting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gc.get_freeze_count() walks every frozen object (milliseconds with Dask loaded): a
+    # replay inside a freeze of ours (each corpus task) must not pay it.
+    counted: list[int] = []
+    monkeypatch.setattr(frozen.gc, "get_freeze_count", lambda: counted.append(1) or 0)
+    assert not frozen.frozen_by_someone()
+    token = frozen.hold()
+    try:
+        assert frozen.frozen_by_someone()
+        assert frozen.frozen_by_someone()
+    finally:
+        frozen.release(token)
+    assert not frozen.frozen_by_someone()
+    assert len(counted) == 2  # the two calls outside the freeze
 
 
 def test_frozen_host_keeps_what_the_process_froze_itself() -> None:

@@ -36,14 +36,14 @@ from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..report.condense import cold_chars, condense_report
 from ..session import SessionFile
 from ..summarize.base import Summarizer
-from ..summarize.factory import make_summarizer
+from ..summarize.factory import OFFLINE_SPECS, make_summarizer
 from .cache import ResultCache
 from .discover import is_url
 from .facts import requery_gaps, scan_session
 from .models import CondenseRow, Problem, TaskFailure, WhatIfSession
 from .read import SessionReadError, content_hash, parse_session, read_bytes
 
-__all__ = ["Outcome", "Task", "batches", "run_batch", "run_task"]
+__all__ = ["Outcome", "Task", "batches", "run_batch", "run_task", "waits"]
 
 _FLUSH_METRICS = "context-prune-flush-metrics"
 _STATS = "context-prune-stats"
@@ -100,6 +100,20 @@ def run_task(task: Task) -> Outcome:
 
 
 REPLAYING_KINDS = frozenset({"condense", "whatif"})
+
+
+def waits(task: Task) -> bool:
+    """Whether ``task`` may wait on the network (a session read from a URL, a summarizer that
+    calls a model) rather than only compute under the GIL: threads of one process overlap
+    such waits, and nothing else (a second thread computing beside the first only makes the
+    two take turns at the GIL)."""
+    if is_url(task.path):
+        return True
+    if task.kind not in REPLAYING_KINDS:
+        return False
+    spec = task.options.get("summarizer") or "default"
+    return str(spec).strip() not in OFFLINE_SPECS
+
 
 BATCH_TASKS = 8
 """The most tasks :func:`batches` puts in one batch."""

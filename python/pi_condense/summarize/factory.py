@@ -40,6 +40,9 @@ OPENAI_COMPATIBLE_SERVERS: Mapping[str, str] = {
 }
 """Default base URL of each OpenAI-compatible provider prefix."""
 
+OFFLINE_SPECS = frozenset({"default", "conformance"})
+"""The specs of the summarizers that call no model (after ``strip()``)."""
+
 _FORMS = "default, conformance, openai:MODEL, anthropic:MODEL, " + ", ".join(
     f"{name}:MODEL" for name in OPENAI_COMPATIBLE_SERVERS
 )
@@ -60,7 +63,7 @@ def make_summarizer(
     """
     text = spec.strip()
     prices = config.summarizer_prices if config is not None else None
-    if text in ("default", "conformance"):
+    if text in OFFLINE_SPECS:
         if base_url is not None:
             raise SummarizerSpecError(f"--base-url does not apply to the {text!r} summarizer")
         if text == "default":
