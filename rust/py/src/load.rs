@@ -232,20 +232,14 @@ pub(crate) fn parse_lines_from<'py>(
 }
 
 /// `data` with every byte but the newline a space: the whitespace shape an append reserves
-/// before writing its lines over it (`session.lock.append_whole`), `bytes.translate` of a
-/// table that keeps `\n` and blanks the rest, with the newlines found by a byte search.
+/// before writing its lines over it (`session.lock.append_whole`; `json::write::blank_lines`).
 #[pyfunction]
 pub(crate) fn blank_lines<'py>(data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyBytes>> {
-    // `data` is immutable and owned by the caller for the call; making the new bytes object
+    // `data` is immutable and held by the caller for the call; making the new bytes object
     // runs no Python code.
-    let bytes = data.as_bytes();
-    PyBytes::new_with(data.py(), bytes.len(), |shape| {
-        shape.fill(b' ');
-        for at in memchr::memchr_iter(b'\n', bytes) {
-            if let Some(byte) = shape.get_mut(at) {
-                *byte = b'\n';
-            }
-        }
+    let text = data.as_bytes();
+    PyBytes::new_with(data.py(), text.len(), |shape| {
+        pi_condense_core::json::write::blank_lines(text, shape);
         Ok(())
     })
 }

@@ -384,12 +384,36 @@ pub fn stringify_len(value: &JsValue) -> usize {
     total
 }
 
+/// Writes into `shape` (as long as `text`) the whitespace shape of JSON Lines `text`: every
+/// byte a space but the newlines, which stay. An append reserves its room with this shape
+/// before writing the lines over it, so a reader never meets half a line.
+pub fn blank_lines(text: &[u8], shape: &mut [u8]) {
+    let n = text.len().min(shape.len());
+    let (text, shape) = (&text[..n], &mut shape[..n]);
+    for (out, &byte) in shape.iter_mut().zip(text) {
+        // Branch-free, so that the loop is vectorized: 0x20 for any byte, 0x0a for 0x0a.
+        *out = b' ' ^ (u8::from(byte == b'\n') * (b' ' ^ b'\n'));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn obj(members: Vec<(&str, JsValue)>) -> JsValue {
         JsValue::Object(members.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
+
+    #[test]
+    fn blank_lines_keeps_only_the_newlines() {
+        let text = "{\"a\":\"\u{e9}\"}\n[1]\n\n x".as_bytes();
+        let mut shape = vec![0u8; text.len()];
+        blank_lines(text, &mut shape);
+        // `{"a":"é"}` is ten bytes (the é two): ten spaces, then the newlines kept.
+        let want = format!("{}\n{}\n\n{}", " ".repeat(10), " ".repeat(3), " ".repeat(2));
+        assert_eq!(shape, want.as_bytes());
+        let mut empty: [u8; 0] = [];
+        blank_lines(b"", &mut empty);
     }
 
     #[test]
