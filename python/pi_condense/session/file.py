@@ -997,7 +997,7 @@ class SessionFile(EntryIndex):
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
         if self._spool is None:
-            stored = entry if shared else jsjson.loads(line)
+            stored = entry if shared else jsjson.reloaded([entry])[0]
         else:
             where = self._spool_size << 40 | len(payload)
             self._spool_write(payload)
@@ -1006,7 +1006,7 @@ class SessionFile(EntryIndex):
                 stored = {key: value for key, value in entry.items() if key != "data"}
                 self._spooled[id(stored)] = where
             else:
-                stored = entry if shared else jsjson.loads(line)
+                stored = entry if shared else jsjson.reloaded([entry])[0]
         self._put(fd, payload, "entry")
         if self._migrate_v1:
             self._file_objects.append(stored)
