@@ -32,7 +32,6 @@ from ..js import json as jsjson
 from ..replay import ReplayOptions, ReplayResult, replay_async
 from ..report.condense import chars_change, cold_chars, condense_report, problems
 from ..session import SessionFile
-from ..session.jsonl import share_equal_strings
 from ..summarize.base import Summarizer
 from ._common import (
     EXAMPLE_SESSION,
@@ -90,10 +89,9 @@ def inputs(
     `make_cli_summarizers`), or exit 2 on the first that is wrong."""
     config = load_cli_config(config_file, compat, enable=True)
     with collector_paused():
-        source = read_session(path)
         # The replay keeps the source's messages to its end (the new session and every
         # model call's context share them): their repeated strings once each.
-        share_equal_strings(source.entries)
+        source = read_session(path, share_strings=True)
         if frozen_by_someone():
             # The command line froze its imports (`_main._preload`): the process is the
             # command's. What it loaded lives until the end or is freed by reference
