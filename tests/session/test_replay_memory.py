@@ -28,7 +28,7 @@ from pi_condense.render import render
 from pi_condense.replay import ReplayOptions, ReplayResult, replay, replay_async
 from pi_condense.replay_log import batch_notice, counter_ids
 from pi_condense.report.condense import cold_chars, condense_report
-from pi_condense.session import SessionFile
+from pi_condense.session import SessionFile, jsonl
 from pi_condense.session.jsonl import share_equal_strings
 from pi_condense.state import PrunerState
 from pi_condense.summarize.factory import make_summarizer
@@ -391,3 +391,37 @@ def test_equal_strings_of_a_parsed_session_are_made_one_object() -> None:
     assert second["content"][1][0] is text
     assert second["content"][1][5]["k"] is text
     assert type(second["content"][1][2]) is float  # numbers are left as they are
+
+
+def test_a_session_parsed_with_shared_strings_reads_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Chunks of about 200 bytes: the strings are shared across chunks, and with the line
+    # orjson refuses (a lone surrogate, read by the line-by-line path) and the header.
+    monkeypatch.setattr(jsonl, "_CHUNK", 200)
+    header = '{"type":"session","version":3,"id":"s","timestamp":"same","cwd":"/w"}'
+    lines = [header]
+    for n in range(40):
+        text = "same" if n % 2 else "x" * (n + 1)
+        odd = ',"z":"\\ud800"' if n == 17 else ""
+        lines.append(
+            f'{{"type":"message","id":"m{n}","parentId":null,"timestamp":"same","message":'
+            f'{{"role":"user","content":[{{"type":"text","text":"{text}"}}],"n":{n}{odd}}}}}'
+        )
+    data = ("\n".join(lines) + "\n").encode()
+    plain = SessionFile.parse(data)
+    shared = SessionFile.parse(data, share_strings=True)
+    assert [json.dumps(e) for e in shared.entries] == [json.dumps(e) for e in plain.entries]
+    assert shared.warnings == plain.warnings
+    texts = [
+        e["message"]["content"][0]["text"]
+        for e in shared.entries
+        if e.get("type") == "message" and e["message"]["content"][0]["text"] == "same"
+    ]
+    assert len(texts) == 20
+    assert all(t is texts[0] for t in texts)
+    assert shared.entries[17]["message"]["z"] == "\ud800"
+    stamps = [shared.header["timestamp"], *(e["timestamp"] for e in shared.entries)]
+    assert all(t is stamps[0] for t in stamps)  # the header's too
+    roles = {id(e["message"]["role"]) for e in shared.entries if e.get("type") == "message"}
+    assert len(roles) == 1

@@ -275,11 +275,13 @@ def open_at_leaf(path: Path, leaf: Optional[str]) -> SessionFile:
     return session
 
 
-def read_session(path: Path) -> SessionFile:
-    """An in-memory copy of a session file (``.jsonl`` or ``.jsonl.gz``), or exit 2."""
+def read_session(path: Path, share_strings: bool = False) -> SessionFile:
+    """An in-memory copy of a session file (``.jsonl`` or ``.jsonl.gz``), or exit 2;
+    ``share_strings``: see :meth:`SessionFile.parse`."""
     try:
         data = read_input(path)
-        return note_loaded(SessionFile.parse(data, name=str(path)), path)
+        session = SessionFile.parse(data, name=str(path), share_strings=share_strings)
+        return note_loaded(session, path)
     except (OSError, EOFError, gzip.BadGzipFile, CondenseError) as exc:
         fail_at(path, "cannot read session file", exc)
 

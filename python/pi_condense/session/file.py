@@ -217,12 +217,17 @@ class SessionFile(EntryIndex):
         session_dir: str = "",
         clock: Optional[Clock] = None,
         id_source: Optional[IdSource] = None,
+        share_strings: bool = False,
     ) -> SessionFile:
-        """Load a session from its text into an in-memory session (appends stay in memory)."""
+        """Load a session from its text into an in-memory session (appends stay in memory).
+
+        ``share_strings``: the parsed lines' equal strings made one object each as they are
+        parsed (see :func:`.jsonl.parse_lines`), for a caller that keeps the entries long.
+        """
         data = text.encode("utf-8", errors="surrogatepass") if isinstance(text, str) else text
         session = cls._blank(None, session_dir, clock, id_source)
         with collector_paused():
-            session._load_bytes(data, name)
+            session._load_bytes(data, name, share_strings)
         return session
 
     @classmethod
@@ -316,8 +321,8 @@ class SessionFile(EntryIndex):
         put(header, "parentSession", parent_session)
         return header
 
-    def _load_bytes(self, data: bytes, name: str) -> None:
-        parsed = parse_lines(data, name)
+    def _load_bytes(self, data: bytes, name: str, share_strings: bool = False) -> None:
+        parsed = parse_lines(data, name, share_strings=share_strings)
         if parsed.first_value is ABSENT:
             detail = f" ({parsed.warnings[0]})" if parsed.warnings else ""
             raise SessionError(f"{name}: not a Pi session file: no valid JSON line{detail}")
@@ -997,7 +1002,7 @@ class SessionFile(EntryIndex):
         if self._tail and not self._tail.endswith(b"\n"):
             payload = b"\n" + payload
         if self._spool is None:
-            stored = entry if shared else jsjson.loads(line)
+            stored = entry if shared else jsjson.reloaded([entry])[0]
         else:
             where = self._spool_size << 40 | len(payload)
             self._spool_write(payload)
@@ -1006,7 +1011,7 @@ class SessionFile(EntryIndex):
                 stored = {key: value for key, value in entry.items() if key != "data"}
                 self._spooled[id(stored)] = where
             else:
-                stored = entry if shared else jsjson.loads(line)
+                stored = entry if shared else jsjson.reloaded([entry])[0]
         self._put(fd, payload, "entry")
         if self._migrate_v1:
             self._file_objects.append(stored)

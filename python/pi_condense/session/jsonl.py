@@ -219,7 +219,25 @@ def share_equal_strings(values: list[Any]) -> None:
     identity: a ``str`` is immutable, and what reads it by content reads the same. For a
     process that keeps a parsed session for its whole run (``condense``): about 45 ms and
     7 MB less held at x10 of the large fixture (8.3 MB of repeats)."""
-    table: dict[str, str] = {}
+    _share_into(values, {})
+
+
+class _Sharing:
+    """:func:`share_equal_strings` of a list of ``(line, object)`` as it grows: each
+    :meth:`take` shares the objects added since the last one, through one table."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, str] = {}
+        self.done = 0
+
+    def take(self, objects: list[tuple[int, dict[str, Any]]]) -> None:
+        _share_into([value for _, value in objects[self.done :]], self.table)
+        self.done = len(objects)
+
+
+def _share_into(values: list[Any], table: dict[str, str]) -> None:
+    """:func:`share_equal_strings`, each string replaced by ``table``'s equal one (a string
+    not in it is added)."""
     shared = table.setdefault
     stack = list(values)
     pop, push = stack.pop, stack.append
@@ -248,7 +266,7 @@ def decode_line(data: bytes) -> tuple[str, bool]:
         return data.decode("utf-8", errors="replace"), False
 
 
-def parse_lines(data: bytes, name: str = "<memory>") -> Parsed:
+def parse_lines(data: bytes, name: str = "<memory>", *, share_strings: bool = False) -> Parsed:
     """Pi's ``loadEntriesFromFile`` line handling (JS-``trim()`` the whole text, split on
     ``"\\n"``, skip blank lines, ``JSON.parse`` each), one line at a time: only the bytes and
     the parsed objects are held, never a decoded copy of the whole file. Trimming the whole
@@ -265,14 +283,22 @@ def parse_lines(data: bytes, name: str = "<memory>") -> Parsed:
     the native loop gets at most about 1 MB of lines at a time: a line that may not fit in
     the memory left is refused before any parser allocates for it.
 
+    With ``share_strings``, the equal strings of the parsed objects are made one object each
+    (see :func:`share_equal_strings`) as the parse goes, about ``_CHUNK`` bytes of lines at a
+    time: the repeats freed after a chunk leave room the next chunk's strings take, where
+    sharing them after the whole parse left that room in the allocator's pools, resident and
+    of sizes later objects fill only in part (`condense`'s peak: about 3 MB less at x10 of
+    the large fixture, 32 MB at x100).
+
     Raises:
         NotEnoughMemoryError: the memory left is not enough to parse a line (the message
             names ``name`` and the line); any ``MemoryError`` while parsing becomes one.
     """
     parsed = Parsed([], [])
     headroom = _Headroom(name)
+    sharing = _Sharing() if share_strings else None
     try:
-        _parse_all(data, parsed, headroom)
+        _parse_all(data, parsed, headroom, sharing)
     except NotEnoughMemoryError:
         raise
     except MemoryError:
@@ -281,7 +307,9 @@ def parse_lines(data: bytes, name: str = "<memory>") -> Parsed:
     return parsed
 
 
-def _parse_all(data: bytes, parsed: Parsed, headroom: _Headroom) -> None:
+def _parse_all(
+    data: bytes, parsed: Parsed, headroom: _Headroom, sharing: Optional[_Sharing]
+) -> None:
     keep = parsed.objects.append
     started = False  # parsed.first_value is set
     pending: Optional[tuple[int, str, bool]] = None  # (line number, text, valid UTF-8)
@@ -298,7 +326,7 @@ def _parse_all(data: bytes, parsed: Parsed, headroom: _Headroom) -> None:
         if native and started and pending is None:
             # The lines orjson takes and that hold an object, at C speed; this loop reads
             # the line it stops at.
-            position, number = _parse_native(data, position, number, headroom, objects)
+            position, number = _parse_native(data, position, number, headroom, objects, sharing)
         cut = find(b"\n", position)
         end = size if cut < 0 else cut
         number += 1
@@ -350,6 +378,8 @@ def _parse_all(data: bytes, parsed: Parsed, headroom: _Headroom) -> None:
         _parse_pending((line, text.rstrip(JS_WHITESPACE), valid), torn, parsed, headroom.name)
     # Every segment but the last ends with a newline.
     parsed.newlines = number - 1
+    if sharing is not None:
+        sharing.take(objects)
 
 
 def _parse_native(
@@ -358,15 +388,17 @@ def _parse_native(
     number: int,
     headroom: _Headroom,
     objects: list[tuple[int, dict[str, Any]]],
+    sharing: Optional[_Sharing] = None,
 ) -> tuple[int, int]:
     """``_core.parse_lines_from`` over the lines from ``position`` on (line ``number + 1``);
     returns where it stopped. They go at once when the memory all of them may need is free
-    (the common case: no copy); else about ``_CHUNK`` bytes of them at a time (a copy of
-    them), each checked against ``headroom`` first."""
+    (the common case: no copy) and no ``sharing`` is asked for; else about ``_CHUNK`` bytes
+    of them at a time (a copy of them), each checked against ``headroom`` first, and the
+    objects of each shared by ``sharing``."""
     size = len(data)
     loads = orjson.loads
     refused = orjson.JSONDecodeError
-    if headroom.fits(size - position, size - position, number + 1):
+    if sharing is None and headroom.fits(size - position, size - position, number + 1):
         try:
             return parse_lines_from(data, position, number, loads, refused, objects)
         except MemoryError:
@@ -378,12 +410,17 @@ def _parse_native(
         try:
             headroom.take(end - position, size - position, number + 1)
             if end == size:
-                return parse_lines_from(data, position, number, loads, refused, objects)
-            chunk = data[position:end]
-            offset, number = parse_lines_from(chunk, 0, number, loads, refused, objects)
+                stop = parse_lines_from(data, position, number, loads, refused, objects)
+            else:
+                chunk = data[position:end]
+                offset, number = parse_lines_from(chunk, 0, number, loads, refused, objects)
         except MemoryError:
             last = number + data.count(b"\n", position, end)
             raise _short(headroom.name, number + 1, last, end - position) from None
+        if sharing is not None:
+            sharing.take(objects)
+        if end == size:
+            return stop
         position += offset
         if offset < len(chunk):
             break
