@@ -209,7 +209,13 @@ def release(result: ReplayResult) -> None:
     del condenser
     if any(ref() is not None for ref in held):
         gc.collect()
-    _return_freed_memory()
+    if len(result.session) >= _TRIM_FROM_ENTRIES:
+        _return_freed_memory()
+
+
+# Below this many entries what the condenser frees is well under a megabyte, and loading
+# ctypes for the trim (about 2 ms) would cost a one-call condense more than it saves.
+_TRIM_FROM_ENTRIES = 5000
 
 
 def _return_freed_memory() -> None:
