@@ -175,6 +175,16 @@ impl Index {
         self.chains.get(slot)
     }
 
+    /// Whether the entry at `slot` is in the registry (not replaced by a later entry of its
+    /// start).
+    pub fn chain_registered(&self, slot: usize) -> bool {
+        self.chains
+            .get(slot)
+            .and_then(|e| self.registry_at.get(&registry_key(e.start_user_timestamp)))
+            .and_then(|&at| self.chain_registry.get(at))
+            .is_some_and(|&(_, registered)| registered == slot)
+    }
+
     /// `findChainEntryByBlockId(b)`: the first registry entry (insertion order) whose `blockId`
     /// is the string `b`.
     pub fn find_chain_by_block_id(&self, block_id: &str) -> Option<&ChainEntry> {

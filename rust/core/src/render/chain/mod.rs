@@ -91,9 +91,21 @@ pub(crate) fn reports<'o>(
     entries: &[&ChainEntry],
     outcome: impl Fn(usize) -> Option<&'o Outcome>,
 ) -> Vec<Diagnostic> {
+    // One look-up per entry: the skipped and mismatch reports follow the unresolved ones.
     let mut out = Vec::new();
+    let mut rejected = Vec::new();
+    let mut mismatches = Vec::new();
     for (k, entry) in entries.iter().enumerate() {
-        if matches!(outcome(k), Some(Outcome::Unresolved) | None) {
+        let found = outcome(k);
+        match found {
+            Some(Outcome::Rejected { report, .. }) => rejected.push(report),
+            Some(Outcome::Accepted {
+                mismatch: Some(report),
+                ..
+            }) => mismatches.push(report),
+            _ => {}
+        }
+        if matches!(found, Some(Outcome::Unresolved) | None) {
             // The ids as the reference prints them, lone surrogates kept.
             let mut detail = JsBuf::new();
             detail.push_str("blockId=");
@@ -110,20 +122,8 @@ pub(crate) fn reports<'o>(
             });
         }
     }
-    for k in 0..entries.len() {
-        if let Some(Outcome::Rejected { report, .. }) = outcome(k) {
-            out.push(report.clone());
-        }
-    }
-    for k in 0..entries.len() {
-        if let Some(Outcome::Accepted {
-            mismatch: Some(report),
-            ..
-        }) = outcome(k)
-        {
-            out.push(report.clone());
-        }
-    }
+    out.extend(rejected.into_iter().cloned());
+    out.extend(mismatches.into_iter().cloned());
     out
 }
 
