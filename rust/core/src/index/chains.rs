@@ -185,6 +185,18 @@ impl Index {
             .is_some_and(|&(_, registered)| registered == slot)
     }
 
+    /// The registered entries among those stored at `slots`, in [`Index::chain_entries`]'s
+    /// order (by `startUserTimestamp`: no two registered entries compare equal).
+    pub fn registry_subset(&self, slots: &[usize]) -> Vec<&ChainEntry> {
+        let mut out: Vec<&ChainEntry> = slots
+            .iter()
+            .filter(|&&slot| self.chain_registered(slot))
+            .filter_map(|&slot| self.chains.get(slot))
+            .collect();
+        out.sort_by(|a, b| a.start_user_timestamp.total_cmp(&b.start_user_timestamp));
+        out
+    }
+
     /// `findChainEntryByBlockId(b)`: the first registry entry (insertion order) whose `blockId`
     /// is the string `b`.
     pub fn find_chain_by_block_id(&self, block_id: &str) -> Option<&ChainEntry> {

@@ -855,15 +855,18 @@ where
         }
         let mut new_dropped = Vec::new();
         if !candidates.is_empty() {
-            let registry = entries();
-            let settled: Vec<bool> = registry
-                .iter()
-                .map(|e| candidates.binary_search(&e.slot).is_err())
-                .collect();
+            // The registry entries the tail can resolve, in registry order (the others are
+            // decided by the messages before and left alone).
+            let some = state.registry_subset(&candidates).unwrap_or_else(|| {
+                entries()
+                    .into_iter()
+                    .filter(|e| candidates.binary_search(&e.slot).is_ok())
+                    .collect()
+            });
             let strip = cfg.chain.is_some_and(|c| c.strip_final_assistant_thinking);
             let inputs = chain::ChainInputs {
                 msgs: tail,
-                entries: &registry,
+                entries: &some,
                 state,
                 strip_final_thinking: strip,
                 lazy: &mut lazy,
@@ -871,11 +874,11 @@ where
             };
             let scope = Scope {
                 offset: from,
-                settled: Some(&settled),
+                partial: true,
             };
             chain::apply(inputs, &mut current, &mut outcomes, scope)
                 .map_err(|_| Fallback::Throws)?;
-            new_dropped = new_ranges.remember(&hasher, state, &registry, &outcomes, tail, from);
+            new_dropped = new_ranges.remember(&hasher, state, &some, &outcomes, tail, from);
             if new_ranges.any_applied_before(usize::MAX) {
                 if seen.synthetic.is_some_and(|p| p < from) {
                     return Err(Fallback::Range);
