@@ -175,6 +175,28 @@ impl Index {
         self.chains.get(slot)
     }
 
+    /// Whether the entry at `slot` is in the registry (not replaced by a later entry of its
+    /// start).
+    pub fn chain_registered(&self, slot: usize) -> bool {
+        self.chains
+            .get(slot)
+            .and_then(|e| self.registry_at.get(&registry_key(e.start_user_timestamp)))
+            .and_then(|&at| self.chain_registry.get(at))
+            .is_some_and(|&(_, registered)| registered == slot)
+    }
+
+    /// The registered entries among those stored at `slots`, in [`Index::chain_entries`]'s
+    /// order (by `startUserTimestamp`: no two registered entries compare equal).
+    pub fn registry_subset(&self, slots: &[usize]) -> Vec<&ChainEntry> {
+        let mut out: Vec<&ChainEntry> = slots
+            .iter()
+            .filter(|&&slot| self.chain_registered(slot))
+            .filter_map(|&slot| self.chains.get(slot))
+            .collect();
+        out.sort_by(|a, b| a.start_user_timestamp.total_cmp(&b.start_user_timestamp));
+        out
+    }
+
     /// `findChainEntryByBlockId(b)`: the first registry entry (insertion order) whose `blockId`
     /// is the string `b`.
     pub fn find_chain_by_block_id(&self, block_id: &str) -> Option<&ChainEntry> {

@@ -54,6 +54,17 @@ pub trait RenderState {
     fn chain_entry_by_block_id(&self, block_id: &str) -> Option<&ChainEntry>;
     /// The chain entry stored at `slot` ([`ChainEntry::slot`]), in the registry or not.
     fn chain_at(&self, slot: usize) -> Option<&ChainEntry>;
+    /// The registry entries among those stored at `slots` (ascending), in registry order
+    /// ([`RenderState::chain_entries`]'s); `None` when the state cannot tell without listing
+    /// the registry.
+    fn registry_subset(&self, _slots: &[usize]) -> Option<Vec<&ChainEntry>> {
+        None
+    }
+    /// Whether the entry at `slot` is in the registry now (one of
+    /// [`RenderState::chain_entries`]); `None` when the state cannot tell without listing them.
+    fn chain_registered(&self, _slot: usize) -> Option<bool> {
+        None
+    }
     /// Render's `chainSummaryText(entry)`: `rangeSummaryText` when present,
     /// else the per-batch text for `droppedOccurrenceKeys ?? droppedToolCallIds`;
     /// `None` where the reference throws (neither key list is an array).
@@ -126,6 +137,14 @@ impl RenderState for Index {
 
     fn chain_at(&self, slot: usize) -> Option<&ChainEntry> {
         Index::chain_at(self, slot)
+    }
+
+    fn chain_registered(&self, slot: usize) -> Option<bool> {
+        Some(Index::chain_registered(self, slot))
+    }
+
+    fn registry_subset(&self, slots: &[usize]) -> Option<Vec<&ChainEntry>> {
+        Some(Index::registry_subset(self, slots))
     }
 
     fn chain_summary_text(&self, entry: &ChainEntry) -> Option<JsStr> {

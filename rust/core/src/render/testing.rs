@@ -250,6 +250,11 @@ impl RenderState for TestState {
         self.chains.get(slot)
     }
 
+    fn chain_registered(&self, slot: usize) -> Option<bool> {
+        // Every entry is registered.
+        Some(slot < self.chains.len())
+    }
+
     fn summary_bodies(&self) -> Option<&[SummaryBody]> {
         (!self.opaque_bodies).then_some(self.bodies.as_slice())
     }

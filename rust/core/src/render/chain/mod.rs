@@ -60,8 +60,6 @@ pub(crate) struct ChainInputs<'a, S, St: ?Sized, L: ?Sized> {
 pub(crate) enum Outcome {
     /// Its range does not resolve (`unresolved-range`).
     Unresolved,
-    /// Decided by the messages before these (a resumed render, [`Scope::settled`]).
-    Settled,
     /// Resolved and applied, its range not walked yet (a render that threw before).
     Resolved,
     /// Resolved to `range`, but it nests in another or its start is claimed: the report.
@@ -75,13 +73,14 @@ pub(crate) enum Outcome {
 }
 
 /// Which part of a render's list phase 3 runs over: all of it, or (a resumed render) the
-/// messages from `offset` on, with the registry entries `settled` by the messages before
-/// left alone.
+/// messages from `offset` on, with only the registry entries those messages can resolve.
 #[derive(Clone, Copy, Default)]
-pub(crate) struct Scope<'a> {
+pub(crate) struct Scope {
     pub(crate) offset: usize,
-    /// By registry position: the entry's range is decided before `offset`.
-    pub(crate) settled: Option<&'a [bool]>,
+    /// The entries are some of the registry's (in registry order): the others are decided by
+    /// the messages before `offset` and left alone. A `{bN}` placeholder's entry is then
+    /// looked up in the whole registry ([`RenderState::chain_entries`]).
+    pub(crate) partial: bool,
 }
 
 /// Phase 3's reports from the outcome of every registry entry (in registry order), as the
@@ -91,9 +90,21 @@ pub(crate) fn reports<'o>(
     entries: &[&ChainEntry],
     outcome: impl Fn(usize) -> Option<&'o Outcome>,
 ) -> Vec<Diagnostic> {
+    // One look-up per entry: the skipped and mismatch reports follow the unresolved ones.
     let mut out = Vec::new();
+    let mut rejected = Vec::new();
+    let mut mismatches = Vec::new();
     for (k, entry) in entries.iter().enumerate() {
-        if matches!(outcome(k), Some(Outcome::Unresolved) | None) {
+        let found = outcome(k);
+        match found {
+            Some(Outcome::Rejected { report, .. }) => rejected.push(report),
+            Some(Outcome::Accepted {
+                mismatch: Some(report),
+                ..
+            }) => mismatches.push(report),
+            _ => {}
+        }
+        if matches!(found, Some(Outcome::Unresolved) | None) {
             // The ids as the reference prints them, lone surrogates kept.
             let mut detail = JsBuf::new();
             detail.push_str("blockId=");
@@ -110,20 +121,8 @@ pub(crate) fn reports<'o>(
             });
         }
     }
-    for k in 0..entries.len() {
-        if let Some(Outcome::Rejected { report, .. }) = outcome(k) {
-            out.push(report.clone());
-        }
-    }
-    for k in 0..entries.len() {
-        if let Some(Outcome::Accepted {
-            mismatch: Some(report),
-            ..
-        }) = outcome(k)
-        {
-            out.push(report.clone());
-        }
-    }
+    out.extend(rejected.into_iter().cloned());
+    out.extend(mismatches.into_iter().cloned());
     out
 }
 
@@ -134,7 +133,7 @@ pub(crate) fn apply<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     inputs: ChainInputs<'_, S, St, L>,
     slots: &mut Option<Vec<Item>>,
     outcomes: &mut Vec<Outcome>,
-    scope: Scope<'_>,
+    scope: Scope,
 ) -> Result<bool, Throw> {
     match compress(inputs, slots, outcomes, scope)? {
         Some(out) => {
@@ -177,7 +176,7 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     inputs: ChainInputs<'_, S, St, L>,
     slots: &mut Option<Vec<Item>>,
     outcomes: &mut Vec<Outcome>,
-    scope: Scope<'_>,
+    scope: Scope,
 ) -> Result<Option<Vec<Item>>, Throw> {
     let ChainInputs {
         msgs,
@@ -206,14 +205,6 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     // 1. resolve
     let mut resolved: Vec<(usize, &ChainEntry, Range)> = Vec::new();
     for (k, &entry) in entries.iter().enumerate() {
-        let settled = scope
-            .settled
-            .and_then(|s| s.get(k).copied())
-            .unwrap_or(false);
-        if settled {
-            outcomes.push(Outcome::Settled);
-            continue;
-        }
         match ranges.resolve(entry) {
             Some(range) => {
                 resolved.push((k, entry, range));
@@ -246,7 +237,7 @@ fn compress<S: IdStr, St: RenderState + ?Sized, L: Lazy + ?Sized>(
     let mut occ_spans: Vec<(usize, usize)> = Vec::new();
     // Keyed by the block id's string form, as the reference's Map is by value.
     let mut protected_by_block: FastMap<String, Vec<(Piece, Text)>> = FastMap::default();
-    let mut summaries = Summaries::new(state, entries);
+    let mut summaries = Summaries::new(state, (!scope.partial).then_some(entries));
     // The facts of the entries when the state does not keep them.
     let mut local_facts = ChainFactsTable::new();
     let mut key = String::new();

@@ -55,8 +55,9 @@ pub(super) fn result_text<S, L: Lazy + ?Sized>(
 /// Chain summary texts and block-id lookups of one render, each computed once.
 pub(super) struct Summaries<'s, 'e, St: RenderState + ?Sized> {
     state: &'s St,
-    /// the registry (`getChainEntries()`)
-    entries: &'e [&'s ChainEntry],
+    /// the registry (`getChainEntries()`; `None`: read from the state when a placeholder
+    /// needs it)
+    entries: Option<&'e [&'s ChainEntry]>,
     /// block id -> the entry with that id, when exactly one entry of the registry has it
     /// (built for the first `{bN}` placeholder)
     by_block: Option<FastMap<&'s str, Option<&'s ChainEntry>>>,
@@ -71,7 +72,7 @@ pub(super) struct Summaries<'s, 'e, St: RenderState + ?Sized> {
 }
 
 impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
-    pub(super) fn new(state: &'s St, entries: &'e [&'s ChainEntry]) -> Self {
+    pub(super) fn new(state: &'s St, entries: Option<&'e [&'s ChainEntry]>) -> Self {
         Summaries {
             state,
             entries,
@@ -178,10 +179,14 @@ impl<'s, 'e, St: RenderState + ?Sized> Summaries<'s, 'e, St> {
 
     /// `findChainEntryByBlockId(b)`.
     fn entry_by_block_id(&mut self, block_id: &str) -> Option<&'s ChainEntry> {
-        let entries = self.entries;
+        let (state, entries) = (self.state, self.entries);
         let by_block = self.by_block.get_or_insert_with(|| {
             let mut by_block: FastMap<&'s str, Option<&'s ChainEntry>> = FastMap::default();
-            for &entry in entries {
+            let registry: Vec<&'s ChainEntry> = match entries {
+                Some(entries) => entries.to_vec(),
+                None => state.chain_entries(),
+            };
+            for entry in registry {
                 if let Some(block) = entry.block_id.as_str() {
                     by_block
                         .entry(block)

@@ -720,7 +720,7 @@ fn indexed_summary_bodies_give_the_scanned_text() {
             continue;
         };
         let scanned = state.chain_summary_text(entry);
-        let mut summaries = Summaries::new(&state, &entries);
+        let mut summaries = Summaries::new(&state, Some(&entries));
         let indexed = summaries.text(entry).map(|t| t.into_owned());
         assert_eq!(indexed, scanned);
     }

@@ -67,6 +67,46 @@ impl ChainMemory {
         }
     }
 
+    /// [`ChainMemory::index_registry`] brought up to date after the entries at `slots` (each
+    /// once) joined or left the registry, without reading the others. `false` (nothing
+    /// changed) when the state cannot tell whether a slot is registered: rebuild then.
+    pub(super) fn update_registry<St: RenderState + ?Sized>(
+        &mut self,
+        state: &St,
+        slots: &[usize],
+    ) -> bool {
+        let mut known = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            match (state.chain_at(slot), state.chain_registered(slot)) {
+                (Some(entry), Some(registered)) => known.push((entry, registered)),
+                _ => return false,
+            }
+        }
+        for (entry, registered) in known {
+            let slot = entry.slot;
+            let start = strict_key(entry.start_user_timestamp);
+            let list = match &entry.final_assistant_timestamp {
+                JsField::Number(x) => strict_key(*x).map(|k| self.finals.entry(k).or_default()),
+                JsField::Absent => Some(&mut self.absent_finals),
+                _ => None,
+            };
+            if let Some(list) = list {
+                list.retain(|&s| s != slot);
+                if registered {
+                    list.push(slot);
+                }
+            }
+            if let Some(k) = start {
+                let list = self.starts.entry(k).or_default();
+                list.retain(|&s| s != slot);
+                if registered {
+                    list.push(slot);
+                }
+            }
+        }
+        true
+    }
+
     /// Remembers the resolved entries among `outcomes` (by registry position; their ranges
     /// index `msgs`, which stand at `offset` of the list) and what their outputs depend on.
     /// Returns what the applied ones drop.
@@ -251,5 +291,93 @@ fn dropped_by<S: IdStr>(msg: &MsgView<S>, key: &mut String, out: &mut Vec<Box<st
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::chain_slots;
+    use super::*;
+    use crate::index::Index;
+
+    fn entry(block: &str, start: f64, end: JsField) -> ChainEntry {
+        ChainEntry {
+            block_id: JsField::str(block),
+            start_user_timestamp: start,
+            final_assistant_timestamp: end,
+            ..ChainEntry::default()
+        }
+    }
+
+    /// The timestamps' lists as sets, empty lists dropped.
+    fn normal(map: &FastMap<u64, Vec<usize>>) -> Vec<(u64, Vec<usize>)> {
+        let mut out: Vec<(u64, Vec<usize>)> = map
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(&k, v)| {
+                let mut v = v.clone();
+                v.sort_unstable();
+                (k, v)
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn same(a: &ChainMemory, b: &ChainMemory) {
+        assert_eq!(normal(&a.starts), normal(&b.starts));
+        assert_eq!(normal(&a.finals), normal(&b.finals));
+        let (mut x, mut y) = (a.absent_finals.clone(), b.absent_finals.clone());
+        x.sort_unstable();
+        y.sort_unstable();
+        assert_eq!(x, y);
+    }
+
+    #[test]
+    fn the_incremental_registry_is_the_rebuilt_one() {
+        let mut index = Index::new();
+        let mut memory = ChainMemory::default();
+        let steps: Vec<Vec<ChainEntry>> = vec![
+            vec![entry("b1", 10.0, JsField::Number(20.0))],
+            vec![
+                entry("b2", 30.0, JsField::Absent),
+                entry("b3", 5.0, JsField::Number(8.0)),
+            ],
+            // Replaces b2 (same start): b2 leaves the registry, its absent final too.
+            vec![entry("b4", 30.0, JsField::Number(40.0))],
+            // Replaces b1 and shares b3's final; one with a final that is no number.
+            vec![
+                entry("b5", 10.0, JsField::Number(8.0)),
+                entry("b6", 50.0, JsField::Null),
+                entry("b7", -0.0, JsField::Absent),
+            ],
+            vec![entry("b8", 0.0, JsField::Number(40.0))],
+        ];
+        for step in steps {
+            let revision = index.revision();
+            for e in step {
+                index.register_chain(e);
+            }
+            let slots = chain_slots(index.changes_since(revision).unwrap_or_default());
+            assert!(memory.update_registry(&index, &slots));
+            let mut rebuilt = ChainMemory::default();
+            rebuilt.index_registry(&index.chain_entries());
+            same(&memory, &rebuilt);
+            // Updating again for the same slots changes nothing.
+            assert!(memory.update_registry(&index, &slots));
+            same(&memory, &rebuilt);
+        }
+        assert!(!index.chain_registered(0));
+        assert!(index.chain_registered(index.chain_entries()[0].slot));
+    }
+
+    #[test]
+    fn an_unknown_slot_asks_for_a_rebuild() {
+        let mut index = Index::new();
+        index.register_chain(entry("b1", 1.0, JsField::Number(2.0)));
+        let mut memory = ChainMemory::default();
+        // An unknown slot.
+        assert!(!memory.update_registry(&index, &[7]));
+        assert!(memory.starts.is_empty());
     }
 }

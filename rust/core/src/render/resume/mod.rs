@@ -34,7 +34,7 @@ mod seen;
 #[cfg(test)]
 mod tests;
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 
@@ -75,10 +75,12 @@ pub struct Resume {
     hasher: foldhash::fast::RandomState,
     /// The superseded results (phase 1b) the covered messages were rendered with, ascending.
     superseded: Vec<usize>,
-    /// A revision whose chain registry [`Resume::restart_point`] found the same as at
-    /// [`Resume::revision`] (no entry joined or left since): a render against it keeps the
-    /// registry's timestamps and phase 3's reports instead of rebuilding them.
-    registry_same_at: Cell<Option<usize>>,
+    /// What [`Resume::restart_point`] found of the chain registry since [`Resume::revision`]:
+    /// the revision it was given and the slots of the entries that joined or left (none: the
+    /// registry is the same). A render against that revision updates the registry's
+    /// timestamps for those slots alone (and keeps phase 3's reports when there are none)
+    /// instead of rebuilding them from every entry.
+    registry_delta: RefCell<Option<(usize, Vec<usize>)>>,
 }
 
 /// The phases' state after the first `len` messages.
@@ -306,7 +308,7 @@ impl Resume {
             chains,
             hasher,
             superseded: superseded_below(cfg, msgs.len()).collect(),
-            registry_same_at: Cell::new(None),
+            registry_delta: RefCell::new(None),
         }
     }
 
@@ -323,11 +325,9 @@ impl Resume {
         if Needs::of(state, cfg) != self.needs || state.may_stub() != self.may_stub {
             return None;
         }
-        let registry_same = !changes
-            .iter()
-            .any(|c| matches!(c, Change::Chain(_) | Change::Everything));
-        self.registry_same_at
-            .set(registry_same.then_some(self.revision + changes.len()));
+        let everything = changes.iter().any(|c| matches!(c, Change::Everything));
+        let delta = (!everything).then(|| (self.revision + changes.len(), chain_slots(changes)));
+        *self.registry_delta.borrow_mut() = delta;
         let mut touched = self.len();
         // Phase 1b decides a result alone: the first covered result whose supersession
         // changed (a lowered floor, a cold cache) is decided again.
@@ -395,6 +395,21 @@ impl Resume {
             .find(|c| c.len <= touched)
             .map(|c| c.len)
     }
+}
+
+/// The slots of the chain entries that joined or left the registry in `changes`, ascending,
+/// each once.
+pub(super) fn chain_slots(changes: &[Change]) -> Vec<usize> {
+    let mut slots: Vec<usize> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Chain(slot) => Some(*slot),
+            _ => None,
+        })
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    slots
 }
 
 /// The indices of `cfg.superseded` below `len`.
@@ -541,11 +556,19 @@ where
     let entries = || state.chain_entries();
     // The registry's timestamps (and phase 3's reports, below) are those of the latest render
     // unless an entry joined or left the registry since.
-    let registry_changed =
-        revision != resume.revision && resume.registry_same_at.get() != Some(revision);
-    if registry_changed {
-        resume.chains.index_registry(&entries());
-    }
+    let registry_changed = revision != resume.revision
+        && match resume.registry_delta.take() {
+            Some((at, slots)) if at == revision => {
+                if !slots.is_empty() && !resume.chains.update_registry(state, &slots) {
+                    resume.chains.index_registry(&entries());
+                }
+                !slots.is_empty()
+            }
+            _ => {
+                resume.chains.index_registry(&entries());
+                true
+            }
+        };
     resume.seen.extend(&hasher, tail, from);
     let seen = &resume.seen;
     // What was decided from the restart point on is decided again.
@@ -832,15 +855,18 @@ where
         }
         let mut new_dropped = Vec::new();
         if !candidates.is_empty() {
-            let registry = entries();
-            let settled: Vec<bool> = registry
-                .iter()
-                .map(|e| candidates.binary_search(&e.slot).is_err())
-                .collect();
+            // The registry entries the tail can resolve, in registry order (the others are
+            // decided by the messages before and left alone).
+            let some = state.registry_subset(&candidates).unwrap_or_else(|| {
+                entries()
+                    .into_iter()
+                    .filter(|e| candidates.binary_search(&e.slot).is_ok())
+                    .collect()
+            });
             let strip = cfg.chain.is_some_and(|c| c.strip_final_assistant_thinking);
             let inputs = chain::ChainInputs {
                 msgs: tail,
-                entries: &registry,
+                entries: &some,
                 state,
                 strip_final_thinking: strip,
                 lazy: &mut lazy,
@@ -848,11 +874,11 @@ where
             };
             let scope = Scope {
                 offset: from,
-                settled: Some(&settled),
+                partial: true,
             };
             chain::apply(inputs, &mut current, &mut outcomes, scope)
                 .map_err(|_| Fallback::Throws)?;
-            new_dropped = new_ranges.remember(&hasher, state, &registry, &outcomes, tail, from);
+            new_dropped = new_ranges.remember(&hasher, state, &some, &outcomes, tail, from);
             if new_ranges.any_applied_before(usize::MAX) {
                 if seen.synthetic.is_some_and(|p| p < from) {
                     return Err(Fallback::Range);
